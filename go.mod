@@ -1,0 +1,3 @@
+module github.com/rackcache/rackcache
+
+go 1.24.0

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Installs what rackcache's build and tests need on a fresh Debian bookworm
+# machine, idempotently. Built tools are cached outside the clone in
+# $RACKCACHE_CACHE (keyed by version) and linked into bin/.
+#
+# Usage: hack/deps.sh [all|apt|python|go-tools|rust] [--help]
+#   apt       Debian packages: Ceph daemons and client libraries, qemu,
+#             busybox-static, cpio, kmod, socat, ...
+#   python    a venv (bin/venv) with SPDK's official JSON-RPC client (spdk)
+#   go-tools  controller-gen, ginkgo, csi-sanity, helm, golangci-lint, kustomize
+#   rust      checks rustfmt and clippy (installed with the toolchain)
+#   all       all of the above (default)
+source "$(dirname "$0")/lib.sh"
+
+usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; }
+
+APT_PACKAGES=(
+  # Ceph (one-node cluster for tests) and librbd/librados for go-ceph and the dataplane
+  ceph-mon ceph-osd ceph-mgr ceph-common librbd-dev librados-dev python3-rbd python3-rados
+  # qemu guest with the stock kernel's NVMe/TCP initiator
+  qemu-system-x86 busybox-static cpio kmod socat
+  # build helpers
+  pkg-config
+)
+
+SPDK_PY_VERSION="26.9"
+
+# name|package@version
+GO_TOOLS=(
+  "controller-gen|sigs.k8s.io/controller-tools/cmd/controller-gen@v0.19.0"
+  "ginkgo|github.com/onsi/ginkgo/v2/ginkgo@v2.34.0"
+  "csi-sanity|github.com/kubernetes-csi/csi-test/v5/cmd/csi-sanity@v5.4.0"
+  "kustomize|sigs.k8s.io/kustomize/kustomize/v5@v5.8.2"
+  "golangci-lint|github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0"
+  "helm|helm.sh/helm/v3/cmd/helm@v3.22.0"
+)
+
+install_apt() {
+  local missing=()
+  for p in "${APT_PACKAGES[@]}"; do
+    [[ "$p" == \#* ]] && continue
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+      missing+=("$p")
+    fi
+  done
+  if [ ${#missing[@]} -eq 0 ]; then
+    log "apt: all ${#APT_PACKAGES[@]} packages present"
+    return 0
+  fi
+  log "apt: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  as_root apt-get update -qq
+  as_root apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+install_python() {
+  local venv="$RACKCACHE_CACHE/venv/spdk-$SPDK_PY_VERSION"
+  if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import spdk.rpc' 2>/dev/null; then
+    log "python: creating venv $venv with spdk==$SPDK_PY_VERSION"
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q "spdk==$SPDK_PY_VERSION"
+  fi
+  link_into_bin venv "$venv"
+}
+
+install_go_tools() {
+  local entry name pkg version dir
+  for entry in "${GO_TOOLS[@]}"; do
+    name="${entry%%|*}"; pkg="${entry#*|}"; version="${pkg##*@}"
+    dir="$RACKCACHE_CACHE/tools/$name-$version"
+    if [ ! -x "$dir/$name" ]; then
+      log "go-tools: building $name $version"
+      with_lock "tool-$name-$version" env GOBIN="$dir" go install "$pkg"
+    fi
+    link_into_bin "$name" "$dir/$name"
+  done
+}
+
+check_rust() {
+  command -v cargo >/dev/null || die "cargo not found: install Rust with rustup first"
+  cargo fmt --version >/dev/null 2>&1 || rustup component add rustfmt
+  cargo clippy --version >/dev/null 2>&1 || rustup component add clippy
+  log "rust: $(cargo --version), rustfmt and clippy present"
+}
+
+what="${1:-all}"
+case "$what" in
+  --help|-h) usage ;;
+  apt) install_apt ;;
+  python) install_python ;;
+  go-tools) install_go_tools ;;
+  rust) check_rust ;;
+  all) install_apt; install_python; install_go_tools; check_rust ;;
+  *) die "unknown step: $what (see --help)" ;;
+esac

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Shared helpers for the hack/ scripts. Source it; do not run it.
+#
+# Everything built or downloaded lives in a cache outside the clone, keyed by
+# version, so that a fresh clone on the same machine (CI's) reuses it:
+#   RACKCACHE_CACHE (default ${XDG_CACHE_HOME:-$HOME/.cache}/rackcache)
+# The clone's bin/ holds only symlinks into that cache.
+
+set -euo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+RACKCACHE_CACHE="${RACKCACHE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rackcache}"
+export RACKCACHE_CACHE REPO_ROOT
+
+# Go must never download a toolchain of its own (none is reachable).
+export GOTOOLCHAIN=local
+
+# Pinned versions (see ../shared/NOTES-INFRA.md for why these).
+K8S_VERSION="${K8S_VERSION:-1.34.4}"
+ETCD_VERSION="${ETCD_VERSION:-3.5.35}"
+
+log() { printf '\033[1m[%s]\033[0m %s\n' "$(basename "$0")" "$*" >&2; }
+die() { printf '[%s] error: %s\n' "$(basename "$0")" "$*" >&2; exit 1; }
+
+# as_root runs a command as root (directly when we are root, else via sudo).
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+# link_into_bin NAME TARGET: make bin/NAME a symlink to TARGET in the cache.
+link_into_bin() {
+  local name="$1" target="$2"
+  mkdir -p "$REPO_ROOT/bin"
+  ln -sfn "$target" "$REPO_ROOT/bin/$name"
+}
+
+# with_lock NAME CMD...: run CMD holding an exclusive lock in the cache, so
+# that two runs (a developer's and CI's) never build the same asset at once.
+with_lock() {
+  local name="$1"; shift
+  mkdir -p "$RACKCACHE_CACHE/locks"
+  (
+    flock 9
+    "$@"
+  ) 9>"$RACKCACHE_CACHE/locks/$name.lock"
+}
