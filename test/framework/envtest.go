@@ -1,6 +1,7 @@
 package framework
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,12 +29,12 @@ func EnvtestAssets(t testing.TB) string {
 			envtestAssetsDir = dir
 			return
 		}
-		out, err := exec.Command(HackScript("envtest-assets.sh"), "--print-dir").Output()
+		cmd := exec.Command(HackScript("envtest-assets.sh"), "--print-dir")
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
 		if err != nil {
-			envtestAssetsErr = err
-			if ee, ok := err.(*exec.ExitError); ok {
-				envtestAssetsErr = &assetsError{err: err, stderr: string(ee.Stderr)}
-			}
+			envtestAssetsErr = fmt.Errorf("hack/envtest-assets.sh: %w: %s", err, stderr.String())
 			return
 		}
 		envtestAssetsDir = strings.TrimSpace(string(out))
@@ -48,13 +49,6 @@ func EnvtestAssets(t testing.TB) string {
 	}
 	return envtestAssetsDir
 }
-
-type assetsError struct {
-	err    error
-	stderr string
-}
-
-func (e *assetsError) Error() string { return e.err.Error() + ": " + e.stderr }
 
 // StartEnvtest starts a real kube-apiserver and etcd, installs the CRDs found
 // in crdDirs (none is fine), and stops both when the test ends.

@@ -1,0 +1,127 @@
+# rackcache: kubebuilder-conventional targets. `make help` lists them.
+#
+# Every target that needs a tool installs it first through hack/ (cached
+# outside the clone in $(RACKCACHE_CACHE), keyed by version), so `make test`
+# and `make demo` work on a fresh Debian machine.
+
+SHELL := /usr/bin/env bash -o pipefail
+.SHELLFLAGS := -ec
+.DEFAULT_GOAL := help
+
+export GOTOOLCHAIN := local
+export RACKCACHE_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/rackcache
+export RACKCACHE_TRACES ?= $(abspath $(CURDIR)/../shared/traces)
+export PATH := $(CURDIR)/bin:$(PATH)
+
+K8S_VERSION ?= 1.34.4
+DATAPLANE := dataplane
+CARGO ?= cargo
+GO_TEST_FLAGS ?= -count=1 -timeout 30m
+# Go packages holding code to build and vet (tests included).
+GO_PACKAGES := ./...
+
+##@ General
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*##"; printf "Usage: make \033[36m<target>\033[0m\n"} \
+	  /^[a-zA-Z_0-9-]+:.*?##/ { printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2 } \
+	  /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) }' $(MAKEFILE_LIST)
+
+.PHONY: deps
+deps: ## Install apt packages, the Python venv (spdk), pinned Go tools; check rustfmt/clippy.
+	hack/deps.sh all
+
+.PHONY: envtest-assets
+envtest-assets: ## Build kube-apiserver and etcd from source for envtest (cached).
+	hack/envtest-assets.sh
+
+.PHONY: guest-image
+guest-image: ## Build the qemu guest's kernel + initramfs with nvme-cli (cached).
+	hack/guest/build.sh
+
+##@ Development
+
+.PHONY: generate
+generate: ## Generate DeepCopy code for the API types (controller-gen).
+	@if ls api/*/*.go >/dev/null 2>&1; then \
+	  hack/deps.sh go-tools && controller-gen object paths="./api/..."; \
+	else echo "generate: no API types under api/ yet, nothing to generate"; fi
+
+.PHONY: manifests
+manifests: ## Generate CRDs and RBAC into config/ (controller-gen).
+	@if ls api/*/*.go >/dev/null 2>&1; then \
+	  hack/deps.sh go-tools && controller-gen crd rbac:roleName=rackcache-operator \
+	    paths="./api/...;./controllers/..." output:crd:artifacts:config=config/crd/bases; \
+	else echo "manifests: no API types under api/ yet, nothing to generate"; fi
+
+.PHONY: fmt
+fmt: ## Format Go (gofmt) and Rust (rustfmt) code in place.
+	gofmt -w $$(git ls-files -co --exclude-standard '*.go')
+	cd $(DATAPLANE) && $(CARGO) fmt --all
+
+.PHONY: fmt-check
+fmt-check: ## Fail when Go or Rust code is not formatted.
+	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \
+	  if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+	cd $(DATAPLANE) && $(CARGO) fmt --all --check
+
+.PHONY: vet
+vet: ## go vet.
+	go vet $(GO_PACKAGES)
+
+.PHONY: lint
+lint: ## golangci-lint, cargo clippy (-D warnings) and bash -n on hack/.
+	hack/deps.sh go-tools
+	golangci-lint run $(GO_PACKAGES)
+	cd $(DATAPLANE) && $(CARGO) clippy --workspace --all-targets -- -D warnings
+	@for f in $$(git ls-files -co --exclude-standard 'hack/*.sh' 'hack/**/*.sh' .ci/run); do bash -n "$$f"; done
+
+.PHONY: verify
+verify: fmt-check vet lint ## Everything static: formatting, vet, linters.
+
+##@ Build
+
+.PHONY: build
+build: ## Build the Go packages and the dataplane workspace (release).
+	go build $(GO_PACKAGES)
+	cd $(DATAPLANE) && $(CARGO) build --workspace --release
+
+##@ Test
+
+.PHONY: test
+test: deps envtest-assets guest-image verify test-rust test-go ## Everything CI runs (set-up included).
+
+.PHONY: test-go
+test-go: ## Go tests: unit, envtest, real Ceph, the qemu guest.
+	KUBEBUILDER_ASSETS=$(RACKCACHE_CACHE)/k8s/$(K8S_VERSION) go test $(GO_TEST_FLAGS) $(GO_PACKAGES)
+
+.PHONY: test-rust
+test-rust: ## Rust tests of the dataplane workspace.
+	cd $(DATAPLANE) && $(CARGO) test --workspace
+
+.PHONY: test-e2e
+test-e2e: ## ginkgo e2e suites against the cluster in KUBECONFIG.
+	@if [ -z "$$KUBECONFIG" ]; then echo "test-e2e: set KUBECONFIG to a cluster with rackcache installed"; exit 2; fi
+	@if ls test/e2e/*_test.go >/dev/null 2>&1; then hack/deps.sh go-tools && ginkgo -v ./test/e2e/...; \
+	else echo "test-e2e: no e2e suites yet (test/e2e/)"; exit 2; fi
+
+.PHONY: bench
+bench: ## Benchmarks; each prints ratios against its baseline run side by side.
+	cd $(DATAPLANE) && $(CARGO) bench --workspace
+
+##@ Demo
+
+.PHONY: demo
+demo: deps guest-image ## Stand up the local infrastructure (Ceph, guest) and show it working.
+	hack/demo.sh up
+
+.PHONY: demo-down
+demo-down: ## Stop what `make demo` started.
+	hack/demo.sh down
+
+.PHONY: clean
+clean: ## Remove build outputs in the clone (the shared cache stays; see README).
+	-hack/demo.sh down
+	rm -rf bin _output
+	cd $(DATAPLANE) && $(CARGO) clean
