@@ -69,7 +69,19 @@ func NewCeph(ctx context.Context, dir string) (*Ceph, error) {
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("hack/ceph.sh up %s: %w\n%s", dir, err, stderr.String())
 	}
-	return parseCephEnv(dir, stdout.String())
+	c, err := parseCephEnv(dir, stdout.String())
+	if err != nil {
+		_ = exec.Command(HackScript("ceph.sh"), "down", dir).Run()
+		return nil, err
+	}
+	// Stop the daemons even if this process dies before Stop is called.
+	reap := fmt.Sprintf("[ -d %s ] && %s down %s >/dev/null 2>&1",
+		shellQuote(dir), shellQuote(HackScript("ceph.sh")), shellQuote(dir))
+	if err := startReaper(reap); err != nil {
+		_ = c.Stop()
+		return nil, err
+	}
+	return c, nil
 }
 
 // Stop stops the daemons by PID and removes the cluster's directory.
