@@ -1,0 +1,257 @@
+//! `aio` bdev: a file or a block device. Opened with O_DIRECT where the
+//! filesystem allows it (the cache must not be cached again by the page
+//! cache); on filesystems that refuse O_DIRECT (tmpfs) it falls back to
+//! buffered I/O and says so in [`FileBdev::direct`].
+//!
+//! I/O runs as positional reads and writes on tokio's blocking pool, the
+//! portable path. An io_uring engine is the planned fast path for the cache
+//! device.
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::{uuid_from_name, BdevError, BdevInfo, DmaBuf, IoKind, Result};
+
+/// A bdev on a file or block device.
+pub struct FileBdev {
+    info: BdevInfo,
+    file: Arc<File>,
+    path: PathBuf,
+    direct: bool,
+}
+
+fn os_err(op: &'static str, path: &Path, source: std::io::Error) -> BdevError {
+    BdevError::Os {
+        op,
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+// From linux/fs.h: the size of a block device in bytes, and its logical
+// block size.
+const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
+const BLKSSZGET: libc::c_ulong = 0x1268;
+
+impl FileBdev {
+    /// Opens `path`. `block_size` 0 means: the device's logical block size
+    /// for a block device, 512 for a regular file. A regular file's size
+    /// must be a multiple of the block size.
+    pub fn open(name: &str, path: &Path, block_size: u32) -> Result<Self> {
+        let open = |direct: bool| {
+            let mut o = OpenOptions::new();
+            o.read(true).write(true);
+            if direct {
+                o.custom_flags(libc::O_DIRECT);
+            }
+            o.open(path)
+        };
+        let (file, direct) = match open(true) {
+            Ok(f) => (f, true),
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                (open(false).map_err(|e| os_err("open", path, e))?, false)
+            }
+            Err(e) => return Err(os_err("open", path, e)),
+        };
+        let meta = file.metadata().map_err(|e| os_err("stat", path, e))?;
+        let is_block = {
+            use std::os::unix::fs::FileTypeExt;
+            meta.file_type().is_block_device()
+        };
+        let (size, device_block) = if is_block {
+            let mut size: u64 = 0;
+            let mut bs: libc::c_int = 0;
+            // SAFETY: both ioctls write one value of the given type.
+            unsafe {
+                if libc::ioctl(file.as_raw_fd(), BLKGETSIZE64, &mut size) != 0 {
+                    return Err(os_err(
+                        "BLKGETSIZE64",
+                        path,
+                        std::io::Error::last_os_error(),
+                    ));
+                }
+                if libc::ioctl(file.as_raw_fd(), BLKSSZGET, &mut bs) != 0 {
+                    return Err(os_err("BLKSSZGET", path, std::io::Error::last_os_error()));
+                }
+            }
+            (size, bs as u32)
+        } else if meta.is_file() {
+            (meta.len(), 512)
+        } else {
+            return Err(BdevError::InvalidArgument(format!(
+                "{} is neither a regular file nor a block device",
+                path.display()
+            )));
+        };
+        let block_size = if block_size == 0 {
+            device_block
+        } else {
+            block_size
+        };
+        if !block_size.is_power_of_two() || block_size < device_block || block_size > 65536 {
+            return Err(BdevError::InvalidArgument(format!(
+                "block size {block_size} must be a power of two from {device_block} to 65536"
+            )));
+        }
+        if size == 0 || !size.is_multiple_of(u64::from(block_size)) {
+            return Err(BdevError::InvalidArgument(format!(
+                "{} has {size} bytes, not a positive multiple of the {block_size}-byte block size",
+                path.display()
+            )));
+        }
+        Ok(Self {
+            info: BdevInfo {
+                name: name.to_owned(),
+                product_name: "AIO disk",
+                block_size,
+                num_blocks: size / u64::from(block_size),
+                uuid: uuid_from_name("aio", name),
+            },
+            file: Arc::new(file),
+            path: path.to_owned(),
+            direct,
+        })
+    }
+
+    /// Name, size, block size and identity.
+    pub fn info(&self) -> &BdevInfo {
+        &self.info
+    }
+
+    /// The path it was opened from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether I/O bypasses the page cache (O_DIRECT).
+    pub fn direct(&self) -> bool {
+        self.direct
+    }
+
+    /// Every operation is supported (zeroes and unmap through fallocate,
+    /// with a written-zeroes fallback).
+    pub fn supports(&self, _kind: IoKind) -> bool {
+        true
+    }
+
+    async fn blocking<T: Send + 'static>(
+        &self,
+        op: &'static str,
+        f: impl FnOnce(&File) -> std::io::Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let file = Arc::clone(&self.file);
+        let path = self.path.clone();
+        match tokio::task::spawn_blocking(move || f(&file)).await {
+            Ok(r) => r.map_err(|e| os_err(op, &path, e)),
+            Err(join) => Err(os_err(op, &path, std::io::Error::other(join.to_string()))),
+        }
+    }
+
+    /// Positional read.
+    pub async fn read(&self, offset: u64, buf: DmaBuf) -> (DmaBuf, Result<()>) {
+        let file = Arc::clone(&self.file);
+        let path = self.path.clone();
+        match tokio::task::spawn_blocking(move || {
+            let mut buf = buf;
+            let r = file.read_exact_at(&mut buf, offset);
+            (buf, r)
+        })
+        .await
+        {
+            Ok((buf, r)) => (buf, r.map_err(|e| os_err("read", &path, e))),
+            Err(join) => panic!("blocking read task failed: {join}"),
+        }
+    }
+
+    /// Positional write.
+    pub async fn write(&self, offset: u64, buf: DmaBuf) -> (DmaBuf, Result<()>) {
+        let file = Arc::clone(&self.file);
+        let path = self.path.clone();
+        match tokio::task::spawn_blocking(move || {
+            let r = file.write_all_at(&buf, offset);
+            (buf, r)
+        })
+        .await
+        {
+            Ok((buf, r)) => (buf, r.map_err(|e| os_err("write", &path, e))),
+            Err(join) => panic!("blocking write task failed: {join}"),
+        }
+    }
+
+    /// fdatasync.
+    pub async fn flush(&self) -> Result<()> {
+        self.blocking("fdatasync", |f| f.sync_data()).await
+    }
+
+    /// fallocate(ZERO_RANGE), or written zeroes where that is unsupported.
+    pub async fn write_zeroes(&self, offset: u64, len: u64) -> Result<()> {
+        let direct = self.direct;
+        self.blocking("write zeroes", move |f| {
+            if fallocate(
+                f,
+                libc::FALLOC_FL_ZERO_RANGE | libc::FALLOC_FL_KEEP_SIZE,
+                offset,
+                len,
+            )
+            .is_ok()
+            {
+                return Ok(());
+            }
+            write_zeroes_by_hand(f, offset, len, direct)
+        })
+        .await
+    }
+
+    /// fallocate(PUNCH_HOLE), or written zeroes where that is unsupported:
+    /// either way the range reads back as zeroes.
+    pub async fn unmap(&self, offset: u64, len: u64) -> Result<()> {
+        let direct = self.direct;
+        self.blocking("unmap", move |f| {
+            if fallocate(
+                f,
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                offset,
+                len,
+            )
+            .is_ok()
+            {
+                return Ok(());
+            }
+            write_zeroes_by_hand(f, offset, len, direct)
+        })
+        .await
+    }
+}
+
+fn fallocate(f: &File, mode: libc::c_int, offset: u64, len: u64) -> std::io::Result<()> {
+    // SAFETY: plain syscall on a valid fd.
+    let r = unsafe {
+        libc::fallocate(
+            f.as_raw_fd(),
+            mode,
+            offset as libc::off_t,
+            len as libc::off_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+fn write_zeroes_by_hand(f: &File, offset: u64, len: u64, _direct: bool) -> std::io::Result<()> {
+    const STEP: u64 = 1 << 20;
+    // An aligned buffer keeps this valid under O_DIRECT.
+    let zeroes = DmaBuf::new(STEP.min(len) as usize);
+    let mut done = 0;
+    while done < len {
+        let n = STEP.min(len - done) as usize;
+        f.write_all_at(&zeroes[..n], offset + done)?;
+        done += n as u64;
+    }
+    Ok(())
+}

@@ -1,0 +1,488 @@
+//! `rbd` bdev: a Ceph RBD image through librbd's C API, with asynchronous
+//! completions and cephx.
+//!
+//! A [`RbdCluster`] is one librados connection (SPDK's
+//! `bdev_rbd_register_cluster`); any number of images share it. librbd runs
+//! its own threads: an operation is submitted with `rbd_aio_*`, librbd calls
+//! [`on_complete`] on one of its threads when it is done, and that wakes the
+//! waiting task through a oneshot channel. The buffer stays owned by the
+//! pending operation until then.
+
+use std::ffi::{c_char, c_int, c_void, CString};
+use std::ptr;
+use std::sync::Arc;
+
+use tokio::sync::oneshot;
+
+use crate::{uuid_from_name, BdevError, BdevInfo, DmaBuf, IoKind, Result};
+
+#[allow(non_camel_case_types)]
+mod ffi {
+    use std::ffi::{c_char, c_int, c_void};
+
+    pub type rados_t = *mut c_void;
+    pub type rados_ioctx_t = *mut c_void;
+    pub type rbd_image_t = *mut c_void;
+    pub type rbd_completion_t = *mut c_void;
+    pub type rbd_callback_t = extern "C" fn(rbd_completion_t, *mut c_void);
+
+    extern "C" {
+        pub fn rados_create2(
+            cluster: *mut rados_t,
+            cluster_name: *const c_char,
+            name: *const c_char,
+            flags: u64,
+        ) -> c_int;
+        pub fn rados_conf_set(
+            cluster: rados_t,
+            option: *const c_char,
+            value: *const c_char,
+        ) -> c_int;
+        pub fn rados_conf_read_file(cluster: rados_t, path: *const c_char) -> c_int;
+        pub fn rados_connect(cluster: rados_t) -> c_int;
+        pub fn rados_shutdown(cluster: rados_t);
+        pub fn rados_ioctx_create(
+            cluster: rados_t,
+            pool: *const c_char,
+            io: *mut rados_ioctx_t,
+        ) -> c_int;
+        pub fn rados_ioctx_destroy(io: rados_ioctx_t);
+
+        pub fn rbd_open(
+            io: rados_ioctx_t,
+            name: *const c_char,
+            image: *mut rbd_image_t,
+            snap: *const c_char,
+        ) -> c_int;
+        pub fn rbd_close(image: rbd_image_t) -> c_int;
+        pub fn rbd_get_size(image: rbd_image_t, size: *mut u64) -> c_int;
+        pub fn rbd_get_id(image: rbd_image_t, id: *mut c_char, len: usize) -> c_int;
+        pub fn rbd_aio_create_completion(
+            arg: *mut c_void,
+            cb: rbd_callback_t,
+            c: *mut rbd_completion_t,
+        ) -> c_int;
+        pub fn rbd_aio_get_return_value(c: rbd_completion_t) -> isize;
+        pub fn rbd_aio_release(c: rbd_completion_t);
+        pub fn rbd_aio_read(
+            image: rbd_image_t,
+            off: u64,
+            len: usize,
+            buf: *mut c_char,
+            c: rbd_completion_t,
+        ) -> c_int;
+        pub fn rbd_aio_write(
+            image: rbd_image_t,
+            off: u64,
+            len: usize,
+            buf: *const c_char,
+            c: rbd_completion_t,
+        ) -> c_int;
+        pub fn rbd_aio_flush(image: rbd_image_t, c: rbd_completion_t) -> c_int;
+        pub fn rbd_aio_discard(
+            image: rbd_image_t,
+            off: u64,
+            len: u64,
+            c: rbd_completion_t,
+        ) -> c_int;
+        pub fn rbd_aio_write_zeroes(
+            image: rbd_image_t,
+            off: u64,
+            len: usize,
+            c: rbd_completion_t,
+            zero_flags: c_int,
+            op_flags: c_int,
+        ) -> c_int;
+    }
+}
+
+fn cstring(what: &str, s: &str) -> Result<CString> {
+    CString::new(s).map_err(|_| BdevError::InvalidArgument(format!("{what} contains a NUL byte")))
+}
+
+fn check(op: impl FnOnce() -> String, rc: c_int) -> Result<()> {
+    if rc < 0 {
+        Err(BdevError::Ceph {
+            op: op(),
+            errno: rc,
+        })
+    } else {
+        Ok(())
+    }
+}
+
+/// How to reach and authenticate to a Ceph cluster.
+#[derive(Clone, Default)]
+pub struct ClusterConfig {
+    /// cephx user without `client.` (e.g. `csi`).
+    pub user: String,
+    /// Monitor addresses (`mon_host`); optional when `config_file` has them.
+    pub mon_host: Option<String>,
+    /// The user's cephx key; never logged. Optional when a keyring is given.
+    pub key: Option<String>,
+    /// A ceph.conf to read first.
+    pub config_file: Option<String>,
+    /// A keyring file.
+    pub keyring: Option<String>,
+}
+
+impl std::fmt::Debug for ClusterConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The key stays out of logs and error messages.
+        f.debug_struct("ClusterConfig")
+            .field("user", &self.user)
+            .field("mon_host", &self.mon_host)
+            .field("key", &self.key.as_ref().map(|_| "<redacted>"))
+            .field("config_file", &self.config_file)
+            .field("keyring", &self.keyring)
+            .finish()
+    }
+}
+
+/// One librados connection.
+pub struct RbdCluster {
+    handle: ffi::rados_t,
+    name: String,
+}
+
+// SAFETY: librados cluster handles are thread-safe once connected.
+unsafe impl Send for RbdCluster {}
+// SAFETY: as above.
+unsafe impl Sync for RbdCluster {}
+
+impl RbdCluster {
+    /// Connects as `cfg.user`. Fails with the cluster's errno (EACCES for a
+    /// refused key, ETIMEDOUT for unreachable monitors).
+    pub fn connect(name: &str, cfg: &ClusterConfig) -> Result<Arc<Self>> {
+        if cfg.user.is_empty() {
+            return Err(BdevError::InvalidArgument(
+                "a Ceph user name is required".into(),
+            ));
+        }
+        if cfg.mon_host.is_none() && cfg.config_file.is_none() {
+            return Err(BdevError::InvalidArgument(
+                "either monitors (mon_host) or a config file is required".into(),
+            ));
+        }
+        let cluster_name = cstring("cluster name", "ceph")?;
+        let user = cstring("user", &format!("client.{}", cfg.user))?;
+        let mut handle: ffi::rados_t = ptr::null_mut();
+        // SAFETY: out-pointer to a handle; strings are NUL-terminated.
+        check(
+            || format!("rados_create2 for client.{}", cfg.user),
+            unsafe { ffi::rados_create2(&mut handle, cluster_name.as_ptr(), user.as_ptr(), 0) },
+        )?;
+        let cluster = Self {
+            handle,
+            name: name.to_owned(),
+        };
+        if let Some(path) = &cfg.config_file {
+            let p = cstring("config file", path)?;
+            // SAFETY: valid handle and string.
+            check(|| format!("read ceph config {path}"), unsafe {
+                ffi::rados_conf_read_file(handle, p.as_ptr())
+            })?;
+        }
+        let mut options: Vec<(&str, &str)> = vec![
+            // Fail rather than hang when the cluster is unreachable.
+            ("client_mount_timeout", "30"),
+            ("rados_mon_op_timeout", "30"),
+            ("log_to_stderr", "false"),
+            ("err_to_stderr", "false"),
+        ];
+        if let Some(m) = &cfg.mon_host {
+            options.push(("mon_host", m));
+        }
+        if let Some(k) = &cfg.keyring {
+            options.push(("keyring", k));
+        }
+        if let Some(k) = &cfg.key {
+            options.push(("key", k));
+        }
+        for (opt, value) in options {
+            let o = cstring("option", opt)?;
+            let v = cstring(opt, value)?;
+            // SAFETY: valid handle and strings.
+            check(|| format!("set ceph option {opt}"), unsafe {
+                ffi::rados_conf_set(handle, o.as_ptr(), v.as_ptr())
+            })?;
+        }
+        // SAFETY: configured handle.
+        check(
+            || format!("connect to Ceph as client.{}", cfg.user),
+            unsafe { ffi::rados_connect(handle) },
+        )?;
+        Ok(Arc::new(cluster))
+    }
+
+    /// The name it was registered under.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl Drop for RbdCluster {
+    fn drop(&mut self) {
+        // SAFETY: every image holds an Arc to the cluster, so none is open.
+        unsafe { ffi::rados_shutdown(self.handle) }
+    }
+}
+
+/// An open RBD image.
+pub struct RbdBdev {
+    info: BdevInfo,
+    image: ffi::rbd_image_t,
+    ioctx: ffi::rados_ioctx_t,
+    pool: String,
+    image_name: String,
+    // Keeps the connection alive as long as the image is open.
+    _cluster: Arc<RbdCluster>,
+}
+
+// SAFETY: librbd image handles support concurrent aio from any thread.
+unsafe impl Send for RbdBdev {}
+// SAFETY: as above.
+unsafe impl Sync for RbdBdev {}
+
+/// What librbd's callback receives: the buffer the operation uses (if any)
+/// and where to send the result. Owning the buffer here, not in the waiting
+/// future, means a cancelled future cannot free memory librbd still writes.
+struct Pending {
+    tx: oneshot::Sender<(isize, Option<DmaBuf>)>,
+    buf: Option<DmaBuf>,
+}
+
+extern "C" fn on_complete(c: ffi::rbd_completion_t, arg: *mut c_void) {
+    // SAFETY: arg is the Box<Pending> leaked in `submit`, reclaimed once here.
+    let pending = unsafe { Box::from_raw(arg as *mut Pending) };
+    // SAFETY: c is the completion this callback was registered on.
+    let rv = unsafe { ffi::rbd_aio_get_return_value(c) };
+    // SAFETY: released once, after reading its value.
+    unsafe { ffi::rbd_aio_release(c) };
+    let Pending { tx, buf } = *pending;
+    // If the waiting task is gone, the buffer is dropped here, after librbd
+    // has finished with it.
+    let _ = tx.send((rv, buf));
+}
+
+impl RbdBdev {
+    /// Opens `pool/image` on `cluster` with the given logical block size
+    /// (512 or 4096 are usual; 0 means 512).
+    pub fn open(
+        name: &str,
+        cluster: Arc<RbdCluster>,
+        pool: &str,
+        image: &str,
+        block_size: u32,
+    ) -> Result<Self> {
+        let block_size = if block_size == 0 { 512 } else { block_size };
+        if !block_size.is_power_of_two() || !(512..=65536).contains(&block_size) {
+            return Err(BdevError::InvalidArgument(format!(
+                "block size {block_size} must be a power of two from 512 to 65536"
+            )));
+        }
+        let pool_c = cstring("pool", pool)?;
+        let image_c = cstring("image", image)?;
+        let mut ioctx: ffi::rados_ioctx_t = ptr::null_mut();
+        // SAFETY: connected cluster, valid string, out-pointer.
+        check(|| format!("open pool {pool}"), unsafe {
+            ffi::rados_ioctx_create(cluster.handle, pool_c.as_ptr(), &mut ioctx)
+        })?;
+        let mut handle: ffi::rbd_image_t = ptr::null_mut();
+        // SAFETY: valid ioctx and strings; no snapshot.
+        let rc = unsafe { ffi::rbd_open(ioctx, image_c.as_ptr(), &mut handle, ptr::null()) };
+        if rc < 0 {
+            // SAFETY: created above, not used after.
+            unsafe { ffi::rados_ioctx_destroy(ioctx) };
+            return Err(BdevError::Ceph {
+                op: format!("open image {pool}/{image}"),
+                errno: rc,
+            });
+        }
+        let mut size = 0u64;
+        // SAFETY: open image.
+        let rc = unsafe { ffi::rbd_get_size(handle, &mut size) };
+        let mut id = [0 as c_char; 64];
+        // SAFETY: buffer of the given length.
+        let id_rc = unsafe { ffi::rbd_get_id(handle, id.as_mut_ptr(), id.len()) };
+        let bdev = Self {
+            info: BdevInfo {
+                name: name.to_owned(),
+                product_name: "Ceph Rbd Disk",
+                block_size,
+                num_blocks: size / u64::from(block_size),
+                // The image id survives renames; the pool keeps ids unique.
+                uuid: if id_rc >= 0 {
+                    // SAFETY: rbd_get_id wrote a NUL-terminated string.
+                    let id = unsafe { std::ffi::CStr::from_ptr(id.as_ptr()) };
+                    uuid_from_name(&format!("rbd:{pool}"), &id.to_string_lossy())
+                } else {
+                    uuid_from_name(&format!("rbd:{pool}"), image)
+                },
+            },
+            image: handle,
+            ioctx,
+            pool: pool.to_owned(),
+            image_name: image.to_owned(),
+            _cluster: cluster,
+        };
+        check(|| format!("get size of {pool}/{image}"), rc)?;
+        Ok(bdev)
+    }
+
+    /// Name, size, block size and identity.
+    pub fn info(&self) -> &BdevInfo {
+        &self.info
+    }
+
+    /// Pool and image name.
+    pub fn image(&self) -> (&str, &str) {
+        (&self.pool, &self.image_name)
+    }
+
+    /// librbd supports every operation.
+    pub fn supports(&self, _kind: IoKind) -> bool {
+        true
+    }
+
+    /// Submits one aio operation built by `start` (given the image, the
+    /// completion and a pointer into `buf`, if any) and waits for it.
+    /// Returns librbd's return value and the buffer.
+    async fn submit(
+        &self,
+        what: &'static str,
+        buf: Option<DmaBuf>,
+        start: impl FnOnce(ffi::rbd_image_t, ffi::rbd_completion_t, *mut c_char) -> c_int,
+    ) -> (Option<DmaBuf>, Result<isize>) {
+        // Submission is synchronous, so no raw pointer lives across the await
+        // and the future stays Send.
+        let rx = match self.start_op(buf, start) {
+            Ok(rx) => rx,
+            Err((buf, rc)) => return (buf, Err(self.ceph_err(what, rc))),
+        };
+        match rx.await {
+            Ok((rv, buf)) if rv < 0 => (buf, Err(self.ceph_err(what, rv as c_int))),
+            Ok((rv, buf)) => (buf, Ok(rv)),
+            Err(_) => (None, Err(self.ceph_err(what, -libc::EIO))),
+        }
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn start_op(
+        &self,
+        mut buf: Option<DmaBuf>,
+        start: impl FnOnce(ffi::rbd_image_t, ffi::rbd_completion_t, *mut c_char) -> c_int,
+    ) -> std::result::Result<oneshot::Receiver<(isize, Option<DmaBuf>)>, (Option<DmaBuf>, c_int)>
+    {
+        let data = buf
+            .as_mut()
+            .map_or(ptr::null_mut(), |b| b.as_mut_ptr() as *mut c_char);
+        let (tx, rx) = oneshot::channel();
+        let arg = Box::into_raw(Box::new(Pending { tx, buf })) as *mut c_void;
+        let mut c: ffi::rbd_completion_t = ptr::null_mut();
+        // SAFETY: arg stays valid until on_complete reclaims it.
+        let rc = unsafe { ffi::rbd_aio_create_completion(arg, on_complete, &mut c) };
+        if rc < 0 {
+            // SAFETY: the callback will never run; reclaim the box.
+            let p = unsafe { Box::from_raw(arg as *mut Pending) };
+            return Err((p.buf, rc));
+        }
+        // The buffer's heap memory did not move when the DmaBuf moved into
+        // the box, so `data` is still valid.
+        let rc = start(self.image, c, data);
+        if rc < 0 {
+            // Submission failed: librbd will not call back.
+            // SAFETY: the completion and the box are still ours.
+            let p = unsafe {
+                ffi::rbd_aio_release(c);
+                Box::from_raw(arg as *mut Pending)
+            };
+            return Err((p.buf, rc));
+        }
+        Ok(rx)
+    }
+
+    fn ceph_err(&self, what: &str, errno: c_int) -> BdevError {
+        BdevError::Ceph {
+            op: format!("{what} on {}/{}", self.pool, self.image_name),
+            errno,
+        }
+    }
+
+    /// Reads through librbd into `buf`, which is returned when librbd has
+    /// completed.
+    pub async fn read(&self, offset: u64, buf: DmaBuf) -> (DmaBuf, Result<()>) {
+        let len = buf.len();
+        let (back, r) = self
+            .submit("read", Some(buf), |image, c, p| {
+                // SAFETY: p points at len bytes owned by the pending operation.
+                unsafe { ffi::rbd_aio_read(image, offset, len, p, c) }
+            })
+            .await;
+        let r = r.and_then(|n| {
+            if n as usize == len {
+                Ok(())
+            } else {
+                Err(self.ceph_err("short read", -libc::EIO))
+            }
+        });
+        (back.unwrap_or_else(|| DmaBuf::new(len)), r)
+    }
+
+    /// Writes `buf` through librbd.
+    pub async fn write(&self, offset: u64, buf: DmaBuf) -> (DmaBuf, Result<()>) {
+        let len = buf.len();
+        let (back, r) = self
+            .submit("write", Some(buf), |image, c, p| {
+                // SAFETY: as in `read`.
+                unsafe { ffi::rbd_aio_write(image, offset, len, p, c) }
+            })
+            .await;
+        (back.unwrap_or_else(|| DmaBuf::new(len)), r.map(|_| ()))
+    }
+
+    /// Flushes librbd's cache to the OSDs.
+    pub async fn flush(&self) -> Result<()> {
+        // SAFETY: open image and fresh completion.
+        self.submit("flush", None, |image, c, _| unsafe {
+            ffi::rbd_aio_flush(image, c)
+        })
+        .await
+        .1
+        .map(|_| ())
+    }
+
+    /// rbd_aio_write_zeroes.
+    pub async fn write_zeroes(&self, offset: u64, len: u64) -> Result<()> {
+        self.submit("write zeroes", None, |image, c, _| {
+            // SAFETY: open image and fresh completion.
+            unsafe { ffi::rbd_aio_write_zeroes(image, offset, len as usize, c, 0, 0) }
+        })
+        .await
+        .1
+        .map(|_| ())
+    }
+
+    /// rbd_aio_discard: the range reads back as zeroes after.
+    pub async fn unmap(&self, offset: u64, len: u64) -> Result<()> {
+        self.submit("discard", None, |image, c, _| {
+            // SAFETY: open image and fresh completion.
+            unsafe { ffi::rbd_aio_discard(image, offset, len, c) }
+        })
+        .await
+        .1
+        .map(|_| ())
+    }
+}
+
+impl Drop for RbdBdev {
+    fn drop(&mut self) {
+        // rbd_close waits for operations still in flight, whose buffers are
+        // owned by their pending state, not by us.
+        // SAFETY: handles opened in `open`, closed once.
+        unsafe {
+            ffi::rbd_close(self.image);
+            ffi::rados_ioctx_destroy(self.ioctx);
+        }
+    }
+}
