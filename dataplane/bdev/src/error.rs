@@ -32,7 +32,7 @@ pub enum BdevError {
     #[error("{0:?} is not supported by this device")]
     Unsupported(IoKind),
     /// A creation parameter is invalid.
-    #[error("invalid argument: {0}")]
+    #[error("{0}")]
     InvalidArgument(String),
     /// The operating system refused an operation.
     #[error("{op} {path}: {source}")]

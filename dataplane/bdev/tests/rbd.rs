@@ -1,80 +1,11 @@
 //! The rbd bdev against a real one-node Ceph (hack/ceph.sh), as the
 //! restricted CSI user. Needs the Ceph packages (hack/deps.sh apt).
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 
 use bdev::rbd::{ClusterConfig, RbdBdev, RbdCluster};
 use bdev::{Bdev, BdevError, DmaBuf};
-
-/// A cluster started for this test and stopped (by PID, via hack/ceph.sh
-/// down) when dropped, also when the test panics.
-struct Ceph {
-    dir: PathBuf,
-    env: std::collections::HashMap<String, String>,
-}
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
-
-impl Ceph {
-    fn start() -> Self {
-        let dir = std::env::temp_dir().join(format!("rackcache-bdev-ceph-{}", std::process::id()));
-        // A port range unlikely to collide with the Go tests' random ports.
-        let port = 17000 + (std::process::id() % 1000) as u16 * 41 % 9000;
-        let out = Command::new(repo_root().join("hack/ceph.sh"))
-            .args(["up", dir.to_str().unwrap(), "--mon-port", &port.to_string()])
-            .output()
-            .expect("run hack/ceph.sh");
-        let c = Ceph {
-            dir,
-            env: String::from_utf8_lossy(&out.stdout)
-                .lines()
-                .filter_map(|l| l.split_once('='))
-                .map(|(k, v)| (k.to_owned(), v.to_owned()))
-                .collect(),
-        };
-        assert!(
-            out.status.success(),
-            "hack/ceph.sh up failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        c
-    }
-
-    fn var(&self, k: &str) -> &str {
-        self.env
-            .get(k)
-            .unwrap_or_else(|| panic!("hack/ceph.sh printed no {k}"))
-    }
-
-    fn admin(&self, prog: &str, args: &[&str]) {
-        let out = Command::new(prog)
-            .arg("--conf")
-            .arg(self.var("CEPH_CONF"))
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{prog} {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-}
-
-impl Drop for Ceph {
-    fn drop(&mut self) {
-        let _ = Command::new(repo_root().join("hack/ceph.sh"))
-            .args(["down", self.dir.to_str().unwrap()])
-            .output();
-    }
-}
+use testkit::Ceph;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rbd_as_restricted_user() {

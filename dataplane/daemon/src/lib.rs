@@ -1,0 +1,13 @@
+//! rackcache's cache server (`rackcache-dataplane`): one process per cache
+//! server, modelled on SPDK's storage target and driven by SPDK-compatible
+//! JSON-RPC. See `docs/dataplane.md`.
+//!
+//! - [`app`]: control-plane state (bdevs, Ceph clusters).
+//! - [`methods`]: the JSON-RPC methods, SPDK names and parameters.
+//! - [`rpc`]: JSON-RPC 2.0 framing, the Unix socket server, error codes.
+//! - [`config`]: `--config FILE` (a `save_config` output) replayed at start.
+
+pub mod app;
+pub mod config;
+pub mod methods;
+pub mod rpc;

@@ -1,0 +1,107 @@
+//! `rackcache-dataplane`: the cache server process.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Parser, ValueEnum};
+use rackcache_dataplane::app::App;
+use rackcache_dataplane::{config, rpc};
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::watch;
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+/// The rackcache cache server: block devices and (soon) the adaptive cache
+/// and NVMe/TCP target, driven by SPDK-compatible JSON-RPC.
+#[derive(Parser)]
+#[command(version)]
+struct Args {
+    /// Unix socket for JSON-RPC (SPDK's default path).
+    #[arg(short = 'r', long, default_value = "/var/tmp/spdk.sock")]
+    rpc_socket: PathBuf,
+    /// A configuration saved by `save_config` to apply at start.
+    #[arg(short = 'c', long)]
+    config: Option<PathBuf>,
+    /// Log format.
+    #[arg(long, value_enum, default_value = "text")]
+    log_format: LogFormat,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_env("RACKCACHE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match args.log_format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("rackcache-dataplane: start runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(run(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %e, "rackcache-dataplane failed");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> Result<(), String> {
+    let app = Arc::new(App::new());
+    if let Some(path) = &args.config {
+        let n = config::load(path, app.as_ref()).await?;
+        tracing::info!(config = %path.display(), calls = n, "configuration loaded");
+    }
+    let listener = rpc::server::bind_unix(&args.rpc_socket)
+        .await
+        .map_err(|e| format!("listen on {}: {e}", args.rpc_socket.display()))?;
+    tracing::info!(socket = %args.rpc_socket.display(), "json-rpc listening");
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let server = tokio::spawn(rpc::server::serve_unix(
+        listener,
+        args.rpc_socket.clone(),
+        Arc::clone(&app),
+        stop_rx,
+    ));
+    let mut term = signal(SignalKind::terminate()).map_err(|e| format!("SIGTERM handler: {e}"))?;
+    let mut int = signal(SignalKind::interrupt()).map_err(|e| format!("SIGINT handler: {e}"))?;
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+        _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+    }
+    let _ = stop_tx.send(true);
+    let _ = server.await;
+    // Make every completed write durable before exiting.
+    let bdevs: Vec<_> = app
+        .state
+        .lock()
+        .await
+        .bdevs
+        .values()
+        .map(|(_, b)| Arc::clone(b))
+        .collect();
+    for b in bdevs {
+        if let Err(e) = b.bdev.flush().await {
+            tracing::warn!(bdev = %b.bdev.info().name, error = %e, "flush at shutdown failed");
+        }
+    }
+    tracing::info!("stopped");
+    Ok(())
+}

@@ -1,0 +1,399 @@
+//! bdev methods: create, delete and inspect malloc, aio and rbd bdevs, and
+//! register Ceph clusters.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bdev::file::FileBdev;
+use bdev::malloc::MallocBdev;
+use bdev::rbd::{ClusterConfig, RbdBdev, RbdCluster};
+use bdev::{Bdev, IoKind};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::parse;
+use crate::app::{App, IoStats, RegisteredBdev, RegisteredCluster, State};
+use crate::rpc::error::{libc_errno, RpcError};
+
+fn check_name(name: &str) -> Result<(), RpcError> {
+    if name.is_empty() || name.len() > 255 || name.chars().any(|c| c.is_control() || c == '/') {
+        return Err(RpcError::invalid_params(format!(
+            "bdev name {name:?} must be 1-255 characters without '/' or control characters"
+        )));
+    }
+    Ok(())
+}
+
+fn exists(state: &State, name: &str) -> Result<(), RpcError> {
+    if state.bdevs.contains_key(name) {
+        return Err(RpcError::errno(
+            libc_errno::EEXIST,
+            format!("bdev {name} already exists"),
+        ));
+    }
+    Ok(())
+}
+
+fn register(
+    state: &mut State,
+    name: String,
+    bdev: Bdev,
+    method: &'static str,
+    params: Value,
+    cluster: Option<String>,
+) {
+    let seq = state.seq();
+    let reg = RegisteredBdev {
+        bdev,
+        stats: IoStats::default(),
+        created_by: (method, params),
+        cluster,
+    };
+    state.bdevs.insert(name, (seq, Arc::new(reg)));
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct MallocCreate {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<String>,
+    num_blocks: u64,
+    block_size: u32,
+}
+
+pub(super) async fn malloc_create(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
+    let mut p: MallocCreate = parse(params)?;
+    let mut state = app.state.lock().await;
+    let name = p
+        .name
+        .clone()
+        .unwrap_or_else(|| state.default_name("Malloc"));
+    check_name(&name)?;
+    exists(&state, &name)?;
+    let b = MallocBdev::new(&name, p.num_blocks, p.block_size)?;
+    p.name = Some(name.clone());
+    register(
+        &mut state,
+        name.clone(),
+        Bdev::Malloc(b),
+        "bdev_malloc_create",
+        json!(p),
+        None,
+    );
+    tracing::info!(bdev = %name, "malloc bdev created");
+    Ok(json!(name))
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct AioCreate {
+    name: String,
+    filename: PathBuf,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    block_size: Option<u32>,
+}
+
+pub(super) async fn aio_create(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
+    let p: AioCreate = parse(params)?;
+    check_name(&p.name)?;
+    let mut state = app.state.lock().await;
+    exists(&state, &p.name)?;
+    let b = FileBdev::open(&p.name, &p.filename, p.block_size.unwrap_or(0))?;
+    tracing::info!(bdev = %p.name, file = %p.filename.display(), direct = b.direct(), "aio bdev created");
+    let name = p.name.clone();
+    register(
+        &mut state,
+        name.clone(),
+        Bdev::File(b),
+        "bdev_aio_create",
+        json!(p),
+        None,
+    );
+    Ok(json!(name))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ByName {
+    name: String,
+}
+
+/// Deletes a bdev of the given product (as each SPDK module's delete call
+/// only deletes its own kind).
+pub(super) async fn delete(
+    app: &App,
+    params: Option<Value>,
+    product: &str,
+) -> Result<Value, RpcError> {
+    let ByName { name } = parse(params)?;
+    let mut state = app.state.lock().await;
+    match state.bdevs.get(&name) {
+        Some((_, b)) if b.bdev.info().product_name == product => {}
+        _ => {
+            return Err(RpcError::errno(
+                libc_errno::ENODEV,
+                format!("no {product} bdev named {name}"),
+            ))
+        }
+    }
+    state.bdevs.remove(&name);
+    tracing::info!(bdev = %name, "bdev deleted");
+    Ok(json!(true))
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct RegisterCluster {
+    name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    user_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    config_param: Option<BTreeMap<String, String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    config_file: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    key_file: Option<String>,
+}
+
+/// The `config_param` keys this daemon understands.
+const CLUSTER_PARAMS: [&str; 3] = ["mon_host", "key", "keyring"];
+
+pub(super) async fn rbd_register_cluster(
+    app: &App,
+    params: Option<Value>,
+) -> Result<Value, RpcError> {
+    let p: RegisterCluster = parse(params)?;
+    check_name(&p.name)?;
+    let cp = p.config_param.clone().unwrap_or_default();
+    if let Some(k) = cp.keys().find(|k| !CLUSTER_PARAMS.contains(&k.as_str())) {
+        return Err(RpcError::invalid_params(format!(
+            "config_param {k} is not supported (supported: {})",
+            CLUSTER_PARAMS.join(", ")
+        )));
+    }
+    let cfg = ClusterConfig {
+        user: p.user_id.clone().unwrap_or_else(|| "admin".into()),
+        mon_host: cp.get("mon_host").cloned(),
+        key: cp.get("key").cloned(),
+        config_file: p.config_file.clone(),
+        keyring: p.key_file.clone().or_else(|| cp.get("keyring").cloned()),
+    };
+    let mut state = app.state.lock().await;
+    if state.clusters.contains_key(&p.name) {
+        return Err(RpcError::errno(
+            libc_errno::EEXIST,
+            format!("cluster {} already registered", p.name),
+        ));
+    }
+    // Connecting can take seconds; holding the control lock meanwhile keeps
+    // two registrations of one name from racing, and control calls are rare.
+    let cluster = RbdCluster::connect(&p.name, &cfg)?;
+    tracing::info!(cluster = %p.name, user = %cfg.user, "ceph cluster registered");
+    let seq = state.seq();
+    let name = p.name.clone();
+    state.clusters.insert(
+        name.clone(),
+        (
+            seq,
+            RegisteredCluster {
+                cluster,
+                params: json!(p),
+            },
+        ),
+    );
+    Ok(json!(name))
+}
+
+pub(super) async fn rbd_unregister_cluster(
+    app: &App,
+    params: Option<Value>,
+) -> Result<Value, RpcError> {
+    let ByName { name } = parse(params)?;
+    let mut state = app.state.lock().await;
+    if !state.clusters.contains_key(&name) {
+        return Err(RpcError::errno(
+            libc_errno::ENOENT,
+            format!("no cluster named {name}"),
+        ));
+    }
+    if let Some((user, _)) = state
+        .bdevs
+        .iter()
+        .find(|(_, (_, b))| b.cluster.as_deref() == Some(&name))
+    {
+        return Err(RpcError::errno(
+            libc_errno::EBUSY,
+            format!("cluster {name} is used by bdev {user}"),
+        ));
+    }
+    state.clusters.remove(&name);
+    Ok(json!(true))
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct RbdCreate {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    name: Option<String>,
+    pool_name: String,
+    rbd_name: String,
+    block_size: u32,
+    cluster_name: Option<String>,
+}
+
+pub(super) async fn rbd_create(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
+    let mut p: RbdCreate = parse(params)?;
+    let Some(cluster_name) = p.cluster_name.clone() else {
+        return Err(RpcError::invalid_params(
+            "cluster_name is required: register the cluster first with bdev_rbd_register_cluster",
+        ));
+    };
+    let mut state = app.state.lock().await;
+    let name = p.name.clone().unwrap_or_else(|| state.default_name("Ceph"));
+    check_name(&name)?;
+    exists(&state, &name)?;
+    let Some((_, cluster)) = state.clusters.get(&cluster_name) else {
+        return Err(RpcError::errno(
+            libc_errno::ENOENT,
+            format!("no cluster named {cluster_name}"),
+        ));
+    };
+    let b = RbdBdev::open(
+        &name,
+        Arc::clone(&cluster.cluster),
+        &p.pool_name,
+        &p.rbd_name,
+        p.block_size,
+    )?;
+    tracing::info!(bdev = %name, pool = %p.pool_name, image = %p.rbd_name, "rbd bdev created");
+    p.name = Some(name.clone());
+    register(
+        &mut state,
+        name.clone(),
+        Bdev::Rbd(b),
+        "bdev_rbd_create",
+        json!(p),
+        Some(cluster_name),
+    );
+    Ok(json!(name))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GetBdevs {
+    name: Option<String>,
+    /// SPDK waits this long for the bdev to appear; ours appear
+    /// synchronously, so it is accepted and has nothing to wait for.
+    #[serde(default, rename = "timeout")]
+    _timeout: u64,
+}
+
+fn uuid_string(u: &[u8; 16]) -> String {
+    let h: String = u.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+fn describe(r: &RegisteredBdev) -> Value {
+    let info = r.bdev.info();
+    let io = |k| r.bdev.supports(k);
+    let driver = match &r.bdev {
+        Bdev::Malloc(_) => json!({}),
+        Bdev::File(f) => {
+            json!({ "aio": { "filename": f.path(), "block_size_override": true, "direct": f.direct() } })
+        }
+        Bdev::Rbd(b) => {
+            let (pool, image) = b.image();
+            json!({ "rbd": { "pool_name": pool, "rbd_name": image, "cluster_name": r.cluster } })
+        }
+    };
+    json!({
+        "name": info.name,
+        "aliases": [],
+        "product_name": info.product_name,
+        "block_size": info.block_size,
+        "num_blocks": info.num_blocks,
+        "uuid": uuid_string(&info.uuid),
+        "claimed": false,
+        "zoned": false,
+        "supported_io_types": {
+            "read": io(IoKind::Read),
+            "write": io(IoKind::Write),
+            "flush": io(IoKind::Flush),
+            "write_zeroes": io(IoKind::WriteZeroes),
+            "unmap": io(IoKind::Unmap),
+            "reset": false,
+            "nvme_admin": false,
+            "nvme_io": false
+        },
+        "driver_specific": driver
+    })
+}
+
+pub(super) async fn get_bdevs(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
+    let GetBdevs { name, .. } = parse(params)?;
+    let state = app.state.lock().await;
+    let mut list: Vec<_> = state.bdevs.values().collect();
+    list.sort_by_key(|(seq, _)| *seq);
+    match name {
+        Some(n) => match state.bdevs.get(&n) {
+            Some((_, b)) => Ok(json!([describe(b)])),
+            None => Err(RpcError::errno(libc_errno::ENODEV, format!("bdev {n}"))),
+        },
+        None => Ok(Value::Array(
+            list.iter().map(|(_, b)| describe(b)).collect(),
+        )),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GetIostat {
+    name: Option<String>,
+}
+
+pub(super) async fn get_iostat(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
+    let GetIostat { name } = parse(params)?;
+    let state = app.state.lock().await;
+    let stat = |r: &RegisteredBdev| {
+        let s = &r.stats;
+        let l = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+        json!({
+            "name": r.bdev.info().name,
+            "bytes_read": l(&s.bytes_read),
+            "num_read_ops": l(&s.num_read_ops),
+            "bytes_written": l(&s.bytes_written),
+            "num_write_ops": l(&s.num_write_ops),
+            "bytes_unmapped": l(&s.bytes_unmapped),
+            "num_unmap_ops": l(&s.num_unmap_ops),
+            "read_latency_ticks": l(&s.read_latency_ns),
+            "write_latency_ticks": l(&s.write_latency_ns),
+            "io_error": l(&s.io_errors)
+        })
+    };
+    let bdevs: Vec<Value> = match name {
+        Some(n) => match state.bdevs.get(&n) {
+            Some((_, b)) => vec![stat(b)],
+            None => return Err(RpcError::errno(libc_errno::ENODEV, format!("bdev {n}"))),
+        },
+        None => {
+            let mut list: Vec<_> = state.bdevs.values().collect();
+            list.sort_by_key(|(seq, _)| *seq);
+            list.iter().map(|(_, b)| stat(b)).collect()
+        }
+    };
+    // Ticks are nanoseconds: tick_rate is 1 GHz.
+    Ok(json!({
+        "tick_rate": 1_000_000_000u64,
+        "ticks": app.started.elapsed().as_nanos() as u64,
+        "bdevs": bdevs
+    }))
+}

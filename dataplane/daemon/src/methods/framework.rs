@@ -1,0 +1,91 @@
+//! Framework methods: version, method list, configuration.
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::{parse, NoParams, METHODS};
+use crate::app::App;
+use crate::rpc::error::{libc_errno, RpcError};
+
+/// The SPDK release whose RPC names and parameters this daemon follows.
+const SPDK_COMPAT: (u32, u32, u32) = (26, 9, 0);
+
+pub(super) fn spdk_get_version(params: Option<Value>) -> Result<Value, RpcError> {
+    parse::<NoParams>(params)?;
+    let (major, minor, patch) = SPDK_COMPAT;
+    Ok(json!({
+        "version": format!("rackcache-dataplane {} (SPDK v{major}.{minor} RPC compatible)", env!("CARGO_PKG_VERSION")),
+        "fields": { "major": major, "minor": minor, "patch": patch, "suffix": "-rackcache" }
+    }))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GetMethods {
+    // Every method is callable in every state here and none has aliases, so
+    // these flags change nothing; they are still validated.
+    #[serde(default, rename = "current")]
+    _current: bool,
+    #[serde(default, rename = "include_aliases")]
+    _include_aliases: bool,
+}
+
+pub(super) fn rpc_get_methods(params: Option<Value>) -> Result<Value, RpcError> {
+    parse::<GetMethods>(params)?;
+    Ok(json!(METHODS))
+}
+
+/// The subsystems `save_config` covers, with their dependencies (SPDK's
+/// `framework_get_subsystems`; its Python `save_config` walks this list).
+pub(super) fn framework_get_subsystems(params: Option<Value>) -> Result<Value, RpcError> {
+    parse::<NoParams>(params)?;
+    Ok(json!([{ "subsystem": "bdev", "depends_on": [] }]))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GetConfig {
+    name: String,
+    // Batching only changes how SPDK's client replays the calls.
+    #[serde(default, rename = "with_batches")]
+    _with_batches: bool,
+}
+
+pub(super) async fn framework_get_config(
+    app: &App,
+    params: Option<Value>,
+) -> Result<Value, RpcError> {
+    let GetConfig { name, .. } = parse(params)?;
+    match name.as_str() {
+        "bdev" => Ok(bdev_config(app).await),
+        _ => Err(RpcError::errno(
+            libc_errno::ENOENT,
+            format!("subsystem {name}"),
+        )),
+    }
+}
+
+/// The bdev subsystem's configuration: the calls that recreate every Ceph
+/// cluster and bdev, clusters first, each kind in creation order.
+async fn bdev_config(app: &App) -> Value {
+    let state = app.state.lock().await;
+    let mut clusters: Vec<_> = state.clusters.values().collect();
+    clusters.sort_by_key(|(seq, _)| *seq);
+    let mut bdevs: Vec<_> = state.bdevs.values().collect();
+    bdevs.sort_by_key(|(seq, _)| *seq);
+    let mut out: Vec<Value> = clusters
+        .iter()
+        .map(|(_, c)| json!({ "method": "bdev_rbd_register_cluster", "params": c.params }))
+        .collect();
+    out.extend(
+        bdevs
+            .iter()
+            .map(|(_, b)| json!({ "method": b.created_by.0, "params": b.created_by.1 })),
+    );
+    Value::Array(out)
+}
+
+pub(super) async fn save_config(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
+    parse::<NoParams>(params)?;
+    Ok(json!({ "subsystems": [ { "subsystem": "bdev", "config": bdev_config(app).await } ] }))
+}

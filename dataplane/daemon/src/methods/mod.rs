@@ -1,0 +1,67 @@
+//! The JSON-RPC methods, with SPDK's names and parameters. Handlers are
+//! thin: parse and validate (unknown parameters are rejected), act on the
+//! state, map errors in one place ([`crate::rpc::error`]).
+
+mod bdev;
+mod framework;
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::app::App;
+use crate::rpc::error::{RpcError, METHOD_NOT_FOUND};
+use crate::rpc::server::Dispatch;
+
+/// Every method this daemon serves, in the order `rpc_get_methods` lists them.
+pub const METHODS: &[&str] = &[
+    "spdk_get_version",
+    "rpc_get_methods",
+    "framework_get_subsystems",
+    "framework_get_config",
+    "save_config",
+    "bdev_get_bdevs",
+    "bdev_get_iostat",
+    "bdev_malloc_create",
+    "bdev_malloc_delete",
+    "bdev_aio_create",
+    "bdev_aio_delete",
+    "bdev_rbd_register_cluster",
+    "bdev_rbd_unregister_cluster",
+    "bdev_rbd_create",
+    "bdev_rbd_delete",
+];
+
+impl Dispatch for App {
+    async fn dispatch(&self, method: &str, params: Option<Value>) -> Result<Value, RpcError> {
+        match method {
+            "spdk_get_version" => framework::spdk_get_version(params),
+            "rpc_get_methods" => framework::rpc_get_methods(params),
+            "framework_get_subsystems" => framework::framework_get_subsystems(params),
+            "framework_get_config" => framework::framework_get_config(self, params).await,
+            "save_config" => framework::save_config(self, params).await,
+            "bdev_get_bdevs" => bdev::get_bdevs(self, params).await,
+            "bdev_get_iostat" => bdev::get_iostat(self, params).await,
+            "bdev_malloc_create" => bdev::malloc_create(self, params).await,
+            "bdev_malloc_delete" => bdev::delete(self, params, "Malloc disk").await,
+            "bdev_aio_create" => bdev::aio_create(self, params).await,
+            "bdev_aio_delete" => bdev::delete(self, params, "AIO disk").await,
+            "bdev_rbd_register_cluster" => bdev::rbd_register_cluster(self, params).await,
+            "bdev_rbd_unregister_cluster" => bdev::rbd_unregister_cluster(self, params).await,
+            "bdev_rbd_create" => bdev::rbd_create(self, params).await,
+            "bdev_rbd_delete" => bdev::delete(self, params, "Ceph Rbd Disk").await,
+            _ => Err(RpcError::new(METHOD_NOT_FOUND, "Method not found")),
+        }
+    }
+}
+
+/// Parses params into `T`, which should `deny_unknown_fields`; absent params
+/// parse as `{}`.
+pub(crate) fn parse<T: DeserializeOwned>(params: Option<Value>) -> Result<T, RpcError> {
+    serde_json::from_value(params.unwrap_or_else(|| Value::Object(Default::default())))
+        .map_err(RpcError::invalid_params)
+}
+
+/// For methods that take no parameters.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NoParams {}

@@ -1,0 +1,117 @@
+//! JSON-RPC errors with SPDK's codes: the JSON-RPC 2.0 reserved codes for
+//! protocol problems, and a negative errno with its strerror text for
+//! failures of the operation itself (as SPDK's `spdk_strerror(-rc)`).
+
+use serde_json::{json, Value};
+
+/// Invalid JSON was received.
+pub const PARSE_ERROR: i32 = -32700;
+/// The JSON sent is not a valid request object.
+pub const INVALID_REQUEST: i32 = -32600;
+/// The method does not exist.
+pub const METHOD_NOT_FOUND: i32 = -32601;
+/// Invalid method parameters.
+pub const INVALID_PARAMS: i32 = -32602;
+/// Internal error.
+pub const INTERNAL_ERROR: i32 = -32603;
+
+/// An error response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RpcError {
+    /// JSON-RPC error code.
+    pub code: i32,
+    /// Human-readable message.
+    pub message: String,
+}
+
+impl RpcError {
+    /// An error with an explicit code.
+    pub fn new(code: i32, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// Invalid parameters, saying which and why.
+    pub fn invalid_params(detail: impl std::fmt::Display) -> Self {
+        Self::new(INVALID_PARAMS, format!("Invalid parameters: {detail}"))
+    }
+
+    /// A failure as SPDK reports it: the negative errno as code and the
+    /// errno's text, followed by what failed.
+    pub fn errno(errno: i32, context: impl std::fmt::Display) -> Self {
+        // std appends " (os error N)" to errno texts; SPDK's strerror does not.
+        let strip = |s: String| match s.find(" (os error") {
+            Some(i) => s[..i].to_owned(),
+            None => s,
+        };
+        let text = strip(std::io::Error::from_raw_os_error(errno.abs()).to_string());
+        Self::new(
+            -errno.abs(),
+            format!("{text}: {}", strip(context.to_string())),
+        )
+    }
+
+    /// The `error` member of a response.
+    pub fn to_json(&self) -> Value {
+        json!({ "code": self.code, "message": self.message })
+    }
+}
+
+impl std::fmt::Display for RpcError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.message, self.code)
+    }
+}
+
+impl std::error::Error for RpcError {}
+
+impl From<bdev::BdevError> for RpcError {
+    fn from(e: bdev::BdevError) -> Self {
+        use bdev::BdevError as E;
+        match &e {
+            E::InvalidArgument(_) | E::Misaligned { .. } | E::OutOfRange { .. } => {
+                Self::errno(libc_errno::EINVAL, &e)
+            }
+            E::Unsupported(_) => Self::errno(libc_errno::ENOTSUP, &e),
+            E::Os { source, .. } => {
+                Self::errno(source.raw_os_error().unwrap_or(libc_errno::EIO), &e)
+            }
+            E::Ceph { errno, .. } => Self::errno(*errno, &e),
+        }
+    }
+}
+
+/// The errno values used here (Linux numbering, as SPDK reports them).
+pub mod libc_errno {
+    /// Operation not permitted.
+    pub const EPERM: i32 = 1;
+    /// No such file or directory.
+    pub const ENOENT: i32 = 2;
+    /// I/O error.
+    pub const EIO: i32 = 5;
+    /// Device or resource busy.
+    pub const EBUSY: i32 = 16;
+    /// File exists.
+    pub const EEXIST: i32 = 17;
+    /// No such device.
+    pub const ENODEV: i32 = 19;
+    /// Invalid argument.
+    pub const EINVAL: i32 = 22;
+    /// Operation not supported.
+    pub const ENOTSUP: i32 = 95;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errno_messages_match_strerror() {
+        let e = RpcError::errno(17, "bdev Malloc0");
+        assert_eq!(e.code, -17);
+        assert_eq!(e.message, "File exists: bdev Malloc0");
+        assert_eq!(RpcError::errno(-19, "x").code, -19);
+    }
+}

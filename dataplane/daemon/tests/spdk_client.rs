@@ -1,0 +1,139 @@
+//! The daemon driven by SPDK's own Python JSON-RPC client (`spdk.rpc` from
+//! the project's venv): every object kind created and deleted, refusals with
+//! SPDK's error codes, save_config, and a restart from the saved config.
+//! Uses a real one-node Ceph for the rbd bdev.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use testkit::{spdk_python, Ceph, TempDir};
+
+/// The daemon process, stopped with SIGTERM (then SIGKILL) on drop.
+struct Daemon {
+    child: Child,
+}
+
+impl Daemon {
+    fn start(socket: &Path, config: Option<&Path>) -> Self {
+        let log = std::fs::File::create(socket.with_extension("log")).expect("daemon log file");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_rackcache-dataplane"));
+        cmd.arg("--rpc-socket")
+            .arg(socket)
+            .stdout(Stdio::null())
+            .stderr(log);
+        if let Some(c) = config {
+            cmd.arg("--config").arg(c);
+        }
+        let child = cmd.spawn().expect("start rackcache-dataplane");
+        let d = Daemon { child };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !socket.exists() {
+            assert!(
+                Instant::now() < deadline,
+                "the daemon did not open {}",
+                socket.display()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        d
+    }
+
+    fn stop(mut self) -> std::process::ExitStatus {
+        // SAFETY: signalling our own child by PID.
+        unsafe { libc_kill(self.child.id() as i32, 15) };
+        let status = self.child.wait().expect("wait for the daemon");
+        std::mem::forget(self);
+        status
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+extern "C" {
+    #[link_name = "kill"]
+    fn libc_kill(pid: i32, sig: i32) -> i32;
+}
+
+fn run_client(socket: &Path, work: &Path, phase: &str, ceph_env: &Path) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/spdk_rpc_client.py");
+    let out = Command::new(spdk_python())
+        .arg(&script)
+        .args([socket, work])
+        .arg(phase)
+        .arg(ceph_env)
+        .output()
+        .expect("run the SPDK client script");
+    assert!(
+        out.status.success(),
+        "{phase} phase failed:\nstdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    println!("{}", String::from_utf8_lossy(&out.stdout));
+}
+
+#[test]
+fn spdk_client_creates_saves_and_restores() {
+    let ceph = Ceph::start();
+    ceph.admin("rbd", &["create", "--size", "32M", "rbd/vol1"]);
+    let work = TempDir::new("rackcache-rpc");
+    let ceph_env = work.path().join("ceph.env");
+    let env: String = [
+        "RACKCACHE_CEPH_MON_HOST",
+        "RACKCACHE_CEPH_USER",
+        "RACKCACHE_CEPH_KEY",
+        "RACKCACHE_CEPH_POOL",
+    ]
+    .iter()
+    .map(|k| format!("{k}={}\n", ceph.var(k)))
+    .collect();
+    std::fs::write(&ceph_env, env).unwrap();
+    let socket = work.path().join("spdk.sock");
+
+    let d = Daemon::start(&socket, None);
+    run_client(&socket, work.path(), "first", &ceph_env);
+    let status = d.stop();
+    assert!(status.success(), "daemon exit on SIGTERM: {status}");
+    assert!(!socket.exists(), "the daemon left its socket behind");
+
+    let config = work.path().join("config.json");
+    let d = Daemon::start(&socket, Some(&config));
+    run_client(&socket, work.path(), "restart", &ceph_env);
+    assert!(d.stop().success());
+}
+
+#[test]
+fn bad_config_file_is_refused_with_its_location() {
+    let work = TempDir::new("rackcache-badcfg");
+    let cfg = work.path().join("bad.json");
+    std::fs::write(
+        &cfg,
+        r#"{"subsystems":[{"subsystem":"bdev","config":[
+            {"method":"bdev_malloc_create","params":{"name":"a","num_blocks":8,"block_size":512}},
+            {"method":"bdev_malloc_create","params":{"name":"a","num_blocks":8,"block_size":512}}]}]}"#,
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_rackcache-dataplane"))
+        .arg("--rpc-socket")
+        .arg(work.path().join("s.sock"))
+        .arg("--config")
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("entry 1 (bdev_malloc_create)") && err.contains("File exists"),
+        "{err}"
+    );
+    assert!(
+        !work.path().join("s.sock").exists(),
+        "a failed start must not leave a socket"
+    );
+}

@@ -1,0 +1,163 @@
+//! Helpers for the dataplane's integration tests. Like the Go test framework
+//! (`test/framework`), they start real parts through the repository's own
+//! `hack/` scripts and stop them when dropped, also when a test panics.
+
+use std::collections::HashMap;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The repository root (this crate lives in `dataplane/testkit`).
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("repository root")
+}
+
+/// The cache outside the clone (same rule as hack/lib.sh).
+pub fn cache_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("RACKCACHE_CACHE") {
+        return d.into();
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache")
+        });
+    base.join("rackcache")
+}
+
+/// The Python of the venv with SPDK's RPC client (hack/deps.sh python).
+pub fn spdk_python() -> PathBuf {
+    let p = repo_root().join("bin/venv/bin/python");
+    assert!(
+        p.exists(),
+        "{} is missing: run `hack/deps.sh python` (or `make deps`)",
+        p.display()
+    );
+    p
+}
+
+/// A fresh temporary directory, removed on drop.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    /// Creates `$TMPDIR/<prefix>-<pid>-<n>`.
+    pub fn new(prefix: &str) -> Self {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static N: AtomicU32 = AtomicU32::new(0);
+        let p = std::env::temp_dir().join(format!(
+            "{prefix}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).expect("create temp dir");
+        Self(p)
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn port_range_free(base: u16, n: u16) -> bool {
+    (base..base + n).all(|p| TcpListener::bind(("127.0.0.1", p)).is_ok())
+}
+
+/// A one-node Ceph (hack/ceph.sh) for one test, stopped by PID on drop.
+pub struct Ceph {
+    dir: PathBuf,
+    env: HashMap<String, String>,
+}
+
+impl Ceph {
+    /// Starts a cluster on free loopback ports. Panics with hack/ceph.sh's
+    /// output when it cannot.
+    pub fn start() -> Self {
+        let dir = std::env::temp_dir().join(format!(
+            "rackcache-test-ceph-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.subsec_nanos())
+                .unwrap_or(0)
+        ));
+        // hack/ceph.sh uses PORT..PORT+40; probe pseudo-random bases.
+        let seed = std::process::id() as u64
+            ^ u64::from(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.subsec_nanos())
+                    .unwrap_or(0),
+            );
+        let port = (0..64)
+            .map(|i| {
+                20000 + ((seed.wrapping_mul(2654435761).wrapping_add(i * 7919)) % 29000) as u16
+            })
+            .find(|&p| port_range_free(p, 41))
+            .expect("41 free consecutive loopback ports");
+        let out = Command::new(repo_root().join("hack/ceph.sh"))
+            .args([
+                "up",
+                dir.to_str().expect("utf-8 temp dir"),
+                "--mon-port",
+                &port.to_string(),
+            ])
+            .output()
+            .expect("run hack/ceph.sh");
+        let ceph = Ceph {
+            dir,
+            env: String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .filter_map(|l| l.split_once('='))
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect(),
+        };
+        assert!(
+            out.status.success(),
+            "hack/ceph.sh up failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        ceph
+    }
+
+    /// A setting hack/ceph.sh printed (CEPH_CONF, RACKCACHE_CEPH_*).
+    pub fn var(&self, k: &str) -> &str {
+        self.env
+            .get(k)
+            .unwrap_or_else(|| panic!("hack/ceph.sh printed no {k}"))
+    }
+
+    /// Runs `ceph` or `rbd` as client.admin; panics on failure.
+    pub fn admin(&self, prog: &str, args: &[&str]) -> String {
+        let out = Command::new(prog)
+            .arg("--conf")
+            .arg(self.var("CEPH_CONF"))
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("run {prog}: {e}"));
+        assert!(
+            out.status.success(),
+            "{prog} {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for Ceph {
+    fn drop(&mut self) {
+        let _ = Command::new(repo_root().join("hack/ceph.sh"))
+            .args(["down", self.dir.to_str().unwrap_or_default()])
+            .output();
+    }
+}
