@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -166,4 +169,44 @@ func errorCode(err error) int {
 		return coded.ErrorCode()
 	}
 	return 0
+}
+
+// TestCephDownLeavesNothing: hack/ceph.sh down stops every daemon that up
+// started and removes the cluster's directory.
+func TestCephDownLeavesNothing(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := filepath.Join(t.TempDir(), "ceph")
+	c, err := framework.NewCeph(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pidFiles, err := filepath.Glob(filepath.Join(dir, "run", "*.pid"))
+	if err != nil || len(pidFiles) != 3 {
+		_ = c.Stop()
+		t.Fatalf("want pid files of mon, mgr and osd, got %v (%v)", pidFiles, err)
+	}
+	var pids []int
+	for _, f := range pidFiles {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			t.Fatalf("pid file %s: %v", f, err)
+		}
+		pids = append(pids, pid)
+	}
+	if err := c.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s still exists after down (stat: %v)", dir, err)
+	}
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("process %d still exists after down (kill 0: %v)", pid, err)
+		}
+	}
 }
