@@ -7,6 +7,7 @@
 #   apt       Debian packages: Ceph daemons and client libraries, qemu,
 #             busybox-static, cpio, kmod, socat, ...
 #   python    a venv (bin/venv) with SPDK's official JSON-RPC client (spdk)
+#             and libCacheSim (libcachesim, the simulator benchmark's baseline)
 #   go-tools  controller-gen, ginkgo, csi-sanity, helm, golangci-lint, kustomize
 #   rust      checks rustfmt and clippy (installed with the toolchain)
 #   all       all of the above (default)
@@ -24,6 +25,7 @@ APT_PACKAGES=(
 )
 
 SPDK_PY_VERSION="26.9"
+LIBCACHESIM_VERSION="0.3.5"
 
 # name|package@version
 GO_TOOLS=(
@@ -54,12 +56,12 @@ install_apt() {
 }
 
 install_python() {
-  local venv="$RACKCACHE_CACHE/venv/spdk-$SPDK_PY_VERSION"
-  if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import spdk.rpc' 2>/dev/null; then
-    log "python: creating venv $venv with spdk==$SPDK_PY_VERSION"
+  local venv="$RACKCACHE_CACHE/venv/spdk-$SPDK_PY_VERSION-lcs-$LIBCACHESIM_VERSION"
+  if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import spdk.rpc, libcachesim' 2>/dev/null; then
+    log "python: creating venv $venv with spdk==$SPDK_PY_VERSION libcachesim==$LIBCACHESIM_VERSION"
     rm -rf "$venv"
     python3 -m venv "$venv"
-    "$venv/bin/pip" install -q "spdk==$SPDK_PY_VERSION"
+    "$venv/bin/pip" install -q "spdk==$SPDK_PY_VERSION" "libcachesim==$LIBCACHESIM_VERSION"
   fi
   link_into_bin venv "$venv"
 }
