@@ -3,9 +3,9 @@
 //! cache); on filesystems that refuse O_DIRECT (tmpfs) it falls back to
 //! buffered I/O and says so in [`FileBdev::direct`].
 //!
-//! I/O runs as positional reads and writes on tokio's blocking pool, the
-//! portable path. An io_uring engine is the planned fast path for the cache
-//! device.
+//! I/O goes through io_uring ([`crate::uring`]) where the kernel offers it,
+//! and otherwise as positional reads and writes on tokio's blocking pool,
+//! the portable path. [`FileBdev::engine`] says which.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
@@ -13,7 +13,11 @@ use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::uring::{Uring, UringOp};
 use crate::{uuid_from_name, BdevError, BdevInfo, DmaBuf, IoKind, Result};
+
+/// Ring size: enough SQEs for a deep queue from several NVMe queues.
+const URING_ENTRIES: u32 = 256;
 
 /// A bdev on a file or block device.
 pub struct FileBdev {
@@ -21,6 +25,7 @@ pub struct FileBdev {
     file: Arc<File>,
     path: PathBuf,
     direct: bool,
+    uring: Option<Uring>,
 }
 
 fn os_err(op: &'static str, path: &Path, source: std::io::Error) -> BdevError {
@@ -41,6 +46,14 @@ impl FileBdev {
     /// for a block device, 512 for a regular file. A regular file's size
     /// must be a multiple of the block size.
     pub fn open(name: &str, path: &Path, block_size: u32) -> Result<Self> {
+        let mut b = Self::open_blocking(name, path, block_size)?;
+        b.uring = Uring::new(URING_ENTRIES).ok();
+        Ok(b)
+    }
+
+    /// Like [`FileBdev::open`], but always on the blocking pool (the
+    /// portable path, also where io_uring is disabled by policy).
+    pub fn open_blocking(name: &str, path: &Path, block_size: u32) -> Result<Self> {
         let open = |direct: bool| {
             let mut o = OpenOptions::new();
             o.read(true).write(true);
@@ -113,6 +126,7 @@ impl FileBdev {
             file: Arc::new(file),
             path: path.to_owned(),
             direct,
+            uring: None,
         })
     }
 
@@ -129,6 +143,15 @@ impl FileBdev {
     /// Whether I/O bypasses the page cache (O_DIRECT).
     pub fn direct(&self) -> bool {
         self.direct
+    }
+
+    /// "io_uring" or "blocking-pool": how reads, writes and flushes run.
+    pub fn engine(&self) -> &'static str {
+        if self.uring.is_some() {
+            "io_uring"
+        } else {
+            "blocking-pool"
+        }
     }
 
     /// Every operation is supported (zeroes and unmap through fallocate,
@@ -150,8 +173,47 @@ impl FileBdev {
         }
     }
 
+    /// Runs `op` on the ring and maps a short transfer or a negative result
+    /// to an error.
+    async fn ring_io(
+        &self,
+        ring: &Uring,
+        what: &'static str,
+        op: UringOp,
+        buf: Option<DmaBuf>,
+        len: usize,
+    ) -> (Option<DmaBuf>, Result<()>) {
+        let (res, buf) = ring.run(self.file.as_raw_fd(), op, buf).await;
+        let r = if res < 0 {
+            Err(os_err(
+                what,
+                &self.path,
+                std::io::Error::from_raw_os_error(-res),
+            ))
+        } else if res as usize != len {
+            Err(os_err(
+                what,
+                &self.path,
+                std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    format!("short transfer: {res} of {len} bytes"),
+                ),
+            ))
+        } else {
+            Ok(())
+        };
+        (buf, r)
+    }
+
     /// Positional read.
     pub async fn read(&self, offset: u64, buf: DmaBuf) -> (DmaBuf, Result<()>) {
+        if let Some(ring) = &self.uring {
+            let len = buf.len();
+            let (b, r) = self
+                .ring_io(ring, "read", UringOp::Read { offset }, Some(buf), len)
+                .await;
+            return (b.unwrap_or_else(|| DmaBuf::new(len)), r);
+        }
         let file = Arc::clone(&self.file);
         let path = self.path.clone();
         match tokio::task::spawn_blocking(move || {
@@ -168,6 +230,13 @@ impl FileBdev {
 
     /// Positional write.
     pub async fn write(&self, offset: u64, buf: DmaBuf) -> (DmaBuf, Result<()>) {
+        if let Some(ring) = &self.uring {
+            let len = buf.len();
+            let (b, r) = self
+                .ring_io(ring, "write", UringOp::Write { offset }, Some(buf), len)
+                .await;
+            return (b.unwrap_or_else(|| DmaBuf::new(len)), r);
+        }
         let file = Arc::clone(&self.file);
         let path = self.path.clone();
         match tokio::task::spawn_blocking(move || {
@@ -183,6 +252,12 @@ impl FileBdev {
 
     /// fdatasync.
     pub async fn flush(&self) -> Result<()> {
+        if let Some(ring) = &self.uring {
+            return self
+                .ring_io(ring, "fdatasync", UringOp::Fdatasync, None, 0)
+                .await
+                .1;
+        }
         self.blocking("fdatasync", |f| f.sync_data()).await
     }
 

@@ -25,6 +25,7 @@ pub mod error;
 pub mod file;
 pub mod malloc;
 pub mod rbd;
+mod uring;
 
 pub use buf::DmaBuf;
 pub use error::{BdevError, Result};

@@ -68,7 +68,25 @@ async fn file_round_trip() {
     drop(f);
     let fb = FileBdev::open("aio0", &path, 4096).unwrap();
     assert_eq!(fb.info().num_blocks, 1024);
+    assert_eq!(
+        fb.engine(),
+        "io_uring",
+        "io_uring is available on this kernel"
+    );
     let b = Bdev::File(fb);
+    exercise(&b).await;
+    drop(b);
+
+    // The portable path gives the same results, and sees what io_uring wrote.
+    let fb = FileBdev::open_blocking("aio0", &path, 4096).unwrap();
+    assert_eq!(fb.engine(), "blocking-pool");
+    let b = Bdev::File(fb);
+    let (got, r) = b.read((1 << 20) - 4096, DmaBuf::new(4096)).await;
+    r.unwrap();
+    assert!(
+        got.iter().all(|&x| x == 0),
+        "zeroed by write_zeroes through the ring"
+    );
     exercise(&b).await;
 
     // A size that is not a multiple of the block size is refused.

@@ -308,7 +308,7 @@ fn describe(r: &RegisteredBdev) -> Value {
     let driver = match &r.bdev {
         Bdev::Malloc(_) => json!({}),
         Bdev::File(f) => {
-            json!({ "aio": { "filename": f.path(), "block_size_override": true, "direct": f.direct() } })
+            json!({ "aio": { "filename": f.path(), "direct": f.direct(), "engine": f.engine() } })
         }
         Bdev::Rbd(b) => {
             let (pool, image) = b.image();
