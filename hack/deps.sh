@@ -7,7 +7,8 @@
 #   apt       Debian packages: Ceph daemons and client libraries, qemu,
 #             busybox-static, cpio, kmod, socat, ...
 #   python    a venv (bin/venv) with SPDK's official JSON-RPC client (spdk)
-#             and libCacheSim (libcachesim, the simulator benchmark's baseline)
+#             libCacheSim (libcachesim, the simulator benchmark's baseline) and
+#             prometheus-client (its parser checks our /metrics output)
 #   go-tools  controller-gen, ginkgo, csi-sanity, helm, golangci-lint, kustomize
 #   rust      checks rustfmt and clippy (installed with the toolchain)
 #   all       all of the above (default)
@@ -26,6 +27,7 @@ APT_PACKAGES=(
 
 SPDK_PY_VERSION="26.9"
 LIBCACHESIM_VERSION="0.3.5"
+PROMETHEUS_CLIENT_VERSION="0.21.1"
 
 # name|package@version
 GO_TOOLS=(
@@ -56,12 +58,16 @@ install_apt() {
 }
 
 install_python() {
-  local venv="$RACKCACHE_CACHE/venv/spdk-$SPDK_PY_VERSION-lcs-$LIBCACHESIM_VERSION"
-  if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import spdk.rpc, libcachesim' 2>/dev/null; then
-    log "python: creating venv $venv with spdk==$SPDK_PY_VERSION libcachesim==$LIBCACHESIM_VERSION"
+  local pins=("spdk==$SPDK_PY_VERSION" "libcachesim==$LIBCACHESIM_VERSION" "prometheus-client==$PROMETHEUS_CLIENT_VERSION")
+  # The venv's name carries every pin, so changing one builds a new venv.
+  local key
+  key="$(printf '%s\n' "${pins[@]}" | sha256sum | cut -c1-12)"
+  local venv="$RACKCACHE_CACHE/venv/py-$key"
+  if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import spdk.rpc, libcachesim, prometheus_client' 2>/dev/null; then
+    log "python: creating venv $venv with ${pins[*]}"
     rm -rf "$venv"
     python3 -m venv "$venv"
-    "$venv/bin/pip" install -q "spdk==$SPDK_PY_VERSION" "libcachesim==$LIBCACHESIM_VERSION"
+    "$venv/bin/pip" install -q "${pins[@]}"
   fi
   link_into_bin venv "$venv"
 }
