@@ -5,36 +5,79 @@
 //! `Arc`s to the bdevs it uses and per-bdev atomic counters.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
 use bdev::rbd::RbdCluster;
 use bdev::{Bdev, DmaBuf};
+use metrics::{Counter, Histogram, Registry};
 use serde_json::Value;
 use tokio::sync::Mutex;
 
-/// I/O counters of one bdev (SPDK's `bdev_get_iostat` fields).
-#[derive(Default)]
+/// I/O counters of one bdev (SPDK's `bdev_get_iostat` fields), registered
+/// in the Prometheus registry with the label `bdev`.
 pub struct IoStats {
     /// Bytes read.
-    pub bytes_read: AtomicU64,
+    pub bytes_read: Arc<Counter>,
     /// Read operations.
-    pub num_read_ops: AtomicU64,
+    pub num_read_ops: Arc<Counter>,
     /// Bytes written.
-    pub bytes_written: AtomicU64,
+    pub bytes_written: Arc<Counter>,
     /// Write operations.
-    pub num_write_ops: AtomicU64,
+    pub num_write_ops: Arc<Counter>,
     /// Bytes unmapped.
-    pub bytes_unmapped: AtomicU64,
+    pub bytes_unmapped: Arc<Counter>,
     /// Unmap operations.
-    pub num_unmap_ops: AtomicU64,
-    /// Sum of read latencies, nanoseconds.
-    pub read_latency_ns: AtomicU64,
-    /// Sum of write latencies, nanoseconds.
-    pub write_latency_ns: AtomicU64,
+    pub num_unmap_ops: Arc<Counter>,
+    /// Read latency.
+    pub read_latency: Arc<Histogram>,
+    /// Write latency.
+    pub write_latency: Arc<Histogram>,
     /// Failed operations.
-    pub io_errors: AtomicU64,
+    pub io_errors: Arc<Counter>,
+}
+
+/// Names of the per-bdev metric families, for removal on delete.
+const BDEV_FAMILIES: [&str; 9] = [
+    "rackcache_bdev_read_bytes_total",
+    "rackcache_bdev_read_ops_total",
+    "rackcache_bdev_written_bytes_total",
+    "rackcache_bdev_write_ops_total",
+    "rackcache_bdev_unmapped_bytes_total",
+    "rackcache_bdev_unmap_ops_total",
+    "rackcache_bdev_read_latency_seconds",
+    "rackcache_bdev_write_latency_seconds",
+    "rackcache_bdev_io_errors_total",
+];
+
+impl IoStats {
+    /// Registers the series of bdev `name`.
+    pub fn register(registry: &Registry, name: &str) -> Self {
+        let l = [("bdev", name)];
+        let c = |n: &str, h: &str| registry.counter(n, h, &l).expect("valid metric names");
+        let h = |n: &str, d: &str| registry.histogram(n, d, &l).expect("valid metric names");
+        Self {
+            bytes_read: c(BDEV_FAMILIES[0], "Bytes read from the bdev."),
+            num_read_ops: c(BDEV_FAMILIES[1], "Read operations completed by the bdev."),
+            bytes_written: c(BDEV_FAMILIES[2], "Bytes written to the bdev."),
+            num_write_ops: c(BDEV_FAMILIES[3], "Write operations completed by the bdev."),
+            bytes_unmapped: c(BDEV_FAMILIES[4], "Bytes deallocated on the bdev."),
+            num_unmap_ops: c(
+                BDEV_FAMILIES[5],
+                "Deallocate operations completed by the bdev.",
+            ),
+            read_latency: h(BDEV_FAMILIES[6], "Read latency of the bdev."),
+            write_latency: h(BDEV_FAMILIES[7], "Write latency of the bdev."),
+            io_errors: c(BDEV_FAMILIES[8], "Failed operations of the bdev."),
+        }
+    }
+
+    /// Removes bdev `name`'s series.
+    pub fn unregister(registry: &Registry, name: &str) {
+        for f in BDEV_FAMILIES {
+            registry.remove(f, &[("bdev", name)]);
+        }
+    }
 }
 
 /// A bdev as the daemon knows it.
@@ -59,7 +102,7 @@ impl RegisteredBdev {
             &r,
             &self.stats.bytes_read,
             &self.stats.num_read_ops,
-            &self.stats.read_latency_ns,
+            &self.stats.read_latency,
             len,
             start,
         );
@@ -75,7 +118,7 @@ impl RegisteredBdev {
             &r,
             &self.stats.bytes_written,
             &self.stats.num_write_ops,
-            &self.stats.write_latency_ns,
+            &self.stats.write_latency,
             len,
             start,
         );
@@ -85,18 +128,18 @@ impl RegisteredBdev {
     fn count(
         &self,
         r: &bdev::Result<()>,
-        bytes: &AtomicU64,
-        ops: &AtomicU64,
-        latency: &AtomicU64,
+        bytes: &Counter,
+        ops: &Counter,
+        latency: &Histogram,
         len: u64,
         start: Instant,
     ) {
         if r.is_ok() {
-            bytes.fetch_add(len, Ordering::Relaxed);
-            ops.fetch_add(1, Ordering::Relaxed);
-            latency.fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            bytes.add(len);
+            ops.inc();
+            latency.observe_ns(start.elapsed().as_nanos() as u64);
         } else {
-            self.stats.io_errors.fetch_add(1, Ordering::Relaxed);
+            self.stats.io_errors.inc();
         }
     }
 }
@@ -144,6 +187,8 @@ pub struct App {
     pub state: Mutex<State>,
     /// When the process started (iostat's tick base).
     pub started: Instant,
+    /// Prometheus metrics (served on --metrics-listen).
+    pub metrics: Arc<Registry>,
 }
 
 impl App {
@@ -152,6 +197,7 @@ impl App {
         Self {
             state: Mutex::new(State::default()),
             started: Instant::now(),
+            metrics: Registry::new(),
         }
     }
 }

@@ -27,9 +27,33 @@ struct Args {
     /// A configuration saved by `save_config` to apply at start.
     #[arg(short = 'c', long)]
     config: Option<PathBuf>,
+    /// Also serve JSON-RPC over HTTP on this TCP address (for the
+    /// operator); requires --rpc-token-file.
+    #[arg(long, requires = "rpc_token_file")]
+    rpc_listen: Option<std::net::SocketAddr>,
+    /// File holding the bearer token that TCP JSON-RPC callers must present.
+    #[arg(long)]
+    rpc_token_file: Option<PathBuf>,
+    /// Serve Prometheus metrics (GET /metrics) on this TCP address.
+    #[arg(long)]
+    metrics_listen: Option<std::net::SocketAddr>,
     /// Log format.
     #[arg(long, value_enum, default_value = "text")]
     log_format: LogFormat,
+}
+
+/// Reads the RPC token; an empty token would let anyone in, so it is refused.
+fn read_token(path: &std::path::Path) -> Result<String, String> {
+    let t = std::fs::read_to_string(path)
+        .map_err(|e| format!("read token file {}: {e}", path.display()))?;
+    let t = t.trim().to_owned();
+    if t.len() < 16 {
+        return Err(format!(
+            "token in {} is shorter than 16 characters",
+            path.display()
+        ));
+    }
+    Ok(t)
 }
 
 fn main() -> ExitCode {
@@ -74,12 +98,36 @@ async fn run(args: Args) -> Result<(), String> {
     tracing::info!(socket = %args.rpc_socket.display(), "json-rpc listening");
 
     let (stop_tx, stop_rx) = watch::channel(false);
-    let server = tokio::spawn(rpc::server::serve_unix(
+    let mut servers = vec![tokio::spawn(rpc::server::serve_unix(
         listener,
         args.rpc_socket.clone(),
         Arc::clone(&app),
-        stop_rx,
-    ));
+        stop_rx.clone(),
+    ))];
+    if let (Some(addr), Some(token_file)) = (args.rpc_listen, &args.rpc_token_file) {
+        let token = Arc::new(read_token(token_file)?);
+        let l = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| format!("listen for json-rpc on {addr}: {e}"))?;
+        tracing::info!(addr = %l.local_addr().map_err(|e| e.to_string())?, "json-rpc over http listening (bearer token required)");
+        servers.push(tokio::spawn(rpc::http::serve_tcp(
+            l,
+            token,
+            Arc::clone(&app),
+            stop_rx.clone(),
+        )));
+    }
+    if let Some(addr) = args.metrics_listen {
+        let l = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| format!("listen for metrics on {addr}: {e}"))?;
+        tracing::info!(addr = %l.local_addr().map_err(|e| e.to_string())?, "metrics listening");
+        servers.push(tokio::spawn(metrics::http::serve(
+            l,
+            Arc::clone(&app.metrics),
+            stop_rx.clone(),
+        )));
+    }
     let mut term = signal(SignalKind::terminate()).map_err(|e| format!("SIGTERM handler: {e}"))?;
     let mut int = signal(SignalKind::interrupt()).map_err(|e| format!("SIGINT handler: {e}"))?;
     tokio::select! {
@@ -87,7 +135,9 @@ async fn run(args: Args) -> Result<(), String> {
         _ = int.recv() => tracing::info!("SIGINT: shutting down"),
     }
     let _ = stop_tx.send(true);
-    let _ = server.await;
+    for s in servers {
+        let _ = s.await;
+    }
     // Make every completed write durable before exiting.
     let bdevs: Vec<_> = app
         .state

@@ -3,62 +3,14 @@
 //! SPDK's error codes, save_config, and a restart from the saved config.
 //! Uses a real one-node Ceph for the rbd bdev.
 
+mod common;
+
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+
+use common::Daemon;
 
 use testkit::{spdk_python, Ceph, TempDir};
-
-/// The daemon process, stopped with SIGTERM (then SIGKILL) on drop.
-struct Daemon {
-    child: Child,
-}
-
-impl Daemon {
-    fn start(socket: &Path, config: Option<&Path>) -> Self {
-        let log = std::fs::File::create(socket.with_extension("log")).expect("daemon log file");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_rackcache-dataplane"));
-        cmd.arg("--rpc-socket")
-            .arg(socket)
-            .stdout(Stdio::null())
-            .stderr(log);
-        if let Some(c) = config {
-            cmd.arg("--config").arg(c);
-        }
-        let child = cmd.spawn().expect("start rackcache-dataplane");
-        let d = Daemon { child };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !socket.exists() {
-            assert!(
-                Instant::now() < deadline,
-                "the daemon did not open {}",
-                socket.display()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        d
-    }
-
-    fn stop(mut self) -> std::process::ExitStatus {
-        // SAFETY: signalling our own child by PID.
-        unsafe { libc_kill(self.child.id() as i32, 15) };
-        let status = self.child.wait().expect("wait for the daemon");
-        std::mem::forget(self);
-        status
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-extern "C" {
-    #[link_name = "kill"]
-    fn libc_kill(pid: i32, sig: i32) -> i32;
-}
 
 fn run_client(socket: &Path, work: &Path, phase: &str, ceph_env: &Path) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/spdk_rpc_client.py");

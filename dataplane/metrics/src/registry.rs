@@ -78,6 +78,11 @@ impl Histogram {
         self.count.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Sum of all observations, nanoseconds.
+    pub fn sum_ns(&self) -> u64 {
+        self.sum_ns.load(Ordering::Relaxed)
+    }
+
     /// Observations so far.
     pub fn count(&self) -> u64 {
         self.count.load(Ordering::Relaxed)

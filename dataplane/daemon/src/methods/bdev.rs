@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bdev::file::FileBdev;
@@ -37,6 +36,7 @@ fn exists(state: &State, name: &str) -> Result<(), RpcError> {
 }
 
 fn register(
+    app: &App,
     state: &mut State,
     name: String,
     bdev: Bdev,
@@ -47,7 +47,7 @@ fn register(
     let seq = state.seq();
     let reg = RegisteredBdev {
         bdev,
-        stats: IoStats::default(),
+        stats: IoStats::register(&app.metrics, &name),
         created_by: (method, params),
         cluster,
     };
@@ -75,6 +75,7 @@ pub(super) async fn malloc_create(app: &App, params: Option<Value>) -> Result<Va
     let b = MallocBdev::new(&name, p.num_blocks, p.block_size)?;
     p.name = Some(name.clone());
     register(
+        app,
         &mut state,
         name.clone(),
         Bdev::Malloc(b),
@@ -104,6 +105,7 @@ pub(super) async fn aio_create(app: &App, params: Option<Value>) -> Result<Value
     tracing::info!(bdev = %p.name, file = %p.filename.display(), direct = b.direct(), "aio bdev created");
     let name = p.name.clone();
     register(
+        app,
         &mut state,
         name.clone(),
         Bdev::File(b),
@@ -139,6 +141,7 @@ pub(super) async fn delete(
         }
     }
     state.bdevs.remove(&name);
+    IoStats::unregister(&app.metrics, &name);
     tracing::info!(bdev = %name, "bdev deleted");
     Ok(json!(true))
 }
@@ -270,6 +273,7 @@ pub(super) async fn rbd_create(app: &App, params: Option<Value>) -> Result<Value
     tracing::info!(bdev = %name, pool = %p.pool_name, image = %p.rbd_name, "rbd bdev created");
     p.name = Some(name.clone());
     register(
+        app,
         &mut state,
         name.clone(),
         Bdev::Rbd(b),
@@ -365,18 +369,17 @@ pub(super) async fn get_iostat(app: &App, params: Option<Value>) -> Result<Value
     let state = app.state.lock().await;
     let stat = |r: &RegisteredBdev| {
         let s = &r.stats;
-        let l = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
         json!({
             "name": r.bdev.info().name,
-            "bytes_read": l(&s.bytes_read),
-            "num_read_ops": l(&s.num_read_ops),
-            "bytes_written": l(&s.bytes_written),
-            "num_write_ops": l(&s.num_write_ops),
-            "bytes_unmapped": l(&s.bytes_unmapped),
-            "num_unmap_ops": l(&s.num_unmap_ops),
-            "read_latency_ticks": l(&s.read_latency_ns),
-            "write_latency_ticks": l(&s.write_latency_ns),
-            "io_error": l(&s.io_errors)
+            "bytes_read": s.bytes_read.get(),
+            "num_read_ops": s.num_read_ops.get(),
+            "bytes_written": s.bytes_written.get(),
+            "num_write_ops": s.num_write_ops.get(),
+            "bytes_unmapped": s.bytes_unmapped.get(),
+            "num_unmap_ops": s.num_unmap_ops.get(),
+            "read_latency_ticks": s.read_latency.sum_ns(),
+            "write_latency_ticks": s.write_latency.sum_ns(),
+            "io_error": s.io_errors.get()
         })
     };
     let bdevs: Vec<Value> = match name {

@@ -1,4 +1,6 @@
-//! JSON-RPC 2.0: errors with SPDK's codes and the socket server.
+//! JSON-RPC 2.0: errors with SPDK's codes, the Unix socket server, and the
+//! token-protected HTTP endpoint on TCP.
 
 pub mod error;
+pub mod http;
 pub mod server;

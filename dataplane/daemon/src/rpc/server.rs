@@ -146,7 +146,7 @@ fn next_value(buf: &[u8]) -> Decoded {
 
 /// Handles a request or a batch; `None` when nothing is to be sent back
 /// (notifications).
-async fn handle_value<D: Dispatch>(d: &D, v: Value) -> Option<Value> {
+pub(crate) async fn handle_value<D: Dispatch>(d: &D, v: Value) -> Option<Value> {
     match v {
         Value::Array(items) if !items.is_empty() => {
             let mut out = Vec::new();
@@ -213,7 +213,7 @@ async fn handle_request<D: Dispatch>(d: &D, v: Value) -> Option<Value> {
     })
 }
 
-fn error_response(id: Value, e: &RpcError) -> Value {
+pub(crate) fn error_response(id: Value, e: &RpcError) -> Value {
     json!({ "jsonrpc": "2.0", "id": id, "error": e.to_json() })
 }
 
