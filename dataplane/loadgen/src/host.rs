@@ -1,0 +1,461 @@
+//! One NVMe/TCP queue pair, host side, on a blocking TCP stream.
+//!
+//! The stream is read into one buffer and PDUs are decoded in place with
+//! the `nvmf` codec, so a pipelined reader does one `read` per batch of
+//! PDUs, not one per header.
+
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use nvmf::cqe::Cqe;
+use nvmf::pdu::{self, CommonHeader, DataHeader, IcReq, Negotiated, PduType, Specific, CH_LEN};
+use nvmf::sqe::{fctype, opcode, sgl, ConnectData, SglDescriptor, Sqe};
+
+/// Errors of the host side.
+#[derive(Debug)]
+pub enum HostError {
+    /// Socket error.
+    Io(io::Error),
+    /// The target sent something the protocol does not allow.
+    Protocol(String),
+    /// A command completed with an error status.
+    Status {
+        /// What was being done.
+        what: &'static str,
+        /// The completion.
+        cqe: Cqe,
+    },
+}
+
+impl std::fmt::Display for HostError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Io(e) => write!(f, "socket: {e}"),
+            Self::Protocol(m) => write!(f, "protocol: {m}"),
+            Self::Status { what, cqe } => write!(
+                f,
+                "{what} failed: status type {} code {:#x} (dw0 {:#x})",
+                cqe.status.sct, cqe.status.sc, cqe.dw0
+            ),
+        }
+    }
+}
+
+impl std::error::Error for HostError {}
+
+impl From<io::Error> for HostError {
+    fn from(e: io::Error) -> Self {
+        Self::Io(e)
+    }
+}
+
+/// Result of host operations.
+pub type Result<T> = std::result::Result<T, HostError>;
+
+/// What a received PDU meant.
+#[derive(Debug)]
+pub enum Event {
+    /// A completion.
+    Completion(Cqe),
+    /// Read data for command `cccid` at offset `datao`, `len` bytes, which
+    /// are at `data_range` in the receive buffer until the next `recv`.
+    Data {
+        /// Command id.
+        cccid: u16,
+        /// Offset in the command's transfer.
+        datao: u32,
+        /// Where the bytes are in [`HostQueue::last_data`].
+        len: usize,
+        /// The command succeeded and no completion follows.
+        success: bool,
+    },
+    /// The target asks for write data.
+    R2t(pdu::R2t),
+}
+
+/// Connection parameters.
+#[derive(Clone, Debug)]
+pub struct ConnectParams {
+    /// Target address, e.g. `127.0.0.1:4420`.
+    pub addr: String,
+    /// Subsystem NQN.
+    pub subnqn: String,
+    /// Host NQN.
+    pub hostnqn: String,
+    /// Host identifier.
+    pub host_id: [u8; 16],
+    /// Submission queue size (entries; sent 0's based).
+    pub queue_size: u16,
+    /// Keep-alive timeout for the admin queue, ms (0: none).
+    pub kato_ms: u32,
+}
+
+/// One queue pair.
+pub struct HostQueue {
+    stream: TcpStream,
+    rbuf: Vec<u8>,
+    rstart: usize,
+    rend: usize,
+    data_at: usize,
+    neg: Negotiated,
+    out: Vec<u8>,
+    /// The controller id (after Connect).
+    pub cntlid: u16,
+    /// Queue id.
+    pub qid: u16,
+    /// Largest H2CData the target accepts.
+    pub maxh2cdata: u32,
+    next_cid: u16,
+}
+
+impl HostQueue {
+    /// Opens a TCP connection, exchanges ICReq/ICResp and connects queue
+    /// `qid` (0 = admin: a new controller; else an I/O queue of `cntlid`).
+    pub fn connect(p: &ConnectParams, qid: u16, cntlid: u16) -> Result<Self> {
+        let stream = TcpStream::connect(&p.addr)?;
+        stream.set_nodelay(true)?;
+        stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+        let mut q = Self {
+            stream,
+            rbuf: vec![0; 4 << 20],
+            rstart: 0,
+            rend: 0,
+            data_at: 0,
+            neg: Negotiated::default(),
+            out: Vec::with_capacity(1 << 20),
+            cntlid: 0,
+            qid,
+            maxh2cdata: 0,
+            next_cid: 0,
+        };
+        let mut ic = [0u8; 128];
+        pdu::encode_ic_req(
+            &mut ic,
+            &IcReq {
+                pfv: pdu::PFV_1_0,
+                hpda: 0,
+                header_digest: false,
+                data_digest: false,
+                maxr2t: 0,
+            },
+        );
+        q.stream.write_all(&ic)?;
+        match q.recv_specific()? {
+            Specific::IcResp(r) => {
+                if r.header_digest || r.data_digest {
+                    return Err(HostError::Protocol(
+                        "target enabled digests we did not ask for".into(),
+                    ));
+                }
+                q.maxh2cdata = r.maxh2cdata;
+                q.neg.initialized = true;
+            }
+            other => {
+                return Err(HostError::Protocol(format!(
+                    "expected ICResp, got {other:?}"
+                )))
+            }
+        }
+        // Fabrics Connect with its 1024 bytes of data in the capsule.
+        let data = ConnectData {
+            host_id: p.host_id,
+            cntlid: if qid == 0 { 0xffff } else { cntlid },
+            subnqn: p.subnqn.clone(),
+            hostnqn: p.hostnqn.clone(),
+        }
+        .encode();
+        let mut raw = [0u8; 64];
+        raw[0] = opcode::FABRICS;
+        raw[4] = fctype::CONNECT;
+        raw[24..32].copy_from_slice(&0u64.to_le_bytes());
+        raw[32..36].copy_from_slice(&(data.len() as u32).to_le_bytes());
+        raw[39] = sgl::IN_CAPSULE;
+        raw[42..44].copy_from_slice(&qid.to_le_bytes());
+        raw[44..46].copy_from_slice(&(p.queue_size - 1).to_le_bytes());
+        raw[48..52].copy_from_slice(&(if qid == 0 { p.kato_ms } else { 0 }).to_le_bytes());
+        let cqe = q.execute_raw(Sqe(raw), Some(&data), None, "Connect")?;
+        q.cntlid = cqe.dw0 as u16;
+        Ok(q)
+    }
+
+    /// A fresh command id.
+    pub fn cid(&mut self) -> u16 {
+        self.next_cid = self.next_cid.wrapping_add(1);
+        self.next_cid
+    }
+
+    /// Queues a command capsule (with in-capsule `data`, if any) for the
+    /// next [`HostQueue::flush`].
+    pub fn queue_command(&mut self, sqe: &Sqe, data: Option<&[u8]>) {
+        let start = self.out.len();
+        let len = data.map_or(0, <[u8]>::len);
+        self.out.resize(start + 128, 0);
+        let hlen =
+            pdu::encode_capsule_cmd_header(&mut self.out[start..], &sqe.0, len, false, false, 0);
+        self.out.truncate(start + hlen);
+        if let Some(d) = data {
+            self.out.extend_from_slice(d);
+        }
+    }
+
+    /// Queues an H2CData PDU.
+    pub fn queue_h2c(&mut self, cccid: u16, ttag: u16, datao: u32, data: &[u8], last: bool) {
+        let start = self.out.len();
+        self.out.resize(start + 64, 0);
+        let d = DataHeader {
+            cccid,
+            ttag,
+            datao,
+            datal: data.len() as u32,
+            last,
+            success: false,
+        };
+        let hlen = pdu::encode_data_header(
+            &mut self.out[start..],
+            PduType::H2cData,
+            &d,
+            false,
+            false,
+            0,
+        );
+        self.out.truncate(start + hlen);
+        self.out.extend_from_slice(data);
+    }
+
+    /// Sends everything queued, in one write where the kernel allows.
+    pub fn flush(&mut self) -> Result<()> {
+        if !self.out.is_empty() {
+            self.stream.write_all(&self.out)?;
+            self.out.clear();
+        }
+        Ok(())
+    }
+
+    /// The data of the last [`Event::Data`].
+    pub fn last_data(&self, len: usize) -> &[u8] {
+        &self.rbuf[self.data_at..self.data_at + len]
+    }
+
+    fn fill(&mut self, need: usize) -> Result<()> {
+        if self.rend - self.rstart >= need {
+            return Ok(());
+        }
+        if need > self.rbuf.len() {
+            return Err(HostError::Protocol(format!(
+                "PDU of {need} bytes exceeds the receive buffer"
+            )));
+        }
+        if self.rstart + need > self.rbuf.len() {
+            self.rbuf.copy_within(self.rstart..self.rend, 0);
+            self.rend -= self.rstart;
+            self.rstart = 0;
+        }
+        while self.rend - self.rstart < need {
+            let n = self.stream.read(&mut self.rbuf[self.rend..])?;
+            if n == 0 {
+                return Err(HostError::Io(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "target closed the connection",
+                )));
+            }
+            self.rend += n;
+        }
+        Ok(())
+    }
+
+    /// Receives one PDU and returns its type-specific header, remembering
+    /// where its data is.
+    fn recv_specific(&mut self) -> Result<Specific> {
+        self.fill(CH_LEN)?;
+        let ch = CommonHeader::parse(
+            self.rbuf[self.rstart..self.rstart + CH_LEN]
+                .try_into()
+                .expect("8 bytes"),
+        );
+        let layout = ch
+            .validate(&self.neg, false)
+            .map_err(|e| HostError::Protocol(format!("bad PDU from target: {e}")))?;
+        self.fill(layout.plen)?;
+        let at = self.rstart;
+        let spec = pdu::parse_specific(&layout, ch.flags, &self.rbuf[at..at + layout.header_total])
+            .map_err(|e| HostError::Protocol(format!("bad PDU from target: {e}")))?;
+        self.data_at = at + layout.data_offset;
+        self.rstart += layout.plen;
+        if let Specific::TermReq(t) = spec {
+            return Err(HostError::Protocol(format!(
+                "target terminated the connection: FES {:#x} FEI {:#x}",
+                t.fes, t.fei
+            )));
+        }
+        Ok(spec)
+    }
+
+    /// Receives the next event.
+    pub fn recv(&mut self) -> Result<Event> {
+        match self.recv_specific()? {
+            Specific::CapsuleResp(c) => Ok(Event::Completion(Cqe::decode(&c))),
+            Specific::Data(d) => Ok(Event::Data {
+                cccid: d.cccid,
+                datao: d.datao,
+                len: d.datal as usize,
+                success: d.success,
+            }),
+            Specific::R2t(r) => Ok(Event::R2t(r)),
+            other => Err(HostError::Protocol(format!("unexpected PDU {other:?}"))),
+        }
+    }
+
+    /// Runs one command to completion: sends `write` data (in the capsule
+    /// when the SQE says so, else answering R2Ts) and copies read data into
+    /// `read`.
+    pub fn execute_raw(
+        &mut self,
+        mut sqe: Sqe,
+        write: Option<&[u8]>,
+        mut read: Option<&mut [u8]>,
+        what: &'static str,
+    ) -> Result<Cqe> {
+        let cid = self.cid();
+        sqe.0[2..4].copy_from_slice(&cid.to_le_bytes());
+        let in_capsule = sqe.0[39] == sgl::IN_CAPSULE;
+        self.queue_command(&sqe, if in_capsule { write } else { None });
+        self.flush()?;
+        loop {
+            match self.recv()? {
+                Event::Completion(c) if c.cid == cid => {
+                    if !c.status.is_success() {
+                        return Err(HostError::Status { what, cqe: c });
+                    }
+                    return Ok(c);
+                }
+                Event::Completion(c) => {
+                    return Err(HostError::Protocol(format!(
+                        "completion for unknown cid {}",
+                        c.cid
+                    )))
+                }
+                Event::Data {
+                    cccid,
+                    datao,
+                    len,
+                    success,
+                } if cccid == cid => {
+                    let at = self.data_at;
+                    if let Some(buf) = read.as_deref_mut() {
+                        let end = datao as usize + len;
+                        if end > buf.len() {
+                            return Err(HostError::Protocol(
+                                "C2HData beyond the read buffer".into(),
+                            ));
+                        }
+                        buf[datao as usize..end].copy_from_slice(&self.rbuf[at..at + len]);
+                    }
+                    if success {
+                        return Ok(Cqe::new(cid, nvmf::cqe::Status::SUCCESS));
+                    }
+                }
+                Event::R2t(r) if r.cccid == cid => {
+                    let data = write.ok_or_else(|| {
+                        HostError::Protocol("R2T for a command without data".into())
+                    })?;
+                    let (off, len) = (r.r2to as usize, r.r2tl as usize);
+                    if off + len > data.len() {
+                        return Err(HostError::Protocol("R2T beyond the write data".into()));
+                    }
+                    let chunk = self.maxh2cdata.max(4096) as usize;
+                    let mut done = 0;
+                    while done < len {
+                        let n = chunk.min(len - done);
+                        let d = &data[off + done..off + done + n];
+                        self.queue_h2c(cid, r.ttag, (off + done) as u32, d, done + n == len);
+                        done += n;
+                    }
+                    self.flush()?;
+                }
+                other => return Err(HostError::Protocol(format!("unexpected {other:?}"))),
+            }
+        }
+    }
+
+    /// Property Get (8-byte when `wide`).
+    pub fn property_get(&mut self, offset: u32, wide: bool) -> Result<u64> {
+        let mut raw = [0u8; 64];
+        raw[0] = opcode::FABRICS;
+        raw[4] = fctype::PROPERTY_GET;
+        raw[40] = u8::from(wide);
+        raw[44..48].copy_from_slice(&offset.to_le_bytes());
+        let c = self.execute_raw(Sqe(raw), None, None, "Property Get")?;
+        Ok(u64::from(c.dw0) | (u64::from(c.dw1) << 32))
+    }
+
+    /// Property Set (4-byte).
+    pub fn property_set(&mut self, offset: u32, value: u32) -> Result<()> {
+        let mut raw = [0u8; 64];
+        raw[0] = opcode::FABRICS;
+        raw[4] = fctype::PROPERTY_SET;
+        raw[44..48].copy_from_slice(&offset.to_le_bytes());
+        raw[48..52].copy_from_slice(&value.to_le_bytes());
+        self.execute_raw(Sqe(raw), None, None, "Property Set")
+            .map(|_| ())
+    }
+
+    /// An admin command whose data (`len` bytes) the target sends back.
+    pub fn admin_read(
+        &mut self,
+        opc: u8,
+        nsid: u32,
+        cdw10_15: [u32; 6],
+        len: usize,
+        what: &'static str,
+    ) -> Result<Vec<u8>> {
+        let mut buf = vec![0u8; len];
+        let sqe = Sqe::build(
+            opc,
+            0,
+            nsid,
+            SglDescriptor {
+                address: 0,
+                length: len as u32,
+                kind: sgl::TRANSPORT,
+            },
+            cdw10_15,
+        );
+        self.execute_raw(sqe, None, Some(&mut buf), what)?;
+        Ok(buf)
+    }
+
+    /// Enables the controller (CC.EN with 64/16-byte queue entries) and
+    /// waits for CSTS.RDY.
+    pub fn enable(&mut self) -> Result<()> {
+        const CC: u32 = 0x14;
+        const CSTS: u32 = 0x1c;
+        self.property_set(CC, 1 | (6 << 16) | (4 << 20))?;
+        for _ in 0..100 {
+            if self.property_get(CSTS, false)? & 1 == 1 {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Err(HostError::Protocol(
+            "controller did not become ready".into(),
+        ))
+    }
+
+    /// Set Features Number of Queues; returns how many I/O queues were granted.
+    pub fn set_queue_count(&mut self, n: u16) -> Result<u16> {
+        let sqe = Sqe::build(
+            opcode::SET_FEATURES,
+            0,
+            0,
+            SglDescriptor {
+                address: 0,
+                length: 0,
+                kind: sgl::TRANSPORT,
+            },
+            [7, u32::from(n - 1) | (u32::from(n - 1) << 16), 0, 0, 0, 0],
+        );
+        let c = self.execute_raw(sqe, None, None, "Set Features (Number of Queues)")?;
+        Ok((c.dw0 & 0xffff) as u16 + 1)
+    }
+}

@@ -1,0 +1,11 @@
+//! A userspace NVMe/TCP host: enough of an initiator to connect to a target,
+//! run admin commands and keep a queue full of reads or writes, for the
+//! benchmark (`rackcache-loadgen`) and for tests that want a host without a
+//! kernel.
+//!
+//! - [`host`]: one queue pair over a blocking TCP stream: ICReq, Fabrics
+//!   Connect, command capsules with in-capsule data or R2T/H2CData, C2HData.
+//! - [`workload`]: the pipelined load loop and its latency statistics.
+
+pub mod host;
+pub mod workload;
