@@ -59,12 +59,14 @@ manifests: ## Generate CRDs and RBAC into config/ (controller-gen).
 fmt: ## Format Go (gofmt) and Rust (rustfmt) code in place.
 	gofmt -w $$(git ls-files -co --exclude-standard '*.go')
 	cd $(DATAPLANE) && $(CARGO) fmt --all
+	cd $(DATAPLANE)/nvmf/fuzz && $(CARGO) fmt
 
 .PHONY: fmt-check
 fmt-check: ## Fail when Go or Rust code is not formatted.
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 	cd $(DATAPLANE) && $(CARGO) fmt --all --check
+	cd $(DATAPLANE)/nvmf/fuzz && $(CARGO) fmt --check
 
 .PHONY: vet
 vet: ## go vet.
@@ -90,7 +92,7 @@ build: ## Build the Go packages and the dataplane workspace (release).
 ##@ Test
 
 .PHONY: test
-test: deps envtest-assets guest-image verify test-rust test-go ## Everything CI runs (set-up included).
+test: deps envtest-assets guest-image verify test-rust test-fuzz test-go ## Everything CI runs (set-up included).
 
 .PHONY: test-go
 test-go: ## Go tests: unit, envtest, real Ceph, the qemu guest.
@@ -99,6 +101,14 @@ test-go: ## Go tests: unit, envtest, real Ceph, the qemu guest.
 .PHONY: test-rust
 test-rust: ## Rust tests of the dataplane workspace.
 	cd $(DATAPLANE) && $(CARGO) test --workspace
+
+.PHONY: test-fuzz
+test-fuzz: ## Fuzz the NVMe/TCP codec briefly (20 s per target, fixed seed).
+	hack/fuzz.sh 20
+
+.PHONY: fuzz
+fuzz: ## Fuzz longer: FUZZ_SECONDS per target (default 300).
+	hack/fuzz.sh $(or $(FUZZ_SECONDS),300)
 
 .PHONY: test-e2e
 test-e2e: ## ginkgo e2e suites against the cluster in KUBECONFIG.

@@ -17,7 +17,6 @@
 # manager bind within PORT+2..PORT+40. Default PORT: 13300.
 source "$(dirname "$0")/lib.sh"
 
-usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; }
 
 cmd="${1:-}"; dir="${2:-}"
 case "$cmd" in

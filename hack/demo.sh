@@ -16,7 +16,6 @@
 #   RACKCACHE_DEMO_PORT  Ceph monitor port (default: 13300)
 source "$(dirname "$0")/lib.sh"
 
-usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; }
 
 demo_dir="${RACKCACHE_DEMO_DIR:-$REPO_ROOT/_output/demo}"
 mon_port="${RACKCACHE_DEMO_PORT:-13300}"

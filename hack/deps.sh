@@ -3,7 +3,7 @@
 # machine, idempotently. Built tools are cached outside the clone in
 # $RACKCACHE_CACHE (keyed by version) and linked into bin/.
 #
-# Usage: hack/deps.sh [all|apt|python|go-tools|rust] [--help]
+# Usage: hack/deps.sh [all|apt|python|go-tools|rust|cargo-fuzz] [--help]
 #   apt       Debian packages: Ceph daemons and client libraries, qemu,
 #             busybox-static, cpio, kmod, socat, ...
 #   python    a venv (bin/venv) with SPDK's official JSON-RPC client (spdk)
@@ -11,10 +11,10 @@
 #             prometheus-client (its parser checks our /metrics output)
 #   go-tools  controller-gen, ginkgo, csi-sanity, helm, golangci-lint, kustomize
 #   rust      checks rustfmt and clippy (installed with the toolchain)
+#   cargo-fuzz  cargo-fuzz, built from crates.io into the cache
 #   all       all of the above (default)
 source "$(dirname "$0")/lib.sh"
 
-usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; }
 
 APT_PACKAGES=(
   # Ceph (one-node cluster for tests) and librbd/librados for go-ceph and the dataplane
@@ -85,6 +85,18 @@ install_go_tools() {
   done
 }
 
+CARGO_FUZZ_VERSION="0.12.0"
+
+install_cargo_fuzz() {
+  local dir="$RACKCACHE_CACHE/tools/cargo-fuzz-$CARGO_FUZZ_VERSION"
+  if [ ! -x "$dir/bin/cargo-fuzz" ]; then
+    log "cargo-fuzz: building $CARGO_FUZZ_VERSION"
+    with_lock "tool-cargo-fuzz-$CARGO_FUZZ_VERSION" \
+      cargo install --quiet --locked cargo-fuzz --version "$CARGO_FUZZ_VERSION" --root "$dir"
+  fi
+  link_into_bin cargo-fuzz "$dir/bin/cargo-fuzz"
+}
+
 check_rust() {
   command -v cargo >/dev/null || die "cargo not found: install Rust with rustup first"
   cargo fmt --version >/dev/null 2>&1 || rustup component add rustfmt
@@ -99,6 +111,7 @@ case "$what" in
   python) install_python ;;
   go-tools) install_go_tools ;;
   rust) check_rust ;;
-  all) install_apt; install_python; install_go_tools; check_rust ;;
+  cargo-fuzz) install_cargo_fuzz ;;
+  all) install_apt; install_python; install_go_tools; check_rust; install_cargo_fuzz ;;
   *) die "unknown step: $what (see --help)" ;;
 esac

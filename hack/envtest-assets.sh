@@ -8,7 +8,6 @@
 #   --print-dir   only print the assets directory (build first if needed)
 source "$(dirname "$0")/lib.sh"
 
-usage() { sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; }
 print_only=false
 for arg in "$@"; do
   case "$arg" in

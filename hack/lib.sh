@@ -44,3 +44,8 @@ with_lock() {
     "$@"
   ) 9>"$RACKCACHE_CACHE/locks/$name.lock"
 }
+
+# usage prints the comment block at the top of the calling script (its help).
+usage() {
+  awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
+}

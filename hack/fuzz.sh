@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Runs the dataplane's cargo-fuzz targets, each for a bounded time, with a
+# fixed seed so a run is repeatable. New inputs go to a corpus outside the
+# repository's seed folders; crashes land in fuzz/artifacts and fail the run.
+#
+# Usage: hack/fuzz.sh [SECONDS_PER_TARGET] [--help]   (default 20)
+# cargo-fuzz needs nightly compiler flags: the nightly toolchain is used when
+# rustup has one, otherwise stable with RUSTC_BOOTSTRAP=1.
+source "$(dirname "$0")/lib.sh"
+
+case "${1:-}" in --help|-h) usage; exit 0 ;; esac
+seconds="${1:-20}"
+[[ "$seconds" =~ ^[0-9]+$ ]] || die "SECONDS_PER_TARGET must be a whole number, got '$seconds'"
+
+"$REPO_ROOT/hack/deps.sh" cargo-fuzz >/dev/null
+if rustup run nightly rustc --version >/dev/null 2>&1; then
+  export RUSTUP_TOOLCHAIN=nightly
+else
+  export RUSTC_BOOTSTRAP=1
+fi
+
+# fuzz crate dir : target name : seed dir (relative to the crate dir)
+TARGETS=(
+  "dataplane/nvmf/fuzz:pdu_stream:seeds/pdu"
+)
+for t in "${TARGETS[@]}"; do
+  IFS=: read -r dir target seeds <<<"$t"
+  corpus="$RACKCACHE_CACHE/fuzz-corpus/$target"
+  mkdir -p "$corpus"
+  log "fuzzing $target for ${seconds}s"
+  (cd "$REPO_ROOT/$dir" && "$REPO_ROOT/bin/cargo-fuzz" run "$target" "$corpus" "$seeds" -- \
+      -max_total_time="$seconds" -seed=1 -print_final_stats=1 2>&1 | grep -E '^(Done|stat::number_of_executed_units|INFO: seed corpus)|panicked|SUMMARY|crash' || true)
+  if compgen -G "$REPO_ROOT/$dir/artifacts/$target/crash-*" >/dev/null; then
+    die "$target found a crash: $(ls "$REPO_ROOT/$dir/artifacts/$target"/crash-*)"
+  fi
+done
