@@ -1,0 +1,1042 @@
+//! The per-volume cache engine: planning, completion and the block life cycle.
+//!
+//! Planning a request is two phases. Phase 1 only reads: Algorithm 1 splits
+//! the aligned request range into cached blocks and missing intervals, and
+//! every cached block is checked against in-flight pins; a conflict answers
+//! `Retry` with nothing changed. Phase 2 pins and promotes the cached blocks
+//! first (so reclaiming space for the misses can never evict them), then
+//! walks the segments in order, covering missing intervals with Algorithm 2
+//! and producing the plan's I/O.
+//!
+//! Block life cycle:
+//! - inserted by a miss: exclusively pinned until its ticket completes, so
+//!   nobody reads it before its fill lands; a failed ticket removes it;
+//! - cached: readable (shared pins), writable (exclusive pin);
+//! - dirty (write-back): never evicted; eviction and flushing first write it
+//!   back under a shared pin (reads continue, writes retry), and only a clean
+//!   block or group is reclaimed;
+//! - removed: evicted (space reused at once), or invalidated (deallocate,
+//!   failed I/O), which leaves a hole its size reuses first.
+
+use crate::admission::{self, AdmissionCounters, AdmissionPolicy, Candidate};
+use crate::alloc::{greedy_cover, missing_intervals, Seg};
+use crate::blocks::{id_class, id_index, make_id, Blocks, Ext, FREE_KEY, F_DIRTY, F_EXT, F_PINNED};
+use crate::config::{Config, ConfigError, WriteMissFill, WriteMode};
+use crate::eviction::{self, BlockRef, EvictionPolicy, Verdict};
+use crate::group::Groups;
+use crate::lru::NIL;
+use crate::plan::{CacheIo, Completion, Evicted, Extent, Op, Plan, PlanStatus, Ticket};
+use crate::stats::{AllocStats, Metadata, Stats};
+use std::fmt;
+
+/// A touched block's extents before the request changed them.
+#[derive(Clone, Copy, Debug)]
+struct Undo {
+    id: u32,
+    before: Ext,
+}
+
+/// What a ticket holds until it completes.
+#[derive(Debug, Default)]
+struct Inflight {
+    active: bool,
+    /// A write-back ticket (pins are shared, completion cleans).
+    writeback: bool,
+    op: Option<Op>,
+    /// (block, exclusive)
+    pins: Vec<(u32, bool)>,
+    /// Blocks this request inserted.
+    new_blocks: Vec<u32>,
+    undo: Vec<Undo>,
+}
+
+/// Why a request was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RequestError {
+    /// Zero length.
+    Empty,
+    /// Offset or length not a multiple of the sector size.
+    Unaligned,
+    /// Beyond the end of the volume.
+    OutOfRange,
+}
+
+impl fmt::Display for RequestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RequestError::Empty => "empty request",
+            RequestError::Unaligned => "request not aligned to the sector size",
+            RequestError::OutOfRange => "request beyond the end of the volume",
+        })
+    }
+}
+
+impl std::error::Error for RequestError {}
+
+/// Why a completion was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CompletionError {
+    /// The ticket is not in flight (completed twice, or never issued).
+    UnknownTicket,
+}
+
+impl fmt::Display for CompletionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("unknown or already completed ticket")
+    }
+}
+
+impl std::error::Error for CompletionError {}
+
+/// A cached block, for tools and tests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockInfo {
+    /// Volume offset.
+    pub offset: u64,
+    /// Block size.
+    pub size: u32,
+    /// Byte address in the volume's cache space.
+    pub cache_addr: u64,
+    /// The block's valid bytes (volume range).
+    pub valid: Extent,
+    /// Its dirty bytes, if any (volume range).
+    pub dirty: Option<Extent>,
+    /// In-flight work holds it.
+    pub pinned: bool,
+}
+
+/// One cached volume's cache engine. Single-threaded: the dataplane owns one
+/// per volume on the volume's thread.
+pub struct Engine {
+    pub(crate) cfg: Config,
+    /// Block sizes, smallest first.
+    pub(crate) sizes: Vec<u32>,
+    pub(crate) sector_shift: u32,
+    pub(crate) capacity: u64,
+    pub(crate) blocks: Blocks,
+    pub(crate) groups: Groups,
+    pub(crate) admission: Box<dyn AdmissionPolicy>,
+    pub(crate) eviction: Box<dyn EvictionPolicy>,
+    pub(crate) stats: Stats,
+    inflight: Vec<Inflight>,
+    free_tickets: Vec<u32>,
+    segs: Vec<Seg>,
+    cover: Vec<(u64, usize)>,
+    /// The write-back ticket of the plan being made, if any.
+    wb_ticket: Option<u32>,
+    /// Where flushing resumes its scan: (class, slot).
+    pub(crate) flush_cursor: (usize, u32),
+}
+
+impl fmt::Debug for Engine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Engine")
+            .field("block_sizes", &self.sizes)
+            .field("capacity", &self.capacity)
+            .field("admission", &self.admission.name())
+            .field("eviction", &self.eviction.name())
+            .field("cached_blocks", &self.stats.cached_blocks)
+            .finish()
+    }
+}
+
+impl Engine {
+    /// An empty cache for one volume.
+    pub fn new(cfg: Config) -> Result<Engine, ConfigError> {
+        cfg.validate()?;
+        let mut sizes = cfg.block_sizes.clone();
+        sizes.sort_unstable();
+        let group_size = cfg.group_size;
+        let n_groups = (cfg.capacity / group_size as u64) as u32;
+        let mut stats = Stats::default();
+        for (a, &s) in stats.alloc.iter_mut().zip(&sizes) {
+            *a = AllocStats {
+                size: s,
+                ..AllocStats::default()
+            };
+        }
+        Ok(Engine {
+            blocks: Blocks::new(&sizes, group_size, cfg.sector_size),
+            groups: Groups::new(n_groups, sizes.len()),
+            admission: admission::build(&cfg),
+            eviction: eviction::build(&cfg),
+            sector_shift: cfg.sector_size.trailing_zeros(),
+            capacity: n_groups as u64 * group_size as u64,
+            sizes,
+            stats,
+            inflight: Vec::new(),
+            free_tickets: Vec::new(),
+            segs: Vec::new(),
+            cover: Vec::new(),
+            wb_ticket: None,
+            flush_cursor: (0, 0),
+            cfg,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// Usable cache bytes (whole groups).
+    pub fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// The admission policy's counters.
+    pub fn admission_counters(&self) -> AdmissionCounters {
+        self.admission.counters()
+    }
+
+    /// Names of the admission and eviction policies.
+    pub fn policy_names(&self) -> (&'static str, &'static str) {
+        (self.admission.name(), self.eviction.name())
+    }
+
+    /// Tickets in flight.
+    pub fn inflight(&self) -> usize {
+        self.inflight.len() - self.free_tickets.len()
+    }
+
+    /// Exact bytes of the engine's structures.
+    pub fn metadata(&self) -> Metadata {
+        let inflight = self.inflight.capacity() * std::mem::size_of::<Inflight>()
+            + self
+                .inflight
+                .iter()
+                .map(|r| {
+                    r.pins.capacity() * 8
+                        + r.new_blocks.capacity() * 4
+                        + r.undo.capacity() * std::mem::size_of::<Undo>()
+                })
+                .sum::<usize>()
+            + self.free_tickets.capacity() * 4
+            + self.segs.capacity() * std::mem::size_of::<Seg>()
+            + self.cover.capacity() * 16;
+        Metadata {
+            blocks: self.blocks.classes.iter().map(|c| c.memory_bytes()).sum(),
+            side_tables: self.blocks.ext.memory_bytes() + self.blocks.pins.memory_bytes(),
+            groups: self.groups.memory_bytes(),
+            inflight,
+            admission: self.admission.metadata_bytes(),
+            eviction: self.eviction.metadata_bytes(),
+            cached_blocks: self.stats.cached_blocks,
+        }
+    }
+
+    /// The cached block covering `offset`, if any.
+    pub fn lookup(&self, offset: u64) -> Option<BlockInfo> {
+        self.blocks
+            .classes
+            .iter()
+            .enumerate()
+            .find_map(|(c, class)| {
+                class
+                    .lookup((offset >> class.shift) as u32)
+                    .map(|slot| self.block_info(make_id(c, slot)))
+            })
+    }
+
+    /// Every cached block, in no particular order.
+    pub fn cached_blocks(&self) -> Vec<BlockInfo> {
+        let mut out = Vec::with_capacity(self.stats.cached_blocks as usize);
+        for (c, class) in self.blocks.classes.iter().enumerate() {
+            for slot in class.index.slots() {
+                out.push(self.block_info(make_id(c, slot)));
+            }
+        }
+        out
+    }
+
+    pub(crate) fn block_info(&self, id: u32) -> BlockInfo {
+        let start = self.blocks.offset(id);
+        let e = self.blocks.ext(id);
+        let s = self.sector_shift;
+        BlockInfo {
+            offset: start,
+            size: self.blocks.size(id),
+            cache_addr: self.blocks.cache_addr(id),
+            valid: Extent {
+                offset: start + ((e.valid_lo as u64) << s),
+                len: ((e.valid_hi - e.valid_lo) as u64) << s,
+            },
+            dirty: e.is_dirty().then(|| Extent {
+                offset: start + ((e.dirty_lo as u64) << s),
+                len: (e.dirty_sectors() as u64) << s,
+            }),
+            pinned: self.blocks.flags(id) & F_PINNED != 0,
+        }
+    }
+
+    // ---------------------------------------------------------------- plan
+
+    /// Plans one host request into `plan` (cleared first). On
+    /// `PlanStatus::Retry` nothing changed; plan it again after a completion.
+    pub fn plan(
+        &mut self,
+        op: Op,
+        offset: u64,
+        len: u64,
+        plan: &mut Plan,
+    ) -> Result<(), RequestError> {
+        plan.reset(op, offset, len);
+        if len == 0 {
+            return Err(RequestError::Empty);
+        }
+        let sector = self.cfg.sector_size as u64;
+        if !offset.is_multiple_of(sector) || !len.is_multiple_of(sector) {
+            return Err(RequestError::Unaligned);
+        }
+        match offset.checked_add(len) {
+            Some(e) if e <= self.cfg.volume_size => {}
+            _ => return Err(RequestError::OutOfRange),
+        }
+        let granule = self.sizes[0] as u64;
+        let begin = offset / granule * granule;
+        let end = (offset + len).div_ceil(granule) * granule;
+        let mut segs = std::mem::take(&mut self.segs);
+        segs.clear();
+        missing_intervals(&self.blocks.classes, begin, end, &mut segs);
+
+        // Phase 1: conflicts with in-flight work.
+        for seg in &segs {
+            if let Seg::Cached { id, start, .. } = *seg {
+                let pin = self.blocks.pin(id);
+                let exclusive = self.needs_exclusive(op, id, start, offset, len);
+                if pin.exclusive || (exclusive && pin.shared > 0) {
+                    plan.status = PlanStatus::Retry;
+                    self.stats.retries += 1;
+                    self.segs = segs;
+                    return Ok(());
+                }
+            }
+        }
+
+        // Phase 2.
+        if op != Op::Deallocate {
+            self.admission.on_request(op, offset, len);
+            self.eviction.on_request();
+        }
+        let t = self.take_ticket(op, false);
+        if op != Op::Deallocate {
+            for seg in &segs {
+                if let Seg::Cached { id, start, .. } = *seg {
+                    let exclusive = self.needs_exclusive(op, id, start, offset, len);
+                    self.pin(t, id, exclusive);
+                    self.promote(id);
+                    self.eviction.on_hit(self.block_ref(id));
+                }
+            }
+        }
+        let (hit, miss) = match op {
+            Op::Read => self.plan_read(t, &segs, plan),
+            Op::Write => self.plan_write(t, &segs, plan),
+            Op::Deallocate => {
+                self.plan_deallocate(&segs, plan);
+                (0, 0)
+            }
+        };
+        self.segs = segs;
+
+        let rec = &self.inflight[t as usize];
+        if rec.pins.is_empty() && rec.new_blocks.is_empty() {
+            self.put_ticket(t);
+        } else {
+            plan.ticket = Some(Ticket(t));
+        }
+        plan.writeback_ticket = self.wb_ticket.take().map(Ticket);
+        let s = match op {
+            Op::Read => &mut self.stats.read,
+            Op::Write => &mut self.stats.write,
+            Op::Deallocate => {
+                self.stats.deallocate_requests += 1;
+                self.count_volumes(plan);
+                return Ok(());
+            }
+        };
+        s.requests += 1;
+        s.bytes += len;
+        s.hit_bytes += hit;
+        s.miss_bytes += miss;
+        if miss == 0 {
+            s.hit_requests += 1;
+        } else {
+            s.miss_requests += 1;
+            self.stats.missed_requests += 1;
+            self.stats.missed_request_bytes += len;
+        }
+        self.count_volumes(plan);
+        Ok(())
+    }
+
+    /// Reads need a block exclusively only to complete a partial block.
+    fn needs_exclusive(&self, op: Op, id: u32, start: u64, offset: u64, len: u64) -> bool {
+        if op != Op::Read {
+            return true;
+        }
+        if self.blocks.flags(id) & F_EXT == 0 {
+            return false;
+        }
+        let e = self.blocks.ext(id);
+        let end = start + self.blocks.size(id) as u64;
+        let (rs, re) = (start.max(offset), end.min(offset + len));
+        let s = self.sector_shift;
+        let (vs, ve) = (
+            start + ((e.valid_lo as u64) << s),
+            start + ((e.valid_hi as u64) << s),
+        );
+        !(rs >= vs && re <= ve)
+    }
+
+    fn plan_read(&mut self, t: u32, segs: &[Seg], plan: &mut Plan) -> (u64, u64) {
+        let (o, e) = (plan.request.offset, plan.request.end());
+        let s = self.sector_shift;
+        let (mut hit, mut miss) = (0u64, 0u64);
+        for seg in segs {
+            match *seg {
+                Seg::Cached { id, start, end } => {
+                    let (rs, re) = (start.max(o), end.min(e));
+                    let addr = self.blocks.cache_addr(id);
+                    let ex = self.blocks.ext(id);
+                    let vs = start + ((ex.valid_lo as u64) << s);
+                    let ve = start + ((ex.valid_hi as u64) << s);
+                    let (cs, ce) = (rs.max(vs), re.min(ve));
+                    if cs < ce {
+                        Plan::push_io(&mut plan.cache_reads, cs, ce - cs, addr + cs - start);
+                        hit += ce - cs;
+                    }
+                    if rs >= vs && re <= ve {
+                        continue;
+                    }
+                    // Complete the partial block just enough to cover the
+                    // read: it stays one contiguous valid extent.
+                    miss += (re - rs) - ce.saturating_sub(cs);
+                    let (hs, he) = (rs.min(vs), re.max(ve));
+                    if hs < vs {
+                        Plan::push_io(&mut plan.fills, hs, vs - hs, addr + hs - start);
+                    }
+                    if ve < he {
+                        Plan::push_io(&mut plan.fills, ve, he - ve, addr + ve - start);
+                    }
+                    self.inflight[t as usize].undo.push(Undo { id, before: ex });
+                    self.set_ext(
+                        id,
+                        Ext {
+                            valid_lo: ((hs - start) >> s) as u16,
+                            valid_hi: ((he - start) >> s) as u16,
+                            ..ex
+                        },
+                    );
+                }
+                Seg::Missing { start, end } => {
+                    let mut cover = std::mem::take(&mut self.cover);
+                    cover.clear();
+                    greedy_cover(&self.sizes, start, end, &mut cover);
+                    for &(boff, class) in &cover {
+                        let size = self.sizes[class] as u64;
+                        let (hs, he) = (boff.max(o), (boff + size).min(e));
+                        miss += he - hs;
+                        match self.try_insert(t, Op::Read, boff, class, plan) {
+                            Some(id) => {
+                                // AdaCache fills the whole block on a read
+                                // miss; the block size already follows the
+                                // request size.
+                                let addr = self.blocks.cache_addr(id);
+                                Plan::push_io(&mut plan.fills, boff, size, addr);
+                            }
+                            None => {
+                                Plan::push_extent(&mut plan.core_reads, hs, he - hs);
+                                self.stats.bypassed_bytes += he - hs;
+                            }
+                        }
+                    }
+                    self.cover = cover;
+                }
+            }
+        }
+        (hit, miss)
+    }
+
+    fn plan_write(&mut self, t: u32, segs: &[Seg], plan: &mut Plan) -> (u64, u64) {
+        let (o, e) = (plan.request.offset, plan.request.end());
+        let s = self.sector_shift;
+        let mode = self.cfg.write_mode;
+        let write_back = mode == WriteMode::WriteBack;
+        let (mut hit, mut miss) = (0u64, 0u64);
+        for seg in segs {
+            match *seg {
+                Seg::Cached { id, start, end } => {
+                    let (ws, we) = (start.max(o), end.min(e));
+                    hit += we - ws;
+                    let addr = self.blocks.cache_addr(id);
+                    let ex = self.blocks.ext(id);
+                    self.inflight[t as usize].undo.push(Undo { id, before: ex });
+                    let a = ((ws - start) >> s) as u16;
+                    let b = ((we - start) >> s) as u16;
+                    // A write disjoint from a partial block's valid extent
+                    // fills the gap so the extent stays contiguous.
+                    let gap = if b < ex.valid_lo {
+                        Some((b, ex.valid_lo))
+                    } else if a > ex.valid_hi {
+                        Some((ex.valid_hi, a))
+                    } else {
+                        None
+                    };
+                    if let Some((gl, gh)) = gap {
+                        let gs = start + ((gl as u64) << s);
+                        let len = ((gh - gl) as u64) << s;
+                        Plan::push_io(&mut plan.fills, gs, len, addr + gs - start);
+                    }
+                    let mut n = ex;
+                    n.valid_lo = ex.valid_lo.min(a);
+                    n.valid_hi = ex.valid_hi.max(b);
+                    if write_back {
+                        if ex.is_dirty() {
+                            n.dirty_lo = ex.dirty_lo.min(a);
+                            n.dirty_hi = ex.dirty_hi.max(b);
+                        } else {
+                            n.dirty_lo = a;
+                            n.dirty_hi = b;
+                        }
+                    }
+                    self.set_ext(id, n);
+                    Plan::push_io(&mut plan.cache_writes, ws, we - ws, addr + ws - start);
+                }
+                Seg::Missing { start, end } => {
+                    if mode == WriteMode::WriteAround {
+                        miss += end.min(e) - start.max(o);
+                        continue;
+                    }
+                    let mut cover = std::mem::take(&mut self.cover);
+                    cover.clear();
+                    greedy_cover(&self.sizes, start, end, &mut cover);
+                    for &(boff, class) in &cover {
+                        let size = self.sizes[class] as u64;
+                        let bend = boff + size;
+                        let (hs, he) = (boff.max(o), bend.min(e));
+                        miss += he - hs;
+                        let Some(id) = self.try_insert(t, Op::Write, boff, class, plan) else {
+                            if write_back {
+                                Plan::push_extent(&mut plan.core_writes, hs, he - hs);
+                            }
+                            self.stats.bypassed_bytes += he - hs;
+                            continue;
+                        };
+                        let addr = self.blocks.cache_addr(id);
+                        Plan::push_io(&mut plan.cache_writes, hs, he - hs, addr + hs - boff);
+                        let a = ((hs - boff) >> s) as u16;
+                        let b = ((he - boff) >> s) as u16;
+                        let mut n = Ext::full(self.blocks.classes[class].sectors, false);
+                        let partial = hs > boff || he < bend;
+                        match self.cfg.write_miss_fill {
+                            WriteMissFill::WholeBlock if partial => {
+                                Plan::push_io(&mut plan.fills, boff, size, addr);
+                                plan.fills_before_cache_writes = true;
+                            }
+                            WriteMissFill::HeadTail if partial => {
+                                Plan::push_io(&mut plan.fills, boff, hs - boff, addr);
+                                Plan::push_io(&mut plan.fills, he, bend - he, addr + he - boff);
+                            }
+                            WriteMissFill::Sparse => {
+                                n.valid_lo = a;
+                                n.valid_hi = b;
+                            }
+                            _ => {}
+                        }
+                        if write_back {
+                            n.dirty_lo = a;
+                            n.dirty_hi = b;
+                        }
+                        self.set_ext(id, n);
+                    }
+                    self.cover = cover;
+                }
+            }
+        }
+        if !write_back {
+            Plan::push_extent(&mut plan.core_writes, o, e - o);
+        }
+        (hit, miss)
+    }
+
+    fn plan_deallocate(&mut self, segs: &[Seg], plan: &mut Plan) {
+        let (o, e) = (plan.request.offset, plan.request.end());
+        let s = self.sector_shift;
+        for seg in segs {
+            let Seg::Cached { id, start, end } = *seg else {
+                continue;
+            };
+            let (ds, de) = (start.max(o), end.min(e));
+            let ex = self.blocks.ext(id);
+            let a = ((ds - start) >> s) as u16;
+            let b = ((de - start) >> s) as u16;
+            let (vl, vh) = (ex.valid_lo, ex.valid_hi);
+            let (nl, nh) = if a <= vl && b >= vh {
+                self.remove_block(id, true);
+                self.stats.invalidated_blocks += 1;
+                continue;
+            } else if a <= vl && b > vl {
+                (b, vh)
+            } else if a < vh && b >= vh {
+                (vl, a)
+            } else {
+                // A hole inside the valid extent: the stale bytes stay
+                // cached; deallocated data is undefined, so any value is
+                // a correct answer until the host writes it again.
+                continue;
+            };
+            let mut n = ex;
+            n.valid_lo = nl;
+            n.valid_hi = nh;
+            if ex.is_dirty() {
+                n.dirty_lo = ex.dirty_lo.max(nl);
+                n.dirty_hi = ex.dirty_hi.min(nh);
+                if n.dirty_lo >= n.dirty_hi {
+                    n.dirty_lo = 0;
+                    n.dirty_hi = 0;
+                }
+                let dropped = ex.dirty_sectors() - n.dirty_sectors();
+                self.stats.discarded_dirty_bytes += (dropped as u64) << s;
+            }
+            self.set_ext(id, n);
+        }
+        Plan::push_extent(&mut plan.discards, o, e - o);
+    }
+
+    fn count_volumes(&mut self, plan: &Plan) {
+        let sum_io = |v: &[CacheIo]| v.iter().map(|x| x.len).sum::<u64>();
+        let sum_ext = |v: &[Extent]| v.iter().map(|x| x.len).sum::<u64>();
+        let fills = sum_io(&plan.fills);
+        let wbs = sum_io(&plan.writebacks);
+        self.stats.read_from_core += fills + sum_ext(&plan.core_reads);
+        self.stats.write_to_cache += fills + sum_io(&plan.cache_writes);
+        self.stats.read_from_cache += sum_io(&plan.cache_reads) + wbs;
+        self.stats.write_to_core += sum_ext(&plan.core_writes) + wbs;
+    }
+
+    // ---------------------------------------------------------- completion
+
+    /// Reports the outcome of a ticket's I/O.
+    ///
+    /// `Ok` makes inserted blocks readable and releases pins; for a
+    /// write-back ticket it marks the written-back data clean. `Failed` rolls
+    /// back: inserted blocks are dropped, completed partial blocks return to
+    /// their previous extent, blocks a failed write touched are dropped if
+    /// they were clean (their cached bytes are unknown) and keep their old
+    /// dirty extent otherwise (the written range is undefined, as after any
+    /// failed write); a failed write-back leaves its blocks dirty.
+    pub fn complete(&mut self, ticket: Ticket, outcome: Completion) -> Result<(), CompletionError> {
+        let t = ticket.0 as usize;
+        if t >= self.inflight.len() || !self.inflight[t].active {
+            return Err(CompletionError::UnknownTicket);
+        }
+        let mut rec = std::mem::take(&mut self.inflight[t]);
+        if outcome == Completion::Failed {
+            self.stats.failed_completions += 1;
+        }
+        if rec.writeback {
+            for &(id, _) in &rec.pins {
+                if outcome == Completion::Ok {
+                    let mut e = self.blocks.ext(id);
+                    e.dirty_lo = 0;
+                    e.dirty_hi = 0;
+                    self.set_ext(id, e);
+                }
+                self.unpin(id, false);
+            }
+        } else {
+            for &(id, exclusive) in &rec.pins {
+                self.unpin(id, exclusive);
+            }
+            if outcome == Completion::Failed {
+                for &id in &rec.new_blocks {
+                    self.remove_block(id, true);
+                    self.stats.invalidated_blocks += 1;
+                }
+                for u in &rec.undo {
+                    if rec.op == Some(Op::Write) && !u.before.is_dirty() {
+                        self.remove_block(u.id, true);
+                        self.stats.invalidated_blocks += 1;
+                    } else {
+                        self.set_ext(u.id, u.before);
+                    }
+                }
+            }
+        }
+        rec.pins.clear();
+        rec.new_blocks.clear();
+        rec.undo.clear();
+        rec.active = false;
+        self.inflight[t] = rec;
+        self.free_tickets.push(t as u32);
+        Ok(())
+    }
+
+    /// The pins of every ticket in flight (for the invariant checker).
+    pub(crate) fn inflight_records(&self) -> impl Iterator<Item = &[(u32, bool)]> {
+        self.inflight
+            .iter()
+            .filter(|r| r.active)
+            .map(|r| &r.pins[..])
+    }
+
+    fn take_ticket(&mut self, op: Op, writeback: bool) -> u32 {
+        let t = match self.free_tickets.pop() {
+            Some(t) => t,
+            None => {
+                self.inflight.push(Inflight::default());
+                self.inflight.len() as u32 - 1
+            }
+        };
+        let r = &mut self.inflight[t as usize];
+        r.active = true;
+        r.writeback = writeback;
+        r.op = Some(op);
+        t
+    }
+
+    fn put_ticket(&mut self, t: u32) {
+        self.inflight[t as usize].active = false;
+        self.free_tickets.push(t);
+    }
+
+    // ------------------------------------------------------ block life cycle
+
+    pub(crate) fn block_ref(&self, id: u32) -> BlockRef {
+        BlockRef {
+            id,
+            class: id_class(id),
+            slot: id_index(id),
+            offset: self.blocks.offset(id),
+        }
+    }
+
+    /// Moves a block and its group to the heads of the LRU lists.
+    fn promote(&mut self, id: u32) {
+        self.blocks
+            .lru
+            .move_to_front(&mut self.blocks.classes[..], id);
+        let g = self.blocks.group(id);
+        self.groups.touch(g);
+    }
+
+    fn pin(&mut self, t: u32, id: u32, exclusive: bool) {
+        if self.blocks.add_pin(id, exclusive) {
+            let g = self.blocks.group(id);
+            self.groups.groups[g as usize].pinned += 1;
+        }
+        self.inflight[t as usize].pins.push((id, exclusive));
+    }
+
+    fn unpin(&mut self, id: u32, exclusive: bool) {
+        if self.blocks.drop_pin(id, exclusive) {
+            let g = self.blocks.group(id);
+            self.groups.groups[g as usize].pinned -= 1;
+        }
+    }
+
+    /// Stores extents and keeps the dirty counters in step: the one place
+    /// block state changes.
+    pub(crate) fn set_ext(&mut self, id: u32, e: Ext) {
+        let old = self.blocks.ext(id);
+        let s = self.sector_shift;
+        self.stats.dirty_bytes -= (old.dirty_sectors() as u64) << s;
+        self.stats.dirty_bytes += (e.dirty_sectors() as u64) << s;
+        if old.is_dirty() != e.is_dirty() {
+            let g = self.blocks.group(id) as usize;
+            if e.is_dirty() {
+                self.groups.groups[g].dirty += 1;
+            } else {
+                self.groups.groups[g].dirty -= 1;
+            }
+        }
+        self.blocks.store_ext(id, e);
+    }
+
+    /// Admission, space and insertion for one Algorithm 2 block.
+    fn try_insert(
+        &mut self,
+        t: u32,
+        op: Op,
+        offset: u64,
+        class: usize,
+        plan: &mut Plan,
+    ) -> Option<u32> {
+        let needs_reclaim = self.needs_reclaim(class);
+        let tail = self.blocks.lru.tail;
+        let victim = (needs_reclaim && tail != NIL).then(|| self.blocks.offset(tail));
+        let candidate = Candidate {
+            op,
+            offset,
+            size: self.sizes[class],
+        };
+        if !self.admission.admit(&candidate, victim) {
+            self.stats.admission_rejects += 1;
+            return None;
+        }
+        let id = if needs_reclaim {
+            if tail != NIL {
+                let cached = self.stats.cached_blocks as u32;
+                let verdict = self
+                    .eviction
+                    .on_full_miss(offset, self.block_ref(tail), cached);
+                if verdict == Verdict::Keep {
+                    self.stats.lazy_keeps += 1;
+                    self.promote(tail);
+                    return None;
+                }
+            }
+            match self.reclaim(class, plan) {
+                Some(id) => id,
+                None => {
+                    self.stats.no_victim += 1;
+                    return None;
+                }
+            }
+        } else {
+            self.alloc_free(class).expect("free space was found")
+        };
+        self.insert_block(id, (offset >> self.blocks.classes[class].shift) as u32);
+        self.pin(t, id, true);
+        self.inflight[t as usize].new_blocks.push(id);
+        Some(id)
+    }
+
+    fn open_has_room(&self, class: usize) -> bool {
+        let g = self.groups.open[class];
+        g != NIL
+            && (self.groups.groups[g as usize].cursor as u32) < self.blocks.classes[class].per_group
+    }
+
+    fn needs_reclaim(&self, class: usize) -> bool {
+        self.blocks.holes[class].len == 0
+            && !self.open_has_room(class)
+            && self.groups.free.is_empty()
+    }
+
+    /// A slot from a hole, the open group or a free group.
+    fn alloc_free(&mut self, class: usize) -> Option<u32> {
+        if let Some(id) = self.blocks.holes[class].pop_front(&mut self.blocks.classes[..]) {
+            return Some(id);
+        }
+        if let Some(id) = self.take_open_slot(class) {
+            return Some(id);
+        }
+        let g = *self.groups.free.last()?;
+        let chunk = self.blocks.classes[class].take_chunk(g);
+        self.groups.open_free(class, chunk);
+        self.take_open_slot(class)
+    }
+
+    fn take_open_slot(&mut self, class: usize) -> Option<u32> {
+        let g = self.groups.open[class];
+        if g == NIL {
+            return None;
+        }
+        let per = self.blocks.classes[class].per_group;
+        let grp = &mut self.groups.groups[g as usize];
+        if grp.cursor as u32 >= per {
+            self.groups.open[class] = NIL;
+            return None;
+        }
+        let idx = grp.chunk * per + grp.cursor as u32;
+        grp.cursor += 1;
+        if grp.cursor as u32 == per {
+            self.groups.open[class] = NIL;
+        }
+        Some(make_id(class, idx))
+    }
+
+    /// AdaCache III.D on a full cache: the block LRU tail if it has the
+    /// wanted size, else the group LRU tail. Dirty victims are written back
+    /// (and skipped) instead of waiting: the scan moves on to the next group,
+    /// up to `max_victim_scan` groups, and a miss that finds nothing clean
+    /// bypasses the cache (io-caches-fast-devices 5.3, Fig. 11c).
+    fn reclaim(&mut self, class: usize, plan: &mut Plan) -> Option<u32> {
+        let tail = self.blocks.lru.tail;
+        if tail != NIL && id_class(tail) == class {
+            let f = self.blocks.flags(tail);
+            if f & F_PINNED == 0 {
+                if f & F_DIRTY == 0 {
+                    let g = self.blocks.group(tail);
+                    self.evict_block(tail, plan);
+                    self.groups.touch(g);
+                    self.stats.replaced_blocks += 1;
+                    return Some(tail);
+                }
+                self.start_writeback(tail, plan);
+            }
+        }
+        let mut g = self.groups.lru.tail;
+        let mut scanned = 0;
+        while g != NIL && scanned < self.cfg.max_victim_scan {
+            scanned += 1;
+            let grp = self.groups.groups[g as usize];
+            if grp.pinned == 0 {
+                if grp.dirty == 0 {
+                    self.evict_group(g, plan);
+                    let chunk = self.blocks.classes[class].take_chunk(g);
+                    self.groups.assign(g, class, chunk);
+                    self.stats.evicted_groups += 1;
+                    return self.take_open_slot(class);
+                }
+                self.clean_group(g, plan);
+            }
+            g = grp.prev;
+        }
+        None
+    }
+
+    fn evict_block(&mut self, id: u32, plan: &mut Plan) {
+        let size = self.blocks.size(id);
+        plan.evicted.push(Evicted {
+            offset: self.blocks.offset(id),
+            size,
+        });
+        self.stats.evicted_blocks += 1;
+        self.stats.evicted_bytes += size as u64;
+        self.remove_block(id, false);
+    }
+
+    /// Evicts every block of `g` and takes it off the LRU; the caller reuses it.
+    fn evict_group(&mut self, g: u32, plan: &mut Plan) {
+        let grp = self.groups.groups[g as usize];
+        let class = grp.class as usize;
+        let per = self.blocks.classes[class].per_group;
+        for slot in 0..grp.cursor as u32 {
+            let id = make_id(class, grp.chunk * per + slot);
+            if self.blocks.entry(id).key != FREE_KEY {
+                self.evict_block(id, plan);
+            } else {
+                self.blocks.holes[class].remove(&mut self.blocks.classes[..], id);
+            }
+        }
+        self.blocks.classes[class].release_chunk(grp.chunk);
+        self.groups.unlink(g);
+    }
+
+    /// Returns an empty, non-open group to the free list.
+    fn free_group(&mut self, g: u32) {
+        let grp = self.groups.groups[g as usize];
+        let class = grp.class as usize;
+        let per = self.blocks.classes[class].per_group;
+        for slot in 0..grp.cursor as u32 {
+            let id = make_id(class, grp.chunk * per + slot);
+            self.blocks.holes[class].remove(&mut self.blocks.classes[..], id);
+        }
+        self.blocks.classes[class].release_chunk(grp.chunk);
+        self.groups.release(g);
+    }
+
+    fn clean_group(&mut self, g: u32, plan: &mut Plan) {
+        let grp = self.groups.groups[g as usize];
+        let class = grp.class as usize;
+        let per = self.blocks.classes[class].per_group;
+        for slot in 0..grp.cursor as u32 {
+            let id = make_id(class, grp.chunk * per + slot);
+            let f = self.blocks.flags(id);
+            if self.blocks.entry(id).key != FREE_KEY && f & F_DIRTY != 0 && f & F_PINNED == 0 {
+                self.start_writeback(id, plan);
+            }
+        }
+    }
+
+    /// Adds a block's dirty extent to the plan's write-backs.
+    pub(crate) fn start_writeback(&mut self, id: u32, plan: &mut Plan) {
+        let w = match self.wb_ticket {
+            Some(w) => w,
+            None => {
+                let w = self.take_ticket(Op::Write, true);
+                self.wb_ticket = Some(w);
+                w
+            }
+        };
+        let e = self.blocks.ext(id);
+        let start = self.blocks.offset(id);
+        let s = self.sector_shift;
+        let ds = start + ((e.dirty_lo as u64) << s);
+        let len = (e.dirty_sectors() as u64) << s;
+        let addr = self.blocks.cache_addr(id);
+        Plan::push_io(&mut plan.writebacks, ds, len, addr + ds - start);
+        self.pin(w, id, false);
+        self.stats.writeback_blocks += 1;
+        self.stats.writeback_bytes += len;
+    }
+
+    /// Finishes the write-back ticket of a flush plan.
+    pub(crate) fn finish_flush_plan(&mut self, plan: &mut Plan) {
+        plan.writeback_ticket = self.wb_ticket.take().map(Ticket);
+        self.count_volumes(plan);
+    }
+
+    fn insert_block(&mut self, id: u32, key: u32) {
+        let class = id_class(id);
+        let idx = id_index(id);
+        let c = &mut self.blocks.classes[class];
+        c.entries[idx as usize].key = key;
+        c.flags[idx as usize] = 0;
+        let entries = &c.entries;
+        c.index.insert(key, idx, |s| entries[s as usize].key);
+        self.blocks.lru.push_front(&mut self.blocks.classes[..], id);
+        let g = self.blocks.group(id);
+        self.groups.groups[g as usize].live += 1;
+        self.groups.touch(g);
+        self.eviction.on_insert(self.block_ref(id));
+        let size = self.sizes[class] as u64;
+        self.stats.cached_blocks += 1;
+        self.stats.cached_bytes += size;
+        self.stats.alloc[class].blocks += 1;
+        self.stats.alloc[class].cached += 1;
+    }
+
+    /// Forgets a block. `to_hole`: the slot becomes a hole (and an emptied
+    /// group is freed); otherwise the caller reuses the slot or the group.
+    fn remove_block(&mut self, id: u32, to_hole: bool) {
+        let class = id_class(id);
+        let idx = id_index(id);
+        debug_assert_eq!(
+            self.blocks.flags(id) & F_PINNED,
+            0,
+            "removing a pinned block"
+        );
+        let block = self.block_ref(id);
+        let e = self.blocks.ext(id);
+        let g = self.blocks.group(id);
+        if e.is_dirty() {
+            debug_assert!(to_hole, "evicting dirty data");
+            let bytes = (e.dirty_sectors() as u64) << self.sector_shift;
+            self.stats.dirty_bytes -= bytes;
+            self.stats.discarded_dirty_bytes += bytes;
+            self.groups.groups[g as usize].dirty -= 1;
+        }
+        if self.blocks.flags(id) & F_EXT != 0 {
+            self.blocks.ext.remove(id);
+        }
+        let c = &mut self.blocks.classes[class];
+        let key = c.entries[idx as usize].key;
+        let entries = &c.entries;
+        c.index.remove(key, |s| entries[s as usize].key);
+        self.blocks.lru.remove(&mut self.blocks.classes[..], id);
+        let c = &mut self.blocks.classes[class];
+        c.entries[idx as usize].key = FREE_KEY;
+        c.flags[idx as usize] = 0;
+        self.eviction.on_remove(block);
+        self.groups.groups[g as usize].live -= 1;
+        let size = self.sizes[class] as u64;
+        self.stats.cached_blocks -= 1;
+        self.stats.cached_bytes -= size;
+        self.stats.alloc[class].cached -= 1;
+        if to_hole {
+            self.blocks.holes[class].push_front(&mut self.blocks.classes[..], id);
+            if self.groups.groups[g as usize].live == 0 && self.groups.open[class] != g {
+                self.free_group(g);
+            }
+        }
+    }
+}

@@ -1,0 +1,472 @@
+//! Property test: random request sequences against an oracle of the bytes a
+//! host would read back.
+//!
+//! Data is modelled as one version number per 4 KiB sector, in core, in the
+//! cache space and in the host's view. Plans are executed the moment they
+//! are made (some are dropped to model failed I/O) and completed later in
+//! random order, successfully or not. After every step the engine's
+//! invariant checker runs, and every read is compared with the host's view;
+//! at the end everything is flushed and core must hold every defined sector.
+
+use engine::{
+    AdmissionConfig, Completion, Config, Engine, EvictionConfig, FlushKind, Op, Plan, PlanStatus,
+    SizeAwareConfig, Ticket, WriteMissFill, WriteMode,
+};
+use proptest::prelude::*;
+
+const SECTOR: u64 = 4096;
+const VOLUME_SECTORS: u64 = 512; // 2 MiB
+
+#[derive(Clone, Debug)]
+enum Step {
+    Read { sector: u64, sectors: u64, fate: u8 },
+    Write { sector: u64, sectors: u64, fate: u8 },
+    Deallocate { sector: u64, sectors: u64 },
+    Complete { pick: usize, ok: bool },
+    Flush { aggressive: bool, fate: u8 },
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    // Half the requests go to a hot 256 KiB region so blocks are re-used.
+    let place =
+        (any::<bool>(), 0..VOLUME_SECTORS, 0..64u64, 1..20u64).prop_map(|(hot, any, h, n)| {
+            let s = if hot { h } else { any };
+            (s, n.min(VOLUME_SECTORS - s))
+        });
+    prop_oneof![
+        4 => (place.clone(), any::<u8>()).prop_map(|((sector, sectors), fate)| Step::Read { sector, sectors, fate }),
+        4 => (place.clone(), any::<u8>()).prop_map(|((sector, sectors), fate)| Step::Write { sector, sectors, fate }),
+        1 => place.prop_map(|(sector, sectors)| Step::Deallocate { sector, sectors }),
+        4 => (any::<usize>(), prop::bool::weighted(0.85)).prop_map(|(pick, ok)| Step::Complete { pick, ok }),
+        1 => (any::<bool>(), any::<u8>()).prop_map(|(aggressive, fate)| Step::Flush { aggressive, fate }),
+    ]
+}
+
+fn config(choice: (u8, u8, u8, u8, u8, bool)) -> Config {
+    let (sizes, write, fill, admission, eviction, tight) = choice;
+    let mut c = Config::adaptive(
+        VOLUME_SECTORS * SECTOR,
+        if tight { 64 << 10 } else { 256 << 10 },
+    );
+    c.block_sizes = match sizes % 3 {
+        0 => vec![4 << 10, 8 << 10, 16 << 10, 32 << 10],
+        1 => vec![16 << 10],
+        _ => vec![8 << 10, 32 << 10],
+    };
+    // Small groups so a tight cache has several and reclaims often.
+    c.group_size = *c.block_sizes.iter().max().unwrap();
+    c.write_mode = [
+        WriteMode::WriteBack,
+        WriteMode::WriteThrough,
+        WriteMode::WriteAround,
+    ][write as usize % 3];
+    c.write_miss_fill = [
+        WriteMissFill::Sparse,
+        WriteMissFill::HeadTail,
+        WriteMissFill::WholeBlock,
+    ][fill as usize % 3];
+    c.admission = match admission % 4 {
+        0 => AdmissionConfig::Always,
+        1 => AdmissionConfig::NHit {
+            n: 2,
+            table_slots: 64,
+        },
+        2 => AdmissionConfig::TinyLfu {
+            width: 64,
+            sample_size: 50,
+            admit_on_tie: true,
+        },
+        _ => AdmissionConfig::SizeAware(SizeAwareConfig {
+            fifo_len: 16,
+            window: 32,
+            retune_interval: 40,
+            search_points: 4,
+            search_rounds: 2,
+            ..SizeAwareConfig::default()
+        }),
+    };
+    c.eviction = if eviction % 2 == 0 {
+        EvictionConfig::TwoLevelLru
+    } else {
+        EvictionConfig::Lazy { para: 2, k: 1.0 }
+    };
+    c.flush.batch_blocks = 3;
+    c.flush.dirty_ratio = 0.1;
+    c.max_victim_scan = 2;
+    c
+}
+
+/// Undefined sector content (deallocated, or a failed write).
+const UNDEFINED: Option<u64> = None;
+
+/// A ticket in flight, the host range its failure makes undefined, and
+/// whether its I/O was skipped.
+type Tracked = (Ticket, Option<(u64, u64)>, bool);
+
+struct World {
+    engine: Engine,
+    core: Vec<u64>,
+    cache: Vec<u64>,
+    host: Vec<Option<u64>>,
+    version: u64,
+    /// Tickets in flight: the host range a failure makes undefined, and
+    /// whether the I/O was skipped (the ticket must then fail).
+    tickets: Vec<Tracked>,
+    plan: Plan,
+    skipped_writebacks: bool,
+}
+
+impl World {
+    fn new(cfg: Config) -> World {
+        let engine = Engine::new(cfg).unwrap();
+        let cache_sectors = (engine.capacity() / SECTOR) as usize;
+        World {
+            engine,
+            core: vec![0; VOLUME_SECTORS as usize],
+            cache: vec![u64::MAX; cache_sectors],
+            host: vec![Some(0); VOLUME_SECTORS as usize],
+            version: 0,
+            tickets: Vec::new(),
+            plan: Plan::new(),
+            skipped_writebacks: false,
+        }
+    }
+
+    fn sectors(offset: u64, len: u64) -> std::ops::Range<usize> {
+        assert_eq!(offset % SECTOR, 0);
+        assert_eq!(len % SECTOR, 0);
+        (offset / SECTOR) as usize..((offset + len) / SECTOR) as usize
+    }
+
+    fn cache_sectors(&self, addr: u64, len: u64) -> std::ops::Range<usize> {
+        assert!(
+            addr + len <= self.engine.capacity(),
+            "cache address out of range"
+        );
+        Self::sectors(addr, len)
+    }
+
+    /// Executes the plan's write-backs, or skips them: the write-back ticket
+    /// must then fail.
+    fn writebacks(&mut self, execute: bool) {
+        self.skipped_writebacks = !execute;
+        if !execute {
+            return;
+        }
+        for w in self.plan.writebacks.clone() {
+            let src = self.cache_sectors(w.cache_addr, w.len);
+            let dst = Self::sectors(w.offset, w.len);
+            for (d, s) in dst.zip(src) {
+                self.core[d] = self.cache[s];
+            }
+        }
+    }
+
+    fn fills(&mut self) {
+        for f in self.plan.fills.clone() {
+            let dst = self.cache_sectors(f.cache_addr, f.len);
+            for (d, s) in dst.zip(Self::sectors(f.offset, f.len)) {
+                self.cache[d] = self.core[s];
+            }
+        }
+    }
+
+    fn track(&mut self, failed_write: Option<(u64, u64)>) {
+        if let Some(t) = self.plan.ticket {
+            self.tickets.push((t, failed_write, false));
+        }
+        if let Some(t) = self.plan.writeback_ticket {
+            self.tickets.push((t, None, self.skipped_writebacks));
+        }
+    }
+
+    fn read(&mut self, offset: u64, len: u64, fate: u8) -> Result<(), String> {
+        let mut plan = std::mem::take(&mut self.plan);
+        self.engine
+            .plan(Op::Read, offset, len, &mut plan)
+            .map_err(|e| e.to_string())?;
+        self.plan = plan;
+        if self.plan.status == PlanStatus::Retry {
+            return if self.tickets.is_empty() {
+                Err("retry with nothing in flight".into())
+            } else {
+                Ok(())
+            };
+        }
+        // fate % 8 == 0: the request's I/O fails before doing anything.
+        let execute = !fate.is_multiple_of(8);
+        self.writebacks(fate % 16 != 1);
+        let range = Self::sectors(offset, len);
+        let mut got: Vec<Option<u64>> = vec![None; range.len()];
+        let base = range.start;
+        let mut put = |s: usize, v: u64| -> Result<(), String> {
+            if range.contains(&s) {
+                if got[s - base].is_some() {
+                    return Err(format!("sector {s} read twice"));
+                }
+                got[s - base] = Some(v);
+            }
+            Ok(())
+        };
+        for r in &self.plan.cache_reads {
+            let src = self.cache_sectors(r.cache_addr, r.len);
+            for (d, s) in Self::sectors(r.offset, r.len).zip(src) {
+                put(d, self.cache[s])?;
+            }
+        }
+        for f in &self.plan.fills {
+            for s in Self::sectors(f.offset, f.len) {
+                put(s, self.core[s])?;
+            }
+        }
+        for r in &self.plan.core_reads {
+            for s in Self::sectors(r.offset, r.len) {
+                put(s, self.core[s])?;
+            }
+        }
+        if execute {
+            self.fills();
+            for (i, g) in got.iter().enumerate() {
+                let s = base + i;
+                let g = g.ok_or(format!("sector {s} not read"))?;
+                if let Some(want) = self.host[s] {
+                    if g != want {
+                        return Err(format!("sector {s}: read version {g}, host wrote {want}"));
+                    }
+                }
+            }
+        }
+        self.track(None);
+        if !execute {
+            if let Some(t) = self.plan.ticket {
+                self.finish(t, false)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn write(&mut self, offset: u64, len: u64, fate: u8) -> Result<(), String> {
+        let mut plan = std::mem::take(&mut self.plan);
+        self.engine
+            .plan(Op::Write, offset, len, &mut plan)
+            .map_err(|e| e.to_string())?;
+        self.plan = plan;
+        if self.plan.status == PlanStatus::Retry {
+            return if self.tickets.is_empty() {
+                Err("retry with nothing in flight".into())
+            } else {
+                Ok(())
+            };
+        }
+        self.writebacks(fate % 16 != 1);
+        self.version += 1;
+        let v = self.version;
+        let range = Self::sectors(offset, len);
+        if fate.is_multiple_of(8) {
+            // Nothing happened, the host gets an error: the range is undefined.
+            for s in range {
+                self.host[s] = UNDEFINED;
+            }
+            self.track(None);
+            if let Some(t) = self.plan.ticket {
+                self.finish(t, false)?;
+            }
+            return Ok(());
+        }
+        // Every written sector lands exactly once in core or cache (or both).
+        let mut covered = vec![0u8; range.len()];
+        if !self.plan.fills_before_cache_writes {
+            for f in &self.plan.fills {
+                for w in &self.plan.cache_writes {
+                    if f.offset < w.end() && w.offset < f.end() {
+                        return Err("fill overlaps a cache write without ordering".into());
+                    }
+                }
+            }
+        }
+        self.fills();
+        for w in self.plan.cache_writes.clone() {
+            let dst = self.cache_sectors(w.cache_addr, w.len);
+            for (d, s) in dst.zip(Self::sectors(w.offset, w.len)) {
+                self.cache[d] = v;
+                covered[s - range.start] |= 1;
+            }
+        }
+        for w in self.plan.core_writes.clone() {
+            for s in Self::sectors(w.offset, w.len) {
+                self.core[s] = v;
+                covered[s - range.start] |= 2;
+            }
+        }
+        if let Some(i) = covered.iter().position(|&c| c == 0) {
+            return Err(format!("written sector {} went nowhere", range.start + i));
+        }
+        for s in range {
+            self.host[s] = Some(v);
+        }
+        self.track(Some((offset, len)));
+        Ok(())
+    }
+
+    fn deallocate(&mut self, offset: u64, len: u64) -> Result<(), String> {
+        let mut plan = std::mem::take(&mut self.plan);
+        self.engine
+            .plan(Op::Deallocate, offset, len, &mut plan)
+            .map_err(|e| e.to_string())?;
+        self.plan = plan;
+        if self.plan.status == PlanStatus::Retry {
+            return Ok(());
+        }
+        if self.plan.ticket.is_some() || self.plan.writeback_ticket.is_some() {
+            return Err("deallocate holds a ticket".into());
+        }
+        for d in &self.plan.discards {
+            for s in Self::sectors(d.offset, d.len) {
+                self.version += 1;
+                self.core[s] = u64::MAX - self.version;
+                self.host[s] = UNDEFINED;
+            }
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self, aggressive: bool, fate: u8) -> Result<(), String> {
+        let kind = if aggressive {
+            FlushKind::Aggressive
+        } else {
+            FlushKind::Lazy
+        };
+        let mut plan = std::mem::take(&mut self.plan);
+        let n = self.engine.plan_flush(kind, &mut plan);
+        self.plan = plan;
+        if (n == 0) != self.plan.writeback_ticket.is_none() {
+            return Err("flush ticket mismatch".into());
+        }
+        self.writebacks(!fate.is_multiple_of(4));
+        self.track(None);
+        Ok(())
+    }
+
+    fn finish(&mut self, t: Ticket, ok: bool) -> Result<(), String> {
+        let i = self
+            .tickets
+            .iter()
+            .position(|(x, ..)| *x == t)
+            .ok_or("untracked ticket")?;
+        let (_, write, skipped) = self.tickets.swap_remove(i);
+        let ok = ok && !skipped;
+        if !ok {
+            if let Some((o, l)) = write {
+                for s in Self::sectors(o, l) {
+                    self.host[s] = UNDEFINED;
+                }
+            }
+        }
+        let outcome = if ok {
+            Completion::Ok
+        } else {
+            Completion::Failed
+        };
+        self.engine
+            .complete(t, outcome)
+            .map_err(|e| e.to_string())?;
+        if self.engine.complete(t, outcome).is_ok() {
+            return Err("ticket completed twice".into());
+        }
+        Ok(())
+    }
+
+    fn run(&mut self, step: &Step) -> Result<(), String> {
+        match *step {
+            Step::Read {
+                sector,
+                sectors,
+                fate,
+            } => self.read(sector * SECTOR, sectors * SECTOR, fate),
+            Step::Write {
+                sector,
+                sectors,
+                fate,
+            } => self.write(sector * SECTOR, sectors * SECTOR, fate),
+            Step::Deallocate { sector, sectors } => {
+                self.deallocate(sector * SECTOR, sectors * SECTOR)
+            }
+            Step::Complete { pick, ok } => {
+                if self.tickets.is_empty() {
+                    return Ok(());
+                }
+                let t = self.tickets[pick % self.tickets.len()].0;
+                self.finish(t, ok)
+            }
+            Step::Flush { aggressive, fate } => self.flush(aggressive, fate),
+        }?;
+        self.engine.check_invariants()?;
+        if self.engine.inflight() != self.tickets.len() {
+            return Err(format!(
+                "{} tickets in flight, {} tracked",
+                self.engine.inflight(),
+                self.tickets.len()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Completes everything, flushes everything, and checks core.
+    fn drain(&mut self) -> Result<(), String> {
+        while let Some(&(t, ..)) = self.tickets.first() {
+            self.finish(t, true)?;
+        }
+        for _ in 0..10_000 {
+            if self.engine.stats().dirty_bytes == 0 {
+                break;
+            }
+            self.flush(false, 1)?;
+            while let Some(&(t, ..)) = self.tickets.first() {
+                self.finish(t, true)?;
+            }
+        }
+        self.engine.check_invariants()?;
+        if std::env::var("ORACLE_STATS").is_ok() {
+            let st = self.engine.stats();
+            eprintln!(
+                "STATS evg={} rep={} lazy={} wb={} retry={} fail={} inval={} novictim={} rej={} hitr={}",
+                st.evicted_groups, st.replaced_blocks, st.lazy_keeps, st.writeback_blocks, st.retries,
+                st.failed_completions, st.invalidated_blocks, st.no_victim, st.admission_rejects, st.read.hit_requests
+            );
+        }
+        if self.engine.stats().dirty_bytes != 0 {
+            return Err("flushing did not clean the cache".into());
+        }
+        for s in 0..VOLUME_SECTORS as usize {
+            if let Some(v) = self.host[s] {
+                if self.core[s] != v {
+                    return Err(format!(
+                        "after flush, core sector {s} has {} not {v}",
+                        self.core[s]
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 160, max_shrink_iters: 2000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn engine_matches_the_oracle(
+        choice in (any::<u8>(), any::<u8>(), any::<u8>(), any::<u8>(), any::<u8>(), any::<bool>()),
+        steps in prop::collection::vec(step(), 1..120),
+    ) {
+        let mut w = World::new(config(choice));
+        for (i, s) in steps.iter().enumerate() {
+            if let Err(e) = w.run(s) {
+                prop_assert!(false, "step {i} {s:?}: {e}");
+            }
+        }
+        if let Err(e) = w.drain() {
+            prop_assert!(false, "drain: {e}");
+        }
+    }
+}
