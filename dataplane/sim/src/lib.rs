@@ -1,0 +1,19 @@
+//! rackcache-sim: replays block I/O traces through the same cache engine the
+//! dataplane runs, and reports the AdaCache paper's metrics (hit ratios, the
+//! four I/O volumes, metadata memory, missed request vs allocated block size,
+//! per-request processing time) for fixed-size and adaptive configurations
+//! side by side.
+//!
+//! - [`replay`]: the two passes over a trace (profile, then replay per
+//!   configuration).
+//! - [`report`]: the metrics of one configuration and the table they print as.
+//! - [`plot`]: PNG charts in the manner of the paper's Figures 10-13.
+//! - [`options`], [`size`]: command-line values.
+//! - [`latency`]: the per-request time histogram.
+
+pub mod latency;
+pub mod options;
+pub mod plot;
+pub mod replay;
+pub mod report;
+pub mod size;
