@@ -113,7 +113,15 @@ impl HostQueue {
     /// Opens a TCP connection, exchanges ICReq/ICResp and connects queue
     /// `qid` (0 = admin: a new controller; else an I/O queue of `cntlid`).
     pub fn connect(p: &ConnectParams, qid: u16, cntlid: u16) -> Result<Self> {
-        let stream = TcpStream::connect(&p.addr)?;
+        let mut q = Self::initialize(&p.addr, false, false)?;
+        q.fabrics_connect(p, qid, cntlid)?;
+        Ok(q)
+    }
+
+    /// Opens a TCP connection and exchanges ICReq/ICResp, asking for header
+    /// and data digests as given; no Connect yet.
+    pub fn initialize(addr: &str, header_digest: bool, data_digest: bool) -> Result<Self> {
+        let stream = TcpStream::connect(addr)?;
         stream.set_nodelay(true)?;
         stream.set_read_timeout(Some(Duration::from_secs(30)))?;
         let mut q = Self {
@@ -125,7 +133,7 @@ impl HostQueue {
             neg: Negotiated::default(),
             out: Vec::with_capacity(1 << 20),
             cntlid: 0,
-            qid,
+            qid: 0,
             maxh2cdata: 0,
             next_cid: 0,
         };
@@ -135,21 +143,26 @@ impl HostQueue {
             &IcReq {
                 pfv: pdu::PFV_1_0,
                 hpda: 0,
-                header_digest: false,
-                data_digest: false,
+                header_digest,
+                data_digest,
                 maxr2t: 0,
             },
         );
         q.stream.write_all(&ic)?;
         match q.recv_specific()? {
             Specific::IcResp(r) => {
-                if r.header_digest || r.data_digest {
+                if r.header_digest != header_digest || r.data_digest != data_digest {
                     return Err(HostError::Protocol(
-                        "target enabled digests we did not ask for".into(),
+                        "target answered digests other than those asked for".into(),
                     ));
+                }
+                if r.cpda != 0 || r.maxh2cdata < 4096 || r.maxh2cdata % 4 != 0 {
+                    return Err(HostError::Protocol(format!("unusable ICResp {r:?}")));
                 }
                 q.maxh2cdata = r.maxh2cdata;
                 q.neg.initialized = true;
+                q.neg.header_digest = header_digest;
+                q.neg.data_digest = data_digest;
             }
             other => {
                 return Err(HostError::Protocol(format!(
@@ -157,6 +170,14 @@ impl HostQueue {
                 )))
             }
         }
+        Ok(q)
+    }
+
+    /// Sends Fabrics Connect for queue `qid` (0 = admin: a new controller;
+    /// else an I/O queue of `cntlid`).
+    pub fn fabrics_connect(&mut self, p: &ConnectParams, qid: u16, cntlid: u16) -> Result<()> {
+        let q = self;
+        q.qid = qid;
         // Fabrics Connect with its 1024 bytes of data in the capsule.
         let data = ConnectData {
             host_id: p.host_id,
@@ -176,7 +197,7 @@ impl HostQueue {
         raw[48..52].copy_from_slice(&(if qid == 0 { p.kato_ms } else { 0 }).to_le_bytes());
         let cqe = q.execute_raw(Sqe(raw), Some(&data), None, "Connect")?;
         q.cntlid = cqe.dw0 as u16;
-        Ok(q)
+        Ok(())
     }
 
     /// A fresh command id.
@@ -191,11 +212,15 @@ impl HostQueue {
         let start = self.out.len();
         let len = data.map_or(0, <[u8]>::len);
         self.out.resize(start + 128, 0);
-        let hlen =
-            pdu::encode_capsule_cmd_header(&mut self.out[start..], &sqe.0, len, false, false, 0);
+        let (hd, dd) = (self.neg.header_digest, self.neg.data_digest);
+        let hlen = pdu::encode_capsule_cmd_header(&mut self.out[start..], &sqe.0, len, hd, dd, 0);
         self.out.truncate(start + hlen);
         if let Some(d) = data {
             self.out.extend_from_slice(d);
+            if dd && !d.is_empty() {
+                self.out
+                    .extend_from_slice(&nvmf::digest::crc32c(d).to_le_bytes());
+            }
         }
     }
 
@@ -211,16 +236,14 @@ impl HostQueue {
             last,
             success: false,
         };
-        let hlen = pdu::encode_data_header(
-            &mut self.out[start..],
-            PduType::H2cData,
-            &d,
-            false,
-            false,
-            0,
-        );
+        let (hd, dd) = (self.neg.header_digest, self.neg.data_digest);
+        let hlen = pdu::encode_data_header(&mut self.out[start..], PduType::H2cData, &d, hd, dd, 0);
         self.out.truncate(start + hlen);
         self.out.extend_from_slice(data);
+        if dd {
+            self.out
+                .extend_from_slice(&nvmf::digest::crc32c(data).to_le_bytes());
+        }
     }
 
     /// Sends everything queued, in one write where the kernel allows.
@@ -278,6 +301,23 @@ impl HostQueue {
             .map_err(|e| HostError::Protocol(format!("bad PDU from target: {e}")))?;
         self.fill(layout.plen)?;
         let at = self.rstart;
+        let hlen = layout.pdu_type.hlen();
+        if layout.header_digest {
+            let d: [u8; 4] = self.rbuf[at + hlen..at + hlen + 4].try_into().expect("4");
+            if !nvmf::digest::verify(&self.rbuf[at..at + hlen], d) {
+                return Err(HostError::Protocol("header digest mismatch".into()));
+            }
+        }
+        if layout.data_digest {
+            let (from, to) = (
+                at + layout.data_offset,
+                at + layout.data_offset + layout.data_len,
+            );
+            let d: [u8; 4] = self.rbuf[to..to + 4].try_into().expect("4");
+            if !nvmf::digest::verify(&self.rbuf[from..to], d) {
+                return Err(HostError::Protocol("data digest mismatch".into()));
+            }
+        }
         let spec = pdu::parse_specific(&layout, ch.flags, &self.rbuf[at..at + layout.header_total])
             .map_err(|e| HostError::Protocol(format!("bad PDU from target: {e}")))?;
         self.data_at = at + layout.data_offset;
@@ -457,5 +497,178 @@ impl HostQueue {
         );
         let c = self.execute_raw(sqe, None, None, "Set Features (Number of Queues)")?;
         Ok((c.dw0 & 0xffff) as u16 + 1)
+    }
+
+    /// Sends raw bytes (for tests of malformed PDUs).
+    pub fn send_raw(&mut self, bytes: &[u8]) -> Result<()> {
+        self.stream.write_all(bytes)?;
+        Ok(())
+    }
+
+    /// Sets how long a receive may wait.
+    pub fn set_read_timeout(&mut self, t: Duration) -> Result<()> {
+        self.stream.set_read_timeout(Some(t))?;
+        Ok(())
+    }
+
+    /// Keep Alive.
+    pub fn keep_alive(&mut self) -> Result<()> {
+        self.admin_no_data(opcode::KEEP_ALIVE, 0, [0; 6], "Keep Alive")
+            .map(|_| ())
+    }
+
+    /// An admin or I/O command without data.
+    pub fn admin_no_data(
+        &mut self,
+        opc: u8,
+        nsid: u32,
+        cdw10_15: [u32; 6],
+        what: &'static str,
+    ) -> Result<Cqe> {
+        let sqe = Sqe::build(
+            opc,
+            0,
+            nsid,
+            SglDescriptor {
+                address: 0,
+                length: 0,
+                kind: sgl::TRANSPORT,
+            },
+            cdw10_15,
+        );
+        self.execute_raw(sqe, None, None, what)
+    }
+
+    /// Identify with `cns` for `nsid` (4096 bytes).
+    pub fn identify(&mut self, cns: u8, nsid: u32) -> Result<Vec<u8>> {
+        self.admin_read(
+            opcode::IDENTIFY,
+            nsid,
+            [u32::from(cns), 0, 0, 0, 0, 0],
+            4096,
+            "Identify",
+        )
+    }
+
+    /// Get Log Page `lid`: `len` bytes (a multiple of 4) from byte `offset`.
+    pub fn get_log_page(&mut self, lid: u8, offset: u64, len: usize) -> Result<Vec<u8>> {
+        let numd = (len / 4 - 1) as u32;
+        self.admin_read(
+            opcode::GET_LOG_PAGE,
+            0xffff_ffff,
+            [
+                u32::from(lid) | ((numd & 0xffff) << 16),
+                numd >> 16,
+                offset as u32,
+                (offset >> 32) as u32,
+                0,
+                0,
+            ],
+            len,
+            "Get Log Page",
+        )
+    }
+
+    /// Writes `data` at block `slba` of `nsid`: in the capsule when it fits
+    /// `in_capsule_max`, else through R2T and H2CData.
+    pub fn write_blocks(
+        &mut self,
+        nsid: u32,
+        slba: u64,
+        block_size: usize,
+        data: &[u8],
+        in_capsule_max: usize,
+    ) -> Result<Cqe> {
+        let nlb = (data.len() / block_size - 1) as u32;
+        let kind = if data.len() <= in_capsule_max {
+            sgl::IN_CAPSULE
+        } else {
+            sgl::TRANSPORT
+        };
+        let sqe = Sqe::build(
+            opcode::WRITE,
+            0,
+            nsid,
+            SglDescriptor {
+                address: 0,
+                length: data.len() as u32,
+                kind,
+            },
+            [slba as u32, (slba >> 32) as u32, nlb, 0, 0, 0],
+        );
+        self.execute_raw(sqe, Some(data), None, "Write")
+    }
+
+    /// Reads `buf.len()` bytes from block `slba` of `nsid`.
+    pub fn read_blocks(
+        &mut self,
+        nsid: u32,
+        slba: u64,
+        block_size: usize,
+        buf: &mut [u8],
+    ) -> Result<Cqe> {
+        let nlb = (buf.len() / block_size - 1) as u32;
+        let sqe = Sqe::build(
+            opcode::READ,
+            0,
+            nsid,
+            SglDescriptor {
+                address: 0,
+                length: buf.len() as u32,
+                kind: sgl::TRANSPORT,
+            },
+            [slba as u32, (slba >> 32) as u32, nlb, 0, 0, 0],
+        );
+        self.execute_raw(sqe, None, Some(buf), "Read")
+    }
+
+    /// Dataset Management, deallocate: `ranges` of (starting LBA, blocks).
+    pub fn deallocate(&mut self, nsid: u32, ranges: &[(u64, u32)]) -> Result<Cqe> {
+        let mut data = vec![0u8; ranges.len() * 16];
+        for (i, (slba, nlb)) in ranges.iter().enumerate() {
+            data[i * 16 + 4..i * 16 + 8].copy_from_slice(&nlb.to_le_bytes());
+            data[i * 16 + 8..i * 16 + 16].copy_from_slice(&slba.to_le_bytes());
+        }
+        let sqe = Sqe::build(
+            opcode::DATASET_MANAGEMENT,
+            0,
+            nsid,
+            SglDescriptor {
+                address: 0,
+                length: data.len() as u32,
+                kind: sgl::IN_CAPSULE,
+            },
+            [(ranges.len() - 1) as u32, 1 << 2, 0, 0, 0, 0],
+        );
+        self.execute_raw(sqe, Some(&data), None, "Dataset Management")
+    }
+}
+
+/// A connected controller: its admin queue and I/O queues.
+pub struct HostController {
+    /// Admin queue.
+    pub admin: HostQueue,
+    /// I/O queues, qid 1.. in order.
+    pub io: Vec<HostQueue>,
+}
+
+impl HostController {
+    /// Connects the admin queue, enables the controller, asks for
+    /// `io_queues` I/O queues and connects them (as Linux does).
+    pub fn connect(p: &ConnectParams, io_queues: u16) -> Result<Self> {
+        let mut admin = HostQueue::connect(p, 0, 0)?;
+        admin.property_get(0, true)?; // CAP
+        admin.enable()?;
+        admin.identify(0x01, 0)?;
+        let granted = if io_queues > 0 {
+            admin.set_queue_count(io_queues)?.min(io_queues)
+        } else {
+            0
+        };
+        let mut io = Vec::new();
+        for qid in 1..=granted {
+            io.push(HostQueue::connect(p, qid, admin.cntlid)?);
+        }
+        Ok(Self { admin, io })
     }
 }

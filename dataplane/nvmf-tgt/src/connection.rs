@@ -1,0 +1,1147 @@
+//! One NVMe/TCP queue pair: the connection state machine, the PDU reader,
+//! request slots, and command dispatch (Fabrics, admin in [`crate::admin`],
+//! I/O in [`crate::io`]).
+//!
+//! One task per connection runs [`serve`]: a loop that
+//! 1. hands newly submitted bdev operations to a `FuturesUnordered`,
+//! 2. writes everything queued in the [`Outbox`] (one batch per turn),
+//! 3. waits for whichever comes first: bytes from the socket (all complete
+//!    PDUs in the buffer are processed at once), a bdev completion (all
+//!    ready ones are taken at once), the controller's teardown, target
+//!    shutdown, the keep-alive deadline (admin queue) or a pending
+//!    asynchronous event (admin queue with AERs outstanding).
+//!
+//! Request slots are indexed by the transfer tag sent in R2Ts, so an
+//! H2CData PDU finds its request without a search.
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bdev::{BdevError, DmaBuf};
+use futures_util::stream::FuturesUnordered;
+use futures_util::{FutureExt, StreamExt};
+use nvmf::cqe::{Cqe, Status};
+use nvmf::digest::{self, DIGEST_LEN};
+use nvmf::pdu::{
+    self, CommonHeader, DataHeader, FatalError, IcResp, Negotiated, PduType, Specific, TermStatus,
+    CH_LEN,
+};
+use nvmf::sqe::{fctype, opcode, sgl, ConnectCmd, ConnectData, ConnectDataError, Sqe};
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, watch};
+
+use crate::bufpool::BufPool;
+use crate::controller::{CcTransition, Controller, CSTS_RDY};
+use crate::outbox::{Outbox, INLINE_DATA_MAX};
+use crate::stats::SubsystemStats;
+use crate::subsystem::{Namespace, NamespaceMap, Subsystem};
+use crate::target::Inner;
+
+/// Statuses the codec does not name.
+pub mod status {
+    use nvmf::cqe::{sct, Status};
+
+    /// Command Aborted due to SQ Deletion (queue or controller going away).
+    pub const ABORTED_SQ_DELETION: Status = Status {
+        sct: sct::GENERIC,
+        sc: 0x08,
+        dnr: false,
+    };
+    /// Command Interrupted: the host should retry (queue over its depth).
+    pub const COMMAND_INTERRUPTED: Status = Status {
+        sct: sct::GENERIC,
+        sc: 0x21,
+        dnr: false,
+    };
+    /// Transient Transport Error (data digest mismatch).
+    pub const TRANSIENT_TRANSPORT_ERROR: Status = Status {
+        sct: sct::GENERIC,
+        sc: 0x22,
+        dnr: false,
+    };
+    /// Connect: Incompatible Format.
+    pub const CONNECT_INCOMPATIBLE_FORMAT: Status = Status {
+        sct: sct::COMMAND_SPECIFIC,
+        sc: 0x80,
+        dnr: true,
+    };
+    /// Connect: Controller Busy.
+    pub const CONNECT_CONTROLLER_BUSY: Status = Status {
+        sct: sct::COMMAND_SPECIFIC,
+        sc: 0x81,
+        dnr: false,
+    };
+}
+
+/// Where a connection is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConnState {
+    /// Accepted: only an ICReq (or a TermReq) may come.
+    AwaitingIcReq,
+    /// ICResp sent: the only command allowed is Fabrics Connect.
+    AwaitingConnect,
+    /// Connected as an admin or I/O queue: serving commands.
+    Serving,
+    /// The target is shutting down: in-flight commands finish, new ones are
+    /// aborted, the connection closes when no request is left.
+    Draining,
+    /// A fatal protocol error: the TermReq is queued; close once it is sent.
+    Terminating,
+    /// The host asked to end (Disconnect or its own TermReq): close once
+    /// the output is sent.
+    Closing,
+}
+
+/// Where a request slot is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReqState {
+    /// Unused.
+    Free,
+    /// R2T sent: H2CData PDUs are filling the request's buffer.
+    AwaitingH2cData,
+    /// Handed to the bdev; the result comes back through the connection's
+    /// in-flight set.
+    Executing,
+}
+
+const REQ_STATES: usize = 3;
+
+impl ReqState {
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// What to do once a request's data has arrived.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Pending {
+    /// Write the buffer at `offset`.
+    Write { offset: u64 },
+    /// Dataset Management with `ranges` ranges; `deallocate` set.
+    Dsm { deallocate: bool },
+}
+
+/// One request slot.
+pub(crate) struct Request {
+    pub(crate) state: ReqState,
+    pub(crate) cid: u16,
+    pub(crate) ns: Option<Arc<Namespace>>,
+    /// Bytes expected from the host.
+    pub(crate) len: u32,
+    /// Bytes received so far.
+    pub(crate) received: u32,
+    pub(crate) buf: Option<DmaBuf>,
+    /// Set when the data arrived damaged: complete with this instead.
+    pub(crate) failed: Option<Status>,
+    pub(crate) pending: Pending,
+}
+
+impl Request {
+    fn free() -> Self {
+        Self {
+            state: ReqState::Free,
+            cid: 0,
+            ns: None,
+            len: 0,
+            received: 0,
+            buf: None,
+            failed: None,
+            pending: Pending::Write { offset: 0 },
+        }
+    }
+}
+
+/// A bdev operation to run outside the connection's synchronous code.
+pub(crate) enum Op {
+    /// Read into `buf` at `offset`.
+    Read {
+        slot: u16,
+        ns: Arc<Namespace>,
+        offset: u64,
+        buf: DmaBuf,
+    },
+    /// Write `buf` at `offset`.
+    Write {
+        slot: u16,
+        ns: Arc<Namespace>,
+        offset: u64,
+        buf: DmaBuf,
+    },
+    /// Flush one namespace.
+    Flush { slot: u16, ns: Arc<Namespace> },
+    /// Zero a range.
+    WriteZeroes {
+        slot: u16,
+        ns: Arc<Namespace>,
+        offset: u64,
+        len: u64,
+    },
+    /// Deallocate the ranges listed in `ranges` (DSM format, 16 bytes each).
+    Unmap {
+        slot: u16,
+        ns: Arc<Namespace>,
+        ranges: DmaBuf,
+    },
+    /// Controller shutdown: flush every namespace, then report complete.
+    ShutdownFlush { namespaces: Arc<NamespaceMap> },
+}
+
+/// The result of an [`Op`].
+pub(crate) enum Done {
+    /// A request finished.
+    Io {
+        slot: u16,
+        status: Status,
+        buf: Option<DmaBuf>,
+        read: bool,
+    },
+    /// Shutdown flushing finished.
+    Shutdown,
+}
+
+fn bdev_status(e: &BdevError, read: bool) -> Status {
+    match e {
+        BdevError::OutOfRange { .. } => Status::LBA_OUT_OF_RANGE,
+        BdevError::Misaligned { .. } | BdevError::InvalidArgument(_) => Status::INVALID_FIELD,
+        BdevError::Unsupported(_) => Status::INVALID_OPCODE,
+        _ if read => Status::UNRECOVERED_READ_ERROR,
+        BdevError::Os { .. } | BdevError::Ceph { .. } => Status::WRITE_FAULT,
+    }
+}
+
+async fn execute(op: Op) -> Done {
+    let io = |slot, r: Result<(), BdevError>, buf, read| Done::Io {
+        slot,
+        status: match &r {
+            Ok(()) => Status::SUCCESS,
+            Err(e) => bdev_status(e, read),
+        },
+        buf,
+        read,
+    };
+    match op {
+        Op::Read {
+            slot,
+            ns,
+            offset,
+            buf,
+        } => {
+            let (buf, r) = ns.bdev.read(offset, buf).await;
+            io(slot, r, Some(buf), true)
+        }
+        Op::Write {
+            slot,
+            ns,
+            offset,
+            buf,
+        } => {
+            let (buf, r) = ns.bdev.write(offset, buf).await;
+            io(slot, r, Some(buf), false)
+        }
+        Op::Flush { slot, ns } => io(slot, ns.bdev.flush().await, None, false),
+        Op::WriteZeroes {
+            slot,
+            ns,
+            offset,
+            len,
+        } => io(slot, ns.bdev.write_zeroes(offset, len).await, None, false),
+        Op::Unmap { slot, ns, ranges } => {
+            let mut r = Ok(());
+            for range in ranges.chunks_exact(16) {
+                let nlb = u64::from(u32::from_le_bytes(range[4..8].try_into().expect("4")));
+                let slba = u64::from_le_bytes(range[8..16].try_into().expect("8"));
+                if nlb == 0 {
+                    continue;
+                }
+                let (Some(off), Some(len)) = (
+                    slba.checked_mul(u64::from(ns.block_size)),
+                    nlb.checked_mul(u64::from(ns.block_size)),
+                ) else {
+                    r = Err(BdevError::OutOfRange {
+                        offset: u64::MAX,
+                        len: 0,
+                        size: 0,
+                    });
+                    break;
+                };
+                r = ns.bdev.unmap(off, len).await;
+                if r.is_err() {
+                    break;
+                }
+            }
+            drop(ranges);
+            io(slot, r, None, false)
+        }
+        Op::ShutdownFlush { namespaces } => {
+            for ns in namespaces.values() {
+                if let Err(e) = ns.bdev.flush().await {
+                    tracing::warn!(nsid = ns.nsid, "flush at controller shutdown: {e}");
+                }
+            }
+            Done::Shutdown
+        }
+    }
+}
+
+/// The receive buffer: complete PDUs are processed in place.
+struct RecvBuf {
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+}
+
+impl RecvBuf {
+    fn spare(&mut self) -> &mut [u8] {
+        &mut self.buf[self.end..]
+    }
+
+    /// Makes room for a PDU of `need` bytes starting at `start`.
+    fn compact(&mut self, need: usize) {
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        } else if self.start > 0 && self.start + need > self.buf.len() {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+    }
+}
+
+/// A fatal error with the header that caused it (for the TermReq).
+struct Fatal {
+    err: FatalError,
+    header: [u8; pdu::TERM_REQ_MAX_DATA],
+    header_len: usize,
+}
+
+impl Fatal {
+    fn new(err: FatalError, header: &[u8]) -> Box<Self> {
+        let n = header.len().min(pdu::TERM_REQ_MAX_DATA);
+        let mut h = [0u8; pdu::TERM_REQ_MAX_DATA];
+        h[..n].copy_from_slice(&header[..n]);
+        Box::new(Self {
+            err,
+            header: h,
+            header_len: n,
+        })
+    }
+}
+
+/// What Connect bound the connection to.
+pub(crate) struct Binding {
+    pub(crate) qid: u16,
+    pub(crate) sqsize: u16,
+    pub(crate) ctrl: Arc<Controller>,
+    pub(crate) sub: Arc<Subsystem>,
+    pub(crate) stats: SubsystemStats,
+}
+
+/// Per-connection state, everything but the socket and the in-flight set.
+pub(crate) struct Connection {
+    pub(crate) target: Arc<Inner>,
+    peer: SocketAddr,
+    listen: SocketAddr,
+    pub(crate) state: ConnState,
+    neg: Negotiated,
+    /// Host PDU data alignment for data we send.
+    hpda: u8,
+    pub(crate) bound: Option<Binding>,
+    pub(crate) slots: Vec<Request>,
+    free: Vec<u16>,
+    state_counts: [u32; REQ_STATES],
+    pub(crate) pool: BufPool,
+    pub(crate) out: Outbox,
+    /// Operations to hand to the in-flight set.
+    pub(crate) submit: Vec<Op>,
+    sqhd: u16,
+    /// Outstanding Asynchronous Event Requests (admin queue).
+    pub(crate) aers: Vec<u16>,
+    /// Namespace snapshot and the generation it was taken at.
+    ns_snapshot: Arc<NamespaceMap>,
+    ns_generation: u64,
+    /// Scratch page for Identify data.
+    pub(crate) page: Vec<u8>,
+}
+
+impl Connection {
+    fn new(target: Arc<Inner>, peer: SocketAddr, listen: SocketAddr) -> Self {
+        let max_plen = target
+            .opts
+            .max_h2c_data
+            .max(target.opts.in_capsule_data_size) as usize
+            + pdu::CAPSULE_CMD_HLEN
+            + 2 * DIGEST_LEN
+            + 128;
+        Self {
+            target,
+            peer,
+            listen,
+            state: ConnState::AwaitingIcReq,
+            neg: Negotiated {
+                max_plen: max_plen as u32,
+                ..Negotiated::default()
+            },
+            hpda: 0,
+            bound: None,
+            slots: Vec::new(),
+            free: Vec::new(),
+            state_counts: [0; REQ_STATES],
+            pool: BufPool::default(),
+            out: Outbox::default(),
+            submit: Vec::new(),
+            sqhd: 0,
+            aers: Vec::new(),
+            ns_snapshot: Arc::new(NamespaceMap::new()),
+            ns_generation: u64::MAX,
+            page: vec![0; crate::identify::IDENTIFY_LEN],
+        }
+    }
+
+    /// Moves `slot` to `new`, keeping the per-state counts.
+    pub(crate) fn set_state(&mut self, slot: u16, new: ReqState) {
+        let r = &mut self.slots[slot as usize];
+        self.state_counts[r.state.index()] -= 1;
+        self.state_counts[new.index()] += 1;
+        r.state = new;
+        if new == ReqState::Free {
+            r.ns = None;
+            r.failed = None;
+            if let Some(b) = r.buf.take() {
+                self.pool.give(b);
+            }
+            self.free.push(slot);
+        }
+    }
+
+    /// Requests not free.
+    fn busy(&self) -> u32 {
+        self.state_counts[ReqState::AwaitingH2cData.index()]
+            + self.state_counts[ReqState::Executing.index()]
+    }
+
+    /// A free slot for command `cid`, or None when the host is over its
+    /// queue depth.
+    pub(crate) fn alloc_slot(&mut self, cid: u16) -> Option<u16> {
+        let slot = self.free.pop()?;
+        let r = &mut self.slots[slot as usize];
+        debug_assert_eq!(r.state, ReqState::Free);
+        r.cid = cid;
+        r.received = 0;
+        r.len = 0;
+        // Counted as Free until the caller sets the real state.
+        Some(slot)
+    }
+
+    pub(crate) fn qid(&self) -> u16 {
+        self.bound.as_ref().map_or(0, |b| b.qid)
+    }
+
+    /// The namespace `nsid`, from the snapshot (refreshed when the
+    /// subsystem's namespaces changed).
+    pub(crate) fn namespace(&mut self, nsid: u32) -> Option<Arc<Namespace>> {
+        let b = self.bound.as_ref()?;
+        let generation = b.sub.ns_generation.load(Ordering::Acquire);
+        if generation != self.ns_generation {
+            self.ns_snapshot = b.sub.namespaces();
+            self.ns_generation = generation;
+        }
+        self.ns_snapshot.get(&nsid).cloned()
+    }
+
+    /// The current namespace snapshot.
+    pub(crate) fn namespaces(&mut self) -> Arc<NamespaceMap> {
+        let _ = self.namespace(0);
+        self.ns_snapshot.clone()
+    }
+
+    /// Queues a response capsule.
+    pub(crate) fn respond(&mut self, cqe: Cqe) {
+        if let Some(b) = &self.bound {
+            b.stats.commands.inc();
+            if !cqe.status.is_success() {
+                b.stats.errors.inc();
+            }
+        }
+        let hd = self.neg.header_digest;
+        let raw = Cqe {
+            sqhd: self.sqhd,
+            sqid: self.qid(),
+            ..cqe
+        }
+        .encode();
+        self.out.put_with(pdu::CAPSULE_RESP_HLEN + DIGEST_LEN, |b| {
+            pdu::encode_capsule_resp(b, &raw, hd)
+        });
+    }
+
+    /// Completes `cid` with `status` and no result.
+    pub(crate) fn complete(&mut self, cid: u16, status: Status) {
+        self.respond(Cqe::new(cid, status));
+    }
+
+    /// Queues C2HData for `cid` carrying `data` (copied), then the response
+    /// unless the SUCCESS optimisation is on.
+    pub(crate) fn send_data(&mut self, cid: u16, data: &[u8], result: Cqe) {
+        let success = self.target.opts.c2h_success && result.status.is_success();
+        self.put_c2h_header(cid, data.len() as u32, success);
+        self.out.put(data);
+        if self.neg.data_digest {
+            self.out.put(&digest::crc32c(data).to_le_bytes());
+        }
+        if success {
+            if let Some(b) = &self.bound {
+                b.stats.commands.inc();
+            }
+        } else {
+            self.respond(result);
+        }
+    }
+
+    fn put_c2h_header(&mut self, cid: u16, len: u32, success: bool) {
+        let d = DataHeader {
+            cccid: cid,
+            ttag: 0,
+            datao: 0,
+            datal: len,
+            last: true,
+            success,
+        };
+        let (hd, dd, pda) = (self.neg.header_digest, self.neg.data_digest, self.hpda);
+        self.out.put_with(256, |b| {
+            pdu::encode_data_header(b, PduType::C2hData, &d, hd, dd, pda)
+        });
+    }
+
+    /// Queues an R2T for the whole transfer of `slot`.
+    pub(crate) fn send_r2t(&mut self, slot: u16) {
+        let r = &self.slots[slot as usize];
+        let r2t = pdu::R2t {
+            cccid: r.cid,
+            ttag: slot,
+            r2to: 0,
+            r2tl: r.len,
+        };
+        let hd = self.neg.header_digest;
+        self.out.put_with(pdu::SMALL_HLEN + DIGEST_LEN, |b| {
+            pdu::encode_r2t(b, &r2t, hd)
+        });
+    }
+
+    /// Handles a finished operation.
+    fn finish(&mut self, done: Done) {
+        match done {
+            Done::Shutdown => {
+                if let Some(b) = &self.bound {
+                    b.ctrl
+                        .regs
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .shutdown_complete();
+                }
+            }
+            Done::Io {
+                slot,
+                status,
+                buf,
+                read,
+            } => {
+                let cid = self.slots[slot as usize].cid;
+                match buf {
+                    Some(buf) if read && status.is_success() => {
+                        let len = buf.len();
+                        if let Some(b) = &self.bound {
+                            b.stats.read_bytes.add(len as u64);
+                        }
+                        let success = self.target.opts.c2h_success;
+                        self.put_c2h_header(cid, len as u32, success);
+                        let crc = self.neg.data_digest.then(|| digest::crc32c(&buf));
+                        if len <= INLINE_DATA_MAX {
+                            self.out.put(&buf);
+                            self.pool.give(buf);
+                        } else {
+                            self.out.put_buffer(buf);
+                        }
+                        if let Some(crc) = crc {
+                            self.out.put(&crc.to_le_bytes());
+                        }
+                        if success {
+                            if let Some(b) = &self.bound {
+                                b.stats.commands.inc();
+                            }
+                        } else {
+                            self.complete(cid, status);
+                        }
+                    }
+                    other => {
+                        if let Some(buf) = other {
+                            if !read && status.is_success() {
+                                if let Some(b) = &self.bound {
+                                    b.stats.written_bytes.add(buf.len() as u64);
+                                }
+                            }
+                            self.pool.give(buf);
+                        }
+                        self.complete(cid, status);
+                    }
+                }
+                self.set_state(slot, ReqState::Free);
+            }
+        }
+    }
+
+    /// Processes every complete PDU in `rb`.
+    fn process(&mut self, rb: &mut RecvBuf) -> Result<(), Box<Fatal>> {
+        while rb.end - rb.start >= CH_LEN {
+            let at = rb.start;
+            let ch = CommonHeader::parse(rb.buf[at..at + CH_LEN].try_into().expect("8 bytes"));
+            let layout = ch
+                .validate(&self.neg, true)
+                .map_err(|e| Fatal::new(e, &rb.buf[at..rb.end.min(at + 128)]))?;
+            if rb.end - at < layout.plen {
+                rb.compact(layout.plen);
+                return Ok(());
+            }
+            let pdu = &rb.buf[at..at + layout.plen];
+            let hlen = layout.pdu_type.hlen();
+            if layout.header_digest
+                && !digest::verify(
+                    &pdu[..hlen],
+                    pdu[hlen..hlen + DIGEST_LEN].try_into().expect("4"),
+                )
+            {
+                return Err(Fatal::new(
+                    FatalError::new(TermStatus::HeaderDigestError, "header digest mismatch"),
+                    &pdu[..hlen],
+                ));
+            }
+            let spec = pdu::parse_specific(&layout, ch.flags, pdu)
+                .map_err(|e| Fatal::new(e, &pdu[..hlen]))?;
+            let data = &pdu[layout.data_offset..layout.data_offset + layout.data_len];
+            let data_ok = !layout.data_digest || {
+                let end = layout.data_offset + layout.data_len;
+                digest::verify(data, pdu[end..end + DIGEST_LEN].try_into().expect("4"))
+            };
+            self.handle_pdu(spec, data, data_ok)
+                .map_err(|e| Fatal::new(e, &pdu[..hlen]))?;
+            rb.start += layout.plen;
+            if matches!(self.state, ConnState::Terminating | ConnState::Closing) {
+                return Ok(());
+            }
+        }
+        rb.compact(CH_LEN);
+        Ok(())
+    }
+
+    fn handle_pdu(&mut self, spec: Specific, data: &[u8], data_ok: bool) -> Result<(), FatalError> {
+        match spec {
+            Specific::IcReq(req) => {
+                self.hpda = req.hpda;
+                self.neg.initialized = true;
+                self.neg.header_digest = req.header_digest;
+                self.neg.data_digest = req.data_digest;
+                self.neg.receive_pda = 0;
+                let resp = IcResp {
+                    pfv: pdu::PFV_1_0,
+                    cpda: 0,
+                    header_digest: req.header_digest,
+                    data_digest: req.data_digest,
+                    maxh2cdata: self.target.opts.max_h2c_data,
+                };
+                self.out
+                    .put_with(pdu::IC_HLEN, |b| pdu::encode_ic_resp(b, &resp));
+                self.state = ConnState::AwaitingConnect;
+                Ok(())
+            }
+            Specific::TermReq(t) => {
+                tracing::info!(peer = %self.peer, fes = t.fes, fei = t.fei, "host terminated the connection");
+                self.state = ConnState::Closing;
+                Ok(())
+            }
+            Specific::CapsuleCmd(raw) => {
+                self.command(Sqe(raw), data, data_ok);
+                Ok(())
+            }
+            Specific::Data(d) => self.h2c_data(&d, data, data_ok),
+            // The codec only lets host-to-controller types through.
+            Specific::IcResp(_) | Specific::CapsuleResp(_) | Specific::R2t(_) => {
+                Err(FatalError::new(
+                    TermStatus::PduSequenceError,
+                    "controller PDU sent by the host",
+                ))
+            }
+        }
+    }
+
+    fn command(&mut self, sqe: Sqe, data: &[u8], data_ok: bool) {
+        let cid = sqe.cid();
+        match self.state {
+            ConnState::AwaitingConnect => {
+                if !data_ok {
+                    self.complete(cid, status::TRANSIENT_TRANSPORT_ERROR);
+                } else if sqe.opcode() == opcode::FABRICS && sqe.fctype() == fctype::CONNECT {
+                    self.connect(&sqe, data);
+                } else {
+                    self.complete(cid, Status::SEQUENCE_ERROR);
+                }
+            }
+            ConnState::Serving => {
+                let size = self.bound.as_ref().map_or(1, |b| b.sqsize + 1);
+                self.sqhd = (self.sqhd + 1) % size;
+                if !data_ok {
+                    self.complete(cid, status::TRANSIENT_TRANSPORT_ERROR);
+                } else if sqe.opcode() == opcode::FABRICS {
+                    self.fabrics(&sqe);
+                } else if self.qid() == 0 {
+                    self.admin(&sqe, data);
+                } else {
+                    self.io(&sqe, data);
+                }
+            }
+            ConnState::Draining => self.complete(cid, status::ABORTED_SQ_DELETION),
+            ConnState::AwaitingIcReq | ConnState::Terminating | ConnState::Closing => {}
+        }
+    }
+
+    fn h2c_data(&mut self, d: &DataHeader, data: &[u8], data_ok: bool) -> Result<(), FatalError> {
+        let slot = d.ttag;
+        let ok = self
+            .slots
+            .get(slot as usize)
+            .is_some_and(|r| r.state == ReqState::AwaitingH2cData && r.cid == d.cccid);
+        if !ok {
+            return Err(FatalError {
+                status: TermStatus::InvalidHeaderField,
+                field_offset: 10,
+                reason: "H2CData for no outstanding R2T",
+            });
+        }
+        let r = &mut self.slots[slot as usize];
+        if d.datao != r.received || d.datao as u64 + d.datal as u64 > r.len as u64 {
+            return Err(FatalError::new(
+                TermStatus::DataTransferOutOfRange,
+                "H2CData outside the solicited range or out of order",
+            ));
+        }
+        if let Some(buf) = r.buf.as_mut() {
+            let at = d.datao as usize;
+            buf[at..at + data.len()].copy_from_slice(data);
+        }
+        r.received += d.datal;
+        if !data_ok {
+            r.failed = Some(status::TRANSIENT_TRANSPORT_ERROR);
+        }
+        if r.received == r.len {
+            self.data_complete(slot);
+        }
+        Ok(())
+    }
+
+    /// All of `slot`'s data is here: run it.
+    pub(crate) fn data_complete(&mut self, slot: u16) {
+        let r = &mut self.slots[slot as usize];
+        if let Some(st) = r.failed {
+            let cid = r.cid;
+            self.complete(cid, st);
+            self.set_state(slot, ReqState::Free);
+            return;
+        }
+        let (Some(ns), Some(buf)) = (r.ns.clone(), r.buf.take()) else {
+            let cid = r.cid;
+            self.complete(cid, Status::INTERNAL_ERROR);
+            self.set_state(slot, ReqState::Free);
+            return;
+        };
+        match r.pending {
+            Pending::Write { offset } => {
+                self.set_state(slot, ReqState::Executing);
+                self.submit.push(Op::Write {
+                    slot,
+                    ns,
+                    offset,
+                    buf,
+                });
+            }
+            Pending::Dsm { deallocate } => {
+                if deallocate {
+                    self.set_state(slot, ReqState::Executing);
+                    self.submit.push(Op::Unmap {
+                        slot,
+                        ns,
+                        ranges: buf,
+                    });
+                } else {
+                    let cid = r.cid;
+                    self.pool.give(buf);
+                    self.complete(cid, Status::SUCCESS);
+                    self.set_state(slot, ReqState::Free);
+                }
+            }
+        }
+    }
+
+    /// Fabrics commands after Connect.
+    fn fabrics(&mut self, sqe: &Sqe) {
+        let cid = sqe.cid();
+        match sqe.fctype() {
+            fctype::PROPERTY_GET if self.qid() == 0 => self.property_get(sqe),
+            fctype::PROPERTY_SET if self.qid() == 0 => self.property_set(sqe),
+            fctype::CONNECT => self.complete(cid, Status::SEQUENCE_ERROR),
+            fctype::DISCONNECT => {
+                self.complete(cid, Status::SUCCESS);
+                self.state = ConnState::Closing;
+            }
+            _ => self.complete(cid, Status::INVALID_OPCODE),
+        }
+    }
+
+    fn property_get(&mut self, sqe: &Sqe) {
+        use crate::controller::prop;
+        let p = nvmf::sqe::PropertyCmd::parse(sqe);
+        let Some(b) = &self.bound else { return };
+        let regs = *b.ctrl.regs.lock().unwrap_or_else(|p| p.into_inner());
+        let opts = &self.target.opts;
+        let value: u64 = match p.offset {
+            prop::CAP => {
+                let mqes = u64::from(opts.max_queue_depth - 1);
+                // MQES, CQR (contiguous queues required), TO = 10 s (500 ms
+                // units), CSS: NVM command set, MPSMIN = MPSMAX = 4 KiB.
+                mqes | (1 << 16) | (20 << 24) | (1 << 37)
+            }
+            prop::VS => u64::from(crate::identify::NVME_VERSION),
+            prop::CC => u64::from(regs.cc),
+            prop::CSTS => u64::from(regs.csts),
+            prop::NSSR => 0,
+            _ => return self.complete(sqe.cid(), Status::INVALID_FIELD),
+        };
+        let value = if p.eight_bytes {
+            value
+        } else {
+            value & 0xffff_ffff
+        };
+        let cqe = Cqe {
+            dw0: value as u32,
+            dw1: (value >> 32) as u32,
+            ..Cqe::new(sqe.cid(), Status::SUCCESS)
+        };
+        self.respond(cqe);
+    }
+
+    fn property_set(&mut self, sqe: &Sqe) {
+        use crate::controller::prop;
+        let p = nvmf::sqe::PropertyCmd::parse(sqe);
+        let cid = sqe.cid();
+        if p.offset != prop::CC {
+            return self.complete(cid, Status::INVALID_FIELD);
+        }
+        let Some(b) = &self.bound else { return };
+        let transition = b
+            .ctrl
+            .regs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .write_cc(p.value as u32);
+        match transition {
+            CcTransition::None | CcTransition::Enable => {}
+            CcTransition::Reset => self.abort_aers(),
+            CcTransition::Shutdown => {
+                let namespaces = self.namespaces();
+                self.submit.push(Op::ShutdownFlush { namespaces });
+                self.abort_aers();
+            }
+        }
+        self.complete(cid, Status::SUCCESS);
+    }
+
+    /// Ends every outstanding AER (reset, shutdown).
+    fn abort_aers(&mut self) {
+        for cid in std::mem::take(&mut self.aers) {
+            self.complete(cid, status::ABORTED_SQ_DELETION);
+        }
+    }
+
+    /// Completes outstanding AERs with pending events.
+    pub(crate) fn deliver_events(&mut self) {
+        let Some(ctrl) = self.bound.as_ref().map(|b| b.ctrl.clone()) else {
+            return;
+        };
+        while !self.aers.is_empty() {
+            let Some(ev) = ctrl.take_event() else { break };
+            let cid = self.aers.remove(0);
+            self.respond(Cqe {
+                dw0: ev,
+                ..Cqe::new(cid, Status::SUCCESS)
+            });
+        }
+    }
+
+    fn connect(&mut self, sqe: &Sqe, data: &[u8]) {
+        let cid = sqe.cid();
+        match self.try_connect(sqe, data) {
+            Ok(cntlid) => self.respond(Cqe {
+                dw0: u32::from(cntlid),
+                ..Cqe::new(cid, Status::SUCCESS)
+            }),
+            Err((status, dw0)) => {
+                tracing::info!(peer = %self.peer, sc = status.sc, dw0, "Connect refused");
+                self.respond(Cqe {
+                    dw0,
+                    ..Cqe::new(cid, status)
+                })
+            }
+        }
+    }
+
+    /// Connect; on refusal, the status and CQE DW0 (for Invalid Parameters:
+    /// the offset of the bad field, bit 16 set when it is in the data).
+    fn try_connect(&mut self, sqe: &Sqe, data: &[u8]) -> Result<u16, (Status, u32)> {
+        const IN_DATA: u32 = 1 << 16;
+        let invalid = |at: u32| (Status::CONNECT_INVALID_PARAMETERS, at);
+        let cmd = ConnectCmd::parse(sqe);
+        let sgl_desc = sqe.sgl();
+        if sgl_desc.kind != sgl::IN_CAPSULE || sgl_desc.address != 0 || data.len() < 1024 {
+            return Err((Status::SGL_TYPE_INVALID, 0));
+        }
+        if cmd.recfmt != 0 {
+            return Err((status::CONNECT_INCOMPATIBLE_FORMAT, 0));
+        }
+        let d = ConnectData::parse(data).map_err(|e| match e {
+            ConnectDataError::TooShort => invalid(0),
+            ConnectDataError::BadNqn(at) => invalid(IN_DATA | u32::from(at)),
+        })?;
+        let sub = self
+            .target
+            .subsystem(&d.subnqn)
+            .filter(|s| s.listens_on(self.listen))
+            .ok_or(invalid(IN_DATA | 256))?;
+        if !sub.host_allowed(&d.hostnqn) {
+            tracing::warn!(subnqn = %d.subnqn, hostnqn = %d.hostnqn, "host not allowed");
+            return Err((Status::CONNECT_INVALID_HOST, IN_DATA | 512));
+        }
+        let opts = &self.target.opts;
+        let max_entries = if cmd.qid == 0 {
+            opts.max_aq_depth
+        } else {
+            opts.max_queue_depth
+        };
+        let min_sqsize = if cmd.qid == 0 { 31 } else { 1 };
+        if cmd.sqsize < min_sqsize || u32::from(cmd.sqsize) + 1 > u32::from(max_entries) {
+            return Err(invalid(44));
+        }
+        let ctrl = if cmd.qid == 0 {
+            if d.cntlid != 0xffff {
+                return Err(invalid(IN_DATA | 16));
+            }
+            let io_queues = if sub.is_discovery {
+                0
+            } else {
+                u32::from(opts.max_io_qpairs_per_ctrlr)
+            };
+            let s2 = sub.clone();
+            let ctrl = sub
+                .register_controller(|id| {
+                    Arc::new(Controller::new(
+                        id,
+                        s2,
+                        d.hostnqn.clone(),
+                        d.host_id,
+                        cmd.kato_ms,
+                        io_queues,
+                    ))
+                })
+                .ok_or((status::CONNECT_CONTROLLER_BUSY, 0))?;
+            ctrl.keep_alive();
+            ctrl
+        } else {
+            if sub.is_discovery {
+                return Err(invalid(42));
+            }
+            let ctrl = sub.controller(d.cntlid).ok_or(invalid(IN_DATA | 16))?;
+            if ctrl.hostnqn != d.hostnqn {
+                return Err(invalid(IN_DATA | 512));
+            }
+            let ready = ctrl.regs.lock().unwrap_or_else(|p| p.into_inner()).csts & CSTS_RDY != 0;
+            if !ready {
+                return Err((Status::SEQUENCE_ERROR, 0));
+            }
+            if u32::from(cmd.qid) > ctrl.io_queues_granted.load(Ordering::Relaxed)
+                || !ctrl.attach_io_queue(cmd.qid)
+            {
+                return Err(invalid(42));
+            }
+            ctrl
+        };
+        let cntlid = ctrl.cntlid;
+        let entries = cmd.sqsize as usize + 1;
+        self.slots = (0..entries).map(|_| Request::free()).collect();
+        self.free = (0..entries as u16).rev().collect();
+        self.state_counts = [0; REQ_STATES];
+        self.state_counts[ReqState::Free.index()] = entries as u32;
+        let stats = sub.stats.clone();
+        stats.connections_total.inc();
+        stats.connections.add(1);
+        tracing::debug!(peer = %self.peer, subnqn = %sub.nqn, cntlid, qid = cmd.qid, sqsize = cmd.sqsize, "queue connected");
+        self.bound = Some(Binding {
+            qid: cmd.qid,
+            sqsize: cmd.sqsize,
+            ctrl,
+            sub,
+            stats,
+        });
+        self.state = ConnState::Serving;
+        Ok(cntlid)
+    }
+
+    /// Queues the TermReq for `f` and ends the connection.
+    fn terminate(&mut self, f: &Fatal) {
+        tracing::warn!(peer = %self.peer, "fatal NVMe/TCP error, sending TermReq: {}", f.err);
+        if let Some(b) = &self.bound {
+            b.stats.protocol_errors.inc();
+        } else {
+            self.target.discovery.stats.protocol_errors.inc();
+        }
+        let header = &f.header[..f.header_len];
+        self.out
+            .put_with(pdu::SMALL_HLEN + pdu::TERM_REQ_MAX_DATA, |b| {
+                pdu::encode_term_req(b, false, &f.err, header)
+            });
+        self.state = ConnState::Terminating;
+    }
+
+    fn begin_drain(&mut self) {
+        if self.state == ConnState::Serving {
+            self.state = ConnState::Draining;
+            self.abort_aers();
+        } else if self.state != ConnState::Draining {
+            self.state = ConnState::Closing;
+        }
+    }
+
+    fn close(&mut self) {
+        let Some(b) = self.bound.take() else { return };
+        b.stats.connections.add(-1);
+        if b.qid == 0 {
+            b.ctrl.tear_down("admin queue closed");
+        } else {
+            b.ctrl.detach_io_queue(b.qid);
+        }
+    }
+}
+
+async fn wait_torn_down(rx: &mut Option<watch::Receiver<bool>>) {
+    match rx {
+        Some(rx) => {
+            if rx.wait_for(|v| *v).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn notified(ctrl: Option<&Controller>) {
+    match ctrl {
+        Some(c) => c.event_notify.notified().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Serves one accepted connection until it ends.
+pub(crate) async fn serve(
+    stream: TcpStream,
+    peer: SocketAddr,
+    listen: SocketAddr,
+    target: Arc<Inner>,
+    _drain: mpsc::Sender<()>,
+) {
+    let (mut rd, mut wr) = stream.into_split();
+    let mut shutdown = target.shutdown.subscribe();
+    let drain_timeout = target.opts.drain_timeout;
+    let mut conn = Connection::new(target, peer, listen);
+    let mut rb = RecvBuf {
+        buf: vec![0; 2 * conn.neg.max_plen as usize],
+        start: 0,
+        end: 0,
+    };
+    let mut inflight = FuturesUnordered::new();
+    let mut teardown: Option<watch::Receiver<bool>> = None;
+    let mut drain_deadline: Option<Instant> = None;
+    loop {
+        for op in conn.submit.drain(..) {
+            inflight.push(execute(op));
+        }
+        if let Err(e) = conn.out.flush(&mut wr, &mut conn.pool).await {
+            tracing::debug!(%peer, "write: {e}");
+            break;
+        }
+        match conn.state {
+            ConnState::Terminating | ConnState::Closing => break,
+            ConnState::Draining if conn.busy() == 0 && inflight.is_empty() => break,
+            _ => {}
+        }
+        let ctrl = conn.bound.as_ref().map(|b| b.ctrl.clone());
+        if teardown.is_none() {
+            teardown = ctrl.as_ref().map(|c| c.teardown_signal());
+        }
+        let is_admin = conn.bound.as_ref().is_some_and(|b| b.qid == 0);
+        let ka_deadline = if is_admin {
+            ctrl.as_ref().and_then(|c| c.keep_alive_deadline())
+        } else {
+            None
+        };
+        let events_ctrl = ctrl
+            .as_deref()
+            .filter(|_| is_admin && !conn.aers.is_empty());
+        let draining = conn.state == ConnState::Draining;
+        tokio::select! {
+            Some(done) = inflight.next(), if !inflight.is_empty() => {
+                conn.finish(done);
+                while let Some(Some(done)) = inflight.next().now_or_never() {
+                    conn.finish(done);
+                }
+            }
+            r = rd.read(rb.spare()) => match r {
+                Ok(0) => break,
+                Err(e) => {
+                    tracing::debug!(%peer, "read: {e}");
+                    break;
+                }
+                Ok(n) => {
+                    rb.end += n;
+                    if let Err(f) = conn.process(&mut rb) {
+                        conn.terminate(&f);
+                    }
+                }
+            },
+            _ = wait_torn_down(&mut teardown) => break,
+            _ = crate::target::until_true(&mut shutdown), if !draining => {
+                conn.begin_drain();
+                drain_deadline = Some(Instant::now() + drain_timeout);
+            }
+            _ = sleep_until(ka_deadline) => {
+                if let Some(c) = &ctrl {
+                    if c.keep_alive_deadline().is_some_and(|d| d <= Instant::now()) {
+                        c.tear_down("keep-alive timeout");
+                        break;
+                    }
+                }
+            }
+            _ = notified(events_ctrl) => conn.deliver_events(),
+            _ = sleep_until(drain_deadline) => break,
+        }
+    }
+    // In-flight bdev operations own their buffers; dropping them here is
+    // safe (the bdev contract), their results are simply not sent.
+    drop(inflight);
+    conn.close();
+}

@@ -1,0 +1,329 @@
+//! A controller: what one host's association with one subsystem shares
+//! across its queue pairs (the admin queue creates it, I/O queues attach to
+//! it by controller id).
+//!
+//! Queue pairs run as separate tasks; what they share is here behind small
+//! locks that only admin commands and Connect take. The I/O path reads
+//! nothing from the controller except the teardown signal, which it awaits
+//! in its select loop.
+
+use std::collections::{BTreeSet, VecDeque};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use tokio::sync::{watch, Notify};
+
+use crate::subsystem::Subsystem;
+
+/// Property offsets (NVMe base specification, "Controller Registers").
+pub mod prop {
+    /// Controller Capabilities (8 bytes).
+    pub const CAP: u32 = 0x00;
+    /// Version.
+    pub const VS: u32 = 0x08;
+    /// Controller Configuration.
+    pub const CC: u32 = 0x14;
+    /// Controller Status.
+    pub const CSTS: u32 = 0x1c;
+    /// NVM Subsystem Reset.
+    pub const NSSR: u32 = 0x20;
+}
+
+/// CC.EN.
+pub const CC_EN: u32 = 1;
+/// CC.SHN field mask.
+pub const CC_SHN_MASK: u32 = 0x3 << 14;
+/// CSTS.RDY.
+pub const CSTS_RDY: u32 = 1;
+/// CSTS.SHST: shutdown processing occurring.
+pub const CSTS_SHST_OCCURRING: u32 = 1 << 2;
+/// CSTS.SHST: shutdown processing complete.
+pub const CSTS_SHST_COMPLETE: u32 = 2 << 2;
+/// CSTS.SHST mask.
+pub const CSTS_SHST_MASK: u32 = 3 << 2;
+
+/// The register pair Fabrics hosts drive with Property Set/Get.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Registers {
+    /// Controller Configuration.
+    pub cc: u32,
+    /// Controller Status.
+    pub csts: u32,
+}
+
+/// What a CC write asks the controller to do, besides storing it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CcTransition {
+    /// Nothing beyond storing the value.
+    None,
+    /// EN 0 -> 1: the controller is ready.
+    Enable,
+    /// EN 1 -> 0: reset; outstanding AERs end.
+    Reset,
+    /// SHN set: flush, then report shutdown complete.
+    Shutdown,
+}
+
+impl Registers {
+    /// Applies a CC write and says what it means.
+    pub fn write_cc(&mut self, new: u32) -> CcTransition {
+        let old = self.cc;
+        self.cc = new;
+        if new & CC_SHN_MASK != 0 && old & CC_SHN_MASK == 0 {
+            self.csts = (self.csts & !CSTS_SHST_MASK) | CSTS_SHST_OCCURRING;
+            return CcTransition::Shutdown;
+        }
+        match (old & CC_EN != 0, new & CC_EN != 0) {
+            (false, true) => {
+                self.csts = CSTS_RDY;
+                CcTransition::Enable
+            }
+            (true, false) => {
+                self.csts &= !(CSTS_RDY | CSTS_SHST_MASK);
+                CcTransition::Reset
+            }
+            _ => CcTransition::None,
+        }
+    }
+
+    /// Marks shutdown processing complete.
+    pub fn shutdown_complete(&mut self) {
+        self.csts = (self.csts & !CSTS_SHST_MASK) | CSTS_SHST_COMPLETE;
+    }
+}
+
+/// Events the admin queue reports through Asynchronous Event Requests.
+#[derive(Default)]
+struct AsyncEvents {
+    /// CDW0 values of events not yet reported.
+    pending: VecDeque<u32>,
+    /// Namespaces changed since the host last read the changed list.
+    changed_ns: BTreeSet<u32>,
+    /// A namespace notice was reported and the log page not yet read:
+    /// further changes are recorded but not reported (spec: masked).
+    ns_notice_masked: bool,
+    /// Asynchronous Event Configuration (feature 0x0B).
+    config: u32,
+}
+
+/// AEN configuration bit: namespace attribute notices.
+pub const AEN_CFG_NS_ATTRIBUTE: u32 = 1 << 8;
+
+/// CDW0 of a "namespace attribute changed" notice: type notice (2), info
+/// 0, log page 0x04.
+pub const AEN_NS_CHANGED: u32 = 0x02 | (0x04 << 16);
+
+/// AEN configuration bit: discovery log page change notices.
+pub const AEN_CFG_DISCOVERY_CHANGE: u32 = 1 << 31;
+
+/// CDW0 of a "discovery log page changed" notice: type notice (2), info
+/// 0xF0, log page 0x70.
+pub const AEN_DISCOVERY_CHANGED: u32 = 0x02 | (0xf0 << 8) | (0x70 << 16);
+
+/// One host's controller.
+pub struct Controller {
+    /// Controller id.
+    pub cntlid: u16,
+    /// The subsystem.
+    pub subsystem: Arc<Subsystem>,
+    /// Host NQN given at admin Connect; I/O queues must present the same.
+    pub hostnqn: String,
+    /// Host identifier.
+    pub host_id: [u8; 16],
+    /// Keep-alive timeout, ms (0: none).
+    kato_ms: AtomicU32,
+    /// When the last Keep Alive (or admin command) arrived, ms since `epoch`.
+    last_keep_alive_ms: AtomicU64,
+    epoch: Instant,
+    /// CC and CSTS.
+    pub regs: Mutex<Registers>,
+    /// I/O queues granted by Set Features Number of Queues.
+    pub io_queues_granted: AtomicU32,
+    /// I/O queue ids currently connected.
+    io_qids: Mutex<BTreeSet<u16>>,
+    events: Mutex<AsyncEvents>,
+    /// Wakes the admin queue when an event is pending.
+    pub event_notify: Notify,
+    /// Becomes true when the controller is torn down (keep-alive expiry,
+    /// admin queue gone, subsystem deleted): every queue pair closes.
+    teardown_tx: watch::Sender<bool>,
+    /// Volatile write cache enable (feature 0x06).
+    pub write_cache: AtomicU32,
+}
+
+impl Controller {
+    pub(crate) fn new(
+        cntlid: u16,
+        subsystem: Arc<Subsystem>,
+        hostnqn: String,
+        host_id: [u8; 16],
+        kato_ms: u32,
+        io_queues: u32,
+    ) -> Self {
+        Self {
+            cntlid,
+            subsystem,
+            hostnqn,
+            host_id,
+            kato_ms: AtomicU32::new(kato_ms),
+            last_keep_alive_ms: AtomicU64::new(0),
+            epoch: Instant::now(),
+            regs: Mutex::new(Registers::default()),
+            io_queues_granted: AtomicU32::new(io_queues),
+            io_qids: Mutex::new(BTreeSet::new()),
+            events: Mutex::new(AsyncEvents::default()),
+            event_notify: Notify::new(),
+            teardown_tx: watch::channel(false).0,
+            write_cache: AtomicU32::new(1),
+        }
+    }
+
+    /// Keep-alive timeout in ms (0: disabled).
+    pub fn kato_ms(&self) -> u32 {
+        self.kato_ms.load(Ordering::Relaxed)
+    }
+
+    /// Sets the keep-alive timeout (Set Features 0x0F) and restarts it.
+    pub fn set_kato_ms(&self, ms: u32) {
+        self.kato_ms.store(ms, Ordering::Relaxed);
+        self.keep_alive();
+    }
+
+    /// Records a Keep Alive.
+    pub fn keep_alive(&self) {
+        let now = self.epoch.elapsed().as_millis() as u64;
+        self.last_keep_alive_ms.store(now, Ordering::Relaxed);
+    }
+
+    /// When the keep-alive timer expires, if it is enabled.
+    pub fn keep_alive_deadline(&self) -> Option<Instant> {
+        let kato = self.kato_ms();
+        if kato == 0 {
+            return None;
+        }
+        let last = self.last_keep_alive_ms.load(Ordering::Relaxed);
+        Some(self.epoch + std::time::Duration::from_millis(last + u64::from(kato)))
+    }
+
+    /// A receiver that sees the teardown.
+    pub fn teardown_signal(&self) -> watch::Receiver<bool> {
+        self.teardown_tx.subscribe()
+    }
+
+    /// Ends the controller: every queue pair closes, and the subsystem
+    /// forgets it.
+    pub fn tear_down(&self, why: &str) {
+        if !self.teardown_tx.send_replace(true) {
+            tracing::info!(
+                subnqn = %self.subsystem.nqn,
+                cntlid = self.cntlid,
+                hostnqn = %self.hostnqn,
+                "controller torn down: {why}"
+            );
+        }
+        self.subsystem.unregister_controller(self.cntlid);
+    }
+
+    /// Whether the controller has been torn down.
+    pub fn is_torn_down(&self) -> bool {
+        *self.teardown_tx.borrow()
+    }
+
+    /// Claims I/O queue `qid`; false when it is taken.
+    pub fn attach_io_queue(&self, qid: u16) -> bool {
+        self.io_qids
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(qid)
+    }
+
+    /// Releases I/O queue `qid`.
+    pub fn detach_io_queue(&self, qid: u16) {
+        self.io_qids
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&qid);
+    }
+
+    /// Records a namespace change and, when enabled and not masked, queues
+    /// a notice for the next outstanding AER.
+    pub fn namespace_changed(&self, nsid: u32) {
+        let mut ev = self.events.lock().unwrap_or_else(|p| p.into_inner());
+        ev.changed_ns.insert(nsid);
+        if ev.config & AEN_CFG_NS_ATTRIBUTE != 0 && !ev.ns_notice_masked {
+            ev.ns_notice_masked = true;
+            ev.pending.push_back(AEN_NS_CHANGED);
+            drop(ev);
+            self.event_notify.notify_one();
+        }
+    }
+
+    /// Queues a discovery log change notice when the host enabled them
+    /// (discovery controllers only).
+    pub fn discovery_changed(&self) {
+        let mut ev = self.events.lock().unwrap_or_else(|p| p.into_inner());
+        if ev.config & AEN_CFG_DISCOVERY_CHANGE != 0 && !ev.pending.contains(&AEN_DISCOVERY_CHANGED)
+        {
+            ev.pending.push_back(AEN_DISCOVERY_CHANGED);
+            drop(ev);
+            self.event_notify.notify_one();
+        }
+    }
+
+    /// The next event to report, if any.
+    pub fn take_event(&self) -> Option<u32> {
+        self.events
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pending
+            .pop_front()
+    }
+
+    /// Reads (and, unless `retain`, clears) the changed namespace list;
+    /// reading it unmasks namespace notices.
+    pub fn changed_namespaces(&self, retain: bool) -> Vec<u32> {
+        let mut ev = self.events.lock().unwrap_or_else(|p| p.into_inner());
+        let list = ev.changed_ns.iter().copied().collect();
+        if !retain {
+            ev.changed_ns.clear();
+            ev.ns_notice_masked = false;
+        }
+        list
+    }
+
+    /// Asynchronous Event Configuration.
+    pub fn aen_config(&self) -> u32 {
+        self.events.lock().unwrap_or_else(|p| p.into_inner()).config
+    }
+
+    /// Sets the Asynchronous Event Configuration.
+    pub fn set_aen_config(&self, v: u32) {
+        self.events.lock().unwrap_or_else(|p| p.into_inner()).config = v;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cc_transitions() {
+        let mut r = Registers::default();
+        assert_eq!(
+            r.write_cc(CC_EN | (6 << 16) | (4 << 20)),
+            CcTransition::Enable
+        );
+        assert_eq!(r.csts & CSTS_RDY, CSTS_RDY);
+        // Writing the same value again changes nothing.
+        assert_eq!(r.write_cc(r.cc), CcTransition::None);
+        // Normal shutdown notification.
+        assert_eq!(r.write_cc(r.cc | (1 << 14)), CcTransition::Shutdown);
+        assert_eq!(r.csts & CSTS_SHST_MASK, CSTS_SHST_OCCURRING);
+        r.shutdown_complete();
+        assert_eq!(r.csts & CSTS_SHST_MASK, CSTS_SHST_COMPLETE);
+        // Disable resets RDY and SHST.
+        assert_eq!(r.write_cc(0), CcTransition::Reset);
+        assert_eq!(r.csts, 0);
+    }
+}

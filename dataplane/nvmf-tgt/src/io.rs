@@ -1,0 +1,178 @@
+//! NVM I/O commands: Read, Write, Flush, Write Zeroes, Dataset Management.
+//! Checks happen before any data moves (a doomed write is refused before
+//! its R2T); the bdev call runs in the connection's in-flight set.
+
+use std::sync::Arc;
+
+use nvmf::cqe::Status;
+use nvmf::sqe::{opcode, sgl, Sqe};
+
+use crate::connection::{status, Connection, Op, Pending, ReqState};
+use crate::subsystem::Namespace;
+
+/// A DSM range is 16 bytes; at most 256 ranges.
+const DSM_RANGE_LEN: usize = 16;
+
+impl Connection {
+    pub(crate) fn io(&mut self, sqe: &Sqe, data: &[u8]) {
+        let cid = sqe.cid();
+        let Some(ns) = self.namespace(sqe.nsid()) else {
+            return self.complete(cid, Status::INVALID_NAMESPACE);
+        };
+        match sqe.opcode() {
+            opcode::READ => self.read(sqe, ns),
+            opcode::WRITE => self.write(sqe, ns, data),
+            opcode::FLUSH => {
+                let Some(slot) = self.slot_or_refuse(cid) else {
+                    return;
+                };
+                self.set_state(slot, ReqState::Executing);
+                self.submit.push(Op::Flush { slot, ns });
+            }
+            opcode::WRITE_ZEROES => {
+                let (offset, len) = match self.range(sqe, &ns) {
+                    Ok(r) => r,
+                    Err(st) => return self.complete(cid, st),
+                };
+                let Some(slot) = self.slot_or_refuse(cid) else {
+                    return;
+                };
+                self.set_state(slot, ReqState::Executing);
+                self.submit.push(Op::WriteZeroes {
+                    slot,
+                    ns,
+                    offset,
+                    len: u64::from(len),
+                });
+            }
+            opcode::DATASET_MANAGEMENT => self.dataset_management(sqe, ns, data),
+            _ => self.complete(cid, Status::INVALID_OPCODE),
+        }
+    }
+
+    /// A slot, or the over-depth refusal: a host that ignores the queue
+    /// size gets a retryable error for the extra commands, nothing worse.
+    fn slot_or_refuse(&mut self, cid: u16) -> Option<u16> {
+        let slot = self.alloc_slot(cid);
+        if slot.is_none() {
+            self.complete(cid, status::COMMAND_INTERRUPTED);
+        }
+        slot
+    }
+
+    /// Byte offset and length of an LBA-range command, checked against the
+    /// namespace and the transfer limit.
+    fn range(&self, sqe: &Sqe, ns: &Namespace) -> Result<(u64, u32), Status> {
+        let slba = sqe.slba();
+        let nlb = u64::from(sqe.nlb()) + 1;
+        match slba.checked_add(nlb) {
+            Some(end) if end <= ns.num_blocks => {}
+            _ => return Err(Status::LBA_OUT_OF_RANGE),
+        }
+        let len = nlb << ns.block_shift;
+        Ok((slba << ns.block_shift, len as u32))
+    }
+
+    fn transfer_len(&self, sqe: &Sqe, ns: &Namespace) -> Result<(u64, u32), Status> {
+        let (offset, len) = self.range(sqe, ns)?;
+        if len > self.target.opts.max_io_size {
+            return Err(Status::INVALID_FIELD);
+        }
+        if sqe.psdt() == 0 {
+            return Err(Status::INVALID_FIELD);
+        }
+        if sqe.sgl().length < len {
+            return Err(Status::SGL_LENGTH_INVALID);
+        }
+        Ok((offset, len))
+    }
+
+    fn read(&mut self, sqe: &Sqe, ns: Arc<Namespace>) {
+        let cid = sqe.cid();
+        let (offset, len) = match self.transfer_len(sqe, &ns) {
+            Ok(r) => r,
+            Err(st) => return self.complete(cid, st),
+        };
+        if sqe.sgl().kind != sgl::TRANSPORT {
+            return self.complete(cid, Status::SGL_TYPE_INVALID);
+        }
+        let Some(slot) = self.slot_or_refuse(cid) else {
+            return;
+        };
+        let buf = self.pool.take(len as usize);
+        self.set_state(slot, ReqState::Executing);
+        self.submit.push(Op::Read {
+            slot,
+            ns,
+            offset,
+            buf,
+        });
+    }
+
+    fn write(&mut self, sqe: &Sqe, ns: Arc<Namespace>, data: &[u8]) {
+        let cid = sqe.cid();
+        let (offset, len) = match self.transfer_len(sqe, &ns) {
+            Ok(r) => r,
+            Err(st) => return self.complete(cid, st),
+        };
+        self.receive_then(sqe, ns, data, len, Pending::Write { offset });
+    }
+
+    fn dataset_management(&mut self, sqe: &Sqe, ns: Arc<Namespace>, data: &[u8]) {
+        let cid = sqe.cid();
+        let ranges = (sqe.cdw(10) & 0xff) as usize + 1;
+        let deallocate = sqe.cdw(11) & (1 << 2) != 0;
+        let len = (ranges * DSM_RANGE_LEN) as u32;
+        if sqe.sgl().length < len {
+            return self.complete(cid, Status::SGL_LENGTH_INVALID);
+        }
+        self.receive_then(sqe, ns, data, len, Pending::Dsm { deallocate });
+    }
+
+    /// Gets `len` bytes of host data for a command, in the capsule or by
+    /// R2T, then runs `pending`.
+    fn receive_then(
+        &mut self,
+        sqe: &Sqe,
+        ns: Arc<Namespace>,
+        data: &[u8],
+        len: u32,
+        pending: Pending,
+    ) {
+        let cid = sqe.cid();
+        let d = sqe.sgl();
+        let in_capsule = match d.kind {
+            sgl::IN_CAPSULE => {
+                let start = d.address as usize;
+                if d.address > data.len() as u64 || data.len() - start < len as usize {
+                    return self.complete(cid, Status::SGL_OFFSET_INVALID);
+                }
+                Some(start)
+            }
+            sgl::TRANSPORT => None,
+            _ => return self.complete(cid, Status::SGL_TYPE_INVALID),
+        };
+        let Some(slot) = self.slot_or_refuse(cid) else {
+            return;
+        };
+        let mut buf = self.pool.take(len as usize);
+        if let Some(start) = in_capsule {
+            buf.copy_from_slice(&data[start..start + len as usize]);
+        }
+        let r = &mut self.slots[slot as usize];
+        r.ns = Some(ns);
+        r.len = len;
+        r.buf = Some(buf);
+        r.pending = pending;
+        match in_capsule {
+            Some(_) => {
+                r.received = len;
+                self.data_complete(slot);
+            }
+            None => {
+                self.set_state(slot, ReqState::AwaitingH2cData);
+                self.send_r2t(slot);
+            }
+        }
+    }
+}

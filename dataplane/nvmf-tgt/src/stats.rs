@@ -1,0 +1,69 @@
+//! Per-subsystem counters, registered in the `metrics` registry with the
+//! label `subnqn`. Queue pairs hold `Arc`s to the series and only touch
+//! atomics.
+
+use std::sync::Arc;
+
+use metrics::{Counter, Gauge, Registry};
+
+/// Names of the per-subsystem families, for removal on delete.
+const FAMILIES: [&str; 7] = [
+    "rackcache_nvmf_connections_total",
+    "rackcache_nvmf_connections",
+    "rackcache_nvmf_commands_total",
+    "rackcache_nvmf_read_bytes_total",
+    "rackcache_nvmf_written_bytes_total",
+    "rackcache_nvmf_errors_total",
+    "rackcache_nvmf_protocol_errors_total",
+];
+
+/// Counters of one subsystem.
+#[derive(Clone)]
+pub struct SubsystemStats {
+    /// Queue pairs ever connected (admin and I/O).
+    pub connections_total: Arc<Counter>,
+    /// Queue pairs connected now.
+    pub connections: Arc<Gauge>,
+    /// Commands completed.
+    pub commands: Arc<Counter>,
+    /// Bytes read by hosts.
+    pub read_bytes: Arc<Counter>,
+    /// Bytes written by hosts.
+    pub written_bytes: Arc<Counter>,
+    /// Commands completed with an error status.
+    pub errors: Arc<Counter>,
+    /// Connections ended by a protocol error (TermReq).
+    pub protocol_errors: Arc<Counter>,
+}
+
+impl SubsystemStats {
+    /// Registers the series of subsystem `nqn`.
+    pub fn register(registry: &Registry, nqn: &str) -> Self {
+        let l = [("subnqn", nqn)];
+        let c = |n: &str, h: &str| registry.counter(n, h, &l).expect("valid metric names");
+        Self {
+            connections_total: c(
+                FAMILIES[0],
+                "NVMe/TCP queue pairs connected to the subsystem.",
+            ),
+            connections: registry
+                .gauge(FAMILIES[1], "NVMe/TCP queue pairs currently connected.", &l)
+                .expect("valid metric names"),
+            commands: c(FAMILIES[2], "NVMe commands completed by the subsystem."),
+            read_bytes: c(FAMILIES[3], "Bytes read by hosts from the subsystem."),
+            written_bytes: c(FAMILIES[4], "Bytes written by hosts to the subsystem."),
+            errors: c(FAMILIES[5], "NVMe commands completed with an error status."),
+            protocol_errors: c(
+                FAMILIES[6],
+                "NVMe/TCP connections ended by a protocol error.",
+            ),
+        }
+    }
+
+    /// Removes subsystem `nqn`'s series.
+    pub fn unregister(registry: &Registry, nqn: &str) {
+        for f in FAMILIES {
+            registry.remove(f, &[("subnqn", nqn)]);
+        }
+    }
+}

@@ -1,0 +1,476 @@
+//! NVM subsystems: identity, namespaces, the hosts allowed in, the
+//! listeners that expose them, and the controllers currently connected.
+//!
+//! Everything here is configuration, touched by RPCs and by Fabrics Connect,
+//! never by an I/O command: a queue pair resolves its subsystem at Connect
+//! time into an `Arc`, and reads the namespace table through a snapshot it
+//! refreshes only when [`Subsystem::ns_generation`] moves (one relaxed atomic
+//! load per command, no lock).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+
+use bdev::Bdev;
+
+use crate::controller::Controller;
+use crate::stats::SubsystemStats;
+use crate::TargetError;
+
+/// NQN of the discovery subsystem every target serves.
+pub const DISCOVERY_NQN: &str = "nqn.2014-08.org.nvmexpress.discovery";
+
+/// Largest NQN, in bytes (NVMe base specification: 223).
+pub const MAX_NQN_LEN: usize = 223;
+
+/// Checks an NQN's shape: `nqn.yyyy-mm.reverse.domain:anything`, or the
+/// UUID form, at most 223 bytes, printable ASCII.
+pub fn validate_nqn(nqn: &str) -> Result<(), TargetError> {
+    let bad = |why: &str| Err(TargetError::InvalidArgument(format!("NQN {nqn:?}: {why}")));
+    if nqn.is_empty() || nqn.len() > MAX_NQN_LEN {
+        return bad("must be 1 to 223 bytes");
+    }
+    if !nqn.bytes().all(|b| b.is_ascii_graphic()) {
+        return bad("must be printable ASCII without spaces");
+    }
+    let Some(rest) = nqn.strip_prefix("nqn.") else {
+        return bad("must start with \"nqn.\"");
+    };
+    let date_ok = rest.len() > 8
+        && rest.as_bytes()[..4].iter().all(u8::is_ascii_digit)
+        && rest.as_bytes()[4] == b'-'
+        && rest.as_bytes()[5..7].iter().all(u8::is_ascii_digit)
+        && rest.as_bytes()[7] == b'.';
+    if !date_ok {
+        return bad("must continue with a yyyy-mm. date");
+    }
+    Ok(())
+}
+
+/// A namespace: an nsid bound to a bdev, with identifiers hosts use to
+/// recognise it across restarts and paths.
+pub struct Namespace {
+    /// Namespace id (1-based).
+    pub nsid: u32,
+    /// The device I/O goes to.
+    pub bdev: Arc<Bdev>,
+    /// Name of the bdev (for RPC listings).
+    pub bdev_name: String,
+    /// NGUID (Identify Namespace and the descriptor list).
+    pub nguid: [u8; 16],
+    /// UUID (descriptor list).
+    pub uuid: [u8; 16],
+    /// Block size, cached from the bdev.
+    pub block_size: u32,
+    /// log2 of the block size.
+    pub block_shift: u32,
+    /// Size in blocks.
+    pub num_blocks: u64,
+}
+
+impl Namespace {
+    /// A namespace on `bdev`; without explicit identifiers they are derived
+    /// from the subsystem NQN and the nsid, so they are stable across
+    /// restarts and identical on every path to the same subsystem.
+    pub fn new(
+        subnqn: &str,
+        nsid: u32,
+        bdev: Arc<Bdev>,
+        nguid: Option<[u8; 16]>,
+        uuid: Option<[u8; 16]>,
+    ) -> Self {
+        let info = bdev.info();
+        let derived_uuid = bdev::uuid_from_name(subnqn, &format!("nsid-{nsid}"));
+        let derived_nguid = bdev::uuid_from_name(subnqn, &format!("nguid-{nsid}"));
+        Self {
+            nsid,
+            bdev_name: info.name.clone(),
+            block_size: info.block_size,
+            block_shift: info.block_size.trailing_zeros(),
+            num_blocks: info.num_blocks,
+            nguid: nguid.unwrap_or(derived_nguid),
+            uuid: uuid.unwrap_or(derived_uuid),
+            bdev,
+        }
+    }
+}
+
+/// The namespace table as one immutable snapshot.
+pub type NamespaceMap = BTreeMap<u32, Arc<Namespace>>;
+
+/// A listener as the discovery log page shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListenAddress {
+    /// Where the target listens.
+    pub listen: SocketAddr,
+    /// Address hosts should use (TRADDR), when they reach the target through
+    /// port forwarding at another address; defaults to the listen address.
+    pub advertised_addr: Option<String>,
+    /// Service id hosts should use (TRSVCID); defaults to the listen port.
+    pub advertised_port: Option<u16>,
+}
+
+impl ListenAddress {
+    /// TRADDR as the discovery log shows it.
+    pub fn traddr(&self) -> String {
+        self.advertised_addr
+            .clone()
+            .unwrap_or_else(|| self.listen.ip().to_string())
+    }
+
+    /// TRSVCID as the discovery log shows it.
+    pub fn trsvcid(&self) -> String {
+        self.advertised_port
+            .unwrap_or(self.listen.port())
+            .to_string()
+    }
+
+    /// Whether the advertised address is IPv6 (ADRFAM).
+    pub fn is_ipv6(&self) -> bool {
+        match &self.advertised_addr {
+            Some(a) => a.contains(':'),
+            None => self.listen.is_ipv6(),
+        }
+    }
+}
+
+/// Parameters of a new subsystem (SPDK `nvmf_create_subsystem`).
+#[derive(Clone, Debug)]
+pub struct SubsystemConfig {
+    /// NQN.
+    pub nqn: String,
+    /// Serial number (Identify SN, 20 ASCII characters at most).
+    pub serial: String,
+    /// Model number (Identify MN, 40 characters at most).
+    pub model: String,
+    /// Any host may connect (off by default: only listed hosts).
+    pub allow_any_host: bool,
+    /// Largest nsid (Identify NN and MNAN).
+    pub max_namespaces: u32,
+}
+
+impl SubsystemConfig {
+    /// Defaults for `nqn`: SPDK's serial and model, 32 namespaces, no hosts.
+    pub fn new(nqn: &str) -> Self {
+        Self {
+            nqn: nqn.to_owned(),
+            serial: "00000000000000000000".into(),
+            model: "rackcache Controller".into(),
+            allow_any_host: false,
+            max_namespaces: 32,
+        }
+    }
+}
+
+/// Who may connect.
+#[derive(Default)]
+struct Access {
+    allow_any_host: bool,
+    hosts: BTreeSet<String>,
+}
+
+/// An NVM subsystem.
+pub struct Subsystem {
+    /// NQN.
+    pub nqn: String,
+    /// Serial number.
+    pub serial: String,
+    /// Model number.
+    pub model: String,
+    /// Largest nsid.
+    pub max_namespaces: u32,
+    /// Whether this is the discovery subsystem.
+    pub is_discovery: bool,
+    access: RwLock<Access>,
+    namespaces: RwLock<Arc<NamespaceMap>>,
+    /// Bumped on every namespace change; queue pairs compare it to refresh
+    /// their snapshot.
+    pub ns_generation: AtomicU64,
+    listeners: RwLock<Vec<ListenAddress>>,
+    controllers: Mutex<BTreeMap<u16, Weak<Controller>>>,
+    next_cntlid: Mutex<u16>,
+    /// Counters.
+    pub stats: SubsystemStats,
+}
+
+/// Controller ids a dynamic controller may get (0xFFF0.. are reserved).
+const MAX_CNTLID: u16 = 0xffef;
+
+impl Subsystem {
+    pub(crate) fn new(cfg: SubsystemConfig, is_discovery: bool, stats: SubsystemStats) -> Self {
+        Self {
+            nqn: cfg.nqn,
+            serial: cfg.serial,
+            model: cfg.model,
+            max_namespaces: cfg.max_namespaces,
+            is_discovery,
+            access: RwLock::new(Access {
+                allow_any_host: cfg.allow_any_host,
+                hosts: BTreeSet::new(),
+            }),
+            namespaces: RwLock::new(Arc::new(NamespaceMap::new())),
+            ns_generation: AtomicU64::new(0),
+            listeners: RwLock::new(Vec::new()),
+            controllers: Mutex::new(BTreeMap::new()),
+            next_cntlid: Mutex::new(1),
+            stats,
+        }
+    }
+
+    /// Whether `hostnqn` may connect.
+    pub fn host_allowed(&self, hostnqn: &str) -> bool {
+        let a = self.access.read().unwrap_or_else(|p| p.into_inner());
+        a.allow_any_host || a.hosts.contains(hostnqn)
+    }
+
+    /// Whether any host may connect.
+    pub fn allow_any_host(&self) -> bool {
+        self.access
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .allow_any_host
+    }
+
+    /// Lets any host in (true) or only listed hosts (false).
+    pub fn set_allow_any_host(&self, allow: bool) {
+        self.access
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .allow_any_host = allow;
+    }
+
+    /// Allows `hostnqn`.
+    pub fn add_host(&self, hostnqn: &str) -> Result<(), TargetError> {
+        validate_nqn(hostnqn)?;
+        let mut a = self.access.write().unwrap_or_else(|p| p.into_inner());
+        if !a.hosts.insert(hostnqn.to_owned()) {
+            return Err(TargetError::Exists(format!("host {hostnqn}")));
+        }
+        Ok(())
+    }
+
+    /// Disallows `hostnqn` (connected controllers stay).
+    pub fn remove_host(&self, hostnqn: &str) -> Result<(), TargetError> {
+        let mut a = self.access.write().unwrap_or_else(|p| p.into_inner());
+        if !a.hosts.remove(hostnqn) {
+            return Err(TargetError::NotFound(format!("host {hostnqn}")));
+        }
+        Ok(())
+    }
+
+    /// The allowed hosts.
+    pub fn hosts(&self) -> Vec<String> {
+        let a = self.access.read().unwrap_or_else(|p| p.into_inner());
+        a.hosts.iter().cloned().collect()
+    }
+
+    /// The current namespace table.
+    pub fn namespaces(&self) -> Arc<NamespaceMap> {
+        self.namespaces
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Adds a namespace on `bdev` at `nsid` (or the lowest free one) and
+    /// tells connected controllers. Returns the nsid.
+    pub fn add_namespace(
+        &self,
+        nsid: Option<u32>,
+        bdev: Arc<Bdev>,
+        nguid: Option<[u8; 16]>,
+        uuid: Option<[u8; 16]>,
+    ) -> Result<u32, TargetError> {
+        if self.is_discovery {
+            return Err(TargetError::InvalidArgument(
+                "the discovery subsystem has no namespaces".into(),
+            ));
+        }
+        let nsid = {
+            let mut guard = self.namespaces.write().unwrap_or_else(|p| p.into_inner());
+            let nsid = match nsid {
+                Some(0) | None => (1..=self.max_namespaces)
+                    .find(|n| !guard.contains_key(n))
+                    .ok_or_else(|| {
+                        TargetError::InvalidArgument(format!(
+                            "subsystem {} has all {} namespaces in use",
+                            self.nqn, self.max_namespaces
+                        ))
+                    })?,
+                Some(n) if n > self.max_namespaces || n == u32::MAX => {
+                    return Err(TargetError::InvalidArgument(format!(
+                        "nsid {n} above max_namespaces {}",
+                        self.max_namespaces
+                    )))
+                }
+                Some(n) if guard.contains_key(&n) => {
+                    return Err(TargetError::Exists(format!("namespace {n}")))
+                }
+                Some(n) => n,
+            };
+            let ns = Namespace::new(&self.nqn, nsid, bdev, nguid, uuid);
+            let mut map = NamespaceMap::clone(&guard);
+            map.insert(nsid, Arc::new(ns));
+            *guard = Arc::new(map);
+            self.ns_generation.fetch_add(1, Ordering::Release);
+            nsid
+        };
+        self.notify_namespace_changed(nsid);
+        Ok(nsid)
+    }
+
+    /// Removes namespace `nsid`; in-flight I/O keeps its `Arc` and finishes.
+    pub fn remove_namespace(&self, nsid: u32) -> Result<Arc<Namespace>, TargetError> {
+        let ns = {
+            let mut guard = self.namespaces.write().unwrap_or_else(|p| p.into_inner());
+            let mut map = NamespaceMap::clone(&guard);
+            let ns = map
+                .remove(&nsid)
+                .ok_or_else(|| TargetError::NotFound(format!("namespace {nsid}")))?;
+            *guard = Arc::new(map);
+            self.ns_generation.fetch_add(1, Ordering::Release);
+            ns
+        };
+        self.notify_namespace_changed(nsid);
+        Ok(ns)
+    }
+
+    fn notify_namespace_changed(&self, nsid: u32) {
+        for c in self.live_controllers() {
+            c.namespace_changed(nsid);
+        }
+    }
+
+    /// Records that the subsystem is reachable through `addr`.
+    pub(crate) fn add_listener(&self, addr: ListenAddress) -> Result<(), TargetError> {
+        let mut l = self.listeners.write().unwrap_or_else(|p| p.into_inner());
+        if l.iter().any(|x| x.listen == addr.listen) {
+            return Err(TargetError::Exists(format!("listener {}", addr.listen)));
+        }
+        l.push(addr);
+        Ok(())
+    }
+
+    /// Forgets listener `listen`.
+    pub(crate) fn remove_listener(&self, listen: SocketAddr) -> Result<(), TargetError> {
+        let mut l = self.listeners.write().unwrap_or_else(|p| p.into_inner());
+        let before = l.len();
+        l.retain(|x| x.listen != listen);
+        if l.len() == before {
+            return Err(TargetError::NotFound(format!("listener {listen}")));
+        }
+        Ok(())
+    }
+
+    /// The listeners exposing this subsystem.
+    pub fn listeners(&self) -> Vec<ListenAddress> {
+        self.listeners
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Whether connections accepted on `local` may reach this subsystem.
+    pub fn listens_on(&self, local: SocketAddr) -> bool {
+        self.is_discovery
+            || self
+                .listeners
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .any(|l| {
+                    l.listen == local
+                        || (l.listen.port() == local.port() && l.listen.ip().is_unspecified())
+                })
+    }
+
+    /// Registers a new controller under a fresh dynamic id.
+    pub(crate) fn register_controller(
+        &self,
+        make: impl FnOnce(u16) -> Arc<Controller>,
+    ) -> Option<Arc<Controller>> {
+        let mut ctrls = self.controllers.lock().unwrap_or_else(|p| p.into_inner());
+        ctrls.retain(|_, w| w.strong_count() > 0);
+        let mut next = self.next_cntlid.lock().unwrap_or_else(|p| p.into_inner());
+        for _ in 0..MAX_CNTLID {
+            let id = *next;
+            *next = if id >= MAX_CNTLID { 1 } else { id + 1 };
+            if let std::collections::btree_map::Entry::Vacant(slot) = ctrls.entry(id) {
+                let c = make(id);
+                slot.insert(Arc::downgrade(&c));
+                return Some(c);
+            }
+        }
+        None
+    }
+
+    /// Forgets controller `cntlid`.
+    pub(crate) fn unregister_controller(&self, cntlid: u16) {
+        self.controllers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&cntlid);
+    }
+
+    /// The controller `cntlid`, if it is alive.
+    pub(crate) fn controller(&self, cntlid: u16) -> Option<Arc<Controller>> {
+        self.controllers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&cntlid)
+            .and_then(Weak::upgrade)
+            .filter(|c| !c.is_torn_down())
+    }
+
+    /// Every live controller.
+    pub fn live_controllers(&self) -> Vec<Arc<Controller>> {
+        self.controllers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .filter_map(Weak::upgrade)
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nqn_validation() {
+        assert!(validate_nqn("nqn.2016-06.io.spdk:cnode1").is_ok());
+        assert!(validate_nqn(DISCOVERY_NQN).is_ok());
+        assert!(validate_nqn(
+            "nqn.2014-08.org.nvmexpress:uuid:1b4e28ba-2fa1-11d2-883f-0016d3cca427"
+        )
+        .is_ok());
+        assert!(validate_nqn("iqn.2016-06.io.spdk:x").is_err());
+        assert!(validate_nqn("nqn.16-06.io").is_err());
+        assert!(validate_nqn("nqn.2016-06.io x").is_err());
+        assert!(validate_nqn(&format!("nqn.2016-06.io:{}", "a".repeat(300))).is_err());
+    }
+
+    #[test]
+    fn listen_address_advertised_override() {
+        let l = ListenAddress {
+            listen: "127.0.0.1:4420".parse().unwrap(),
+            advertised_addr: Some("10.0.3.100".into()),
+            advertised_port: Some(14420),
+        };
+        assert_eq!(
+            (l.traddr(), l.trsvcid()),
+            ("10.0.3.100".into(), "14420".into())
+        );
+        let l = ListenAddress {
+            advertised_addr: None,
+            advertised_port: None,
+            ..l
+        };
+        assert_eq!(
+            (l.traddr(), l.trsvcid()),
+            ("127.0.0.1".into(), "4420".into())
+        );
+    }
+}

@@ -1,0 +1,496 @@
+//! The target: transport options, the subsystem registry, listeners and
+//! their accept loops, and graceful shutdown.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use metrics::Registry;
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch};
+
+use crate::log_page::DiscoveryEntry;
+use crate::stats::SubsystemStats;
+use crate::subsystem::{validate_nqn, ListenAddress, Subsystem, SubsystemConfig, DISCOVERY_NQN};
+use crate::TargetError;
+
+/// Transport parameters (SPDK `nvmf_create_transport` for TCP).
+#[derive(Clone, Debug)]
+pub struct TransportOptions {
+    /// Entries per I/O queue (CAP.MQES + 1, MAXCMD).
+    pub max_queue_depth: u16,
+    /// Entries of the admin queue at most.
+    pub max_aq_depth: u16,
+    /// I/O queues per controller at most (admin queue not included).
+    pub max_io_qpairs_per_ctrlr: u16,
+    /// In-capsule data accepted, bytes (IOCCSZ - 64).
+    pub in_capsule_data_size: u32,
+    /// Largest transfer of one command, bytes (a power of two of 4 KiB:
+    /// MDTS).
+    pub max_io_size: u32,
+    /// Largest H2CData PDU payload (MAXH2CDATA).
+    pub max_h2c_data: u32,
+    /// Send read data with the C2HData SUCCESS flag and no response capsule
+    /// (off by default: some initiators mishandle it).
+    pub c2h_success: bool,
+    /// How long graceful shutdown waits for in-flight commands.
+    pub drain_timeout: Duration,
+}
+
+impl Default for TransportOptions {
+    fn default() -> Self {
+        Self {
+            max_queue_depth: 128,
+            max_aq_depth: 128,
+            max_io_qpairs_per_ctrlr: 127,
+            in_capsule_data_size: 8192,
+            max_io_size: 1 << 20,
+            max_h2c_data: 128 << 10,
+            c2h_success: false,
+            drain_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+impl TransportOptions {
+    /// Checks the options' ranges.
+    pub fn validate(&self) -> Result<(), TargetError> {
+        let bad = |m: String| Err(TargetError::InvalidArgument(m));
+        if !(2..=4096).contains(&self.max_queue_depth) {
+            return bad(format!(
+                "max_queue_depth {} not in 2..=4096",
+                self.max_queue_depth
+            ));
+        }
+        if !(32..=4096).contains(&self.max_aq_depth) {
+            return bad(format!(
+                "max_aq_depth {} not in 32..=4096",
+                self.max_aq_depth
+            ));
+        }
+        if self.max_io_qpairs_per_ctrlr == 0 {
+            return bad("max_io_qpairs_per_ctrlr must be at least 1".into());
+        }
+        if self.in_capsule_data_size < 4096
+            || self.in_capsule_data_size > (128 << 10)
+            || !self.in_capsule_data_size.is_multiple_of(16)
+        {
+            return bad(format!(
+                "in_capsule_data_size {} must be a multiple of 16 from 4096 to 131072",
+                self.in_capsule_data_size
+            ));
+        }
+        if !self.max_io_size.is_power_of_two() || !(4096..=(8 << 20)).contains(&self.max_io_size) {
+            return bad(format!(
+                "max_io_size {} must be a power of two from 4 KiB to 8 MiB",
+                self.max_io_size
+            ));
+        }
+        if self.max_h2c_data < 4096
+            || !self.max_h2c_data.is_multiple_of(4)
+            || self.max_h2c_data > (1 << 20)
+        {
+            return bad(format!(
+                "max_h2c_data {} must be a multiple of 4 from 4096 to 1 MiB",
+                self.max_h2c_data
+            ));
+        }
+        Ok(())
+    }
+
+    /// MDTS: log2 of the largest transfer in 4 KiB pages.
+    pub fn mdts(&self) -> u8 {
+        (self.max_io_size / 4096).trailing_zeros() as u8
+    }
+}
+
+/// A bound listener.
+struct Listener {
+    portid: u16,
+    stop: watch::Sender<bool>,
+}
+
+/// Shared by the target handle and every connection task.
+pub(crate) struct Inner {
+    pub(crate) opts: TransportOptions,
+    subsystems: RwLock<BTreeMap<String, Arc<Subsystem>>>,
+    pub(crate) discovery: Arc<Subsystem>,
+    listeners: Mutex<BTreeMap<SocketAddr, Listener>>,
+    next_portid: Mutex<u16>,
+    /// Discovery log generation counter.
+    genctr: AtomicU64,
+    metrics: Arc<Registry>,
+    /// True once shutdown starts: accept loops stop, connections drain.
+    pub(crate) shutdown: watch::Sender<bool>,
+    /// Every connection and accept loop holds a clone; shutdown waits until
+    /// all are dropped.
+    drain_tx: Mutex<Option<mpsc::Sender<()>>>,
+    drain_rx: tokio::sync::Mutex<mpsc::Receiver<()>>,
+}
+
+impl Inner {
+    /// The subsystem named `nqn` (the discovery subsystem included).
+    pub(crate) fn subsystem(&self, nqn: &str) -> Option<Arc<Subsystem>> {
+        if nqn == DISCOVERY_NQN {
+            return Some(self.discovery.clone());
+        }
+        self.subsystems
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(nqn)
+            .cloned()
+    }
+
+    /// Discovery log entries `hostnqn` may see.
+    pub(crate) fn discovery_entries(&self, hostnqn: &str) -> (u64, Vec<DiscoveryEntry>) {
+        let subs: Vec<Arc<Subsystem>> = self
+            .subsystems
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        let listeners = self.listeners.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out = Vec::new();
+        for s in subs.iter().filter(|s| s.host_allowed(hostnqn)) {
+            for addr in s.listeners() {
+                let portid = listeners.get(&addr.listen).map_or(0, |l| l.portid);
+                out.push(DiscoveryEntry {
+                    subnqn: s.nqn.clone(),
+                    addr,
+                    portid,
+                });
+            }
+        }
+        (self.genctr.load(Ordering::Relaxed), out)
+    }
+
+    /// Marks the discovery log changed.
+    pub(crate) fn discovery_changed(&self) {
+        self.genctr.fetch_add(1, Ordering::Relaxed);
+        for c in self.discovery.live_controllers() {
+            c.discovery_changed();
+        }
+    }
+}
+
+/// The NVMe-oF target. Cloning gives another handle to the same target.
+#[derive(Clone)]
+pub struct Target {
+    inner: Arc<Inner>,
+}
+
+impl Target {
+    /// A target with no subsystems but discovery, no listeners.
+    pub fn new(opts: TransportOptions, metrics: Arc<Registry>) -> Result<Self, TargetError> {
+        opts.validate()?;
+        let (drain_tx, drain_rx) = mpsc::channel(1);
+        let mut dcfg = SubsystemConfig::new(DISCOVERY_NQN);
+        dcfg.allow_any_host = true;
+        dcfg.max_namespaces = 0;
+        let discovery = Arc::new(Subsystem::new(
+            dcfg,
+            true,
+            SubsystemStats::register(&metrics, DISCOVERY_NQN),
+        ));
+        Ok(Self {
+            inner: Arc::new(Inner {
+                opts,
+                subsystems: RwLock::new(BTreeMap::new()),
+                discovery,
+                listeners: Mutex::new(BTreeMap::new()),
+                next_portid: Mutex::new(1),
+                genctr: AtomicU64::new(1),
+                metrics,
+                shutdown: watch::channel(false).0,
+                drain_tx: Mutex::new(Some(drain_tx)),
+                drain_rx: tokio::sync::Mutex::new(drain_rx),
+            }),
+        })
+    }
+
+    /// The transport options.
+    pub fn options(&self) -> &TransportOptions {
+        &self.inner.opts
+    }
+
+    /// Creates a subsystem.
+    pub fn add_subsystem(&self, cfg: SubsystemConfig) -> Result<Arc<Subsystem>, TargetError> {
+        validate_nqn(&cfg.nqn)?;
+        if cfg.nqn == DISCOVERY_NQN {
+            return Err(TargetError::Exists(format!("subsystem {}", cfg.nqn)));
+        }
+        if cfg.serial.is_empty() || cfg.serial.len() > 20 || !cfg.serial.is_ascii() {
+            return Err(TargetError::InvalidArgument(format!(
+                "serial number {:?} must be 1 to 20 ASCII characters",
+                cfg.serial
+            )));
+        }
+        if cfg.model.is_empty() || cfg.model.len() > 40 || !cfg.model.is_ascii() {
+            return Err(TargetError::InvalidArgument(format!(
+                "model number {:?} must be 1 to 40 ASCII characters",
+                cfg.model
+            )));
+        }
+        if cfg.max_namespaces == 0 || cfg.max_namespaces > 1024 {
+            return Err(TargetError::InvalidArgument(format!(
+                "max_namespaces {} must be 1 to 1024",
+                cfg.max_namespaces
+            )));
+        }
+        let mut subs = self
+            .inner
+            .subsystems
+            .write()
+            .unwrap_or_else(|p| p.into_inner());
+        if subs.contains_key(&cfg.nqn) {
+            return Err(TargetError::Exists(format!("subsystem {}", cfg.nqn)));
+        }
+        let stats = SubsystemStats::register(&self.inner.metrics, &cfg.nqn);
+        let s = Arc::new(Subsystem::new(cfg, false, stats));
+        subs.insert(s.nqn.clone(), s.clone());
+        drop(subs);
+        self.inner.discovery_changed();
+        Ok(s)
+    }
+
+    /// Deletes a subsystem: its controllers are torn down (their queues
+    /// close), its listeners forgotten.
+    pub fn remove_subsystem(&self, nqn: &str) -> Result<(), TargetError> {
+        let s = self
+            .inner
+            .subsystems
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(nqn)
+            .ok_or_else(|| TargetError::NotFound(format!("subsystem {nqn}")))?;
+        for c in s.live_controllers() {
+            c.tear_down("subsystem deleted");
+        }
+        for l in s.listeners() {
+            let _ = s.remove_listener(l.listen);
+            self.release_listener_if_unused(l.listen);
+        }
+        SubsystemStats::unregister(&self.inner.metrics, nqn);
+        self.inner.discovery_changed();
+        Ok(())
+    }
+
+    /// The subsystem named `nqn` (including discovery).
+    pub fn subsystem(&self, nqn: &str) -> Option<Arc<Subsystem>> {
+        self.inner.subsystem(nqn)
+    }
+
+    /// Every subsystem except discovery, by NQN.
+    pub fn subsystems(&self) -> Vec<Arc<Subsystem>> {
+        self.inner
+            .subsystems
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// Adds a host to a subsystem's allow list.
+    pub fn add_host(&self, nqn: &str, hostnqn: &str) -> Result<(), TargetError> {
+        self.existing(nqn)?.add_host(hostnqn)?;
+        self.inner.discovery_changed();
+        Ok(())
+    }
+
+    /// Removes a host from a subsystem's allow list.
+    pub fn remove_host(&self, nqn: &str, hostnqn: &str) -> Result<(), TargetError> {
+        self.existing(nqn)?.remove_host(hostnqn)?;
+        self.inner.discovery_changed();
+        Ok(())
+    }
+
+    fn existing(&self, nqn: &str) -> Result<Arc<Subsystem>, TargetError> {
+        self.inner
+            .subsystems
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(nqn)
+            .cloned()
+            .ok_or_else(|| TargetError::NotFound(format!("subsystem {nqn}")))
+    }
+
+    /// Makes subsystem `nqn` reachable at `listen` (binding it if no other
+    /// subsystem does yet; port 0 picks a free port). `advertised` overrides
+    /// the address and port the discovery log shows. Returns the bound
+    /// address.
+    pub async fn add_listener(
+        &self,
+        nqn: &str,
+        listen: SocketAddr,
+        advertised_addr: Option<String>,
+        advertised_port: Option<u16>,
+    ) -> Result<SocketAddr, TargetError> {
+        let sub = self.existing(nqn)?;
+        let bound = self.listen(listen).await?;
+        if let Err(e) = sub.add_listener(ListenAddress {
+            listen: bound,
+            advertised_addr,
+            advertised_port,
+        }) {
+            self.release_listener_if_unused(bound);
+            return Err(e);
+        }
+        self.inner.discovery_changed();
+        Ok(bound)
+    }
+
+    /// Removes subsystem `nqn`'s listener at `listen`; the socket closes
+    /// when no subsystem uses it any more (connected queues stay).
+    pub fn remove_listener(&self, nqn: &str, listen: SocketAddr) -> Result<(), TargetError> {
+        self.existing(nqn)?.remove_listener(listen)?;
+        self.release_listener_if_unused(listen);
+        self.inner.discovery_changed();
+        Ok(())
+    }
+
+    fn release_listener_if_unused(&self, listen: SocketAddr) {
+        let used = self
+            .subsystems()
+            .iter()
+            .any(|s| s.listeners().iter().any(|l| l.listen == listen));
+        if !used {
+            if let Some(l) = self
+                .inner
+                .listeners
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&listen)
+            {
+                l.stop.send_replace(true);
+            }
+        }
+    }
+
+    /// Binds `addr` (if not bound yet) and starts its accept loop; returns
+    /// the bound address.
+    async fn listen(&self, addr: SocketAddr) -> Result<SocketAddr, TargetError> {
+        if addr.port() != 0
+            && self
+                .inner
+                .listeners
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .contains_key(&addr)
+        {
+            return Ok(addr);
+        }
+        let drain = self
+            .inner
+            .drain_tx
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .ok_or(TargetError::ShuttingDown)?;
+        let sock = TcpListener::bind(addr)
+            .await
+            .map_err(|source| TargetError::Listen { addr, source })?;
+        let bound = sock
+            .local_addr()
+            .map_err(|source| TargetError::Listen { addr, source })?;
+        let (stop, stop_rx) = watch::channel(false);
+        let portid = {
+            let mut p = self
+                .inner
+                .next_portid
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            let id = *p;
+            *p = p.wrapping_add(1).max(1);
+            id
+        };
+        self.inner
+            .listeners
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(bound, Listener { portid, stop });
+        tokio::spawn(accept_loop(sock, bound, self.inner.clone(), stop_rx, drain));
+        tracing::info!(%bound, portid, "NVMe/TCP listener started");
+        Ok(bound)
+    }
+
+    /// Graceful shutdown: stop accepting, let queues finish their in-flight
+    /// commands (up to the drain timeout), then flush every namespace's bdev.
+    pub async fn shutdown(&self) {
+        self.inner.shutdown.send_replace(true);
+        for (_, l) in std::mem::take(
+            &mut *self
+                .inner
+                .listeners
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+        ) {
+            l.stop.send_replace(true);
+        }
+        drop(
+            self.inner
+                .drain_tx
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take(),
+        );
+        let mut rx = self.inner.drain_rx.lock().await;
+        let drained = tokio::time::timeout(
+            self.inner.opts.drain_timeout + Duration::from_secs(1),
+            rx.recv(),
+        )
+        .await;
+        if drained.is_err() {
+            tracing::warn!("NVMe/TCP connections did not drain in time");
+        }
+        for s in self.subsystems() {
+            for ns in s.namespaces().values() {
+                if let Err(e) = ns.bdev.flush().await {
+                    tracing::warn!(subnqn = %s.nqn, nsid = ns.nsid, "flush at shutdown: {e}");
+                }
+            }
+        }
+    }
+}
+
+async fn accept_loop(
+    sock: TcpListener,
+    bound: SocketAddr,
+    inner: Arc<Inner>,
+    mut stop: watch::Receiver<bool>,
+    drain: mpsc::Sender<()>,
+) {
+    let mut shutdown = inner.shutdown.subscribe();
+    loop {
+        tokio::select! {
+            r = sock.accept() => match r {
+                Ok((stream, peer)) => {
+                    let _ = stream.set_nodelay(true);
+                    tokio::spawn(crate::connection::serve(
+                        stream,
+                        peer,
+                        bound,
+                        inner.clone(),
+                        drain.clone(),
+                    ));
+                }
+                Err(e) => {
+                    tracing::warn!(%bound, "accept: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            _ = until_true(&mut stop) => break,
+            _ = until_true(&mut shutdown) => break,
+        }
+    }
+    tracing::info!(%bound, "NVMe/TCP listener stopped");
+}
+
+/// Resolves once the watched flag is true (or its sender is gone).
+pub(crate) async fn until_true(rx: &mut watch::Receiver<bool>) {
+    // The guard `wait_for` returns is not Send: drop it here.
+    let _ = rx.wait_for(|v| *v).await.is_ok();
+}
