@@ -146,8 +146,18 @@ impl Class {
             return c;
         }
         let c = self.chunk_group.len() as u32;
+        // Grow by an eighth rather than doubling: the slabs are most of the
+        // metadata, and a doubled Vec would leave up to half of it unused.
+        // Still amortised O(1) per chunk.
+        let per = self.per_group as usize;
+        if self.entries.len() + per > self.entries.capacity() {
+            let more = per.max(self.entries.len() / 8);
+            self.entries.reserve_exact(more);
+            self.flags.reserve_exact(more);
+            self.chunk_group.reserve_exact(more / per + 1);
+        }
         self.chunk_group.push(g);
-        let n = self.entries.len() + self.per_group as usize;
+        let n = self.entries.len() + per;
         self.entries.resize(n, UNUSED);
         self.flags.resize(n, 0);
         c

@@ -1,2 +1,0 @@
-//! Placeholder, replaced below.
-fn main() {}
