@@ -312,6 +312,7 @@ impl RecvBuf {
 }
 
 /// A fatal error with the header that caused it (for the TermReq).
+#[derive(Debug)]
 struct Fatal {
     err: FatalError,
     header: [u8; pdu::TERM_REQ_MAX_DATA],
@@ -1144,4 +1145,100 @@ pub(crate) async fn serve(
     // safe (the bdev contract), their results are simply not sent.
     drop(inflight);
     conn.close();
+}
+
+#[cfg(test)]
+mod tests {
+    use nvmf::pdu::{encode_capsule_cmd_header, encode_ic_req, IcReq};
+
+    use super::*;
+    use crate::{SubsystemConfig, Target, TransportOptions};
+
+    fn conn() -> Connection {
+        let t = Target::new(TransportOptions::default(), metrics::Registry::new()).unwrap();
+        t.add_subsystem(SubsystemConfig::new("nqn.2016-06.io.spdk:cnode1"))
+            .unwrap();
+        Connection::new(
+            t.inner(),
+            "127.0.0.1:1".parse().unwrap(),
+            "127.0.0.1:4420".parse().unwrap(),
+        )
+    }
+
+    fn feed(c: &mut Connection, bytes: &[u8]) -> Result<(), Box<Fatal>> {
+        let mut rb = RecvBuf {
+            buf: vec![0; 1 << 20],
+            start: 0,
+            end: bytes.len(),
+        };
+        rb.buf[..bytes.len()].copy_from_slice(bytes);
+        c.process(&mut rb)
+    }
+
+    fn ic_req() -> [u8; 128] {
+        let mut b = [0u8; 128];
+        encode_ic_req(
+            &mut b,
+            &IcReq {
+                pfv: 0,
+                hpda: 0,
+                header_digest: false,
+                data_digest: false,
+                maxr2t: 0,
+            },
+        );
+        b
+    }
+
+    #[test]
+    fn ic_then_connect_only() {
+        let mut c = conn();
+        assert_eq!(c.state, ConnState::AwaitingIcReq);
+        // A command before ICReq is a fatal sequence error.
+        let mut cmd = [0u8; 72];
+        encode_capsule_cmd_header(&mut cmd, &[0u8; 64], 0, false, false, 0);
+        let f = feed(&mut c, &cmd).err().unwrap();
+        assert_eq!(f.err.status, TermStatus::PduSequenceError);
+
+        let mut c = conn();
+        feed(&mut c, &ic_req()).unwrap();
+        assert_eq!(c.state, ConnState::AwaitingConnect);
+        assert!(!c.out.is_empty(), "ICResp queued");
+        // Anything but Connect now gets Command Sequence Error, and the
+        // connection stays where it is.
+        let mut sqe = [0u8; 64];
+        sqe[0] = opcode::IDENTIFY;
+        encode_capsule_cmd_header(&mut cmd, &sqe, 0, false, false, 0);
+        feed(&mut c, &cmd).unwrap();
+        assert_eq!(c.state, ConnState::AwaitingConnect);
+        // A second ICReq is fatal.
+        let f = feed(&mut c, &ic_req()).err().unwrap();
+        assert_eq!(f.err.status, TermStatus::PduSequenceError);
+        c.terminate(&f);
+        assert_eq!(c.state, ConnState::Terminating);
+    }
+
+    #[test]
+    fn request_slot_states_are_counted() {
+        let mut c = conn();
+        c.slots = (0..4).map(|_| Request::free()).collect();
+        c.free = (0..4u16).rev().collect();
+        c.state_counts = [4, 0, 0];
+        let a = c.alloc_slot(10).unwrap();
+        c.set_state(a, ReqState::AwaitingH2cData);
+        let b = c.alloc_slot(11).unwrap();
+        c.set_state(b, ReqState::Executing);
+        assert_eq!(c.busy(), 2);
+        assert_eq!(c.state_counts, [2, 1, 1]);
+        c.set_state(a, ReqState::Executing);
+        c.set_state(a, ReqState::Free);
+        c.set_state(b, ReqState::Free);
+        assert_eq!((c.busy(), c.free.len()), (0, 4));
+        // Over depth: no slot.
+        for i in 0..4 {
+            let s = c.alloc_slot(i).unwrap();
+            c.set_state(s, ReqState::Executing);
+        }
+        assert!(c.alloc_slot(99).is_none());
+    }
 }

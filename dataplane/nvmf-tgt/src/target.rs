@@ -211,6 +211,11 @@ impl Target {
         })
     }
 
+    #[cfg(test)]
+    pub(crate) fn inner(&self) -> Arc<Inner> {
+        self.inner.clone()
+    }
+
     /// The transport options.
     pub fn options(&self) -> &TransportOptions {
         &self.inner.opts
