@@ -1,0 +1,232 @@
+#!/usr/bin/env bash
+# Builds the qemu test guest: Debian's stock kernel and a small initramfs with
+# busybox, nvme-cli and the kernel modules of the NVMe/TCP initiator (and of a
+# guest-local nvmet-tcp reference target), whose /init runs a job appended by
+# hack/guest/run.sh.
+#
+# Usage: hack/guest/build.sh [--force] [--help]
+#   --force   rebuild even when the cache already has this build
+#
+# Builds once: the result lives in $RACKCACHE_CACHE/guest/<key>/ (key: the
+# kernel package's name and version and this recipe's version) and bin/guest
+# links to it. Prints that directory. It holds:
+#   vmlinuz     the kernel
+#   initrd.gz   the initramfs (gzip'ed newc cpio)
+#   info        what went in (package versions, modules, host NQN)
+# Packages are fetched with `apt-get download` and unpacked with dpkg-deb,
+# never installed. Needs: apt, dpkg-deb, depmod (kmod), cpio, gzip.
+source "$(dirname "$0")/../lib.sh"
+
+# Bump when this script or hack/guest/init changes what goes into the guest,
+# so that every clone rebuilds instead of reusing a stale cache entry.
+GUEST_RECIPE=1
+
+# Loaded by /init at boot: the NIC and the NVMe/TCP initiator; configfs is
+# mounted at boot (nvmet needs it, and it is cheap).
+BOOT_MODULES=(virtio_pci virtio_net nvme-tcp configfs)
+# Shipped for `modprobe` in jobs: a reference target (nvmet-tcp on a brd RAM
+# disk), crc32c for NVMe/TCP header and data digests, ext4 to put a
+# filesystem on an attached namespace.
+EXTRA_MODULES=(nvmet nvmet-tcp brd crc32c_generic ext4)
+
+# A fixed host identity: NVMe/TCP targets allow hosts by NQN and expect the
+# NQN/ID pair to stay the same across connections and boots. Jobs that need
+# another host identity overwrite these files with run.sh --file.
+GUEST_HOSTID="5f1b0c2e-8d4a-4c61-9b7e-2a3d6e9f0c41"
+GUEST_HOSTNQN="nqn.2014-08.org.nvmexpress:uuid:$GUEST_HOSTID"
+
+force=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --help|-h) usage; exit 0 ;;
+    --force) force=1; shift ;;
+    *) die "unknown option: $1 (see --help)" ;;
+  esac
+done
+
+for tool in apt-get apt-cache dpkg-deb depmod cpio gzip; do
+  command -v "$tool" >/dev/null || die "$tool not found: run hack/deps.sh apt"
+done
+
+# linux-image-amd64 is a metapackage; the kernel is the package it depends on.
+kernel_pkg="$(apt-cache depends linux-image-amd64 2>/dev/null \
+  | awk '$1 == "Depends:" && $2 ~ /^linux-image-[0-9]/ { print $2; exit }')"
+[ -n "$kernel_pkg" ] || die "cannot resolve linux-image-amd64 (run apt-get update)"
+kernel_version="$(apt-cache policy "$kernel_pkg" | awk '$1 == "Candidate:" { print $2 }')"
+[ -n "$kernel_version" ] && [ "$kernel_version" != "(none)" ] \
+  || die "no installable version of $kernel_pkg (run apt-get update)"
+kver="${kernel_pkg#linux-image-}"
+
+key="${kver}_${kernel_version}_r${GUEST_RECIPE}"
+out="$RACKCACHE_CACHE/guest/$key"
+
+# lib_closure PKG...: PKG and, transitively, the library packages they depend
+# on (first alternative of each or-group; programs such as uuid-runtime are
+# not followed: only shared libraries are needed next to the binary).
+lib_closure() {
+  local -A seen=()
+  local queue=("$@") next p
+  while [ ${#queue[@]} -gt 0 ]; do
+    next=()
+    for p in "${queue[@]}"; do seen[$p]=1; done
+    while read -r p; do
+      [ -n "${seen[$p]:-}" ] || next+=("$p")
+    done < <(apt-cache depends --no-recommends --no-suggests --no-conflicts \
+      --no-breaks --no-replaces --no-enhances "${queue[@]}" | awk '
+        /^[^ ]/ { alt = 0; next }
+        /^ \|(Pre)?Depends:/ { if (!alt) print $2; alt = 1; next }
+        /^  (Pre)?Depends:/ { if (!alt) print $2; alt = 0; next }
+        { alt = 0 }' | grep -E '^(lib|zlib)' | sort -u)
+    queue=()
+    for p in "${next[@]}"; do [ -n "${seen[$p]:-}" ] || queue+=("$p"); done
+  done
+  printf '%s\n' "${!seen[@]}" | sort
+}
+
+# module_order ROOT MODULE...: the modules' files (relative to the module
+# directory) with their dependencies from modules.dep, each after everything
+# it needs (modules.dep lists a module's dependencies so that loading them in
+# reverse order works) and each once.
+module_order() {
+  local moddir="$1"; shift
+  awk -v want="$*" '
+    function norm(s) { gsub(/-/, "_", s); return s }
+    function base(path,   b) { b = path; sub(/.*\//, "", b); sub(/\.ko(\.[a-z]+)?$/, "", b); return norm(b) }
+    BEGIN { n = split(want, w, " "); for (i = 1; i <= n; i++) wanted[norm(w[i])] = i }
+    {
+      file = $1; sub(/:$/, "", file); m = base(file)
+      if (!(m in wanted)) next
+      found[m] = 1
+      line[wanted[m]] = $0
+    }
+    END {
+      for (i = 1; i <= n; i++) {
+        m = norm(w[i])
+        if (!(m in found)) { print "missing module " w[i] > "/dev/stderr"; bad = 1; continue }
+        k = split(line[i], f, " ")
+        sub(/:$/, "", f[1])
+        for (j = k; j >= 2; j--) if (!(f[j] in done)) { print f[j]; done[f[j]] = 1 }
+        if (!(f[1] in done)) { print f[1]; done[f[1]] = 1 }
+      }
+      exit bad
+    }' "$moddir/modules.dep"
+}
+
+# copy_with_libs ROOT BIN STAGE: copy ROOT/BIN to STAGE/BIN plus the shared
+# libraries and loader it needs, resolved by the downloaded glibc's own loader
+# against the downloaded libraries (what ldd does), at their paths in ROOT.
+copy_with_libs() {
+  local root="$1" bin="$2" stage="$3" loader lib
+  loader="$root/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"
+  [ -x "$loader" ] || die "downloaded libc6 has no $loader"
+  install -D -m 0755 "$root$bin" "$stage$bin"
+  local listing
+  listing="$("$loader" --library-path "$root/lib/x86_64-linux-gnu:$root/usr/lib/x86_64-linux-gnu" \
+    --list "$root$bin")" || die "cannot list the libraries of $bin:
+$listing"
+  while read -r lib; do
+    case "$lib" in
+      "$root"/*) install -D -m 0755 "$(readlink -f "$lib")" "$stage${lib#"$root"}" ;;
+      /*) die "$bin needs $lib, which no downloaded package provides" ;;
+      *) die "$bin: unresolved library: $lib" ;;
+    esac
+  done < <(awk '$2 == "=>" && $3 == "not" { print $1 " not found"; next }
+               $2 == "=>" { print $3 }' <<<"$listing")
+  install -D -m 0755 "$(readlink -f "$loader")" "$stage/lib64/ld-linux-x86-64.so.2"
+}
+
+build() {
+  if [ -f "$out/.complete" ] && [ "$force" = 0 ]; then
+    return 0
+  fi
+  mkdir -p "$RACKCACHE_CACHE/guest"
+  local tmp
+  tmp="$(mktemp -d "$RACKCACHE_CACHE/guest/.build.XXXXXX")"
+  # apt downloads as the unprivileged _apt user, who cannot enter root's
+  # cache: download into a world-readable temp dir of its own.
+  local dl
+  dl="$(mktemp -d)"
+  # shellcheck disable=SC2064 # expand now: both are local to this function
+  trap "rm -rf '$tmp' '$dl'" EXIT
+  chmod 0755 "$dl"
+  local root="$tmp/root" stage="$tmp/stage" result="$tmp/result"
+  mkdir -p "$root" "$stage" "$result"
+
+  local pkgs
+  mapfile -t pkgs < <(lib_closure nvme-cli)
+  pkgs+=("$kernel_pkg=$kernel_version" busybox-static)
+  log "downloading ${pkgs[*]}"
+  if [ "$(id -u)" -eq 0 ] && id _apt >/dev/null 2>&1; then chown _apt "$dl"; fi
+  (cd "$dl" && apt-get download -q "${pkgs[@]}" >/dev/null) || die "apt-get download failed (stale package lists? run apt-get update)"
+  local deb
+  for deb in "$dl"/*.deb; do dpkg-deb -x "$deb" "$root"; done
+
+  local moddir="$root/lib/modules/$kver"
+  [ -f "$root/boot/vmlinuz-$kver" ] && [ -d "$moddir" ] || die "$kernel_pkg has no kernel or modules"
+  # The package ships no modules.dep (the installed system makes it).
+  depmod -b "$root" "$kver"
+
+  # busybox with every applet as a symlink; it is our shell, init's tools,
+  # insmod/modprobe, ip, nc, dd, md5sum, timeout.
+  install -D -m 0755 "$root/bin/busybox" "$stage/bin/busybox"
+  local applet
+  while read -r applet; do
+    [ "$applet" = bin/busybox ] && continue
+    mkdir -p "$stage/$(dirname "$applet")"
+    [ -e "$stage/$applet" ] || ln -s /bin/busybox "$stage/$applet"
+  done < <("$root/bin/busybox" --list-full)
+
+  # Kernel modules: the boot set in load order, plus the extras for modprobe.
+  local list boot extra m
+  list="$(module_order "$moddir" "${BOOT_MODULES[@]}")" || die "modules missing from $kernel_pkg"
+  mapfile -t boot <<<"$list"
+  list="$(module_order "$moddir" "${EXTRA_MODULES[@]}")" || die "modules missing from $kernel_pkg"
+  mapfile -t extra <<<"$list"
+  for m in "${boot[@]}" "${extra[@]}"; do
+    install -D -m 0644 "$moddir/$m" "$stage/lib/modules/$kver/$m"
+  done
+  cp "$moddir/modules.order" "$moddir/modules.builtin" "$moddir/modules.builtin.modinfo" \
+    "$stage/lib/modules/$kver/"
+  printf '%s\n' "${boot[@]}" >"$stage/lib/modules/$kver/boot.order"
+  # modules.dep of just what we ship, for busybox modprobe in jobs.
+  depmod -b "$stage" "$kver"
+
+  # nvme-cli and what it links against.
+  copy_with_libs "$root" /usr/sbin/nvme "$stage"
+  mkdir -p "$stage/etc/nvme"
+  echo "$GUEST_HOSTNQN" >"$stage/etc/nvme/hostnqn"
+  echo "$GUEST_HOSTID" >"$stage/etc/nvme/hostid"
+
+  mkdir -p "$stage"/{proc,sys,dev,tmp,run,root,job,mnt,etc} "$stage/sys/kernel/config"
+  echo "root:x:0:0:root:/root:/bin/sh" >"$stage/etc/passwd"
+  echo "root:x:0:" >"$stage/etc/group"
+  install -m 0755 "$REPO_ROOT/hack/guest/init" "$stage/init"
+
+  # Sorted names and root ownership make the archive independent of who
+  # built it and in which order the file system lists it.
+  (cd "$stage" && find . -mindepth 1 | LC_ALL=C sort \
+    | cpio --quiet -o -H newc -R 0:0 --reproducible) | gzip -9n >"$result/initrd.gz"
+  install -m 0644 "$root/boot/vmlinuz-$kver" "$result/vmlinuz"
+
+  {
+    echo "recipe=$GUEST_RECIPE"
+    echo "kernel=$kver"
+    echo "hostnqn=$GUEST_HOSTNQN"
+    echo "hostid=$GUEST_HOSTID"
+    echo "boot_modules=${boot[*]}"
+    echo "extra_modules=${EXTRA_MODULES[*]}"
+    echo "packages:"
+    for deb in "$dl"/*.deb; do dpkg-deb --show --showformat='  ${Package} ${Version}\n' "$deb"; done
+  } >"$result/info"
+  touch "$result/.complete"
+
+  rm -rf "$out"
+  mv "$result" "$out"
+  log "built $out ($(du -h "$out/initrd.gz" | cut -f1) initrd)"
+}
+
+if [ ! -f "$out/.complete" ] || [ "$force" = 1 ]; then
+  with_lock guest build
+fi
+link_into_bin guest "$out"
+echo "$out"

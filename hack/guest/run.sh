@@ -1,0 +1,243 @@
+#!/usr/bin/env bash
+# Boots the qemu test guest (hack/guest/build.sh) under TCG software emulation,
+# runs one job script in it, streams the serial console live, and exits with
+# the job's exit status.
+#
+# Usage: hack/guest/run.sh --script FILE [options] [--help]
+#   --script FILE          the job: runs as /job/run.sh (busybox sh, cwd /job)
+#   --file SRC:DEST        copy a host file or directory to DEST in the guest
+#                          (repeatable)
+#   --bin PATH[:DEST]      copy a host binary and the shared libraries ldd
+#                          finds for it (default DEST: /usr/local/bin/NAME;
+#                          repeatable)
+#   --guestfwd GPORT:HPORT the guest's 10.0.3.100:GPORT reaches the host's
+#                          127.0.0.1:HPORT (repeatable)
+#   --hostfwd HPORT:GPORT  the host's 127.0.0.1:HPORT reaches the guest's
+#                          GPORT (repeatable)
+#   --timeout SECONDS      kill the guest and fail after this long (default 300)
+#   --mem MB               guest memory (default 1024)
+#   --log FILE             also keep the console in FILE
+#   --status-file FILE     write `exit=N` (the job's status) or `error=...`
+#                          (the guest failed; the job's status is unknown) and
+#                          `nonce=...` (the boot's marker nonce)
+#   --pid-file FILE        where to keep qemu's PID (default: in a temp dir)
+#   --quiet                do not copy the console to stdout
+#
+# The guest is 10.0.3.15/24 on qemu's user network with restrict=on: it
+# reaches nothing but the guestfwd endpoints, and the host is never exposed
+# beyond 127.0.0.1. Inside, the guest has busybox, nvme-cli, modprobe-able
+# nvmet/nvmet-tcp/brd/ext4 and a fixed /etc/nvme/hostnqn.
+#
+# Exit status: the job's, or 124 after --timeout, or 125 when the guest did
+# not run the job to its end (panic, missing marker, qemu error).
+source "$(dirname "$0")/../lib.sh"
+
+script="" timeout=300 mem=1024 log_file="" status_file="" pid_file="" quiet=0
+files=() bins=() guestfwds=() hostfwds=()
+
+is_port() { [[ "$1" =~ ^[0-9]+$ ]] && [ "$1" -ge 1 ] && [ "$1" -le 65535 ]; }
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --help|-h) usage; exit 0 ;;
+    --script) script="${2:?--script needs a FILE}"; shift 2 ;;
+    --file) files+=("${2:?--file needs SRC:DEST}"); shift 2 ;;
+    --bin) bins+=("${2:?--bin needs PATH[:DEST]}"); shift 2 ;;
+    --guestfwd) guestfwds+=("${2:?--guestfwd needs GPORT:HPORT}"); shift 2 ;;
+    --hostfwd) hostfwds+=("${2:?--hostfwd needs HPORT:GPORT}"); shift 2 ;;
+    --timeout) timeout="${2:?--timeout needs SECONDS}"; shift 2 ;;
+    --mem) mem="${2:?--mem needs MB}"; shift 2 ;;
+    --log) log_file="${2:?--log needs a FILE}"; shift 2 ;;
+    --status-file) status_file="${2:?--status-file needs a FILE}"; shift 2 ;;
+    --pid-file) pid_file="${2:?--pid-file needs a FILE}"; shift 2 ;;
+    --quiet) quiet=1; shift ;;
+    *) die "unknown option: $1 (see --help)" ;;
+  esac
+done
+[ -n "$script" ] || die "--script FILE is required (see --help)"
+[ -f "$script" ] || die "--script: no such file: $script"
+[[ "$timeout" =~ ^[0-9]+$ ]] && [ "$timeout" -gt 0 ] || die "--timeout must be a positive number of seconds"
+[[ "$mem" =~ ^[0-9]+$ ]] && [ "$mem" -ge 256 ] || die "--mem must be at least 256 (MB)"
+command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 not found: run hack/deps.sh apt"
+command -v socat >/dev/null || [ ${#guestfwds[@]} -eq 0 ] || die "socat not found: run hack/deps.sh apt"
+
+guest="$REPO_ROOT/bin/guest"
+[ -f "$guest/.complete" ] || die "no guest build at $guest: run hack/guest/build.sh"
+
+tmp="$(mktemp -d)"
+[ -n "$pid_file" ] || pid_file="$tmp/qemu.pid"
+console="${log_file:-$tmp/console}"
+qemu_pid="" tail_pid=""
+
+# Stop what this run started, by PID only: qemu (TERM, then KILL after 5 s;
+# the socat processes it spawned for guestfwd see their connection close and
+# exit) and the console streamer.
+cleanup() {
+  if [ -n "$qemu_pid" ] && kill -0 "$qemu_pid" 2>/dev/null; then
+    kill -TERM "$qemu_pid" 2>/dev/null || true
+    local i=0
+    while kill -0 "$qemu_pid" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+    kill -KILL "$qemu_pid" 2>/dev/null || true
+  fi
+  if [ -n "$tail_pid" ]; then kill "$tail_pid" 2>/dev/null || true; fi
+  rm -f "$pid_file"
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
+
+write_status() {
+  [ -n "$status_file" ] || return 0
+  printf '%s\nnonce=%s\n' "$1" "$nonce" >"$status_file"
+}
+
+fail() { # fail STATUS MESSAGE
+  write_status "error=$2"
+  printf '[run.sh] error: %s\n' "$2" >&2
+  exit "$1"
+}
+
+# --- the job archive: /job/run.sh, --file and --bin contents ---------------
+stage="$tmp/stage"
+mkdir -p "$stage/job"
+install -m 0755 "$script" "$stage/job/run.sh"
+
+guest_path() { # guest_path OPTION DEST: DEST as a path inside the stage
+  [[ "$2" == /* ]] || die "$1: guest path must be absolute: $2"
+  [[ "/$2/" != */../* ]] || die "$1: guest path must not contain ..: $2"
+  printf '%s%s' "$stage" "$2"
+}
+
+for spec in "${files[@]}"; do
+  [[ "$spec" == *:* ]] || die "--file needs SRC:DEST, got $spec"
+  src="${spec%:*}" dest="$(guest_path --file "${spec##*:}")"
+  [ -e "$src" ] || die "--file: no such file or directory: $src"
+  mkdir -p "$(dirname "$dest")"
+  cp -a "$src" "$dest"
+done
+
+for spec in "${bins[@]}"; do
+  src="${spec%%:*}"
+  if [[ "$spec" == *:* ]]; then dest="${spec#*:}"; else dest="/usr/local/bin/$(basename "$src")"; fi
+  [ -f "$src" ] && [ -x "$src" ] || die "--bin: not an executable file: $src"
+  install -D -m 0755 "$src" "$(guest_path --bin "$dest")"
+  # ldd names each library (and the loader) by its path on the host; put
+  # them at the same paths so the guest's loader finds them the same way. A
+  # static binary has none ("not a dynamic executable").
+  if libs="$(ldd "$src" 2>/dev/null)"; then
+    while read -r lib; do
+      [ -n "$lib" ] || continue
+      [ -e "$lib" ] || die "--bin $src: library $lib not found on the host"
+      install -D -m 0755 "$(readlink -f "$lib")" "$stage$lib"
+    done < <(awk '$2 == "=>" && $3 == "not" { print "/missing/" $1; next }
+                 $2 == "=>" && $3 ~ /^\// { print $3; next }
+                 $1 ~ /^\// { print $1 }' <<<"$libs")
+  fi
+done
+
+# The kernel unpacks every archive concatenated to the initramfs in turn, so
+# the job goes into a second, small archive after the cached one: no disk
+# image and no rebuild of the base. -mindepth 1 keeps "." out, which would
+# change the guest root's mode.
+chmod 0755 "$stage"
+(cd "$stage" && find . -mindepth 1 | LC_ALL=C sort \
+  | cpio --quiet -o -H newc -R 0:0) | gzip -1 >"$tmp/job.cpio.gz"
+cat "$guest/initrd.gz" "$tmp/job.cpio.gz" >"$tmp/initrd.gz"
+
+# --- network ----------------------------------------------------------------
+# restrict=on isolates the guest: it reaches no host address and nothing
+# beyond, only the guestfwd endpoints; hostfwd binds the host side to
+# 127.0.0.1 only.
+netdev="user,id=n1,net=10.0.3.0/24,host=10.0.3.2,dns=10.0.3.3,restrict=on"
+for spec in "${guestfwds[@]}"; do
+  gport="${spec%%:*}" hport="${spec#*:}"
+  is_port "$gport" && is_port "$hport" || die "--guestfwd needs GPORT:HPORT, got $spec"
+  # qemu spawns the command for each connection the guest opens.
+  netdev+=",guestfwd=tcp:10.0.3.100:$gport-cmd:socat - TCP:127.0.0.1:$hport"
+done
+for spec in "${hostfwds[@]}"; do
+  hport="${spec%%:*}" gport="${spec#*:}"
+  is_port "$gport" && is_port "$hport" || die "--hostfwd needs HPORT:GPORT, got $spec"
+  netdev+=",hostfwd=tcp:127.0.0.1:$hport-10.0.3.15:$gport"
+done
+
+# --- boot ---------------------------------------------------------------------
+# A fresh nonce per boot, on the kernel command line: /init repeats it in its
+# markers, so neither a stale console file nor job output that merely looks
+# like a marker can be taken for this job's end.
+nonce="$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
+: >"$console"
+
+# TCG, not KVM: /dev/kvm on these machines is a software nested module that
+# stock kernels hang under. tb-size bounds TCG's translation cache (qemu's
+# RSS). The virtio NIC's option ROM is for network boot, which direct kernel
+# boot does not use (and the ipxe ROM package need not be installed).
+qemu-system-x86_64 \
+  -name "rackcache-guest-$nonce" \
+  -nodefaults -no-user-config -display none -monitor none -no-reboot \
+  -accel tcg,thread=multi,tb-size=256 -cpu max -smp 2 -m "$mem" \
+  -kernel "$guest/vmlinuz" -initrd "$tmp/initrd.gz" \
+  -append "console=ttyS0 rdinit=/init panic=-1 loglevel=4 mitigations=off rackcache.nonce=$nonce" \
+  -chardev "file,id=con0,path=$console" -serial chardev:con0 \
+  -netdev "$netdev" -device virtio-net-pci,netdev=n1,romfile= \
+  -pidfile "$pid_file" \
+  </dev/null &
+qemu_pid=$!
+
+if [ "$quiet" = 0 ]; then
+  # Stream the console as qemu writes it; tail ends by itself once qemu has
+  # exited and it has printed the rest.
+  tail -n +1 -f -s 0.2 --pid="$qemu_pid" "$console" &
+  tail_pid=$!
+fi
+
+exit_re="^RACKCACHE-GUEST-EXIT $nonce ([0-9]+)"$'\r'"?\$"
+setup_re="^RACKCACHE-GUEST-SETUP-FAILED $nonce"
+start=$SECONDS timed_out=0 marker_seen_at=""
+while kill -0 "$qemu_pid" 2>/dev/null; do
+  if [ $((SECONDS - start)) -ge "$timeout" ]; then
+    timed_out=1
+    break
+  fi
+  # After the marker the guest only powers off; if that hangs, the job's
+  # result still stands.
+  if [ -z "$marker_seen_at" ] && grep -qaE "$exit_re|$setup_re" "$console"; then
+    marker_seen_at=$SECONDS
+  fi
+  if [ -n "$marker_seen_at" ] && [ $((SECONDS - marker_seen_at)) -ge 15 ]; then
+    printf '[run.sh] warning: the guest did not power off 15 s after the job ended; killing it\n' >&2
+    break
+  fi
+  sleep 0.5
+done
+if kill -0 "$qemu_pid" 2>/dev/null; then
+  kill -TERM "$qemu_pid" 2>/dev/null || true
+fi
+qemu_rc=0
+wait "$qemu_pid" || qemu_rc=$?
+qemu_pid=""
+if [ -n "$tail_pid" ]; then
+  wait "$tail_pid" || true
+  tail_pid=""
+fi
+
+elapsed=$((SECONDS - start))
+status_line="$(grep -aE "$exit_re" "$console" | tail -n 1 | tr -d '\r' || true)"
+if [ -n "$status_line" ]; then
+  status="${status_line##* }"
+  write_status "exit=$status"
+  printf '[run.sh] job exited with status %s after %s s\n' "$status" "$elapsed" >&2
+  exit "$status"
+fi
+if [ "$timed_out" = 1 ]; then
+  fail 124 "timed out after $timeout s (console: ${log_file:-not kept, use --log})"
+fi
+if grep -qaE "$setup_re" "$console"; then
+  fail 125 "the guest could not be set up: $(grep -a 'rackcache-guest: setup failed' "$console" | tail -n 1 | tr -d '\r')"
+fi
+if grep -qa 'Kernel panic' "$console"; then
+  fail 125 "the guest kernel panicked: $(grep -a 'Kernel panic' "$console" | head -n 1 | tr -d '\r')"
+fi
+fail 125 "the guest stopped without reporting the job's status (qemu exit status $qemu_rc)"

@@ -1,0 +1,263 @@
+package framework
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// GuestOptions describes one job for the qemu test guest (hack/guest/run.sh).
+type GuestOptions struct {
+	// Script is the job's shell script (busybox sh), run as /job/run.sh.
+	Script string
+	// Files maps host paths (files or directories) to absolute guest paths.
+	Files map[string]string
+	// Binaries are host executables, copied to /usr/local/bin/<name> in the
+	// guest together with the shared libraries ldd finds for them.
+	Binaries []string
+	// GuestForwards maps a guest port on 10.0.3.100 to a port on the host's
+	// 127.0.0.1: the only places the guest can connect to.
+	GuestForwards map[int]int
+	// HostForwards maps a port on the host's 127.0.0.1 to a guest port.
+	HostForwards map[int]int
+	// Timeout bounds the whole boot and job (default 5 minutes).
+	Timeout time.Duration
+	// MemoryMB is the guest's memory (default 1024).
+	MemoryMB int
+}
+
+// GuestResult is what a finished job left behind.
+type GuestResult struct {
+	// Output is what the job printed: the console between this boot's start
+	// and exit markers (kernel messages printed meanwhile included).
+	Output string
+	// Console is the whole serial console of the boot.
+	Console string
+	// ExitCode is the job's exit status.
+	ExitCode int
+}
+
+var (
+	guestBuildOnce sync.Once
+	guestBuildErr  error
+)
+
+// buildGuest runs hack/guest/build.sh once per test process: it is
+// idempotent and cached outside the clone, so this costs about a second
+// when the guest is already built.
+func buildGuest(t testing.TB) {
+	t.Helper()
+	guestBuildOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, HackScript("guest/build.sh"))
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			guestBuildErr = fmt.Errorf("hack/guest/build.sh: %w\n%s", err, out)
+		}
+	})
+	if guestBuildErr != nil {
+		t.Fatalf("build the qemu guest: %v", guestBuildErr)
+	}
+}
+
+// RunGuest boots the qemu guest, runs opts.Script in it and returns the
+// job's output and exit status. The console streams to t.Log line by line
+// and is kept in guest-console.log in the test's temp dir. A guest that
+// cannot run the job to its end (boot failure, kernel panic, timeout) fails
+// the test; a job that exits non-zero does not: check ExitCode.
+//
+// qemu runs in its own process group, killed when the test ends or the
+// timeout passes; a reaper also kills it should this test process die first.
+func RunGuest(t testing.TB, opts GuestOptions) GuestResult {
+	t.Helper()
+	RequireCommand(t, "qemu-system-x86_64")
+	buildGuest(t)
+
+	timeout := opts.Timeout
+	if timeout <= 0 {
+		timeout = 5 * time.Minute
+	}
+	// run.sh stops qemu itself at --timeout; the context is the backstop
+	// should run.sh hang.
+	ctx, cancel := context.WithTimeout(context.Background(), timeout+30*time.Second)
+	defer cancel()
+
+	dir, err := os.MkdirTemp("", "rackcache-guest-")
+	if err != nil {
+		t.Fatalf("make guest run dir: %v", err)
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	script := filepath.Join(dir, "run.sh")
+	if err := os.WriteFile(script, []byte(opts.Script), 0o755); err != nil {
+		t.Fatalf("write guest job: %v", err)
+	}
+	statusFile := filepath.Join(dir, "status")
+	pidFile := filepath.Join(dir, "qemu.pid")
+	logFile := filepath.Join(t.TempDir(), "guest-console.log")
+
+	args := []string{
+		"--script", script,
+		"--timeout", strconv.Itoa(int((timeout + time.Second - 1) / time.Second)),
+		"--status-file", statusFile,
+		"--pid-file", pidFile,
+		"--log", logFile,
+	}
+	if opts.MemoryMB > 0 {
+		args = append(args, "--mem", strconv.Itoa(opts.MemoryMB))
+	}
+	for _, src := range sortedKeys(opts.Files) {
+		args = append(args, "--file", src+":"+opts.Files[src])
+	}
+	for _, b := range opts.Binaries {
+		args = append(args, "--bin", b)
+	}
+	for _, g := range sortedKeys(opts.GuestForwards) {
+		args = append(args, "--guestfwd", fmt.Sprintf("%d:%d", g, opts.GuestForwards[g]))
+	}
+	for _, h := range sortedKeys(opts.HostForwards) {
+		args = append(args, "--hostfwd", fmt.Sprintf("%d:%d", h, opts.HostForwards[h]))
+	}
+
+	// Kill qemu even if this process dies before the deferred clean-up runs
+	// (go test -timeout panics skip it): the reaper kills the PID in the pid
+	// file only while it still names a qemu of ours.
+	reap := fmt.Sprintf(`p=$(cat %[1]s 2>/dev/null) && grep -qa rackcache-guest /proc/"$p"/cmdline 2>/dev/null && kill "$p"; rm -rf %[2]s`,
+		shellQuote(pidFile), shellQuote(dir))
+	if err := startReaper(reap); err != nil {
+		t.Fatalf("%v", err)
+	}
+
+	cmd := exec.CommandContext(ctx, HackScript("guest/run.sh"), args...)
+	// A process group of its own, so that on cancellation run.sh, qemu and
+	// the socat processes qemu spawned are all signalled, and nothing else.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	waited := make(chan struct{})
+	cmd.Cancel = func() error {
+		// TERM lets run.sh's trap stop qemu and remove its temp files; KILL
+		// follows for whatever still runs, but never once Wait has returned
+		// (the group's ID could then belong to someone else).
+		err := syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		go func() {
+			select {
+			case <-waited:
+			case <-time.After(10 * time.Second):
+				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			}
+		}()
+		return err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatalf("guest stdout: %v", err)
+	}
+	cmd.Stderr = cmd.Stdout // both through the same pipe, in order
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start hack/guest/run.sh: %v", err)
+	}
+	// Whatever happens below (t.Fatalf included), the group goes away.
+	defer func() {
+		if cmd.ProcessState == nil {
+			cancel()
+			_ = cmd.Wait()
+			close(waited)
+		}
+	}()
+
+	start := time.Now()
+	var console strings.Builder
+	streamLines(stdout, func(line string) {
+		console.WriteString(line)
+		console.WriteByte('\n')
+		t.Logf("guest %6.1fs| %s", time.Since(start).Seconds(), line)
+	})
+	waitErr := cmd.Wait()
+	close(waited)
+
+	status, err := os.ReadFile(statusFile)
+	if err != nil {
+		t.Fatalf("qemu guest: no result from hack/guest/run.sh (%v; %v); console above", waitErr, err)
+	}
+	vals := parseKeyValues(string(status))
+	if msg, failed := vals["error"]; failed {
+		t.Fatalf("qemu guest: %s", msg)
+	}
+	code, err := strconv.Atoi(vals["exit"])
+	if err != nil {
+		t.Fatalf("qemu guest: unreadable status %q", status)
+	}
+	full, err := os.ReadFile(logFile)
+	if err != nil {
+		t.Fatalf("read guest console: %v", err)
+	}
+	return GuestResult{
+		Output:   jobOutput(string(full), vals["nonce"]),
+		Console:  string(full),
+		ExitCode: code,
+	}
+}
+
+// jobOutput cuts the job's part out of the console: after the start marker
+// and before the exit marker of the boot with this nonce.
+func jobOutput(console, nonce string) string {
+	console = strings.ReplaceAll(console, "\r\n", "\n")
+	startMarker := "RACKCACHE-GUEST-JOB-START " + nonce + "\n"
+	exitMarker := "RACKCACHE-GUEST-EXIT " + nonce + " "
+	i := strings.Index(console, startMarker)
+	if i < 0 {
+		return ""
+	}
+	rest := console[i+len(startMarker):]
+	if j := strings.LastIndex(rest, exitMarker); j >= 0 {
+		rest = rest[:j]
+	}
+	return rest
+}
+
+// streamLines calls fn for each line read from r until EOF.
+func streamLines(r io.Reader, fn func(string)) {
+	br := bufio.NewReader(r)
+	for {
+		line, err := br.ReadString('\n')
+		if line != "" {
+			fn(strings.TrimRight(line, "\r\n"))
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				fn(fmt.Sprintf("(reading the console failed: %v)", err))
+			}
+			return
+		}
+	}
+}
+
+func parseKeyValues(s string) map[string]string {
+	vals := map[string]string{}
+	for _, line := range strings.Split(s, "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok {
+			vals[k] = v
+		}
+	}
+	return vals
+}
+
+func sortedKeys[K string | int, V any](m map[K]V) []K {
+	keys := make([]K, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+	return keys
+}
