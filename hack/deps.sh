@@ -23,6 +23,8 @@ APT_PACKAGES=(
   qemu-system-x86 busybox-static cpio kmod socat
   # build helpers
   pkg-config
+  # the font of rackcache-sim --plot's charts
+  fonts-dejavu-core
 )
 
 SPDK_PY_VERSION="26.9"

@@ -72,7 +72,7 @@ fn grouped_bars(
         .margin(16)
         .x_label_area_size(40)
         .y_label_area_size(80)
-        .build_cartesian_2d(0f64..n_groups as f64, 0f64..max * 1.15)
+        .build_cartesian_2d(0f64..n_groups as f64, 0f64..max * 1.45)
         .map_err(|e| err(&e))?;
     chart
         .configure_mesh()
@@ -82,13 +82,13 @@ fn grouped_bars(
         .draw()
         .map_err(|e| err(&e))?;
     // Group names centred above each group of bars (the mesh's own x labels
-    // would sit at group edges).
+    // would sit at group edges); the band above them is the legend's.
     let label_style =
         TextStyle::from(("sans-serif", 16).into_font()).pos(Pos::new(HPos::Center, VPos::Bottom));
     chart
         .draw_series(
             groups.iter().enumerate().map(|(i, g)| {
-                Text::new(g.clone(), (i as f64 + 0.5, max * 1.1), label_style.clone())
+                Text::new(g.clone(), (i as f64 + 0.5, max * 1.08), label_style.clone())
             }),
         )
         .map_err(|e| err(&e))?;
