@@ -1,5 +1,6 @@
 //! The daemon's control-plane state: registered bdevs and Ceph clusters, and
-//! the parameters each was created with (so `save_config` can recreate it).
+//! the parameters each was created with (so `save_config` can recreate it),
+//! and the NVMe-oF target.
 //!
 //! Control calls take one async mutex; the I/O path never does: it holds
 //! `Arc`s to the bdevs it uses and per-bdev atomic counters.
@@ -11,6 +12,7 @@ use std::time::Instant;
 use bdev::rbd::RbdCluster;
 use bdev::{Bdev, DmaBuf};
 use metrics::{Counter, Histogram, Registry};
+use nvmf_tgt::Target;
 use serde_json::Value;
 use tokio::sync::Mutex;
 
@@ -82,8 +84,8 @@ impl IoStats {
 
 /// A bdev as the daemon knows it.
 pub struct RegisteredBdev {
-    /// The device.
-    pub bdev: Bdev,
+    /// The device (shared with the NVMe-oF namespaces exporting it).
+    pub bdev: Arc<Bdev>,
     /// Its counters.
     pub stats: IoStats,
     /// The RPC that created it and its parameters, for `save_config`.
@@ -162,6 +164,40 @@ pub struct State {
     pub clusters: BTreeMap<String, (u64, RegisteredCluster)>,
     /// Creation counter.
     pub next_seq: u64,
+    /// The NVMe-oF target.
+    pub nvmf: NvmfState,
+}
+
+/// The NVMe-oF side. The target itself is the record of its subsystems,
+/// namespaces, hosts and listeners; only what it does not keep is here.
+#[derive(Default)]
+pub struct NvmfState {
+    /// The target, made by `nvmf_create_transport` (its options are fixed
+    /// at creation, as an SPDK transport's are).
+    pub target: Option<Target>,
+    /// The transport's parameters with every default filled in, as
+    /// `nvmf_get_transports` and `save_config` show them.
+    pub transport: Option<Value>,
+}
+
+impl NvmfState {
+    /// The namespaces exporting bdev `name`, as (subsystem NQN, nsid): a
+    /// bdev with any is claimed and cannot be deleted or exported again.
+    pub fn claims(&self, name: &str) -> Vec<(String, u32)> {
+        let Some(t) = &self.target else {
+            return Vec::new();
+        };
+        t.subsystems()
+            .iter()
+            .flat_map(|s| {
+                s.namespaces()
+                    .values()
+                    .filter(|ns| ns.bdev_name == name)
+                    .map(|ns| (s.nqn.clone(), ns.nsid))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
 }
 
 impl State {

@@ -2,7 +2,7 @@
 //! server, modelled on SPDK's storage target and driven by SPDK-compatible
 //! JSON-RPC. See `docs/dataplane.md`.
 //!
-//! - [`app`]: control-plane state (bdevs, Ceph clusters).
+//! - [`app`]: control-plane state (bdevs, Ceph clusters, the NVMe-oF target).
 //! - [`methods`]: the JSON-RPC methods, SPDK names and parameters.
 //! - [`rpc`]: JSON-RPC 2.0 framing, the Unix socket server, error codes.
 //! - [`config`]: `--config FILE` (a `save_config` output) replayed at start.

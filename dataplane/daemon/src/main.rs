@@ -16,8 +16,8 @@ enum LogFormat {
     Json,
 }
 
-/// The rackcache cache server: block devices and (soon) the adaptive cache
-/// and NVMe/TCP target, driven by SPDK-compatible JSON-RPC.
+/// The rackcache cache server: block devices, (soon) the adaptive cache, and
+/// the NVMe/TCP target, driven by SPDK-compatible JSON-RPC.
 #[derive(Parser)]
 #[command(version)]
 struct Args {
@@ -137,6 +137,13 @@ async fn run(args: Args) -> Result<(), String> {
     let _ = stop_tx.send(true);
     for s in servers {
         let _ = s.await;
+    }
+    // Stop accepting NVMe/TCP connections, let the queues finish what they
+    // have in flight, flush the namespaces' bdevs.
+    let target = app.state.lock().await.nvmf.target.clone();
+    if let Some(t) = target {
+        t.shutdown().await;
+        tracing::info!("NVMe-oF target stopped");
     }
     // Make every completed write durable before exiting.
     let bdevs: Vec<_> = app

@@ -46,7 +46,7 @@ fn register(
 ) {
     let seq = state.seq();
     let reg = RegisteredBdev {
-        bdev,
+        bdev: Arc::new(bdev),
         stats: IoStats::register(&app.metrics, &name),
         created_by: (method, params),
         cluster,
@@ -139,6 +139,12 @@ pub(super) async fn delete(
                 format!("no {product} bdev named {name}"),
             ))
         }
+    }
+    if let Some((nqn, nsid)) = state.nvmf.claims(&name).into_iter().next() {
+        return Err(RpcError::errno(
+            libc_errno::EBUSY,
+            format!("bdev {name} is claimed by namespace {nsid} of NVMe-oF subsystem {nqn}; remove the namespace first (nvmf_subsystem_remove_ns)"),
+        ));
     }
     state.bdevs.remove(&name);
     IoStats::unregister(&app.metrics, &name);
@@ -294,7 +300,7 @@ struct GetBdevs {
     _timeout: u64,
 }
 
-fn uuid_string(u: &[u8; 16]) -> String {
+pub(super) fn uuid_string(u: &[u8; 16]) -> String {
     let h: String = u.iter().map(|b| format!("{b:02x}")).collect();
     format!(
         "{}-{}-{}-{}-{}",
@@ -306,10 +312,10 @@ fn uuid_string(u: &[u8; 16]) -> String {
     )
 }
 
-fn describe(r: &RegisteredBdev) -> Value {
+fn describe(r: &RegisteredBdev, claimed: bool) -> Value {
     let info = r.bdev.info();
     let io = |k| r.bdev.supports(k);
-    let driver = match &r.bdev {
+    let driver = match r.bdev.as_ref() {
         Bdev::Malloc(_) => json!({}),
         Bdev::File(f) => {
             json!({ "aio": { "filename": f.path(), "direct": f.direct(), "engine": f.engine() } })
@@ -319,14 +325,14 @@ fn describe(r: &RegisteredBdev) -> Value {
             json!({ "rbd": { "pool_name": pool, "rbd_name": image, "cluster_name": r.cluster } })
         }
     };
-    json!({
+    let mut d = json!({
         "name": info.name,
         "aliases": [],
         "product_name": info.product_name,
         "block_size": info.block_size,
         "num_blocks": info.num_blocks,
         "uuid": uuid_string(&info.uuid),
-        "claimed": false,
+        "claimed": claimed,
         "zoned": false,
         "supported_io_types": {
             "read": io(IoKind::Read),
@@ -339,7 +345,12 @@ fn describe(r: &RegisteredBdev) -> Value {
             "nvme_io": false
         },
         "driver_specific": driver
-    })
+    });
+    if claimed {
+        // An NVMe-oF namespace claims its bdev as SPDK's nvmf does.
+        d["claim_type"] = json!("exclusive_write");
+    }
+    d
 }
 
 pub(super) async fn get_bdevs(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
@@ -349,11 +360,13 @@ pub(super) async fn get_bdevs(app: &App, params: Option<Value>) -> Result<Value,
     list.sort_by_key(|(seq, _)| *seq);
     match name {
         Some(n) => match state.bdevs.get(&n) {
-            Some((_, b)) => Ok(json!([describe(b)])),
+            Some((_, b)) => Ok(json!([describe(b, !state.nvmf.claims(&n).is_empty())])),
             None => Err(RpcError::errno(libc_errno::ENODEV, format!("bdev {n}"))),
         },
         None => Ok(Value::Array(
-            list.iter().map(|(_, b)| describe(b)).collect(),
+            list.iter()
+                .map(|(_, b)| describe(b, !state.nvmf.claims(&b.bdev.info().name).is_empty()))
+                .collect(),
         )),
     }
 }

@@ -39,7 +39,10 @@ pub(super) fn rpc_get_methods(params: Option<Value>) -> Result<Value, RpcError> 
 /// `framework_get_subsystems`; its Python `save_config` walks this list).
 pub(super) fn framework_get_subsystems(params: Option<Value>) -> Result<Value, RpcError> {
     parse::<NoParams>(params)?;
-    Ok(json!([{ "subsystem": "bdev", "depends_on": [] }]))
+    Ok(json!([
+        { "subsystem": "bdev", "depends_on": [] },
+        { "subsystem": "nvmf", "depends_on": ["bdev"] }
+    ]))
 }
 
 #[derive(Deserialize)]
@@ -58,6 +61,9 @@ pub(super) async fn framework_get_config(
     let GetConfig { name, .. } = parse(params)?;
     match name.as_str() {
         "bdev" => Ok(bdev_config(app).await),
+        "nvmf" => Ok(Value::Array(super::nvmf::config(
+            &app.state.lock().await.nvmf,
+        ))),
         _ => Err(RpcError::errno(
             libc_errno::ENOENT,
             format!("subsystem {name}"),
@@ -87,5 +93,10 @@ async fn bdev_config(app: &App) -> Value {
 
 pub(super) async fn save_config(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
     parse::<NoParams>(params)?;
-    Ok(json!({ "subsystems": [ { "subsystem": "bdev", "config": bdev_config(app).await } ] }))
+    let bdev = bdev_config(app).await;
+    let nvmf = super::nvmf::config(&app.state.lock().await.nvmf);
+    Ok(json!({ "subsystems": [
+        { "subsystem": "bdev", "config": bdev },
+        { "subsystem": "nvmf", "config": nvmf }
+    ] }))
 }

@@ -4,6 +4,7 @@
 
 mod bdev;
 mod framework;
+mod nvmf;
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -29,6 +30,18 @@ pub const METHODS: &[&str] = &[
     "bdev_rbd_unregister_cluster",
     "bdev_rbd_create",
     "bdev_rbd_delete",
+    "nvmf_create_transport",
+    "nvmf_get_transports",
+    "nvmf_create_subsystem",
+    "nvmf_delete_subsystem",
+    "nvmf_get_subsystems",
+    "nvmf_subsystem_add_listener",
+    "nvmf_subsystem_remove_listener",
+    "nvmf_subsystem_add_ns",
+    "nvmf_subsystem_remove_ns",
+    "nvmf_subsystem_add_host",
+    "nvmf_subsystem_remove_host",
+    "nvmf_subsystem_allow_any_host",
 ];
 
 impl Dispatch for App {
@@ -49,6 +62,18 @@ impl Dispatch for App {
             "bdev_rbd_unregister_cluster" => bdev::rbd_unregister_cluster(self, params).await,
             "bdev_rbd_create" => bdev::rbd_create(self, params).await,
             "bdev_rbd_delete" => bdev::delete(self, params, "Ceph Rbd Disk").await,
+            "nvmf_create_transport" => nvmf::create_transport(self, params).await,
+            "nvmf_get_transports" => nvmf::get_transports(self, params).await,
+            "nvmf_create_subsystem" => nvmf::create_subsystem(self, params).await,
+            "nvmf_delete_subsystem" => nvmf::delete_subsystem(self, params).await,
+            "nvmf_get_subsystems" => nvmf::get_subsystems(self, params).await,
+            "nvmf_subsystem_add_listener" => nvmf::add_listener(self, params).await,
+            "nvmf_subsystem_remove_listener" => nvmf::remove_listener(self, params).await,
+            "nvmf_subsystem_add_ns" => nvmf::add_ns(self, params).await,
+            "nvmf_subsystem_remove_ns" => nvmf::remove_ns(self, params).await,
+            "nvmf_subsystem_add_host" => nvmf::add_host(self, params).await,
+            "nvmf_subsystem_remove_host" => nvmf::remove_host(self, params).await,
+            "nvmf_subsystem_allow_any_host" => nvmf::allow_any_host(self, params).await,
             _ => Err(RpcError::new(METHOD_NOT_FOUND, "Method not found")),
         }
     }

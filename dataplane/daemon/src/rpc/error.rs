@@ -83,6 +83,22 @@ impl From<bdev::BdevError> for RpcError {
     }
 }
 
+impl From<nvmf_tgt::TargetError> for RpcError {
+    /// SPDK's nvmf methods answer bad or conflicting input (unknown names,
+    /// duplicates, out-of-range values) with "invalid parameters", and say
+    /// which here; a failed bind keeps its errno.
+    fn from(e: nvmf_tgt::TargetError) -> Self {
+        use nvmf_tgt::TargetError as E;
+        match &e {
+            E::InvalidArgument(_) | E::Exists(_) | E::NotFound(_) => Self::invalid_params(&e),
+            E::Listen { source, .. } => {
+                Self::errno(source.raw_os_error().unwrap_or(libc_errno::EIO), &e)
+            }
+            E::ShuttingDown => Self::new(INTERNAL_ERROR, e.to_string()),
+        }
+    }
+}
+
 /// The errno values used here (Linux numbering, as SPDK reports them).
 pub mod libc_errno {
     /// Operation not permitted.
