@@ -2,17 +2,21 @@
 
 Usage: spdk_rpc_client.py SOCKET WORKDIR first|restart [CEPH_ENV_FILE]
 
-`first` creates one object of every kind, checks that duplicates, unknown
-names, bad parameters and unknown methods are refused with SPDK's error codes
-and change nothing, and saves the configuration (with SPDK's client-side
-save_config) to WORKDIR/config.json and the bdev list to WORKDIR/bdevs.json.
+`first` creates one object of every kind (bdevs, then the NVMe/TCP
+transport, subsystems, namespaces, hosts and listeners), deletes some again,
+checks that duplicates, unknown names, bad parameters and unknown methods are
+refused with SPDK's error codes and change nothing, and saves the
+configuration (with SPDK's client-side save_config) to WORKDIR/config.json,
+the bdev list to WORKDIR/bdevs.json and the nvmf state to WORKDIR/nvmf.json.
 `restart` runs against a daemon started with --config WORKDIR/config.json and
-checks that the same bdevs are back, with the same identities.
+checks that the same bdevs are back, with the same identities, and the same
+transport, subsystems, listeners, namespaces and hosts.
 """
 
 import io
 import json
 import os
+import socket
 import sys
 
 from spdk.rpc import config as spdk_config
@@ -31,15 +35,29 @@ def call(method, **params):
     return client.call(method, params)
 
 
+def snapshot():
+    return (call("bdev_get_bdevs"), call("nvmf_get_transports"), call("nvmf_get_subsystems"))
+
+
 def expect_error(code, method, **params):
-    before = call("bdev_get_bdevs")
+    before = snapshot()
     try:
         call(method, **params)
     except JSONRPCException as e:
         assert f'"code": {code}' in str(e), f"{method}: want code {code}, got:\n{e}"
     else:
         raise AssertionError(f"{method}({params}) succeeded; want error {code}")
-    assert call("bdev_get_bdevs") == before, f"failed {method} changed the bdev list"
+    assert snapshot() == before, f"failed {method} changed the bdevs or the nvmf state"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def subsystems():
+    return {s["nqn"]: s for s in call("nvmf_get_subsystems")}
 
 
 def names():
@@ -47,7 +65,190 @@ def names():
 
 
 EINVAL, ENOENT, EEXIST, ENODEV, EBUSY = -22, -2, -17, -19, -16
-INVALID_PARAMS, METHOD_NOT_FOUND = -32602, -32601
+INVALID_PARAMS, METHOD_NOT_FOUND, INTERNAL_ERROR = -32602, -32601, -32603
+DISCOVERY = "nqn.2014-08.org.nvmexpress.discovery"
+CNODE1 = "nqn.2016-06.io.spdk:cnode1"
+CNODE2 = "nqn.2016-06.io.spdk:cnode2"
+CNODE3 = "nqn.2016-06.io.spdk:cnode3"
+HOST1 = "nqn.2014-08.org.nvmexpress:uuid:0f8c1f3a-0000-4000-8000-000000000001"
+HOST2 = "nqn.2014-08.org.nvmexpress:uuid:0f8c1f3a-0000-4000-8000-000000000002"
+NGUID = "000102030405060708090A0B0C0D0E0F"
+UUID = "ceccf520-691e-4b46-9546-34af789907c5"
+
+
+def la(port, traddr="127.0.0.1", trtype="TCP", adrfam="IPv4"):
+    """A listen_address as SPDK's rpc.py groups it."""
+    return {"trtype": trtype, "adrfam": adrfam, "traddr": traddr, "trsvcid": str(port)}
+
+
+def nvmf_first_phase():
+    """Every nvmf object kind through SPDK's client; the parameters rpc.py's
+    command line sends by default (false flags included) are spelled out."""
+    assert call("nvmf_get_transports") == []
+    assert [s["nqn"] for s in call("nvmf_get_subsystems")] == [DISCOVERY]
+    expect_error(INVALID_PARAMS, "nvmf_create_subsystem", nqn=CNODE1)
+
+    # Transport.
+    cli_defaults = dict(no_srq=False, c2h_success=True, zcopy=False, dif_insert_or_strip=False,
+                        no_wr_batching=False, disable_mappable_bar0=False,
+                        disable_adaptive_irq=False, disable_shadow_doorbells=False,
+                        disable_command_passthru=False)
+    expect_error(INVALID_PARAMS, "nvmf_create_transport", trtype="RDMA", **cli_defaults)
+    expect_error(INVALID_PARAMS, "nvmf_create_transport", trtype="TCP", colour="blue")
+    expect_error(INVALID_PARAMS, "nvmf_create_transport", trtype="TCP", max_queue_depth=1)
+    expect_error(INVALID_PARAMS, "nvmf_create_transport", trtype="TCP", max_io_size=5000)
+    expect_error(INVALID_PARAMS, "nvmf_create_transport", trtype="TCP", dif_insert_or_strip=True)
+    expect_error(INVALID_PARAMS, "nvmf_create_transport", trtype="TCP", tgt_name="other")
+    assert call("nvmf_create_transport", trtype="TCP", max_queue_depth=64,
+                max_io_qpairs_per_ctrlr=8, in_capsule_data_size=8192, max_io_size=262144,
+                io_unit_size=65536, num_shared_buffers=511, **cli_defaults) is True
+    expect_error(INTERNAL_ERROR, "nvmf_create_transport", trtype="TCP")
+    (t,) = call("nvmf_get_transports")
+    assert (t["trtype"], t["max_queue_depth"], t["max_io_qpairs_per_ctrlr"],
+            t["in_capsule_data_size"], t["max_io_size"], t["io_unit_size"],
+            t["max_aq_depth"], t["c2h_success"]) == ("TCP", 64, 8, 8192, 262144, 65536, 128, True), t
+    assert call("nvmf_get_transports", trtype="tcp") == [t]
+    expect_error(ENODEV, "nvmf_get_transports", trtype="RDMA")
+
+    # Subsystems.
+    sub_cli = dict(ana_reporting=False, passthrough=False, enable_nssr=False)
+    assert call("nvmf_create_subsystem", nqn=CNODE1, serial_number="RC0001",
+                model_number="rackcache test", allow_any_host=False, **sub_cli) is True
+    assert call("nvmf_create_subsystem", nqn=CNODE2, allow_any_host=True, max_namespaces=4) is True
+    expect_error(INTERNAL_ERROR, "nvmf_create_subsystem", nqn=CNODE1)
+    expect_error(INTERNAL_ERROR, "nvmf_create_subsystem", nqn=DISCOVERY)
+    expect_error(INVALID_PARAMS, "nvmf_create_subsystem", nqn="iqn.2016-06.io.spdk:x")
+    expect_error(INVALID_PARAMS, "nvmf_create_subsystem", nqn=CNODE3, serial_number="x" * 21)
+    expect_error(INVALID_PARAMS, "nvmf_create_subsystem", nqn=CNODE3, ana_reporting=True)
+    expect_error(INVALID_PARAMS, "nvmf_create_subsystem", nqn=CNODE3, shape="round")
+    expect_error(INVALID_PARAMS, "nvmf_create_subsystem", nqn=CNODE3, max_namespaces=-1)
+
+    # Namespaces: first free nsid, explicit nsid and identifiers; bdevs are claimed.
+    assert call("nvmf_subsystem_add_ns", nqn=CNODE1, namespace={"bdev_name": "Malloc0"}) == 1
+    assert call("nvmf_subsystem_add_ns", nqn=CNODE1,
+                namespace={"bdev_name": "m1", "nsid": 5, "nguid": NGUID, "uuid": UUID,
+                           "no_auto_visible": False}) == 5
+    expect_error(INVALID_PARAMS, "nvmf_subsystem_add_ns", nqn=CNODE1,
+                 namespace={"bdev_name": "aio0", "nsid": 5})
+    expect_error(INVALID_PARAMS, "nvmf_subsystem_add_ns", nqn=CNODE2,
+                 namespace={"bdev_name": "Malloc0"})
+    expect_error(INVALID_PARAMS, "nvmf_subsystem_add_ns", nqn=CNODE1,
+                 namespace={"bdev_name": "nope"})
+    expect_error(INVALID_PARAMS, "nvmf_subsystem_add_ns", nqn=CNODE3,
+                 namespace={"bdev_name": "aio0"})
+    expect_error(INVALID_PARAMS, "nvmf_subsystem_add_ns", nqn=CNODE1,
+                 namespace={"bdev_name": "aio0", "nguid": "0102"})
+    expect_error(INVALID_PARAMS, "nvmf_subsystem_add_ns", nqn=CNODE1,
+                 namespace={"bdev_name": "aio0", "eui64": "0001020304050607"})
+    expect_error(INVALID_PARAMS, "nvmf_subsystem_add_ns", nqn=CNODE2,
+                 namespace={"bdev_name": "aio0", "nsid": 5})
+    expect_error(INVALID_PARAMS, "nvmf_subsystem_add_ns", nqn=CNODE1, bdev_name="aio0")
+    if ceph:
+        assert call("nvmf_subsystem_add_ns", nqn=CNODE2, namespace={"bdev_name": "Ceph0"}) == 1
+    # A claimed bdev cannot be deleted.
+    expect_error(EBUSY, "bdev_malloc_delete", name="Malloc0")
+    (m0,) = call("bdev_get_bdevs", name="Malloc0")
+    assert m0["claimed"] is True and m0["claim_type"] == "exclusive_write", m0
+    assert call("bdev_get_bdevs", name="aio0")[0]["claimed"] is False
+
+    # Hosts.
+    assert call("nvmf_subsystem_add_host", nqn=CNODE1, host=HOST1) is True
+    assert call("nvmf_subsystem_add_host", nqn=CNODE1, host=HOST2) is True
+    expect_error(INVALID_PARAMS, "nvmf_subsystem_add_host", nqn=CNODE1, host=HOST1)
+    expect_error(INVALID_PARAMS, "nvmf_subsystem_add_host", nqn=CNODE1, host="host one")
+    expect_error(INVALID_PARAMS, "nvmf_subsystem_add_host", nqn=CNODE3, host=HOST1)
+    expect_error(INVALID_PARAMS, "nvmf_subsystem_add_host", nqn=CNODE1, host=HOST1, psk="key0")
+    assert call("nvmf_subsystem_remove_host", nqn=CNODE1, host=HOST2) is True
+    expect_error(INVALID_PARAMS, "nvmf_subsystem_remove_host", nqn=CNODE1, host=HOST2)
+    assert call("nvmf_subsystem_allow_any_host", nqn=CNODE1, allow_any_host=True) is True
+    assert subsystems()[CNODE1]["allow_any_host"] is True
+    assert call("nvmf_subsystem_allow_any_host", nqn=CNODE1, allow_any_host=False) is True
+    expect_error(INVALID_PARAMS, "nvmf_subsystem_allow_any_host", nqn=CNODE1)
+
+    # Listeners: two subsystems share one port; one advertises another address.
+    port = free_port()
+    assert call("nvmf_subsystem_add_listener", nqn=CNODE1, listen_address=la(port),
+                secure_channel=False) is True
+    assert call("nvmf_subsystem_add_listener", nqn=CNODE2, listen_address=la(port),
+                rackcache_advertised={"traddr": "10.0.2.100", "trsvcid": "14420"}) is True
+    expect_error(INVALID_PARAMS, "nvmf_subsystem_add_listener", nqn=CNODE1, listen_address=la(port))
+    expect_error(INVALID_PARAMS, "nvmf_subsystem_add_listener", nqn=CNODE1,
+                 listen_address=la(port, trtype="RDMA"))
+    expect_error(INVALID_PARAMS, "nvmf_subsystem_add_listener", nqn=CNODE1,
+                 listen_address=la(port, traddr="not-an-ip"))
+    expect_error(INVALID_PARAMS, "nvmf_subsystem_add_listener", nqn=CNODE1,
+                 listen_address=la(port, adrfam="IPv6"))
+    expect_error(INVALID_PARAMS, "nvmf_subsystem_add_listener", nqn=CNODE3,
+                 listen_address=la(port))
+    expect_error(INVALID_PARAMS, "nvmf_subsystem_add_listener", nqn=CNODE1,
+                 listen_address=la(free_port()), secure_channel=True)
+    expect_error(INVALID_PARAMS, "nvmf_subsystem_add_listener", nqn=CNODE1,
+                 listen_address=la(free_port()), rackcache_advertised={"port": 1})
+    expect_error(INVALID_PARAMS, "nvmf_subsystem_remove_listener", nqn=CNODE1,
+                 listen_address=la(free_port()))
+    with socket.socket() as s:  # a port someone else holds
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        expect_error(-98, "nvmf_subsystem_add_listener", nqn=CNODE1,
+                     listen_address=la(s.getsockname()[1]))
+
+    # One of each kind created and deleted again leaves no trace.
+    assert call("nvmf_create_subsystem", nqn=CNODE3, allow_any_host=False) is True
+    assert call("nvmf_subsystem_add_ns", nqn=CNODE3, namespace={"bdev_name": "aio0"}) == 1
+    assert call("nvmf_subsystem_add_host", nqn=CNODE3, host=HOST1) is True
+    gone_port = free_port()
+    assert call("nvmf_subsystem_add_listener", nqn=CNODE3, listen_address=la(gone_port)) is True
+    assert call("nvmf_subsystem_remove_listener", nqn=CNODE3, listen_address=la(gone_port)) is True
+    assert call("nvmf_subsystem_remove_host", nqn=CNODE3, host=HOST1) is True
+    assert call("nvmf_subsystem_remove_ns", nqn=CNODE3, nsid=1) is True
+    expect_error(INVALID_PARAMS, "nvmf_subsystem_remove_ns", nqn=CNODE3, nsid=1)
+    assert call("nvmf_delete_subsystem", nqn=CNODE3) is True
+    expect_error(INVALID_PARAMS, "nvmf_delete_subsystem", nqn=CNODE3)
+    expect_error(INVALID_PARAMS, "nvmf_get_subsystems", nqn=CNODE3)
+    with socket.socket() as s:  # the listener's port was released
+        s.bind(("127.0.0.1", gone_port))
+    # A namespace removed and its subsystem deleted: the bdev is free again.
+    assert call("bdev_get_bdevs", name="aio0")[0]["claimed"] is False
+    call("bdev_malloc_create", name="tmp", num_blocks=64, block_size=512)
+    assert call("nvmf_create_subsystem", nqn=CNODE3) is True
+    assert call("nvmf_subsystem_add_ns", nqn=CNODE3, namespace={"bdev_name": "tmp"}) == 1
+    assert call("nvmf_delete_subsystem", nqn=CNODE3) is True
+    assert call("bdev_malloc_delete", name="tmp") is True
+
+    # SPDK's result shape.
+    subs = subsystems()
+    assert list(subs) == [DISCOVERY, CNODE1, CNODE2], list(subs)
+    d = subs[DISCOVERY]
+    assert (d["subtype"], d["allow_any_host"], d["hosts"]) == ("Discovery", True, [])
+    c1 = subs[CNODE1]
+    assert call("nvmf_get_subsystems", nqn=CNODE1) == [c1]
+    assert c1["subtype"] == "NVMe" and c1["allow_any_host"] is False, c1
+    assert (c1["serial_number"], c1["model_number"], c1["max_namespaces"]) == \
+        ("RC0001", "rackcache test", 32), c1
+    assert c1["hosts"] == [{"nqn": HOST1}], c1
+    assert c1["listen_addresses"] == [la(port)], c1
+    ns = {n["nsid"]: n for n in c1["namespaces"]}
+    assert sorted(ns) == [1, 5], ns
+    assert ns[1]["bdev_name"] == ns[1]["name"] == "Malloc0"
+    assert len(ns[1]["nguid"]) == 32 and len(ns[1]["uuid"]) == 36, ns[1]
+    assert (ns[5]["bdev_name"], ns[5]["nguid"], ns[5]["uuid"]) == ("m1", NGUID, UUID), ns[5]
+    c2 = subs[CNODE2]
+    assert c2["allow_any_host"] is True and c2["max_namespaces"] == 4, c2
+    assert c2["listen_addresses"] == [dict(la(port), rackcache_advertised={
+        "traddr": "10.0.2.100", "trsvcid": "14420"})], c2
+    with open(os.path.join(workdir, "nvmf.json"), "w") as f:
+        json.dump({"transports": call("nvmf_get_transports"),
+                   "subsystems": call("nvmf_get_subsystems")}, f)
+    return port
+
+
+def nvmf_restart_phase():
+    with open(os.path.join(workdir, "nvmf.json")) as f:
+        before = json.load(f)
+    assert call("nvmf_get_transports") == before["transports"], call("nvmf_get_transports")
+    assert call("nvmf_get_subsystems") == before["subsystems"], call("nvmf_get_subsystems")
+    # Still claimed after the restart.
+    expect_error(EBUSY, "bdev_malloc_delete", name="Malloc0")
 
 if phase == "first":
     v = call("spdk_get_version")
@@ -111,16 +312,27 @@ if phase == "first":
     assert call("bdev_malloc_delete", name="gone") is True
     assert "gone" not in names()
 
+    for m in ("nvmf_create_transport", "nvmf_subsystem_add_ns", "nvmf_get_subsystems"):
+        assert m in methods, methods
+    nvmf_first_phase()
+
     # SPDK's client-side save_config walks framework_get_subsystems and
     # framework_get_config; the server-side save_config must agree with it.
     buf = io.StringIO()
     spdk_config.save_config(client, buf, indent=2)
     saved = json.loads(buf.getvalue())
     assert saved == call("save_config"), "client-side and server-side save_config differ"
+    assert [s["subsystem"] for s in saved["subsystems"]] == ["bdev", "nvmf"]
     methods_saved = [c["method"] for s in saved["subsystems"] for c in s["config"]]
     want = ["bdev_malloc_create", "bdev_malloc_create", "bdev_aio_create"]
     if ceph:
         want = ["bdev_rbd_register_cluster"] + want + ["bdev_rbd_create"]
+    # SPDK's order: transport, subsystems, hosts, namespaces, listeners.
+    want += ["nvmf_create_transport", "nvmf_create_subsystem", "nvmf_create_subsystem",
+             "nvmf_subsystem_add_host", "nvmf_subsystem_add_ns", "nvmf_subsystem_add_ns"]
+    if ceph:
+        want += ["nvmf_subsystem_add_ns"]
+    want += ["nvmf_subsystem_add_listener", "nvmf_subsystem_add_listener"]
     assert methods_saved == want, methods_saved
     with open(os.path.join(workdir, "config.json"), "w") as f:
         json.dump(saved, f)
@@ -134,6 +346,7 @@ elif phase == "restart":
     after = call("bdev_get_bdevs")
     key = lambda b: (b["name"], b["product_name"], b["block_size"], b["num_blocks"], b["uuid"])
     assert sorted(map(key, after)) == sorted(map(key, before)), (before, after)
-    print("restart phase: ok,", len(after), "bdevs back with the same identities")
+    nvmf_restart_phase()
+    print("restart phase: ok,", len(after), "bdevs back with the same identities; nvmf state back")
 else:
     raise SystemExit(f"unknown phase {phase}")
