@@ -65,3 +65,31 @@ extern "C" {
     #[link_name = "kill"]
     fn libc_kill(pid: i32, sig: i32) -> i32;
 }
+
+/// A free TCP port on 127.0.0.1 (free when asked; tests bind it soon after).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// One JSON-RPC call over the daemon's Unix socket: the `result`, or the
+/// `error` object.
+pub fn unix_rpc(
+    socket: &Path,
+    method: &str,
+    params: serde_json::Value,
+) -> Result<serde_json::Value, serde_json::Value> {
+    use std::io::Write;
+    let mut s = std::os::unix::net::UnixStream::connect(socket).expect("connect to the daemon");
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let req = serde_json::json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params });
+    s.write_all(req.to_string().as_bytes()).unwrap();
+    let mut resp = serde_json::Deserializer::from_reader(&mut s).into_iter::<serde_json::Value>();
+    let mut v = resp.next().expect("a response").expect("a JSON response");
+    match v.get("error") {
+        Some(e) => Err(e.clone()),
+        None => Ok(v["result"].take()),
+    }
+}

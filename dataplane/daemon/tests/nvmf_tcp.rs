@@ -1,0 +1,139 @@
+//! The daemon, configured only over JSON-RPC, serves a malloc bdev over
+//! NVMe/TCP on 127.0.0.1 to the repository's own host (`loadgen::host`):
+//! data written comes back, a host that was not added is refused, the
+//! subsystem's counters are on /metrics, the exported bdev cannot be deleted,
+//! and SIGTERM with a host still connected stops the daemon cleanly.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use common::{free_port, unix_rpc, Daemon};
+use loadgen::host::{ConnectParams, HostController};
+use serde_json::json;
+use testkit::TempDir;
+
+const NQN: &str = "nqn.2016-06.io.rackcache:test-vol";
+const HOST: &str = "nqn.2014-08.org.nvmexpress:uuid:8a1c0e2e-0000-4000-8000-0000000000a1";
+const STRANGER: &str = "nqn.2014-08.org.nvmexpress:uuid:8a1c0e2e-0000-4000-8000-0000000000b2";
+const BS: usize = 512;
+
+fn metrics(port: u16) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect to /metrics");
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+/// The value of the series `name{subnqn="NQN"}`.
+fn series(body: &str, name: &str) -> f64 {
+    let key = format!("{name}{{subnqn=\"{NQN}\"}} ");
+    body.lines()
+        .find_map(|l| l.strip_prefix(key.as_str()))
+        .unwrap_or_else(|| panic!("no {key} in\n{body}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+#[test]
+fn daemon_serves_a_malloc_bdev_to_the_allowed_host_only() {
+    let work = TempDir::new("rackcache-nvmf");
+    let socket = work.path().join("spdk.sock");
+    let metrics_port = free_port();
+    let metrics_addr = format!("127.0.0.1:{metrics_port}");
+    let d = Daemon::start_with(&socket, None, &["--metrics-listen", &metrics_addr]);
+    let call = |m: &str, p: serde_json::Value| {
+        unix_rpc(&socket, m, p).unwrap_or_else(|e| panic!("{m}: {e}"))
+    };
+
+    let port = free_port();
+    call(
+        "bdev_malloc_create",
+        json!({"name": "Malloc0", "num_blocks": 32768, "block_size": BS}),
+    );
+    call("nvmf_create_transport", json!({"trtype": "TCP"}));
+    call(
+        "nvmf_create_subsystem",
+        json!({"nqn": NQN, "serial_number": "RCTEST01", "allow_any_host": false}),
+    );
+    assert_eq!(
+        call(
+            "nvmf_subsystem_add_ns",
+            json!({"nqn": NQN, "namespace": {"bdev_name": "Malloc0"}})
+        ),
+        json!(1)
+    );
+    call("nvmf_subsystem_add_host", json!({"nqn": NQN, "host": HOST}));
+    call(
+        "nvmf_subsystem_add_listener",
+        json!({"nqn": NQN, "listen_address": {
+            "trtype": "TCP", "adrfam": "IPv4", "traddr": "127.0.0.1", "trsvcid": port.to_string()
+        }}),
+    );
+
+    let params = |hostnqn: &str| ConnectParams {
+        addr: format!("127.0.0.1:{port}"),
+        subnqn: NQN.into(),
+        hostnqn: hostnqn.into(),
+        host_id: [0xa1; 16],
+        queue_size: 64,
+        kato_ms: 0,
+    };
+
+    // A host not on the list is refused at Connect.
+    assert!(
+        HostController::connect(&params(STRANGER), 1).is_err(),
+        "a host that was not added connected"
+    );
+
+    let mut c = HostController::connect(&params(HOST), 2).expect("the allowed host connects");
+    assert_eq!(c.io.len(), 2);
+    // One write in the capsule (4 KiB, SPDK's default in_capsule_data_size),
+    // one through R2T/H2CData (64 KiB), read back on the other queue.
+    let small = pattern(4096, 7);
+    let large = pattern(64 << 10, 91);
+    c.io[0].write_blocks(1, 8, BS, &small, 4096).unwrap();
+    c.io[0].write_blocks(1, 1024, BS, &large, 4096).unwrap();
+    let mut back = vec![0u8; small.len()];
+    c.io[1].read_blocks(1, 8, BS, &mut back).unwrap();
+    assert!(back == small, "in-capsule write did not read back");
+    let mut back = vec![0u8; large.len()];
+    c.io[1].read_blocks(1, 1024, BS, &mut back).unwrap();
+    assert!(back == large, "R2T write did not read back");
+
+    // The subsystem's counters are on the daemon's /metrics.
+    let body = metrics(metrics_port);
+    let written = series(&body, "rackcache_nvmf_written_bytes_total");
+    assert!(written >= (small.len() + large.len()) as f64, "{written}");
+    assert!(series(&body, "rackcache_nvmf_read_bytes_total") >= written);
+    assert!(series(&body, "rackcache_nvmf_connections") >= 3.0);
+
+    // The exported bdev is claimed.
+    let e = unix_rpc(&socket, "bdev_malloc_delete", json!({"name": "Malloc0"})).unwrap_err();
+    assert_eq!(e["code"], -16, "{e}");
+    assert!(e["message"].as_str().unwrap().contains(NQN), "{e}");
+
+    // SIGTERM with the host still connected: the target drains and the
+    // daemon exits cleanly.
+    let start = Instant::now();
+    let status = d.stop();
+    assert!(status.success(), "daemon exit on SIGTERM: {status}");
+    assert!(
+        start.elapsed() < Duration::from_secs(30),
+        "shutdown took {:?}",
+        start.elapsed()
+    );
+    drop(c);
+}
