@@ -1,6 +1,7 @@
 //! The daemon, configured only over JSON-RPC, serves a malloc bdev over
 //! NVMe/TCP on 127.0.0.1 to the repository's own host (`loadgen::host`):
-//! data written comes back, a host that was not added is refused, the
+//! discovery shows the advertised address, data written comes back, a host
+//! that was not added is refused, the
 //! subsystem's counters are on /metrics, the exported bdev cannot be deleted,
 //! and SIGTERM with a host still connected stops the daemon cleanly.
 
@@ -11,11 +12,12 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use common::{free_port, unix_rpc, Daemon};
-use loadgen::host::{ConnectParams, HostController};
+use loadgen::host::{ConnectParams, HostController, HostQueue};
 use serde_json::json;
 use testkit::TempDir;
 
 const NQN: &str = "nqn.2016-06.io.rackcache:test-vol";
+const DISCOVERY_NQN: &str = "nqn.2014-08.org.nvmexpress.discovery";
 const HOST: &str = "nqn.2014-08.org.nvmexpress:uuid:8a1c0e2e-0000-4000-8000-0000000000a1";
 const STRANGER: &str = "nqn.2014-08.org.nvmexpress:uuid:8a1c0e2e-0000-4000-8000-0000000000b2";
 const BS: usize = 512;
@@ -76,11 +78,13 @@ fn daemon_serves_a_malloc_bdev_to_the_allowed_host_only() {
         json!(1)
     );
     call("nvmf_subsystem_add_host", json!({"nqn": NQN, "host": HOST}));
+    // Guests reach the listener through port forwarding: discovery tells
+    // them the forwarded address.
     call(
         "nvmf_subsystem_add_listener",
         json!({"nqn": NQN, "listen_address": {
             "trtype": "TCP", "adrfam": "IPv4", "traddr": "127.0.0.1", "trsvcid": port.to_string()
-        }}),
+        }, "rackcache_advertised": {"traddr": "10.0.2.100", "trsvcid": "14420"}}),
     );
 
     let params = |hostnqn: &str| ConnectParams {
@@ -97,6 +101,24 @@ fn daemon_serves_a_malloc_bdev_to_the_allowed_host_only() {
         HostController::connect(&params(STRANGER), 1).is_err(),
         "a host that was not added connected"
     );
+
+    // Discovery on the same port lists the subsystem at the advertised
+    // address for the allowed host, and nothing for others.
+    for (host, entries) in [(HOST, 1), (STRANGER, 0)] {
+        let mut p = params(host);
+        p.subnqn = DISCOVERY_NQN.into();
+        p.queue_size = 32;
+        let mut q = HostQueue::connect(&p, 0, 0).expect("connect to discovery");
+        q.enable().unwrap();
+        let log = q.get_log_page(0x70, 0, 2048).unwrap();
+        assert_eq!(u64::from_le_bytes(log[8..16].try_into().unwrap()), entries);
+        if entries == 1 {
+            let e = &log[1024..];
+            assert_eq!(&e[256..256 + NQN.len()], NQN.as_bytes());
+            assert_eq!(&e[32..37], b"14420", "advertised trsvcid");
+            assert_eq!(&e[512..522], b"10.0.2.100", "advertised traddr");
+        }
+    }
 
     let mut c = HostController::connect(&params(HOST), 2).expect("the allowed host connects");
     assert_eq!(c.io.len(), 2);
