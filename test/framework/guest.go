@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -207,6 +208,27 @@ func RunGuest(t testing.TB, opts GuestOptions) GuestResult {
 		Console:  string(full),
 		ExitCode: code,
 	}
+}
+
+var guestKey = regexp.MustCompile(`^[a-z][a-z0-9-]*$`)
+
+// GuestValues collects the `key=value` lines a guest job printed (keys in
+// lower case with dashes); a key printed twice fails the test, so a job that
+// loops by mistake cannot pass.
+func GuestValues(t testing.TB, output string) map[string]string {
+	t.Helper()
+	vals := map[string]string{}
+	for _, line := range strings.Split(output, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
+		if !ok || !guestKey.MatchString(k) {
+			continue
+		}
+		if _, dup := vals[k]; dup {
+			t.Fatalf("guest printed %s twice", k)
+		}
+		vals[k] = v
+	}
+	return vals
 }
 
 // jobOutput cuts the job's part out of the console: after the start marker

@@ -17,26 +17,6 @@ import (
 	"github.com/rackcache/rackcache/test/framework"
 )
 
-var guestKey = regexp.MustCompile(`^[a-z][a-z0-9-]*$`)
-
-// guestValues collects the `key=value` lines a guest job printed; a key
-// printed twice fails the test (a job that loops by mistake should not pass).
-func guestValues(t *testing.T, output string) map[string]string {
-	t.Helper()
-	vals := map[string]string{}
-	for _, line := range strings.Split(output, "\n") {
-		k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
-		if !ok || !guestKey.MatchString(k) {
-			continue
-		}
-		if _, dup := vals[k]; dup {
-			t.Fatalf("guest printed %s twice", k)
-		}
-		vals[k] = v
-	}
-	return vals
-}
-
 // The job for TestGuestNVMeTCPLoopback: a kernel nvmet-tcp target in the
 // guest, on a brd RAM disk, listening on the guest's own 127.0.0.1, and the
 // kernel initiator (nvme-cli) connecting to it. This is the reference that
@@ -132,7 +112,7 @@ func TestGuestNVMeTCPLoopback(t *testing.T) {
 		t.Errorf("discovery log lacks the listener 127.0.0.1:4420:\n%s", discover)
 	}
 
-	vals := guestValues(t, res.Output)
+	vals := framework.GuestValues(t, res.Output)
 	if !regexp.MustCompile(`^/dev/nvme[0-9]+n1$`).MatchString(vals["device"]) {
 		t.Errorf("device = %q, want /dev/nvmeXn1", vals["device"])
 	}
@@ -232,7 +212,7 @@ probe test-net 192.0.2.1 80
 	if res.ExitCode != 0 {
 		t.Fatalf("guest job exited with status %d", res.ExitCode)
 	}
-	vals := guestValues(t, res.Output)
+	vals := framework.GuestValues(t, res.Output)
 	if got := vals["forwarded"]; got != srv.token {
 		t.Errorf("through guestfwd the guest read %q, want the token %q", got, srv.token)
 	}

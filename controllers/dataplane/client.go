@@ -1,0 +1,166 @@
+// Package dataplane is the Go client of rackcache-dataplane's JSON-RPC 2.0
+// API: SPDK's method names and parameters, over the dataplane's Unix socket
+// (framed as SPDK frames it: JSON values back to back) or over HTTP on TCP
+// with a bearer token, the way the operator reaches a cache server.
+package dataplane
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+)
+
+// JSON-RPC error codes the dataplane uses (SPDK's).
+const (
+	CodeParseError     = -32700
+	CodeInvalidRequest = -32600
+	CodeMethodNotFound = -32601
+	CodeInvalidParams  = -32602
+	CodeInternalError  = -32603
+)
+
+// Error is an error answer from the dataplane.
+type Error struct {
+	Method  string
+	Code    int
+	Message string
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("dataplane %s: %s (code %d)", e.Method, e.Message, e.Code)
+}
+
+// IsCode reports whether err is a dataplane answer with the given code.
+func IsCode(err error, code int) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == code
+}
+
+// Client calls one dataplane. It is safe for concurrent use.
+type Client struct {
+	// exactly one of socket and url is set
+	socket string
+	url    string
+	token  string
+	http   *http.Client
+	nextID atomic.Int64
+}
+
+// NewUnixClient talks to the dataplane's Unix socket (default
+// /var/tmp/spdk.sock). Each call uses a connection of its own, as SPDK's
+// rpc.py does.
+func NewUnixClient(socket string) *Client {
+	return &Client{socket: socket}
+}
+
+// NewHTTPClient talks to the dataplane's TCP endpoint (`--rpc-listen`) at
+// url (e.g. http://10.1.2.3:5260/), presenting token.
+func NewHTTPClient(url, token string) *Client {
+	return &Client{url: url, token: token, http: &http.Client{Timeout: 30 * time.Second}}
+}
+
+type request struct {
+	JSONRPC string `json:"jsonrpc"`
+	Method  string `json:"method"`
+	ID      int64  `json:"id"`
+	Params  any    `json:"params,omitempty"`
+}
+
+type response struct {
+	ID     int64           `json:"id"`
+	Result json.RawMessage `json:"result"`
+	Error  *struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// Call invokes method with params (nil for none) and decodes the result into
+// result (nil to ignore it).
+func (c *Client) Call(ctx context.Context, method string, params, result any) error {
+	req := request{JSONRPC: "2.0", Method: method, ID: c.nextID.Add(1), Params: params}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return fmt.Errorf("dataplane %s: encode params: %w", method, err)
+	}
+	var resp response
+	if c.socket != "" {
+		err = c.callUnix(ctx, body, &resp)
+	} else {
+		err = c.callHTTP(ctx, body, &resp)
+	}
+	if err != nil {
+		return fmt.Errorf("dataplane %s: %w", method, err)
+	}
+	if resp.Error != nil {
+		return &Error{Method: method, Code: resp.Error.Code, Message: resp.Error.Message}
+	}
+	if resp.ID != req.ID {
+		return fmt.Errorf("dataplane %s: answer for request %d, want %d", method, resp.ID, req.ID)
+	}
+	if result == nil {
+		return nil
+	}
+	if err := json.Unmarshal(resp.Result, result); err != nil {
+		return fmt.Errorf("dataplane %s: decode result: %w", method, err)
+	}
+	return nil
+}
+
+func (c *Client) callUnix(ctx context.Context, body []byte, resp *response) error {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", c.socket)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = conn.Close() }()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	// Closing the connection is how a cancelled context interrupts the read.
+	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
+	defer stop()
+	if _, err := conn.Write(body); err != nil {
+		return fmt.Errorf("send: %w", err)
+	}
+	if err := json.NewDecoder(conn).Decode(resp); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("read answer: %w", err)
+	}
+	return nil
+}
+
+func (c *Client) callHTTP(ctx context.Context, body []byte, resp *response) error {
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Authorization", "Bearer "+c.token)
+	hresp, err := c.http.Do(hreq)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = hresp.Body.Close() }()
+	data, err := io.ReadAll(io.LimitReader(hresp.Body, 32<<20))
+	if err != nil {
+		return fmt.Errorf("read answer: %w", err)
+	}
+	if hresp.StatusCode != http.StatusOK {
+		// The token is never part of the message.
+		return fmt.Errorf("HTTP %s: %s", hresp.Status, bytes.TrimSpace(data))
+	}
+	if err := json.Unmarshal(data, resp); err != nil {
+		return fmt.Errorf("decode answer: %w", err)
+	}
+	return nil
+}
