@@ -258,7 +258,11 @@ if phase == "first":
         assert m in methods, methods
 
     # malloc: default and explicit names; refusals.
-    assert call("bdev_malloc_create", num_blocks=2048, block_size=512) == "Malloc0"
+    # rpc.py's command line always sends the metadata flags (false).
+    assert call("bdev_malloc_create", num_blocks=2048, block_size=512, md_interleave=False,
+                dif_is_head_of_md=False) == "Malloc0"
+    expect_error(INVALID_PARAMS, "bdev_malloc_create", name="m2", num_blocks=256,
+                 block_size=512, md_interleave=True)
     assert call("bdev_malloc_create", name="m1", num_blocks=256, block_size=4096) == "m1"
     expect_error(EEXIST, "bdev_malloc_create", name="m1", num_blocks=256, block_size=4096)
     expect_error(EINVAL, "bdev_malloc_create", name="m2", num_blocks=256, block_size=1000)
@@ -286,7 +290,7 @@ if phase == "first":
         expect_error(INVALID_PARAMS, "bdev_rbd_register_cluster", name="c2",
                      config_param={"rbd_cache": "true"})
         assert call("bdev_rbd_create", pool_name=ceph["RACKCACHE_CEPH_POOL"], rbd_name="vol1",
-                    block_size=4096, cluster_name="ceph") == "Ceph0"
+                    block_size=4096, cluster_name="ceph", read_only=False) == "Ceph0"
         expect_error(ENOENT, "bdev_rbd_create", name="r2", pool_name=ceph["RACKCACHE_CEPH_POOL"],
                      rbd_name="no-such-image", block_size=4096, cluster_name="ceph")
         expect_error(ENOENT, "bdev_rbd_create", name="r2", pool_name=ceph["RACKCACHE_CEPH_POOL"],

@@ -61,10 +61,21 @@ struct MallocCreate {
     name: Option<String>,
     num_blocks: u64,
     block_size: u32,
+    // SPDK's rpc.py always sends these two; metadata is not supported, so
+    // only their "off" value is accepted.
+    #[serde(default, skip_serializing)]
+    md_interleave: bool,
+    #[serde(default, skip_serializing)]
+    dif_is_head_of_md: bool,
 }
 
 pub(super) async fn malloc_create(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
     let mut p: MallocCreate = parse(params)?;
+    if p.md_interleave || p.dif_is_head_of_md {
+        return Err(RpcError::invalid_params(
+            "metadata (md_interleave, dif_is_head_of_md) is not supported",
+        ));
+    }
     let mut state = app.state.lock().await;
     let name = p
         .name
@@ -250,10 +261,18 @@ struct RbdCreate {
     rbd_name: String,
     block_size: u32,
     cluster_name: Option<String>,
+    // SPDK's rpc.py always sends it; read-only bdevs are not supported.
+    #[serde(default, skip_serializing)]
+    read_only: bool,
 }
 
 pub(super) async fn rbd_create(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
     let mut p: RbdCreate = parse(params)?;
+    if p.read_only {
+        return Err(RpcError::invalid_params(
+            "read_only rbd bdevs are not supported",
+        ));
+    }
     let Some(cluster_name) = p.cluster_name.clone() else {
         return Err(RpcError::invalid_params(
             "cluster_name is required: register the cluster first with bdev_rbd_register_cluster",
