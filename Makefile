@@ -123,11 +123,11 @@ bench: ## Benchmarks; each prints ratios against its baseline run side by side.
 ##@ Demo
 
 .PHONY: demo
-demo: deps guest-image ## Stand up the local infrastructure (Ceph, guest) and show it working.
+demo: deps guest-image ## Ceph, the dataplane serving an RBD image over NVMe/TCP, a guest kernel using it.
 	hack/demo.sh up
 
 .PHONY: demo-down
-demo-down: ## Stop what `make demo` started.
+demo-down: ## Stop what `make demo` started (Ceph, the dataplane).
 	hack/demo.sh down
 
 .PHONY: clean

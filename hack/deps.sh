@@ -21,6 +21,8 @@ APT_PACKAGES=(
   ceph-mon ceph-osd ceph-mgr ceph-common librbd-dev librados-dev python3-rbd python3-rados
   # qemu guest with the stock kernel's NVMe/TCP initiator
   qemu-system-x86 busybox-static cpio kmod socat
+  # the demo reads the dataplane's /metrics
+  curl
   # build helpers
   pkg-config
   # the font of rackcache-sim --plot's charts
