@@ -60,7 +60,8 @@ func serveOverNVMeTCP(t *testing.T, dp *framework.Dataplane, ceph *framework.Cep
 }
 
 // The guest job: discovery, then for each subsystem connect with two I/O
-// queues, O_DIRECT write and verify at 4 KiB and 1 MiB, an idle period
+// queues, O_DIRECT write and verify at 4 KiB and 1 MiB (the 1 MiB writes
+// from both guest CPUs at once, so both queues carry data), an idle period
 // longer than half the keep-alive timeout, verify again, disconnect; and a
 // stranger host that must be refused.
 const kernelJob = `set -u
@@ -103,7 +104,11 @@ check() {
 	for b in 0 7 100 255; do
 		dd if=/job/small of="$dev" bs=4096 seek=$b count=1 skip=$b oflag=direct conv=notrunc 2>/dev/null || echo "$key-write-error=4k@$b"
 	done
-	dd if=/job/large of="$dev" bs=1M seek=1 count=4 oflag=direct 2>/dev/null || echo "$key-write-error=1m"
+	# 1 MiB I/Os from both CPUs at once: blk-mq maps each CPU to its own
+	# I/O queue, so both queues carry data.
+	taskset -c 0 dd if=/job/large of="$dev" bs=1M seek=1 count=2 oflag=direct 2>/dev/null || echo "$key-write-error=1m-cpu0" &
+	taskset -c 1 dd if=/job/large of="$dev" bs=1M seek=3 skip=2 count=2 oflag=direct 2>/dev/null || echo "$key-write-error=1m-cpu1" &
+	wait
 	verify() {
 		small=""
 		for b in 0 7 100 255; do
