@@ -255,6 +255,16 @@ impl HostQueue {
         Ok(())
     }
 
+    /// Whether a whole PDU is already buffered, so the next [`HostQueue::recv`]
+    /// needs no system call. A pipelined loop sends its queued commands only
+    /// when this is false: one write per batch of completions, not one each.
+    pub fn pdu_buffered(&self) -> bool {
+        let avail = &self.rbuf[self.rstart..self.rend];
+        avail.len() >= CH_LEN
+            && avail.len()
+                >= CommonHeader::parse(avail[..CH_LEN].try_into().expect("8 bytes")).plen as usize
+    }
+
     /// The data of the last [`Event::Data`].
     pub fn last_data(&self, len: usize) -> &[u8] {
         &self.rbuf[self.data_at..self.data_at + len]

@@ -6,6 +6,8 @@
 //! - [`host`]: one queue pair over a blocking TCP stream: ICReq, Fabrics
 //!   Connect, command capsules with in-capsule data or R2T/H2CData, C2HData.
 //! - [`workload`]: the pipelined load loop and its latency statistics.
+//! - [`run`]: a whole run (controller, namespace, queues in threads).
 
 pub mod host;
+pub mod run;
 pub mod workload;

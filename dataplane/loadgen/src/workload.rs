@@ -153,38 +153,20 @@ pub fn run_queue(q: &mut HostQueue, job: &Job) -> Result<QueueResult> {
     q.flush()?;
     let mut outstanding = job.queue_depth;
     while outstanding > 0 {
-        match q.recv()? {
+        let completed = match q.recv()? {
             Event::Completion(c) => {
-                let slot = slots.get_mut(c.cid as usize).ok_or_else(|| {
-                    HostError::Protocol(format!("completion for unknown cid {}", c.cid))
-                })?;
                 if !c.status.is_success() {
                     return Err(HostError::Status {
                         what: "I/O",
                         cqe: c,
                     });
                 }
-                let now = Instant::now();
-                result.latencies_ns.push(
-                    now.duration_since(slot.started)
-                        .as_nanos()
-                        .min(u32::MAX as u128) as u32,
-                );
-                result.ops += 1;
-                result.bytes += job.block_size as u64;
-                if now < deadline {
-                    slot.started = now;
-                    q.queue_command(
-                        &build(c.cid, next_lba()),
-                        in_capsule.then_some(&write_data[..]),
-                    );
-                } else {
-                    outstanding -= 1;
-                }
+                Some(c.cid)
             }
             // Read data lands in the receive buffer; the benchmark does not
-            // look at it (the tests verify data).
-            Event::Data { .. } => {}
+            // look at it (the tests verify data). With the SUCCESS flag no
+            // response capsule follows: the data completes the command.
+            Event::Data { cccid, success, .. } => success.then_some(cccid),
             Event::R2t(r) => {
                 let (off, len) = (r.r2to as usize, r.r2tl as usize);
                 let chunk = q.maxh2cdata.max(4096) as usize;
@@ -200,9 +182,34 @@ pub fn run_queue(q: &mut HostQueue, job: &Job) -> Result<QueueResult> {
                     );
                     done += n;
                 }
+                None
+            }
+        };
+        if let Some(cid) = completed {
+            let slot = slots
+                .get_mut(cid as usize)
+                .ok_or_else(|| HostError::Protocol(format!("completion for unknown cid {cid}")))?;
+            let now = Instant::now();
+            result.latencies_ns.push(
+                now.duration_since(slot.started)
+                    .as_nanos()
+                    .min(u32::MAX as u128) as u32,
+            );
+            result.ops += 1;
+            result.bytes += job.block_size as u64;
+            if now < deadline {
+                slot.started = now;
+                q.queue_command(
+                    &build(cid, next_lba()),
+                    in_capsule.then_some(&write_data[..]),
+                );
+            } else {
+                outstanding -= 1;
             }
         }
-        q.flush()?;
+        if !q.pdu_buffered() {
+            q.flush()?;
+        }
     }
     result.elapsed = start.elapsed();
     Ok(result)

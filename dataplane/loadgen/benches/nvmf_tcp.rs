@@ -1,0 +1,673 @@
+//! The NVMe/TCP benchmark of `make bench`: the release `rackcache-dataplane`
+//! pinned to CPU 0, loadgen's userspace host pinned to CPU 1, over
+//! 127.0.0.1, against a malloc bdev and (when Ceph starts) an rbd bdev on a
+//! one-node Ceph, with in the same run the baselines the figures are judged
+//! by: the loopback TCP limit of this machine with the same pinning, `rbd
+//! bench` straight to the same image, the project's targets and SPDK
+//! nvmf_tgt's figures on these machines. Prints one table.
+//!
+//! Environment:
+//! - `RACKCACHE_BENCH_SECONDS`: seconds per workload (default 3).
+//! - `RACKCACHE_BENCH_CEPH=0`: skip the rbd rows.
+//! - `RACKCACHE_DATAPLANE_BIN`: the daemon to measure (default: the release
+//!   build beside this bench, `cargo build --release --bins` first).
+//!
+//! Every process started here (the daemon, Ceph's daemons through
+//! hack/ceph.sh, `rbd bench`) is stopped by PID, also when a step fails.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::panic::AssertUnwindSafe;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+use loadgen::run::{run, Report, RunParams, DEFAULT_HOSTNQN};
+use loadgen::workload::Pattern;
+use serde_json::{json, Value};
+use testkit::{Ceph, TempDir};
+
+const TARGET_CPU: usize = 0;
+const LOADGEN_CPU: usize = 1;
+const MALLOC_NQN: &str = "nqn.2016-06.io.rackcache:bench-malloc";
+const RBD_NQN: &str = "nqn.2016-06.io.rackcache:bench-rbd";
+/// Bdev size: small enough to fill before reading (reads of never-written
+/// RAM or RADOS objects would be unrealistically cheap).
+const BDEV_BYTES: u64 = 256 << 20;
+const DEEP_QD: usize = 32;
+
+/// The project's targets for the malloc bdev.
+const GOAL_RANDREAD_IOPS: f64 = 250_000.0;
+const GOAL_RANDREAD_P99_US: f64 = 300.0;
+const GOAL_SEQREAD_GIB: f64 = 2.0;
+const GOAL_QD1_AVG_US: f64 = 30.0;
+/// SPDK nvmf_tgt (one core) with the same host on these machines.
+const SPDK_RANDREAD_IOPS: f64 = 290_000.0;
+const SPDK_RANDREAD_P99_US: f64 = 230.0;
+const SPDK_SEQREAD_GIB: f64 = 2.6;
+const SPDK_QD1_AVG_US: f64 = 24.0;
+
+mod sys {
+    extern "C" {
+        pub fn sched_setaffinity(pid: i32, size: usize, mask: *const u64) -> i32;
+        pub fn kill(pid: i32, sig: i32) -> i32;
+    }
+    pub const SIGINT: i32 = 2;
+    pub const SIGTERM: i32 = 15;
+}
+
+/// Pins the calling thread (and the threads it starts) to `cpu`.
+fn pin_current_thread(cpu: usize) -> std::io::Result<()> {
+    let mut mask = [0u64; 16];
+    mask[cpu / 64] |= 1 << (cpu % 64);
+    // SAFETY: a valid cpu_set_t-sized mask for the calling thread (pid 0).
+    let rc = unsafe { sys::sched_setaffinity(0, std::mem::size_of_val(&mask), mask.as_ptr()) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Runs `f` on a thread pinned to `cpu`.
+fn on_cpu<T: Send>(cpu: usize, f: impl FnOnce() -> T + Send) -> T {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            pin_current_thread(cpu).unwrap_or_else(|e| panic!("pin to CPU {cpu}: {e}"));
+            f()
+        })
+        .join()
+        .expect("pinned thread panicked")
+    })
+}
+
+fn seconds() -> Duration {
+    let s = std::env::var("RACKCACHE_BENCH_SECONDS")
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok())
+        .filter(|s| *s > 0.0)
+        .unwrap_or(3.0);
+    Duration::from_secs_f64(s)
+}
+
+/// Newest modification time of the files under `dir`.
+fn newest_mtime(dir: &Path) -> Option<SystemTime> {
+    let mut newest = None;
+    for e in std::fs::read_dir(dir).ok()?.flatten() {
+        let t = if e.file_type().ok()?.is_dir() {
+            newest_mtime(&e.path())
+        } else {
+            e.metadata().ok()?.modified().ok()
+        };
+        newest = newest.max(t);
+    }
+    newest
+}
+
+/// The daemon binary: $RACKCACHE_DATAPLANE_BIN, or the release build in
+/// this bench's target directory. Warns when it is older than the sources
+/// it is built from.
+fn daemon_binary() -> Result<PathBuf, String> {
+    if let Some(p) = std::env::var_os("RACKCACHE_DATAPLANE_BIN") {
+        return Ok(p.into());
+    }
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    // target/release/deps/nvmf_tcp-HASH -> target/release/rackcache-dataplane
+    let bin = exe
+        .parent()
+        .and_then(Path::parent)
+        .map(|d| d.join("rackcache-dataplane"))
+        .filter(|p| p.exists())
+        .ok_or_else(|| {
+            "no release rackcache-dataplane beside this bench: run `cargo build --release --workspace --bins` first (or set RACKCACHE_DATAPLANE_BIN)".to_string()
+        })?;
+    let built = std::fs::metadata(&bin).and_then(|m| m.modified()).ok();
+    let dataplane = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let sources = ["daemon", "nvmf-tgt", "nvmf", "bdev", "metrics", "httpd"]
+        .iter()
+        .filter_map(|c| newest_mtime(&dataplane.join(c).join("src")))
+        .max();
+    if let (Some(b), Some(s)) = (built, sources) {
+        if s > b {
+            eprintln!(
+                "warning: {} is older than its sources: rebuild with `cargo build --release --workspace --bins`",
+                bin.display()
+            );
+        }
+    }
+    Ok(bin)
+}
+
+/// The daemon under test, stopped by PID (SIGTERM, then SIGKILL) on drop.
+struct Daemon {
+    child: Child,
+    socket: PathBuf,
+    log: PathBuf,
+}
+
+impl Daemon {
+    fn start(bin: &Path, dir: &Path) -> Result<Self, String> {
+        let socket = dir.join("spdk.sock");
+        let log = dir.join("dataplane.log");
+        let stderr = std::fs::File::create(&log).map_err(|e| e.to_string())?;
+        let child = Command::new("taskset")
+            .args(["-c", &TARGET_CPU.to_string()])
+            .arg(bin)
+            .arg("--rpc-socket")
+            .arg(&socket)
+            .env("RACKCACHE_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .map_err(|e| format!("start taskset {}: {e}", bin.display()))?;
+        // taskset execs the daemon: the PID is the daemon's.
+        let mut d = Daemon { child, socket, log };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !d.socket.exists() {
+            if let Ok(Some(st)) = d.child.try_wait() {
+                return Err(format!("the daemon exited ({st}):\n{}", d.log_tail()));
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "the daemon did not open its socket:\n{}",
+                    d.log_tail()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(d)
+    }
+
+    fn log_tail(&self) -> String {
+        let s = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = s.lines().collect();
+        lines[lines.len().saturating_sub(20)..].join("\n")
+    }
+
+    /// One JSON-RPC call over the Unix socket.
+    fn rpc(&self, method: &str, params: Value) -> Result<Value, String> {
+        let mut s = std::os::unix::net::UnixStream::connect(&self.socket)
+            .map_err(|e| format!("{method}: connect: {e}"))?;
+        s.set_read_timeout(Some(Duration::from_secs(60)))
+            .map_err(|e| e.to_string())?;
+        let req = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        s.write_all(req.to_string().as_bytes())
+            .map_err(|e| format!("{method}: {e}"))?;
+        let mut v: Value = serde_json::Deserializer::from_reader(&mut s)
+            .into_iter()
+            .next()
+            .ok_or_else(|| format!("{method}: no response"))?
+            .map_err(|e| format!("{method}: {e}"))?;
+        match v.get("error") {
+            Some(e) => Err(format!("{method}: {e}")),
+            None => Ok(v["result"].take()),
+        }
+    }
+
+    /// Exports `bdev` as the only namespace of `nqn` on a fresh port.
+    fn export(&self, nqn: &str, bdev: &str) -> Result<String, String> {
+        let port = free_port();
+        self.rpc(
+            "nvmf_create_subsystem",
+            json!({"nqn": nqn, "serial_number": "RCBENCH", "allow_any_host": true}),
+        )?;
+        self.rpc(
+            "nvmf_subsystem_add_ns",
+            json!({"nqn": nqn, "namespace": {"bdev_name": bdev}}),
+        )?;
+        self.rpc(
+            "nvmf_subsystem_add_listener",
+            json!({"nqn": nqn, "listen_address": {
+                "trtype": "TCP", "adrfam": "IPv4", "traddr": "127.0.0.1", "trsvcid": port.to_string()
+            }}),
+        )?;
+        Ok(format!("127.0.0.1:{port}"))
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        // SAFETY: signalling our own child by PID.
+        unsafe { sys::kill(self.child.id() as i32, sys::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// One workload as loadgen runs it.
+#[derive(Clone, Copy)]
+struct Workload {
+    name: &'static str,
+    pattern: Pattern,
+    block_size: usize,
+    queue_depth: usize,
+}
+
+const RANDREAD_4K: Workload = Workload {
+    name: "4K randread QD32",
+    pattern: Pattern::RandRead,
+    block_size: 4096,
+    queue_depth: DEEP_QD,
+};
+const RANDWRITE_4K: Workload = Workload {
+    name: "4K randwrite QD32",
+    pattern: Pattern::RandWrite,
+    block_size: 4096,
+    queue_depth: DEEP_QD,
+};
+const RANDREAD_4K_QD1: Workload = Workload {
+    name: "4K randread QD1",
+    pattern: Pattern::RandRead,
+    block_size: 4096,
+    queue_depth: 1,
+};
+const SEQREAD_128K: Workload = Workload {
+    name: "128K seqread QD32",
+    pattern: Pattern::Read,
+    block_size: 128 << 10,
+    queue_depth: DEEP_QD,
+};
+const SEQWRITE_128K: Workload = Workload {
+    name: "128K seqwrite QD32",
+    pattern: Pattern::Write,
+    block_size: 128 << 10,
+    queue_depth: DEEP_QD,
+};
+
+/// Runs `w` from the load generator's CPU.
+fn measure(addr: &str, nqn: &str, w: Workload, duration: Duration) -> Result<Report, String> {
+    let p = RunParams {
+        addr: addr.into(),
+        nqn: nqn.into(),
+        hostnqn: DEFAULT_HOSTNQN.into(),
+        nsid: 1,
+        pattern: w.pattern,
+        block_size: w.block_size,
+        queues: 1,
+        queue_depth: w.queue_depth,
+        duration,
+    };
+    on_cpu(LOADGEN_CPU, || run(&p).map_err(|e| e.to_string()))
+        .map_err(|e| format!("{}: {e}", w.name))
+}
+
+/// Writes the whole namespace once with 128 KiB sequential writes, so reads
+/// read real data.
+fn prefill(addr: &str, nqn: &str) -> Result<(), String> {
+    let bytes_per_s = 512.0 * f64::from(1 << 20);
+    let secs = (BDEV_BYTES as f64 / bytes_per_s).max(0.5);
+    measure(addr, nqn, SEQWRITE_128K, Duration::from_secs_f64(secs)).map(|_| ())
+}
+
+fn gib_per_s(r: &Report) -> f64 {
+    r.mib_per_s / 1024.0
+}
+
+/// The loopback TCP limit: one stream, 128 KiB writes from `TARGET_CPU`
+/// read on `LOADGEN_CPU` (the direction of read data), GiB/s.
+fn loopback_gib_per_s(duration: Duration) -> std::io::Result<f64> {
+    let l = TcpListener::bind("127.0.0.1:0")?;
+    let addr = l.local_addr()?;
+    std::thread::scope(|s| {
+        let sender = s.spawn(move || -> std::io::Result<()> {
+            pin_current_thread(TARGET_CPU)?;
+            let (mut c, _) = l.accept()?;
+            c.set_nodelay(true)?;
+            let chunk = vec![0x5au8; 128 << 10];
+            let end = Instant::now() + duration;
+            while Instant::now() < end {
+                c.write_all(&chunk)?;
+            }
+            Ok(())
+        });
+        let received = on_cpu(LOADGEN_CPU, || -> std::io::Result<(u64, Duration)> {
+            let mut c = TcpStream::connect(addr)?;
+            let mut buf = vec![0u8; 1 << 20];
+            let start = Instant::now();
+            let mut total = 0u64;
+            loop {
+                match c.read(&mut buf)? {
+                    0 => break,
+                    n => total += n as u64,
+                }
+            }
+            Ok((total, start.elapsed()))
+        })?;
+        sender.join().expect("loopback sender panicked")?;
+        let (bytes, took) = received;
+        Ok(bytes as f64 / took.as_secs_f64() / f64::from(1 << 30))
+    })
+}
+
+/// `rbd bench` on `image` for about `duration`; ops per second.
+fn rbd_bench(
+    ceph: &Ceph,
+    image: &str,
+    io_type: &str,
+    w: Workload,
+    duration: Duration,
+) -> Result<f64, String> {
+    let pattern = if matches!(w.pattern, Pattern::RandRead | Pattern::RandWrite) {
+        "rand"
+    } else {
+        "seq"
+    };
+    let mut child = Command::new("rbd")
+        .arg("--conf")
+        .arg(ceph.var("CEPH_CONF"))
+        .args(["bench", "--io-type", io_type, "--io-size"])
+        .arg(w.block_size.to_string())
+        .arg("--io-threads")
+        .arg(w.queue_depth.to_string())
+        .args(["--io-pattern", pattern, "--io-total", "1T", image])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("run rbd bench: {e}"))?;
+    let stdout = child.stdout.take().expect("piped");
+    let reader = std::thread::spawn(move || {
+        BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .find_map(|l| {
+                // elapsed: 2   ops: 29339   ops/sec: 10020.1   bytes/sec: 39 MiB/s
+                let rest = l.split_once("ops/sec:")?.1;
+                rest.split_whitespace().next()?.parse::<f64>().ok()
+            })
+    });
+    std::thread::sleep(duration);
+    // SIGINT: rbd bench stops and prints its summary.
+    // SAFETY: signalling our own child by PID.
+    unsafe { sys::kill(child.id() as i32, sys::SIGINT) };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    reader
+        .join()
+        .ok()
+        .flatten()
+        .ok_or_else(|| format!("rbd bench {io_type} {}: no summary", w.name))
+}
+
+/// One line of the table.
+struct Row {
+    bdev: &'static str,
+    workload: String,
+    iops: Option<f64>,
+    gib: Option<f64>,
+    lat: Option<(f64, f64, f64, f64)>,
+    /// `(what, ours / reference, good when the ratio is below 1)`.
+    versus: Vec<(String, f64, bool)>,
+}
+
+impl Row {
+    fn from_report(bdev: &'static str, w: Workload, r: &Report) -> Self {
+        let l = &r.latency;
+        Self {
+            bdev,
+            workload: w.name.into(),
+            iops: Some(r.iops),
+            gib: Some(gib_per_s(r)),
+            lat: Some((l.p50_us, l.p99_us, l.p999_us, l.avg_us)),
+            versus: Vec::new(),
+        }
+    }
+
+    fn versus(mut self, what: impl Into<String>, ours: f64, reference: f64, lower: bool) -> Self {
+        self.versus.push((what.into(), ours / reference, lower));
+        self
+    }
+}
+
+fn print_table(rows: &[Row], notes: &[String]) {
+    println!();
+    println!(
+        "{:<7} {:<20} {:>9} {:>7} {:>7} {:>7} {:>8} {:>7}  vs (ours/reference; ok = meets the target)",
+        "bdev", "workload", "IOPS", "GiB/s", "p50 us", "p99 us", "p99.9 us", "avg us"
+    );
+    let opt = |v: Option<f64>, prec: usize| v.map_or("-".to_string(), |v| format!("{v:.prec$}"));
+    for r in rows {
+        let (p50, p99, p999, avg) = match r.lat {
+            Some((a, b, c, d)) => (Some(a), Some(b), Some(c), Some(d)),
+            None => (None, None, None, None),
+        };
+        let vs: Vec<String> = r
+            .versus
+            .iter()
+            .map(|(what, ratio, lower)| {
+                let mark = if what.starts_with("target") {
+                    if (*lower && *ratio <= 1.0) || (!*lower && *ratio >= 1.0) {
+                        " ok"
+                    } else {
+                        " MISS"
+                    }
+                } else {
+                    ""
+                };
+                format!("{what} {ratio:.2}{mark}")
+            })
+            .collect();
+        println!(
+            "{:<7} {:<20} {:>9} {:>7} {:>7} {:>7} {:>8} {:>7}  {}",
+            r.bdev,
+            r.workload,
+            opt(r.iops, 0),
+            opt(r.gib, 3),
+            opt(p50, 1),
+            opt(p99, 1),
+            opt(p999, 1),
+            opt(avg, 1),
+            vs.join(", ")
+        );
+    }
+    for n in notes {
+        println!("note: {n}");
+    }
+}
+
+fn malloc_rows(d: &Daemon, loopback: f64, duration: Duration) -> Result<Vec<Row>, String> {
+    d.rpc(
+        "bdev_malloc_create",
+        json!({"name": "Malloc0", "num_blocks": BDEV_BYTES / 4096, "block_size": 4096}),
+    )?;
+    let addr = d.export(MALLOC_NQN, "Malloc0")?;
+    prefill(&addr, MALLOC_NQN)?;
+    let m = |w| measure(&addr, MALLOC_NQN, w, duration);
+    let mut rows = Vec::new();
+
+    let r = m(RANDREAD_4K)?;
+    rows.push(
+        Row::from_report("malloc", RANDREAD_4K, &r)
+            .versus("target IOPS", r.iops, GOAL_RANDREAD_IOPS, false)
+            .versus("target p99", r.latency.p99_us, GOAL_RANDREAD_P99_US, true)
+            .versus("SPDK IOPS", r.iops, SPDK_RANDREAD_IOPS, false)
+            .versus("SPDK p99", r.latency.p99_us, SPDK_RANDREAD_P99_US, true),
+    );
+    let r = m(RANDWRITE_4K)?;
+    rows.push(Row::from_report("malloc", RANDWRITE_4K, &r).versus(
+        "SPDK randread IOPS",
+        r.iops,
+        SPDK_RANDREAD_IOPS,
+        false,
+    ));
+    let r = m(RANDREAD_4K_QD1)?;
+    rows.push(
+        Row::from_report("malloc", RANDREAD_4K_QD1, &r)
+            .versus("target avg", r.latency.avg_us, GOAL_QD1_AVG_US, true)
+            .versus("SPDK avg", r.latency.avg_us, SPDK_QD1_AVG_US, true),
+    );
+    let r = m(SEQREAD_128K)?;
+    let g = gib_per_s(&r);
+    rows.push(
+        Row::from_report("malloc", SEQREAD_128K, &r)
+            .versus("target GiB/s", g, GOAL_SEQREAD_GIB, false)
+            .versus("SPDK GiB/s", g, SPDK_SEQREAD_GIB, false)
+            .versus("loopback", g, loopback, false),
+    );
+    let r = m(SEQWRITE_128K)?;
+    let g = gib_per_s(&r);
+    rows.push(Row::from_report("malloc", SEQWRITE_128K, &r).versus("loopback", g, loopback, false));
+    Ok(rows)
+}
+
+fn rbd_rows(d: &Daemon, ceph: &Ceph, duration: Duration) -> Result<Vec<Row>, String> {
+    let pool = ceph.var("RACKCACHE_CEPH_POOL");
+    let image = format!("{pool}/bench");
+    ceph.admin(
+        "rbd",
+        &[
+            "create",
+            "--size",
+            &format!("{}M", BDEV_BYTES >> 20),
+            &image,
+        ],
+    );
+    // Fill the image so reads read data.
+    ceph.admin(
+        "rbd",
+        &[
+            "bench",
+            "--io-type",
+            "write",
+            "--io-size",
+            "4M",
+            "--io-pattern",
+            "seq",
+            "--io-total",
+            &BDEV_BYTES.to_string(),
+            &image,
+        ],
+    );
+    d.rpc(
+        "bdev_rbd_register_cluster",
+        json!({"name": "bench", "user_id": ceph.var("RACKCACHE_CEPH_USER"), "config_param": {
+            "mon_host": ceph.var("RACKCACHE_CEPH_MON_HOST"), "key": ceph.var("RACKCACHE_CEPH_KEY")}}),
+    )?;
+    d.rpc(
+        "bdev_rbd_create",
+        json!({"name": "Rbd0", "cluster_name": "bench", "pool_name": pool,
+               "rbd_name": "bench", "block_size": 4096}),
+    )?;
+    let addr = d.export(RBD_NQN, "Rbd0")?;
+    let mut rows = Vec::new();
+    for (w, io_type) in [
+        (RANDREAD_4K, "read"),
+        (RANDWRITE_4K, "write"),
+        (SEQREAD_128K, "read"),
+        (SEQWRITE_128K, "write"),
+    ] {
+        let r = measure(&addr, RBD_NQN, w, duration)?;
+        let raw = rbd_bench(ceph, &image, io_type, w, duration)?;
+        rows.push(Row::from_report("rbd", w, &r).versus("rbd bench", r.iops, raw, false));
+        rows.push(Row {
+            bdev: "rbd",
+            workload: format!("  rbd bench {io_type}"),
+            iops: Some(raw),
+            gib: Some(raw * w.block_size as f64 / f64::from(1 << 30)),
+            lat: None,
+            versus: Vec::new(),
+        });
+    }
+    Ok(rows)
+}
+
+/// The text of a caught panic.
+fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "unknown panic".into())
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; a filter that excludes us skips.
+    let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    if filter.is_some_and(|f| !"nvmf_tcp".contains(&f)) {
+        return;
+    }
+    if let Err(e) = bench() {
+        eprintln!("nvmf_tcp bench failed: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn bench() -> Result<(), String> {
+    let duration = seconds();
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cpus <= LOADGEN_CPU {
+        return Err(format!(
+            "needs CPUs {TARGET_CPU} and {LOADGEN_CPU}, this machine has {cpus}"
+        ));
+    }
+    let bin = daemon_binary()?;
+    let mut notes = vec![format!(
+        "{} s per workload; target on CPU {TARGET_CPU}, load generator on CPU {LOADGEN_CPU}; {}",
+        duration.as_secs_f64(),
+        bin.display()
+    )];
+    println!("nvmf_tcp: loopback TCP limit ...");
+    let loopback = loopback_gib_per_s(duration).map_err(|e| format!("loopback: {e}"))?;
+    let mut rows = vec![Row {
+        bdev: "-",
+        workload: "loopback TCP 128K".into(),
+        iops: None,
+        gib: Some(loopback),
+        lat: None,
+        versus: Vec::new(),
+    }];
+
+    let work = TempDir::new("rackcache-bench-nvmf");
+    // Declared before the daemon so that it is stopped after it.
+    let mut ceph: Option<Ceph> = None;
+    let daemon = Daemon::start(&bin, work.path())?;
+    daemon.rpc("nvmf_create_transport", json!({"trtype": "TCP"}))?;
+    println!("nvmf_tcp: malloc bdev ...");
+    rows.extend(
+        malloc_rows(&daemon, loopback, duration)
+            .map_err(|e| format!("{e}\ndaemon log:\n{}", daemon.log_tail()))?,
+    );
+
+    if std::env::var("RACKCACHE_BENCH_CEPH").as_deref() == Ok("0") {
+        notes.push("rbd rows skipped: RACKCACHE_BENCH_CEPH=0".into());
+    } else {
+        println!("nvmf_tcp: starting a one-node Ceph ...");
+        match std::panic::catch_unwind(Ceph::start) {
+            Ok(c) => {
+                println!("nvmf_tcp: rbd bdev and rbd bench ...");
+                let c = ceph.insert(c);
+                let r =
+                    std::panic::catch_unwind(AssertUnwindSafe(|| rbd_rows(&daemon, c, duration)));
+                match r {
+                    Ok(Ok(r)) => rows.extend(r),
+                    Ok(Err(e)) => notes.push(format!("rbd rows failed: {e}")),
+                    Err(p) => notes.push(format!("rbd rows failed: {}", panic_text(p.as_ref()))),
+                }
+            }
+            Err(p) => notes.push(format!(
+                "rbd rows skipped: Ceph did not start: {}",
+                panic_text(p.as_ref())
+            )),
+        }
+    }
+    drop(daemon);
+    drop(ceph);
+    print_table(&rows, &notes);
+    Ok(())
+}

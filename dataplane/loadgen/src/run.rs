@@ -1,0 +1,169 @@
+//! One load run against a target: connect a controller, look up the
+//! namespace, run `queues` queues of [`run_queue`] in parallel threads and
+//! merge their results. Used by `rackcache-loadgen` and the NVMe/TCP bench.
+
+use std::time::Duration;
+
+use nvmf::sqe::opcode;
+use serde::Serialize;
+
+use crate::host::{ConnectParams, HostQueue};
+use crate::workload::{run_queue, summarize, Job, LatencySummary, Pattern};
+
+/// The host NQN `rackcache-loadgen` connects as unless told otherwise.
+pub const DEFAULT_HOSTNQN: &str =
+    "nqn.2014-08.org.nvmexpress:uuid:00000000-0000-4000-8000-72616b6c6f61";
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct RunParams {
+    /// Target address (host:port).
+    pub addr: String,
+    /// Subsystem NQN.
+    pub nqn: String,
+    /// Host NQN to connect as.
+    pub hostnqn: String,
+    /// Namespace id.
+    pub nsid: u32,
+    /// Access pattern.
+    pub pattern: Pattern,
+    /// Bytes per I/O.
+    pub block_size: usize,
+    /// I/O queues (one thread each).
+    pub queues: u16,
+    /// Commands in flight per queue.
+    pub queue_depth: usize,
+    /// How long to keep submitting.
+    pub duration: Duration,
+}
+
+/// What a run measured.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    /// Access pattern.
+    pub pattern: Pattern,
+    /// Bytes per I/O.
+    pub block_size: usize,
+    /// I/O queues.
+    pub queues: u16,
+    /// Commands in flight per queue.
+    pub queue_depth: usize,
+    /// Wall time of the longest queue.
+    pub seconds: f64,
+    /// Commands completed.
+    pub ops: u64,
+    /// Commands per second.
+    pub iops: f64,
+    /// MiB per second.
+    pub mib_per_s: f64,
+    /// Per-command latency.
+    pub latency: LatencySummary,
+}
+
+/// Errors of a run (Send, so runs can happen on pinned threads).
+pub type RunError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Runs `p` to completion.
+pub fn run(p: &RunParams) -> Result<Report, RunError> {
+    if p.queues == 0 || p.queue_depth == 0 || p.block_size == 0 {
+        return Err("queues, queue depth and block size must be positive".into());
+    }
+    let params = ConnectParams {
+        addr: p.addr.clone(),
+        subnqn: p.nqn.clone(),
+        hostnqn: p.hostnqn.clone(),
+        host_id: *b"rackcache-loadgn",
+        queue_size: 32,
+        kato_ms: 0,
+    };
+    let mut admin = HostQueue::connect(&params, 0, 0)?;
+    admin.enable()?;
+    let granted = admin.set_queue_count(p.queues)?;
+    if granted < p.queues {
+        return Err(format!(
+            "the target granted {granted} I/O queues, {} asked",
+            p.queues
+        )
+        .into());
+    }
+    let ctrl = admin.admin_read(
+        opcode::IDENTIFY,
+        0,
+        [1, 0, 0, 0, 0, 0],
+        4096,
+        "Identify Controller",
+    )?;
+    let ioccsz = u32::from_le_bytes(ctrl[1792..1796].try_into()?) as usize;
+    let ns = admin.admin_read(
+        opcode::IDENTIFY,
+        p.nsid,
+        [0, 0, 0, 0, 0, 0],
+        4096,
+        "Identify Namespace",
+    )?;
+    let ns_lbas = u64::from_le_bytes(ns[0..8].try_into()?);
+    let lbaf = (ns[26] & 0x0f) as usize;
+    let lba_size = 1u32 << ns[128 + lbaf * 4 + 2];
+    if ns_lbas == 0 {
+        return Err(format!("namespace {} is not active", p.nsid).into());
+    }
+    if !p.block_size.is_multiple_of(lba_size as usize) {
+        return Err(format!(
+            "block size {} is not a multiple of the {lba_size}-byte LBA",
+            p.block_size
+        )
+        .into());
+    }
+    let queue_size = (p.queue_depth + 1).min(1024) as u16;
+    let job = Job {
+        pattern: p.pattern,
+        block_size: p.block_size,
+        queue_depth: p.queue_depth,
+        duration: p.duration,
+        nsid: p.nsid,
+        lba_size,
+        ns_lbas,
+        seed: 0,
+        in_capsule_max: (ioccsz * 16).saturating_sub(64),
+    };
+    let cntlid = admin.cntlid;
+    let workers: Vec<_> = (1..=p.queues)
+        .map(|qid| {
+            let cp = ConnectParams {
+                queue_size,
+                ..params.clone()
+            };
+            let job = Job {
+                seed: 0x9e37_79b9_7f4a_7c15 ^ u64::from(qid),
+                ..job.clone()
+            };
+            std::thread::spawn(move || -> Result<_, String> {
+                let mut q = HostQueue::connect(&cp, qid, cntlid).map_err(|e| e.to_string())?;
+                run_queue(&mut q, &job).map_err(|e| e.to_string())
+            })
+        })
+        .collect();
+    let mut ops = 0;
+    let mut bytes = 0;
+    let mut elapsed = Duration::ZERO;
+    let mut lat = Vec::new();
+    for w in workers {
+        let r = w.join().map_err(|_| "a worker panicked")??;
+        ops += r.ops;
+        bytes += r.bytes;
+        elapsed = elapsed.max(r.elapsed);
+        lat.extend(r.latencies_ns);
+    }
+    let secs = elapsed.as_secs_f64().max(f64::MIN_POSITIVE);
+    Ok(Report {
+        pattern: p.pattern,
+        block_size: p.block_size,
+        queues: p.queues,
+        queue_depth: p.queue_depth,
+        seconds: secs,
+        ops,
+        iops: ops as f64 / secs,
+        mib_per_s: bytes as f64 / secs / f64::from(1 << 20),
+        latency: summarize(&mut lat),
+    })
+}
