@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the dataplane's cargo-fuzz targets, each for a bounded time, with a
 # fixed seed so a run is repeatable. New inputs go to a corpus outside the
-# repository's seed folders; crashes land in fuzz/artifacts and fail the run.
+# repository's seed folders; crashes, inputs slower than 10 s (hangs) and
+# out-of-memory inputs land in fuzz/artifacts and fail the run.
 #
 # Usage: hack/fuzz.sh [SECONDS_PER_TARGET] [--help]   (default 20)
 # cargo-fuzz needs nightly compiler flags: the nightly toolchain is used when
@@ -22,6 +23,7 @@ fi
 # fuzz crate dir : target name : seed dir (relative to the crate dir)
 TARGETS=(
   "dataplane/nvmf/fuzz:pdu_stream:seeds/pdu"
+  "dataplane/nvmf/fuzz:connection:seeds/connection"
 )
 for t in "${TARGETS[@]}"; do
   IFS=: read -r dir target seeds <<<"$t"
@@ -29,8 +31,7 @@ for t in "${TARGETS[@]}"; do
   mkdir -p "$corpus"
   log "fuzzing $target for ${seconds}s"
   (cd "$REPO_ROOT/$dir" && "$REPO_ROOT/bin/cargo-fuzz" run "$target" "$corpus" "$seeds" -- \
-      -max_total_time="$seconds" -seed=1 -print_final_stats=1 2>&1 | grep -E '^(Done|stat::number_of_executed_units|INFO: seed corpus)|panicked|SUMMARY|crash' || true)
-  if compgen -G "$REPO_ROOT/$dir/artifacts/$target/crash-*" >/dev/null; then
-    die "$target found a crash: $(ls "$REPO_ROOT/$dir/artifacts/$target"/crash-*)"
-  fi
+      -max_total_time="$seconds" -timeout=10 -seed=1 -print_final_stats=1 2>&1 | grep -E '^(Done|stat::number_of_executed_units|INFO: seed corpus)|panicked|SUMMARY|crash|timeout' || true)
+  found=$(shopt -s nullglob; echo "$REPO_ROOT/$dir/artifacts/$target"/{crash,timeout,oom}-*)
+  [[ -z "$found" ]] || die "$target found a crash or hang: $found"
 done

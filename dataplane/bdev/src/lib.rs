@@ -18,17 +18,21 @@
 //!
 //! Kinds: [`malloc`] (RAM, for tests and benchmarks), [`file`] (a file or
 //! block device, O_DIRECT where the filesystem allows it), [`rbd`] (Ceph RBD
-//! through librbd's C API, cephx).
+//! through librbd's C API, cephx). [`stats`]: per-bdev I/O counters and
+//! [`CountedBdev`], the counted handle the daemon and the NVMe-oF target
+//! use.
 
 pub mod buf;
 pub mod error;
 pub mod file;
 pub mod malloc;
 pub mod rbd;
+pub mod stats;
 mod uring;
 
 pub use buf::DmaBuf;
 pub use error::{BdevError, Result};
+pub use stats::{CountedBdev, IoStats};
 
 /// Operations a bdev may support.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -3,91 +3,29 @@
 //! and the NVMe-oF target.
 //!
 //! Control calls take one async mutex; the I/O path never does: it holds
-//! `Arc`s to the bdevs it uses and per-bdev atomic counters.
+//! counted handles ([`CountedBdev`]) to the bdevs it uses, whose counters
+//! are atomics.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
 use bdev::rbd::RbdCluster;
-use bdev::{Bdev, DmaBuf};
-use metrics::{Counter, Histogram, Registry};
+pub use bdev::IoStats;
+use bdev::{Bdev, CountedBdev, DmaBuf};
+use metrics::Registry;
 use nvmf_tgt::Target;
 use serde_json::Value;
 use tokio::sync::Mutex;
-
-/// I/O counters of one bdev (SPDK's `bdev_get_iostat` fields), registered
-/// in the Prometheus registry with the label `bdev`.
-pub struct IoStats {
-    /// Bytes read.
-    pub bytes_read: Arc<Counter>,
-    /// Read operations.
-    pub num_read_ops: Arc<Counter>,
-    /// Bytes written.
-    pub bytes_written: Arc<Counter>,
-    /// Write operations.
-    pub num_write_ops: Arc<Counter>,
-    /// Bytes unmapped.
-    pub bytes_unmapped: Arc<Counter>,
-    /// Unmap operations.
-    pub num_unmap_ops: Arc<Counter>,
-    /// Read latency.
-    pub read_latency: Arc<Histogram>,
-    /// Write latency.
-    pub write_latency: Arc<Histogram>,
-    /// Failed operations.
-    pub io_errors: Arc<Counter>,
-}
-
-/// Names of the per-bdev metric families, for removal on delete.
-const BDEV_FAMILIES: [&str; 9] = [
-    "rackcache_bdev_read_bytes_total",
-    "rackcache_bdev_read_ops_total",
-    "rackcache_bdev_written_bytes_total",
-    "rackcache_bdev_write_ops_total",
-    "rackcache_bdev_unmapped_bytes_total",
-    "rackcache_bdev_unmap_ops_total",
-    "rackcache_bdev_read_latency_seconds",
-    "rackcache_bdev_write_latency_seconds",
-    "rackcache_bdev_io_errors_total",
-];
-
-impl IoStats {
-    /// Registers the series of bdev `name`.
-    pub fn register(registry: &Registry, name: &str) -> Self {
-        let l = [("bdev", name)];
-        let c = |n: &str, h: &str| registry.counter(n, h, &l).expect("valid metric names");
-        let h = |n: &str, d: &str| registry.histogram(n, d, &l).expect("valid metric names");
-        Self {
-            bytes_read: c(BDEV_FAMILIES[0], "Bytes read from the bdev."),
-            num_read_ops: c(BDEV_FAMILIES[1], "Read operations completed by the bdev."),
-            bytes_written: c(BDEV_FAMILIES[2], "Bytes written to the bdev."),
-            num_write_ops: c(BDEV_FAMILIES[3], "Write operations completed by the bdev."),
-            bytes_unmapped: c(BDEV_FAMILIES[4], "Bytes deallocated on the bdev."),
-            num_unmap_ops: c(
-                BDEV_FAMILIES[5],
-                "Deallocate operations completed by the bdev.",
-            ),
-            read_latency: h(BDEV_FAMILIES[6], "Read latency of the bdev."),
-            write_latency: h(BDEV_FAMILIES[7], "Write latency of the bdev."),
-            io_errors: c(BDEV_FAMILIES[8], "Failed operations of the bdev."),
-        }
-    }
-
-    /// Removes bdev `name`'s series.
-    pub fn unregister(registry: &Registry, name: &str) {
-        for f in BDEV_FAMILIES {
-            registry.remove(f, &[("bdev", name)]);
-        }
-    }
-}
 
 /// A bdev as the daemon knows it.
 pub struct RegisteredBdev {
     /// The device (shared with the NVMe-oF namespaces exporting it).
     pub bdev: Arc<Bdev>,
-    /// Its counters.
-    pub stats: IoStats,
+    /// Its counters (SPDK's `bdev_get_iostat` fields; also on /metrics
+    /// with the label `bdev`), shared by every [`RegisteredBdev::counted`]
+    /// handle.
+    pub stats: Arc<IoStats>,
     /// The RPC that created it and its parameters, for `save_config`.
     pub created_by: (&'static str, Value),
     /// For rbd bdevs: the cluster it uses.
@@ -95,54 +33,20 @@ pub struct RegisteredBdev {
 }
 
 impl RegisteredBdev {
+    /// A handle that counts its I/O in this bdev's statistics: what
+    /// namespaces and every other user of the bdev's data path get.
+    pub fn counted(&self) -> CountedBdev {
+        CountedBdev::new(self.bdev.clone(), self.stats.clone())
+    }
+
     /// Reads through the bdev, counting.
     pub async fn read(&self, offset: u64, buf: DmaBuf) -> (DmaBuf, bdev::Result<()>) {
-        let start = Instant::now();
-        let len = buf.len() as u64;
-        let (buf, r) = self.bdev.read(offset, buf).await;
-        self.count(
-            &r,
-            &self.stats.bytes_read,
-            &self.stats.num_read_ops,
-            &self.stats.read_latency,
-            len,
-            start,
-        );
-        (buf, r)
+        self.counted().read(offset, buf).await
     }
 
     /// Writes through the bdev, counting.
     pub async fn write(&self, offset: u64, buf: DmaBuf) -> (DmaBuf, bdev::Result<()>) {
-        let start = Instant::now();
-        let len = buf.len() as u64;
-        let (buf, r) = self.bdev.write(offset, buf).await;
-        self.count(
-            &r,
-            &self.stats.bytes_written,
-            &self.stats.num_write_ops,
-            &self.stats.write_latency,
-            len,
-            start,
-        );
-        (buf, r)
-    }
-
-    fn count(
-        &self,
-        r: &bdev::Result<()>,
-        bytes: &Counter,
-        ops: &Counter,
-        latency: &Histogram,
-        len: u64,
-        start: Instant,
-    ) {
-        if r.is_ok() {
-            bytes.add(len);
-            ops.inc();
-            latency.observe_ns(start.elapsed().as_nanos() as u64);
-        } else {
-            self.stats.io_errors.inc();
-        }
+        self.counted().write(offset, buf).await
     }
 }
 

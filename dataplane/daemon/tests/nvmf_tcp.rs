@@ -1,8 +1,9 @@
 //! The daemon, configured only over JSON-RPC, serves a malloc bdev over
 //! NVMe/TCP on 127.0.0.1 to the repository's own host (`loadgen::host`):
 //! discovery shows the advertised address, data written comes back, a host
-//! that was not added is refused, the
-//! subsystem's counters are on /metrics, the exported bdev cannot be deleted,
+//! that was not added is refused, the I/O is counted exactly per subsystem
+//! and per bdev (`bdev_get_iostat` and /metrics, latency histograms
+//! included), the exported bdev cannot be deleted,
 //! and SIGTERM with a host still connected stops the daemon cleanly.
 
 mod common;
@@ -34,7 +35,12 @@ fn metrics(port: u16) -> String {
 
 /// The value of the series `name{subnqn="NQN"}`.
 fn series(body: &str, name: &str) -> f64 {
-    let key = format!("{name}{{subnqn=\"{NQN}\"}} ");
+    labelled(body, name, "subnqn", NQN)
+}
+
+/// The value of the series `name{label="value"}`.
+fn labelled(body: &str, name: &str, label: &str, value: &str) -> f64 {
+    let key = format!("{name}{{{label}=\"{value}\"}} ");
     body.lines()
         .find_map(|l| l.strip_prefix(key.as_str()))
         .unwrap_or_else(|| panic!("no {key} in\n{body}"))
@@ -135,12 +141,63 @@ fn daemon_serves_a_malloc_bdev_to_the_allowed_host_only() {
     c.io[1].read_blocks(1, 1024, BS, &mut back).unwrap();
     assert!(back == large, "R2T write did not read back");
 
-    // The subsystem's counters are on the daemon's /metrics.
+    // One deallocate of 8 blocks.
+    c.io[0].deallocate(1, &[(4096, 8)]).unwrap();
+
+    // The subsystem's counters are on the daemon's /metrics: exactly the
+    // two writes, two reads and one deallocate above, each in its latency
+    // histogram.
+    let moved = (small.len() + large.len()) as f64;
     let body = metrics(metrics_port);
-    let written = series(&body, "rackcache_nvmf_written_bytes_total");
-    assert!(written >= (small.len() + large.len()) as f64, "{written}");
-    assert!(series(&body, "rackcache_nvmf_read_bytes_total") >= written);
+    for (name, want) in [
+        ("rackcache_nvmf_written_bytes_total", moved),
+        ("rackcache_nvmf_read_bytes_total", moved),
+        ("rackcache_nvmf_write_ops_total", 2.0),
+        ("rackcache_nvmf_read_ops_total", 2.0),
+        ("rackcache_nvmf_unmap_ops_total", 1.0),
+        ("rackcache_nvmf_flush_ops_total", 0.0),
+        ("rackcache_nvmf_write_latency_seconds_count", 2.0),
+        ("rackcache_nvmf_read_latency_seconds_count", 2.0),
+    ] {
+        assert_eq!(series(&body, name), want, "{name}");
+    }
+    assert!(series(&body, "rackcache_nvmf_write_latency_seconds_sum") > 0.0);
     assert!(series(&body, "rackcache_nvmf_connections") >= 3.0);
+
+    // The same I/O reached the bdev through its counted handle: in
+    // bdev_get_iostat and on /metrics with the label bdev.
+    let iostat = call("bdev_get_iostat", json!({"name": "Malloc0"}));
+    let b = &iostat["bdevs"][0];
+    assert_eq!(b["name"], "Malloc0");
+    for (field, want) in [
+        ("bytes_written", moved as u64),
+        ("num_write_ops", 2),
+        ("bytes_read", moved as u64),
+        ("num_read_ops", 2),
+        ("bytes_unmapped", 8 * BS as u64),
+        ("num_unmap_ops", 1),
+        ("io_error", 0),
+    ] {
+        assert_eq!(b[field], json!(want), "{field} in {iostat}");
+    }
+    for field in ["read_latency_ticks", "write_latency_ticks"] {
+        assert!(b[field].as_u64().unwrap() > 0, "{field} in {iostat}");
+    }
+    let bdev = |name: &str| labelled(&body, name, "bdev", "Malloc0");
+    for (name, want) in [
+        ("rackcache_bdev_written_bytes_total", moved),
+        ("rackcache_bdev_write_ops_total", 2.0),
+        ("rackcache_bdev_read_bytes_total", moved),
+        ("rackcache_bdev_read_ops_total", 2.0),
+        ("rackcache_bdev_unmapped_bytes_total", 8.0 * BS as f64),
+        ("rackcache_bdev_unmap_ops_total", 1.0),
+        ("rackcache_bdev_io_errors_total", 0.0),
+        ("rackcache_bdev_write_latency_seconds_count", 2.0),
+        ("rackcache_bdev_read_latency_seconds_count", 2.0),
+        ("rackcache_bdev_unmap_latency_seconds_count", 1.0),
+    ] {
+        assert_eq!(bdev(name), want, "{name}");
+    }
 
     // The exported bdev is claimed.
     let e = unix_rpc(&socket, "bdev_malloc_delete", json!({"name": "Malloc0"})).unwrap_err();

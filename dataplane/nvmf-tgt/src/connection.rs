@@ -19,7 +19,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-use bdev::{BdevError, DmaBuf};
+use bdev::{BdevError, DmaBuf, IoKind};
 use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt, StreamExt};
 use nvmf::cqe::{Cqe, Status};
@@ -29,8 +29,7 @@ use nvmf::pdu::{
     CH_LEN,
 };
 use nvmf::sqe::{fctype, opcode, sgl, ConnectCmd, ConnectData, ConnectDataError, Sqe};
-use tokio::io::AsyncReadExt;
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::sync::{mpsc, watch};
 
 use crate::bufpool::BufPool;
@@ -93,6 +92,11 @@ pub enum ConnState {
     /// The host asked to end (Disconnect or its own TermReq): close once
     /// the output is sent.
     Closing,
+    /// The host closed its sending side: nothing more is read; commands
+    /// already handed to the bdev finish and are answered (the host may
+    /// still be reading), then the connection closes. Requests still
+    /// waiting for H2CData never complete and are dropped.
+    HostClosed,
 }
 
 /// Where a request slot is in its life.
@@ -137,6 +141,8 @@ pub(crate) struct Request {
     /// Set when the data arrived damaged: complete with this instead.
     pub(crate) failed: Option<Status>,
     pub(crate) pending: Pending,
+    /// When the command capsule arrived (for the latency histograms).
+    pub(crate) started: Instant,
 }
 
 impl Request {
@@ -150,6 +156,7 @@ impl Request {
             buf: None,
             failed: None,
             pending: Pending::Write { offset: 0 },
+            started: Instant::now(),
         }
     }
 }
@@ -196,7 +203,7 @@ pub(crate) enum Done {
         slot: u16,
         status: Status,
         buf: Option<DmaBuf>,
-        read: bool,
+        kind: IoKind,
     },
     /// Shutdown flushing finished.
     Shutdown,
@@ -213,14 +220,14 @@ fn bdev_status(e: &BdevError, read: bool) -> Status {
 }
 
 async fn execute(op: Op) -> Done {
-    let io = |slot, r: Result<(), BdevError>, buf, read| Done::Io {
+    let io = |slot, r: Result<(), BdevError>, buf, kind| Done::Io {
         slot,
         status: match &r {
             Ok(()) => Status::SUCCESS,
-            Err(e) => bdev_status(e, read),
+            Err(e) => bdev_status(e, kind == IoKind::Read),
         },
         buf,
-        read,
+        kind,
     };
     match op {
         Op::Read {
@@ -230,7 +237,7 @@ async fn execute(op: Op) -> Done {
             buf,
         } => {
             let (buf, r) = ns.bdev.read(offset, buf).await;
-            io(slot, r, Some(buf), true)
+            io(slot, r, Some(buf), IoKind::Read)
         }
         Op::Write {
             slot,
@@ -239,15 +246,20 @@ async fn execute(op: Op) -> Done {
             buf,
         } => {
             let (buf, r) = ns.bdev.write(offset, buf).await;
-            io(slot, r, Some(buf), false)
+            io(slot, r, Some(buf), IoKind::Write)
         }
-        Op::Flush { slot, ns } => io(slot, ns.bdev.flush().await, None, false),
+        Op::Flush { slot, ns } => io(slot, ns.bdev.flush().await, None, IoKind::Flush),
         Op::WriteZeroes {
             slot,
             ns,
             offset,
             len,
-        } => io(slot, ns.bdev.write_zeroes(offset, len).await, None, false),
+        } => io(
+            slot,
+            ns.bdev.write_zeroes(offset, len).await,
+            None,
+            IoKind::WriteZeroes,
+        ),
         Op::Unmap { slot, ns, ranges } => {
             let mut r = Ok(());
             for range in ranges.chunks_exact(16) {
@@ -273,7 +285,7 @@ async fn execute(op: Op) -> Done {
                 }
             }
             drop(ranges);
-            io(slot, r, None, false)
+            io(slot, r, None, IoKind::Unmap)
         }
         Op::ShutdownFlush { namespaces } => {
             for ns in namespaces.values() {
@@ -433,6 +445,7 @@ impl Connection {
         r.cid = cid;
         r.received = 0;
         r.len = 0;
+        r.started = Instant::now();
         // Counted as Free until the caller sets the real state.
         Some(slot)
     }
@@ -548,9 +561,13 @@ impl Connection {
                 slot,
                 status,
                 buf,
-                read,
+                kind,
             } => {
+                let read = kind == IoKind::Read;
                 let cid = self.slots[slot as usize].cid;
+                if status.is_success() {
+                    self.count_io(kind, self.slots[slot as usize].started);
+                }
                 match buf {
                     Some(buf) if read && status.is_success() => {
                         let len = buf.len();
@@ -591,6 +608,26 @@ impl Connection {
                 }
                 self.set_state(slot, ReqState::Free);
             }
+        }
+    }
+
+    /// Counts a successful I/O command of `kind` that arrived at `started`.
+    fn count_io(&self, kind: IoKind, started: Instant) {
+        let Some(b) = &self.bound else { return };
+        let s = &b.stats;
+        let ns = || started.elapsed().as_nanos() as u64;
+        match kind {
+            IoKind::Read => {
+                s.read_ops.inc();
+                s.read_latency.observe_ns(ns());
+            }
+            IoKind::Write => {
+                s.write_ops.inc();
+                s.write_latency.observe_ns(ns());
+            }
+            IoKind::Unmap => s.unmap_ops.inc(),
+            IoKind::Flush => s.flush_ops.inc(),
+            IoKind::WriteZeroes => {}
         }
     }
 
@@ -703,7 +740,10 @@ impl Connection {
                 }
             }
             ConnState::Draining => self.complete(cid, status::ABORTED_SQ_DELETION),
-            ConnState::AwaitingIcReq | ConnState::Terminating | ConnState::Closing => {}
+            ConnState::AwaitingIcReq
+            | ConnState::Terminating
+            | ConnState::Closing
+            | ConnState::HostClosed => {}
         }
     }
 
@@ -1057,15 +1097,20 @@ async fn notified(ctrl: Option<&Controller>) {
     }
 }
 
-/// Serves one accepted connection until it ends.
-pub(crate) async fn serve(
-    stream: TcpStream,
+/// Serves one accepted connection until it ends: `rd` and `wr` are the two
+/// halves of its byte stream (a TCP socket's, or an in-memory pipe's in
+/// tests and the fuzzer), `listen` the address it arrived on.
+pub(crate) async fn serve<R, W>(
+    mut rd: R,
+    mut wr: W,
     peer: SocketAddr,
     listen: SocketAddr,
     target: Arc<Inner>,
     _drain: mpsc::Sender<()>,
-) {
-    let (mut rd, mut wr) = stream.into_split();
+) where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
     let mut shutdown = target.shutdown.subscribe();
     let drain_timeout = target.opts.drain_timeout;
     let mut conn = Connection::new(target, peer, listen);
@@ -1088,6 +1133,7 @@ pub(crate) async fn serve(
         match conn.state {
             ConnState::Terminating | ConnState::Closing => break,
             ConnState::Draining if conn.busy() == 0 && inflight.is_empty() => break,
+            ConnState::HostClosed if inflight.is_empty() => break,
             _ => {}
         }
         let ctrl = conn.bound.as_ref().map(|b| b.ctrl.clone());
@@ -1104,6 +1150,7 @@ pub(crate) async fn serve(
             .as_deref()
             .filter(|_| is_admin && !conn.aers.is_empty());
         let draining = conn.state == ConnState::Draining;
+        let reading = conn.state != ConnState::HostClosed;
         tokio::select! {
             Some(done) = inflight.next(), if !inflight.is_empty() => {
                 conn.finish(done);
@@ -1111,8 +1158,8 @@ pub(crate) async fn serve(
                     conn.finish(done);
                 }
             }
-            r = rd.read(rb.spare()) => match r {
-                Ok(0) => break,
+            r = rd.read(rb.spare()), if reading => match r {
+                Ok(0) => conn.state = ConnState::HostClosed,
                 Err(e) => {
                     tracing::debug!(%peer, "read: {e}");
                     break;

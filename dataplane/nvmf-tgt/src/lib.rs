@@ -26,12 +26,14 @@
 //! [`controller`] (per-association state: registers, keep-alive, async
 //! events), [`connection`] (the NVMe/TCP state machine and command
 //! dispatch), [`identify`] and [`log_page`] (data structures), [`stats`]
-//! (per-subsystem metrics).
+//! (per-subsystem metrics), [`harness`] (an in-memory host for tests and
+//! the fuzzer).
 
 mod admin;
 pub mod bufpool;
 pub mod connection;
 pub mod controller;
+pub mod harness;
 pub mod identify;
 mod io;
 pub mod log_page;

@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
-use bdev::Bdev;
+use bdev::CountedBdev;
 
 use crate::controller::Controller;
 use crate::stats::SubsystemStats;
@@ -53,8 +53,8 @@ pub fn validate_nqn(nqn: &str) -> Result<(), TargetError> {
 pub struct Namespace {
     /// Namespace id (1-based).
     pub nsid: u32,
-    /// The device I/O goes to.
-    pub bdev: Arc<Bdev>,
+    /// The device I/O goes to, counted in the bdev's own statistics.
+    pub bdev: CountedBdev,
     /// Name of the bdev (for RPC listings).
     pub bdev_name: String,
     /// NGUID (Identify Namespace and the descriptor list).
@@ -76,10 +76,11 @@ impl Namespace {
     pub fn new(
         subnqn: &str,
         nsid: u32,
-        bdev: Arc<Bdev>,
+        bdev: impl Into<CountedBdev>,
         nguid: Option<[u8; 16]>,
         uuid: Option<[u8; 16]>,
     ) -> Self {
+        let bdev = bdev.into();
         let info = bdev.info();
         let derived_uuid = bdev::uuid_from_name(subnqn, &format!("nsid-{nsid}"));
         let derived_nguid = bdev::uuid_from_name(subnqn, &format!("nguid-{nsid}"));
@@ -274,11 +275,13 @@ impl Subsystem {
     }
 
     /// Adds a namespace on `bdev` at `nsid` (or the lowest free one) and
-    /// tells connected controllers. Returns the nsid.
+    /// tells connected controllers. Returns the nsid. I/O to it is counted
+    /// in the handle's statistics (a bare `Arc<Bdev>` gets counters of its
+    /// own, registered nowhere).
     pub fn add_namespace(
         &self,
         nsid: Option<u32>,
-        bdev: Arc<Bdev>,
+        bdev: impl Into<CountedBdev>,
         nguid: Option<[u8; 16]>,
         uuid: Option<[u8; 16]>,
     ) -> Result<u32, TargetError> {

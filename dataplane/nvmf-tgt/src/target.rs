@@ -422,6 +422,29 @@ impl Target {
         Ok(bound)
     }
 
+    /// Serves one connection that arrived some other way than through a
+    /// listener of this target (an in-memory pipe in tests and the fuzzer):
+    /// the same state machine as a TCP connection. `listen` is the address
+    /// it counts as arriving on (Connect reaches only subsystems listening
+    /// there). Returns when the connection ends; a connection started after
+    /// shutdown began returns at once.
+    pub async fn serve_stream<S>(&self, stream: S, peer: SocketAddr, listen: SocketAddr)
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite,
+    {
+        let Some(drain) = self
+            .inner
+            .drain_tx
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+        else {
+            return;
+        };
+        let (rd, wr) = tokio::io::split(stream);
+        crate::connection::serve(rd, wr, peer, listen, self.inner.clone(), drain).await;
+    }
+
     /// Graceful shutdown: stop accepting, let queues finish their in-flight
     /// commands (up to the drain timeout), then flush every namespace's bdev.
     pub async fn shutdown(&self) {
@@ -474,8 +497,10 @@ async fn accept_loop(
             r = sock.accept() => match r {
                 Ok((stream, peer)) => {
                     let _ = stream.set_nodelay(true);
+                    let (rd, wr) = stream.into_split();
                     tokio::spawn(crate::connection::serve(
-                        stream,
+                        rd,
+                        wr,
                         peer,
                         bound,
                         inner.clone(),

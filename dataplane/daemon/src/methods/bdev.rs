@@ -411,6 +411,7 @@ pub(super) async fn get_iostat(app: &App, params: Option<Value>) -> Result<Value
             "num_unmap_ops": s.num_unmap_ops.get(),
             "read_latency_ticks": s.read_latency.sum_ns(),
             "write_latency_ticks": s.write_latency.sum_ns(),
+            "unmap_latency_ticks": s.unmap_latency.sum_ns(),
             "io_error": s.io_errors.get()
         })
     };

@@ -688,7 +688,7 @@ pub(super) async fn add_ns(app: &App, params: Option<Value>) -> Result<Value, Rp
             ns.bdev_name
         )));
     }
-    let nsid = sub.add_namespace(ns.nsid, Arc::clone(&bdev.bdev), nguid, uuid)?;
+    let nsid = sub.add_namespace(ns.nsid, bdev.counted(), nguid, uuid)?;
     tracing::info!(subnqn = %p.nqn, nsid, bdev = %ns.bdev_name, "NVMe-oF namespace added");
     Ok(json!(nsid))
 }

@@ -1,0 +1,125 @@
+//! The in-memory host of `nvmf_tgt::harness` (what the `connection` fuzz
+//! target runs): the committed seed streams are exactly what the codec's
+//! encoders produce, and each is served as intended (every command
+//! succeeds, the data comes back). `RACKCACHE_WRITE_SEEDS=1` rewrites the
+//! seed files instead of comparing.
+
+use std::path::PathBuf;
+
+use nvmf::pdu::PduType;
+use nvmf_tgt::harness::{self, HostStream, CNTLID};
+
+const IDENTIFY_CONTROLLER: u8 = 1;
+const IDENTIFY_NAMESPACE: u8 = 0;
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(13).wrapping_add(seed))
+        .collect()
+}
+
+/// A seed: file name, stream, expected C2HData bytes, expected responses.
+type Seed = (&'static str, Vec<u8>, usize, Vec<(u16, u16)>);
+
+fn seeds() -> Vec<Seed> {
+    vec![
+        (
+            "admin_identify",
+            HostStream::new()
+                .ic_req()
+                .connect(1, 0, 31, 0)
+                .enable(2)
+                .identify(3, IDENTIFY_CONTROLLER, 0)
+                .identify(4, IDENTIFY_NAMESPACE, 1)
+                .into_bytes(),
+            8192,
+            vec![(1, 0), (2, 0), (3, 0), (4, 0)],
+        ),
+        (
+            "io_write_read",
+            HostStream::new()
+                .ic_req()
+                .connect(1, 1, 7, CNTLID)
+                .write_in_capsule(2, 0, &pattern(4096, 1))
+                .read(3, 0, 4096)
+                .into_bytes(),
+            4096,
+            vec![(1, 0), (2, 0), (3, 0)],
+        ),
+        (
+            "io_r2t_write_read",
+            HostStream::new()
+                .ic_req()
+                .connect(1, 1, 7, CNTLID)
+                .write_by_r2t(2, 8, 8192)
+                // The first free slot is 0: the R2T's transfer tag.
+                .h2c_data(2, 0, 0, &pattern(4096, 2), false)
+                .h2c_data(2, 0, 4096, &pattern(4096, 3), true)
+                .read(3, 8, 8192)
+                .into_bytes(),
+            8192,
+            vec![(1, 0), (2, 0), (3, 0)],
+        ),
+    ]
+}
+
+#[test]
+fn seed_streams_are_committed_and_served_as_intended() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../nvmf/fuzz/seeds/connection");
+    let write = std::env::var_os("RACKCACHE_WRITE_SEEDS").is_some();
+    for (name, bytes, data_bytes, responses) in seeds() {
+        let path = dir.join(name);
+        if write {
+            std::fs::write(&path, &bytes).unwrap();
+        } else {
+            let committed = std::fs::read(&path).unwrap_or_else(|e| {
+                panic!(
+                    "{}: {e} (RACKCACHE_WRITE_SEEDS=1 writes it)",
+                    path.display()
+                )
+            });
+            assert!(
+                committed == bytes,
+                "{name}: committed seed differs from the encoders' stream"
+            );
+        }
+        let out = harness::run(&bytes);
+        let a = harness::check_controller_stream(&bytes, &out).unwrap();
+        assert_eq!(a.pdus[0], PduType::IcResp, "{name}");
+        assert_eq!(a.responses, responses, "{name}");
+        assert_eq!(a.data_bytes, data_bytes, "{name}");
+    }
+}
+
+#[test]
+fn written_data_reads_back_through_the_harness() {
+    let data = pattern(2048, 9);
+    let s = HostStream::new()
+        .ic_req()
+        .connect(1, 1, 7, CNTLID)
+        .write_in_capsule(2, 4, &data)
+        .read(3, 4, 2048)
+        .into_bytes();
+    let out = harness::run(&s);
+    harness::check_controller_stream(&s, &out).unwrap();
+    // ICResp, Connect and Write responses, then the C2HData header.
+    let at = 128 + 24 + 24 + 24;
+    assert_eq!(&out[at..at + data.len()], &data[..]);
+}
+
+#[test]
+fn garbage_gets_a_term_req_or_nothing() {
+    for input in [
+        &b""[..],
+        &[0xffu8; 64][..],
+        &[4u8, 0, 128, 0, 128, 0, 0, 0][..],
+    ] {
+        let out = harness::run(input);
+        let a = harness::check_controller_stream(input, &out).unwrap();
+        assert!(
+            a.pdus.is_empty() || a.pdus == [PduType::C2hTermReq],
+            "{:?}",
+            a.pdus
+        );
+    }
+}
