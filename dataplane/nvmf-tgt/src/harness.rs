@@ -16,12 +16,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bdev::malloc::MallocBdev;
-use bdev::Bdev;
+use bdev::{Bdev, IoStats};
 use nvmf::digest::{self, DIGEST_LEN};
 use nvmf::pdu::{self, CommonHeader, DataHeader, IcReq, Negotiated, PduType, Specific, CH_LEN};
 use nvmf::sqe::{fctype, opcode, sgl, ConnectData, SglDescriptor, Sqe};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::stats::SubsystemStats;
 use crate::{SubsystemConfig, Target, TransportOptions};
 
 /// The subsystem every run serves.
@@ -174,6 +175,36 @@ impl HostStream {
         self.bytes.extend_from_slice(&h[..n]);
         self.bytes.extend_from_slice(data);
         self
+    }
+
+    /// Flush of namespace 1.
+    pub fn flush(self, cid: u16) -> Self {
+        let sqe = Sqe::build(opcode::FLUSH, cid, 1, transport(0), [0; 6]);
+        self.command(&sqe, &[])
+    }
+
+    /// Dataset Management, deallocate, of `(slba, blocks)` ranges of
+    /// namespace 1, the range list in the capsule.
+    pub fn deallocate(self, cid: u16, ranges: &[(u64, u32)]) -> Self {
+        let mut list = vec![0u8; ranges.len() * 16];
+        for (r, (slba, nlb)) in list.chunks_exact_mut(16).zip(ranges) {
+            r[4..8].copy_from_slice(&nlb.to_le_bytes());
+            r[8..16].copy_from_slice(&slba.to_le_bytes());
+        }
+        let desc = SglDescriptor {
+            address: 0,
+            length: list.len() as u32,
+            kind: sgl::IN_CAPSULE,
+        };
+        let n = ranges.len() as u32 - 1;
+        let sqe = Sqe::build(
+            opcode::DATASET_MANAGEMENT,
+            cid,
+            1,
+            desc,
+            [n, 1 << 2, 0, 0, 0, 0],
+        );
+        self.command(&sqe, &list)
     }
 
     /// Raw bytes, as they are.
@@ -330,6 +361,12 @@ pub async fn target() -> (Target, SocketAddr) {
 /// controller [`CNTLID`] is connected and enabled on another queue, and
 /// returns what the target sent back. Panics when the run hangs.
 pub fn run(input: &[u8]) -> Vec<u8> {
+    run_counted(input).0
+}
+
+/// [`run`], also returning the subsystem's counters and those of the bdev
+/// under its namespace, as they were when the run ended.
+pub fn run_counted(input: &[u8]) -> (Vec<u8>, SubsystemStats, Arc<IoStats>) {
     let input = &input[..input.len().min(MAX_INPUT)];
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -381,7 +418,10 @@ pub fn run(input: &[u8]) -> Vec<u8> {
         let out = tokio::time::timeout(TIME_LIMIT, run)
             .await
             .unwrap_or_else(|_| panic!("the connection did not end within {TIME_LIMIT:?}"));
+        let sub = t.subsystem(SUBNQN).expect("subsystem");
+        let bdev_stats = sub.namespaces()[&1].bdev.stats().clone();
+        let stats = sub.stats.clone();
         t.shutdown().await;
-        out
+        (out, stats, bdev_stats)
     })
 }

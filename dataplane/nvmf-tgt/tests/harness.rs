@@ -60,6 +60,17 @@ fn seeds() -> Vec<Seed> {
             8192,
             vec![(1, 0), (2, 0), (3, 0)],
         ),
+        (
+            "io_flush_deallocate",
+            HostStream::new()
+                .ic_req()
+                .connect(1, 1, 7, CNTLID)
+                .flush(2)
+                .deallocate(3, &[(0, 8), (64, 16)])
+                .into_bytes(),
+            0,
+            vec![(1, 0), (2, 0), (3, 0)],
+        ),
     ]
 }
 
@@ -122,4 +133,52 @@ fn garbage_gets_a_term_req_or_nothing() {
             a.pdus
         );
     }
+}
+
+#[test]
+fn io_is_counted_per_subsystem_and_per_bdev() {
+    let s = HostStream::new()
+        .ic_req()
+        .connect(1, 1, 7, CNTLID)
+        // The first slot, 0, is the R2T's transfer tag.
+        .write_by_r2t(2, 8, 8192)
+        .h2c_data(2, 0, 0, &pattern(8192, 5)[..4096], false)
+        .h2c_data(2, 0, 4096, &pattern(8192, 5)[4096..], true)
+        .write_in_capsule(3, 0, &pattern(4096, 4))
+        .read(4, 0, 2048)
+        .flush(5)
+        .deallocate(6, &[(0, 4), (16, 8)])
+        // Out of range: an error, counted as neither I/O nor bytes.
+        .read(7, 127, 1024)
+        .into_bytes();
+    let (out, sub, bdev) = harness::run_counted(&s);
+    let a = harness::check_controller_stream(&s, &out).unwrap();
+    assert_eq!(a.responses.len(), 7, "{:?}", a.responses);
+    let got = [
+        sub.write_ops.get(),
+        sub.read_ops.get(),
+        sub.flush_ops.get(),
+        sub.unmap_ops.get(),
+        sub.written_bytes.get(),
+        sub.read_bytes.get(),
+        sub.errors.get(),
+        sub.write_latency.count(),
+        sub.read_latency.count(),
+    ];
+    assert_eq!(got, [2, 1, 1, 1, 4096 + 8192, 2048, 1, 2, 1]);
+    // One bdev unmap per deallocated range; the refused read never
+    // reached the bdev; the target's shutdown at the end of the run
+    // flushed once more.
+    let got = [
+        bdev.num_write_ops.get(),
+        bdev.bytes_written.get(),
+        bdev.num_read_ops.get(),
+        bdev.bytes_read.get(),
+        bdev.num_flush_ops.get(),
+        bdev.num_unmap_ops.get(),
+        bdev.bytes_unmapped.get(),
+        bdev.io_errors.get(),
+        bdev.write_latency.count(),
+    ];
+    assert_eq!(got, [2, 4096 + 8192, 1, 2048, 2, 2, 12 * 512, 0, 2]);
 }
