@@ -498,8 +498,13 @@ impl Connection {
     }
 
     /// Queues C2HData for `cid` carrying `data` (copied), then the response
-    /// unless the SUCCESS optimisation is on.
+    /// unless the SUCCESS optimisation is on; with no data, the response.
     pub(crate) fn send_data(&mut self, cid: u16, data: &[u8], result: Cqe) {
+        // A C2HData PDU must carry data: a zero-length transfer (a host
+        // buffer of 0 bytes) gets the response alone.
+        if data.is_empty() {
+            return self.respond(result);
+        }
         let success = self.target.opts.c2h_success && result.status.is_success();
         self.put_c2h_header(cid, data.len() as u32, success);
         self.out.put(data);

@@ -7,6 +7,7 @@
 use std::path::PathBuf;
 
 use nvmf::pdu::PduType;
+use nvmf::sqe::{opcode, sgl, SglDescriptor, Sqe};
 use nvmf_tgt::harness::{self, HostStream, CNTLID};
 
 const IDENTIFY_CONTROLLER: u8 = 1;
@@ -181,4 +182,38 @@ fn io_is_counted_per_subsystem_and_per_bdev() {
         bdev.write_latency.count(),
     ];
     assert_eq!(got, [2, 4096 + 8192, 1, 2048, 2, 2, 12 * 512, 0, 2]);
+}
+
+/// Found by the fuzzer: an admin command returning data to a host buffer
+/// of 0 bytes got a C2HData PDU without data, which hosts must reject.
+#[test]
+fn zero_length_admin_data_gets_a_response_without_c2h_data() {
+    let empty = SglDescriptor {
+        address: 0,
+        length: 0,
+        kind: sgl::TRANSPORT,
+    };
+    let identify = Sqe::build(opcode::IDENTIFY, 3, 0, empty, [1, 0, 0, 0, 0, 0]);
+    let log_page = Sqe::build(
+        opcode::GET_LOG_PAGE,
+        4,
+        0,
+        empty,
+        [0x02 | (127 << 16), 0, 0, 0, 0, 0],
+    );
+    let s = HostStream::new()
+        .ic_req()
+        .connect(1, 0, 31, 0)
+        .enable(2)
+        .command(&identify, &[])
+        .command(&log_page, &[])
+        .into_bytes();
+    let out = harness::run(&s);
+    let a = harness::check_controller_stream(&s, &out).unwrap();
+    assert_eq!(a.responses, [(1, 0), (2, 0), (3, 0), (4, 0)]);
+    assert!(!a.pdus.contains(&PduType::C2hData), "{:?}", a.pdus);
+    // The fuzzer's input itself (ICReq with HPDA 1, admin Connect, ...).
+    let crash = include_bytes!("fuzz_regressions/c2h_data_without_data");
+    let out = harness::run(crash);
+    harness::check_controller_stream(crash, &out).unwrap();
 }
