@@ -35,6 +35,8 @@ pub struct RunParams {
     pub queue_depth: usize,
     /// How long to keep submitting.
     pub duration: Duration,
+    /// Busy-poll the I/O queues' sockets (see [`HostQueue::set_busy_poll`]).
+    pub busy_poll: bool,
 }
 
 /// What a run measured.
@@ -127,6 +129,7 @@ pub fn run(p: &RunParams) -> Result<Report, RunError> {
         in_capsule_max: (ioccsz * 16).saturating_sub(64),
     };
     let cntlid = admin.cntlid;
+    let busy_poll = p.busy_poll;
     let workers: Vec<_> = (1..=p.queues)
         .map(|qid| {
             let cp = ConnectParams {
@@ -139,6 +142,7 @@ pub fn run(p: &RunParams) -> Result<Report, RunError> {
             };
             std::thread::spawn(move || -> Result<_, String> {
                 let mut q = HostQueue::connect(&cp, qid, cntlid).map_err(|e| e.to_string())?;
+                q.set_busy_poll(busy_poll).map_err(|e| e.to_string())?;
                 run_queue(&mut q, &job).map_err(|e| e.to_string())
             })
         })
