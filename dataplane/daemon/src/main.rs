@@ -56,6 +56,26 @@ fn read_token(path: &std::path::Path) -> Result<String, String> {
     Ok(t)
 }
 
+/// The runtime for the CPUs this process may use. Pinned to one core (the
+/// usual way to run the target), a current-thread runtime serves every
+/// connection from the main thread without the work-stealing scheduler's
+/// cross-thread wake-ups; measured on the NVMe/TCP bench (loadgen's
+/// benches/nvmf_tcp.rs). With more cores, one worker per core.
+/// `RACKCACHE_RUNTIME=current-thread|multi-thread` overrides the choice.
+fn runtime_builder() -> tokio::runtime::Builder {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let current_thread = match std::env::var("RACKCACHE_RUNTIME").as_deref() {
+        Ok("current-thread") => true,
+        Ok("multi-thread") => false,
+        _ => cpus == 1,
+    };
+    if current_thread {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    }
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_env("RACKCACHE_LOG")
@@ -67,10 +87,7 @@ fn main() -> ExitCode {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
     }
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let rt = match runtime_builder().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("rackcache-dataplane: start runtime: {e}");
