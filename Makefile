@@ -118,7 +118,8 @@ test-e2e: ## ginkgo e2e suites against the cluster in KUBECONFIG.
 
 .PHONY: bench
 bench: ## Benchmarks; each prints ratios against its baseline run side by side.
-	cd $(DATAPLANE) && $(CARGO) bench --workspace
+	@# The NVMe/TCP bench runs the release daemon: build every binary first.
+	cd $(DATAPLANE) && $(CARGO) build --release --workspace --bins && $(CARGO) bench --workspace
 
 ##@ Demo
 
