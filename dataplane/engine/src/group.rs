@@ -6,7 +6,7 @@
 //! group frees a contiguous piece big enough for any block, so the space
 //! never fragments. Groups are ordered by the group LRU (III.D).
 
-use crate::lru::{Links, List, NIL};
+use crate::lru::{List, NIL};
 
 /// One group record: 24 bytes, amortised over the blocks it holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,20 +43,7 @@ impl Group {
     };
 }
 
-impl Links for [Group] {
-    fn prev(&self, id: u32) -> u32 {
-        self[id as usize].prev
-    }
-    fn next(&self, id: u32) -> u32 {
-        self[id as usize].next
-    }
-    fn set_prev(&mut self, id: u32, to: u32) {
-        self[id as usize].prev = to;
-    }
-    fn set_next(&mut self, id: u32, to: u32) {
-        self[id as usize].next = to;
-    }
-}
+crate::lru::slice_links!(Group);
 
 /// All groups of one volume's cache space.
 #[derive(Clone, Debug)]

@@ -124,6 +124,28 @@ impl List {
     }
 }
 
+/// Implements [`Links`] for a slice of records that keep their own `prev`
+/// and `next` fields (groups, ghost entries, shadow-cache nodes).
+macro_rules! slice_links {
+    ($t:ty) => {
+        impl $crate::lru::Links for [$t] {
+            fn prev(&self, id: u32) -> u32 {
+                self[id as usize].prev
+            }
+            fn next(&self, id: u32) -> u32 {
+                self[id as usize].next
+            }
+            fn set_prev(&mut self, id: u32, to: u32) {
+                self[id as usize].prev = to;
+            }
+            fn set_next(&mut self, id: u32, to: u32) {
+                self[id as usize].next = to;
+            }
+        }
+    };
+}
+pub(crate) use slice_links;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -23,7 +23,7 @@
 
 use super::{AdmissionCounters, AdmissionPolicy, Candidate};
 use crate::config::SizeAwareConfig;
-use crate::lru::{Links, List, NIL};
+use crate::lru::{List, NIL};
 use crate::map::U32Map;
 use crate::plan::Op;
 
@@ -95,20 +95,7 @@ struct ShadowNode {
     next: u32,
 }
 
-impl Links for [ShadowNode] {
-    fn prev(&self, id: u32) -> u32 {
-        self[id as usize].prev
-    }
-    fn next(&self, id: u32) -> u32 {
-        self[id as usize].next
-    }
-    fn set_prev(&mut self, id: u32, to: u32) {
-        self[id as usize].prev = to;
-    }
-    fn set_next(&mut self, id: u32, to: u32) {
-        self[id as usize].next = to;
-    }
-}
+crate::lru::slice_links!(ShadowNode);
 
 /// The shadow LRU cache and its scratch memory, reused across replays.
 #[derive(Clone, Debug)]

@@ -28,7 +28,7 @@
 //! clock ticks once per request, not per block.
 
 use super::{BlockRef, EvictionPolicy, Verdict};
-use crate::lru::{Links, List, NIL};
+use crate::lru::{List, NIL};
 use crate::map::U32Map;
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -45,20 +45,7 @@ struct Ghost {
     next: u32,
 }
 
-impl Links for [Ghost] {
-    fn prev(&self, id: u32) -> u32 {
-        self[id as usize].prev
-    }
-    fn next(&self, id: u32) -> u32 {
-        self[id as usize].next
-    }
-    fn set_prev(&mut self, id: u32, to: u32) {
-        self[id as usize].prev = to;
-    }
-    fn set_next(&mut self, id: u32, to: u32) {
-        self[id as usize].next = to;
-    }
-}
+crate::lru::slice_links!(Ghost);
 
 /// LEA lazy eviction.
 #[derive(Clone, Debug)]
