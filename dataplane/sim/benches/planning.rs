@@ -27,11 +27,7 @@ const WARM_BASE: u64 = 64 << 30;
 const VOLUME: u64 = 1 << 40;
 
 fn trace_path() -> Option<PathBuf> {
-    let dir = std::env::var_os("RACKCACHE_TRACES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces")
-        });
+    let dir = rackcache_sim::traces_dir();
     let p = dir.join("cloudphysics/cloudPhysicsIO.csv");
     p.is_file().then_some(p)
 }

@@ -26,9 +26,7 @@ fn manifest_dir() -> PathBuf {
 }
 
 fn trace_path() -> Option<PathBuf> {
-    let dir = std::env::var_os("RACKCACHE_TRACES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| manifest_dir().join("../../../shared/traces"));
+    let dir = rackcache_sim::traces_dir();
     let p = dir.join("cloudphysics/cloudPhysicsIO.oracleGeneral.bin");
     p.is_file().then_some(p)
 }

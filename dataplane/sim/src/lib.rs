@@ -17,3 +17,14 @@ pub mod plot;
 pub mod replay;
 pub mod report;
 pub mod size;
+
+/// Where the sample traces are: `$RACKCACHE_TRACES`, or `shared/traces`
+/// next to the repository (see docs/traces.md). Tests and benchmarks that
+/// need them skip with a message when a file is missing.
+pub fn traces_dir() -> std::path::PathBuf {
+    std::env::var_os("RACKCACHE_TRACES")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces")
+        })
+}

@@ -7,11 +7,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 fn sample(name: &str) -> Option<PathBuf> {
-    let dir = std::env::var_os("RACKCACHE_TRACES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces")
-        });
+    let dir = rackcache_sim::traces_dir();
     let p = dir.join("cloudphysics").join(name);
     if p.is_file() {
         Some(p)

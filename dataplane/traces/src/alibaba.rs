@@ -50,16 +50,7 @@ impl CsvFormat for AlibabaParser {
         let length = csv::length_u32(csv::parse_u64(length, "length")?, "length")?;
         let micros = csv::parse_u64(ts, "timestamp")?;
         let timestamp_ns = csv::scale(micros, 1_000, "timestamp", "overflows u64 nanoseconds")?;
-        if length == 0 {
-            return Ok(None);
-        }
-        Ok(Some(Request {
-            timestamp_ns,
-            op,
-            offset,
-            length,
-            volume,
-        }))
+        Ok(Request::with_data(timestamp_ns, op, offset, length, volume))
     }
 }
 

@@ -92,16 +92,7 @@ impl CsvFormat for CloudPhysicsCsvParser {
         let Some(op) = scsi_op(u16::from(opcode)) else {
             return Ok(None);
         };
-        if length == 0 {
-            return Ok(None);
-        }
-        Ok(Some(Request {
-            timestamp_ns,
-            op,
-            offset,
-            length,
-            volume: 0,
-        }))
+        Ok(Request::with_data(timestamp_ns, op, offset, length, 0))
     }
 }
 

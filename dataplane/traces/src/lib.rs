@@ -95,6 +95,24 @@ pub struct Request {
 }
 
 impl Request {
+    /// The request, or `None` when it moves no data (zero length): readers
+    /// skip and count those records.
+    pub fn with_data(
+        timestamp_ns: u64,
+        op: Op,
+        offset: u64,
+        length: u32,
+        volume: u32,
+    ) -> Option<Request> {
+        (length > 0).then_some(Request {
+            timestamp_ns,
+            op,
+            offset,
+            length,
+            volume,
+        })
+    }
+
     /// One past the last byte.
     pub fn end(&self) -> u64 {
         self.offset.saturating_add(u64::from(self.length))

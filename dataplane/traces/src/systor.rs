@@ -54,16 +54,7 @@ impl CsvFormat for SystorParser {
         let volume = csv::parse_u32(lun, "LUN")?;
         let offset = csv::parse_u64(offset, "Offset")?;
         let length = csv::length_u32(csv::parse_u64(size, "Size")?, "Size")?;
-        if length == 0 {
-            return Ok(None);
-        }
-        Ok(Some(Request {
-            timestamp_ns,
-            op,
-            offset,
-            length,
-            volume,
-        }))
+        Ok(Request::with_data(timestamp_ns, op, offset, length, volume))
     }
 }
 

@@ -64,16 +64,7 @@ impl CsvFormat for TencentParser {
             }
         };
         let volume = csv::parse_u32(volume, "VolumeID")?;
-        if length == 0 {
-            return Ok(None);
-        }
-        Ok(Some(Request {
-            timestamp_ns,
-            op,
-            offset,
-            length,
-            volume,
-        }))
+        Ok(Request::with_data(timestamp_ns, op, offset, length, volume))
     }
 }
 
