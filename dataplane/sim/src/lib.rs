@@ -20,7 +20,8 @@ pub mod size;
 
 /// Where the sample traces are: `$RACKCACHE_TRACES`, or `shared/traces`
 /// next to the repository (see docs/traces.md). Tests and benchmarks that
-/// need them skip with a message when a file is missing.
+/// need them skip with a message when a file is missing (tests fail then
+/// under `CI=true`).
 pub fn traces_dir() -> std::path::PathBuf {
     std::env::var_os("RACKCACHE_TRACES")
         .map(std::path::PathBuf::from)

@@ -1,7 +1,7 @@
 //! `rackcache-sim --compare` on the CloudPhysics sample, as a user runs it:
 //! the table and the JSON carry the five configurations and metrics that
 //! agree with each other. Skips with a message when the traces are absent
-//! (see docs/traces.md).
+//! (see docs/traces.md), and fails then under `CI=true`.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -12,10 +12,10 @@ fn sample(name: &str) -> Option<PathBuf> {
     if p.is_file() {
         Some(p)
     } else {
-        eprintln!(
-            "skipped: {} not found (set RACKCACHE_TRACES to the traces directory)",
+        testkit::missing(&format!(
+            "{} not found (set RACKCACHE_TRACES to the traces directory)",
             p.display()
-        );
+        ));
         None
     }
 }

@@ -1,7 +1,7 @@
 //! Parses every real trace sample under `$RACKCACHE_TRACES` (default: the
 //! `shared/traces` directory beside the repository). The samples' licenses
-//! forbid copying them into the repository, so these tests skip, with a
-//! message, where the samples are absent.
+//! forbid copying them into the repository, so where the samples are absent
+//! these tests skip with a message, and fail under `CI=true`.
 //!
 //! Run with `--nocapture` to see a one-line summary per sample.
 
@@ -21,10 +21,10 @@ fn samples_dir() -> Option<PathBuf> {
     if dir.is_dir() {
         Some(dir)
     } else {
-        eprintln!(
-            "skipping: no trace samples at {} (set RACKCACHE_TRACES to a directory of traces)",
+        testkit::missing(&format!(
+            "no trace samples at {} (set RACKCACHE_TRACES to a directory of traces)",
             dir.display()
-        );
+        ));
         None
     }
 }
@@ -118,10 +118,10 @@ fn cloudphysics_conversions_agree() {
         dir.join("cloudPhysicsIO.oracleGeneral.bin"),
     );
     if !(csv.is_file() && vscsi.is_file() && oracle.is_file()) {
-        eprintln!(
-            "skipping: {} lacks the three CloudPhysics conversions",
+        testkit::missing(&format!(
+            "{} lacks the three CloudPhysics conversions",
             dir.display()
-        );
+        ));
         return;
     }
     let csv = read_all(&csv, &OpenOptions::new());
@@ -149,7 +149,7 @@ fn msr_sample_names_its_volume() {
     let Some(dir) = samples_dir() else { return };
     let path = dir.join("msr_cambridge/msr-cambridge1-sample.csv");
     if !path.is_file() {
-        eprintln!("skipping: {} absent", path.display());
+        testkit::missing(&format!("{} absent", path.display()));
         return;
     }
     let mut reader = TraceReader::open(&path).unwrap();
