@@ -5,6 +5,7 @@
 package dataplane_test
 
 import (
+	"bytes"
 	"crypto/md5"
 	"crypto/rand"
 	"encoding/hex"
@@ -238,11 +239,39 @@ func TestKernelInitiatorAgainstDataplane(t *testing.T) {
 			t.Errorf("%s: nvme disconnect exited %q, want 0", key, got)
 		}
 	}
+	checkCephCopy(t, ceph, image, small, large)
 	if got := vals["stranger-connect"]; got == "0" {
 		t.Errorf("a host not allowed connected (nvme connect exited 0)")
 	}
 	if got := vals["stranger-devices"]; got != "0" {
 		t.Errorf("a host not allowed got %s block devices", got)
+	}
+}
+
+// checkCephCopy compares what the guest wrote through the rbd subsystem with
+// Ceph's own copy of the image (`rbd export`, read from the OSDs by Ceph's
+// tools), not only with what our read path returns: the 4 KiB blocks 0, 7,
+// 100 and 255 of small, then large at MiB 1 to 4.
+func checkCephCopy(t *testing.T, ceph *framework.Ceph, image string, small, large []byte) {
+	t.Helper()
+	exported := filepath.Join(t.TempDir(), "export")
+	if out, err := ceph.Admin(t.Context(), "rbd", "export", ceph.Pool+"/"+image, exported); err != nil {
+		t.Fatalf("rbd export: %v\n%s", err, out)
+	}
+	data, err := os.ReadFile(exported)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(data) < 5<<20 {
+		t.Fatalf("rbd export gave %d bytes, want the 64 MiB image", len(data))
+	}
+	for _, b := range []int{0, 7, 100, 255} {
+		if !bytes.Equal(data[b*4096:(b+1)*4096], small[b*4096:(b+1)*4096]) {
+			t.Errorf("Ceph's copy of 4 KiB block %d differs from what the guest wrote", b)
+		}
+	}
+	if !bytes.Equal(data[1<<20:5<<20], large) {
+		t.Errorf("Ceph's copy of MiB 1-4 differs from what the guest wrote")
 	}
 }
 
