@@ -1,13 +1,10 @@
-//! Prometheus metrics for the dataplane.
+//! Prometheus metrics for the dataplane, on the `prometheus-client` crate.
 //!
-//! The I/O path only touches atomics: a [`Counter`] is one `AtomicU64`, a
-//! [`Histogram`] a fixed array of them (buckets are powers of two of
-//! microseconds, so finding a bucket is a leading-zeros count, not a search).
-//! Rendering walks the [`Registry`] under a lock only the scraper takes.
+//! Counters and gauges are atomics; a [`Histogram`] observation takes an
+//! uncontended lock in prometheus-client plus two atomics here.
 //!
-//! - [`registry`]: families of labelled series, and the text exposition
-//!   format (version 0.0.4).
-//! - [`http`]: `GET /metrics` on a TCP port.
+//! - [`registry`]: families of labelled series, the OpenMetrics text.
+//! - [`http`]: `GET /metrics` on a TCP port (hyper).
 
 pub mod http;
 pub mod registry;
