@@ -222,7 +222,11 @@ mod tests {
         assert_eq!(std::fs::read(&p).unwrap(), b"two");
         let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
-        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "no temp file left");
+        assert_eq!(
+            std::fs::read_dir(&dir).unwrap().count(),
+            1,
+            "no temp file left"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

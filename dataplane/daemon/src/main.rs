@@ -129,10 +129,12 @@ fn tcp_options(args: &Args) -> Result<Option<rpc::http::TcpOptions>, String> {
         (Some(cert), Some(key)) => Some(rpc::http::load_tls(cert, key)?),
         _ if args.rpc_insecure => None,
         _ => {
-            return Err("--rpc-listen carries the RPC token, cephx keys and saved configurations: \
+            return Err(
+                "--rpc-listen carries the RPC token, cephx keys and saved configurations: \
                  give --rpc-tls-cert and --rpc-tls-key, or --rpc-insecure to serve plain HTTP \
                  (test set-ups only)"
-                .to_owned())
+                    .to_owned(),
+            )
         }
     };
     Ok(Some(rpc::http::TcpOptions::new(token, tls)))

@@ -143,7 +143,8 @@ fn a_configuration_with_failing_calls_reports_each_and_fails_the_start() {
         "{err}"
     );
     assert!(
-        err.contains("nvmf entry 2: nvmf_subsystem_add_ns(") && err.contains("bdev_name=\"Missing\""),
+        err.contains("nvmf entry 2: nvmf_subsystem_add_ns(")
+            && err.contains("bdev_name=\"Missing\""),
         "{err}"
     );
     assert!(!err.contains(secret), "a secret was reported:\n{err}");

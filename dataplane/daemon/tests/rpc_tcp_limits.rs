@@ -39,7 +39,9 @@ async fn a_request_head_that_never_completes_is_dropped_after_the_timeout() {
     let timeout = Duration::from_secs(10);
     let (port, _stop) = start(4, timeout).await;
     let mut s = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-    s.write_all(b"POST / HTTP/1.1\r\nHost: x\r\n").await.unwrap();
+    s.write_all(b"POST / HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
     let started = tokio::time::Instant::now();
     // The paused clock jumps to the next timer whenever every task waits:
     // without a head timeout this read would wait for an hour of it.
@@ -54,7 +56,10 @@ async fn a_request_head_that_never_completes_is_dropped_after_the_timeout() {
     // On the paused clock these bounds are exact, not wall-clock guesses:
     // closed by the head timeout, not by some later overall limit.
     let waited = started.elapsed();
-    assert!(waited >= timeout && waited < 2 * timeout, "closed after {waited:?}");
+    assert!(
+        waited >= timeout && waited < 2 * timeout,
+        "closed after {waited:?}"
+    );
 
     // A complete head is answered.
     let mut s = TcpStream::connect(("127.0.0.1", port)).await.unwrap();

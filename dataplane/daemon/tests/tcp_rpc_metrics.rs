@@ -190,7 +190,11 @@ fn insecure_mode_serves_plain_http_with_the_token() {
     );
     assert_eq!(http(port, &rpc_request(None, LIST)).0, 401);
     let (code, body) = http(port, &rpc_request(Some(TOKEN.as_bytes()), LIST));
-    assert_eq!((code, body.contains("\"result\":[]")), (200, true), "{body}");
+    assert_eq!(
+        (code, body.contains("\"result\":[]")),
+        (200, true),
+        "{body}"
+    );
 }
 
 fn start_fails(work: &TempDir, args: &[&str]) -> String {
@@ -222,7 +226,13 @@ fn unsafe_or_incomplete_flags_are_refused_at_start() {
         &work,
         &[
             &listen[..],
-            &["--rpc-tls-cert", cert, "--rpc-tls-key", key, "--rpc-insecure"],
+            &[
+                "--rpc-tls-cert",
+                cert,
+                "--rpc-tls-key",
+                key,
+                "--rpc-insecure",
+            ],
         ]
         .concat(),
     );
@@ -230,7 +240,11 @@ fn unsafe_or_incomplete_flags_are_refused_at_start() {
     // A key that is not a key.
     let err = start_fails(
         &work,
-        &[&listen[..], &["--rpc-tls-cert", cert, "--rpc-tls-key", cert]].concat(),
+        &[
+            &listen[..],
+            &["--rpc-tls-cert", cert, "--rpc-tls-key", cert],
+        ]
+        .concat(),
     );
     assert!(err.contains("private key"), "{err}");
 

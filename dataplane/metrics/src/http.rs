@@ -16,7 +16,8 @@ use tokio::sync::{watch, Semaphore};
 use crate::Registry;
 
 /// The exposition format [`Registry::render`] produces.
-pub const CONTENT_TYPE_OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+pub const CONTENT_TYPE_OPENMETRICS: &str =
+    "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// Scrapers open one connection at a time; a few more cover retries, and
 /// the cap keeps a flood of idle connections from exhausting descriptors.

@@ -386,7 +386,10 @@ mod tests {
         ));
         r.gauge("g", "A gauge.", &[("q", "a\"b")]).unwrap().set(-3);
         let text = r.render();
-        assert!(text.contains("# TYPE rackcache_bdev_read_bytes counter\n"), "{text}");
+        assert!(
+            text.contains("# TYPE rackcache_bdev_read_bytes counter\n"),
+            "{text}"
+        );
         assert!(
             text.contains("rackcache_bdev_read_bytes_total{bdev=\"Malloc0\"} 4097\n"),
             "{text}"

@@ -278,10 +278,20 @@ mod tests {
 
     #[test]
     fn readers_and_changers() {
-        for m in ["bdev_get_bdevs", "nvmf_subsystem_get_controllers", "save_config", "rpc_get_methods"] {
+        for m in [
+            "bdev_get_bdevs",
+            "nvmf_subsystem_get_controllers",
+            "save_config",
+            "rpc_get_methods",
+        ] {
             assert!(!changes_state(m), "{m}");
         }
-        for m in ["bdev_malloc_create", "bdev_delay_create", "bdev_error_inject_error", "nvmf_subsystem_add_host"] {
+        for m in [
+            "bdev_malloc_create",
+            "bdev_delay_create",
+            "bdev_error_inject_error",
+            "nvmf_subsystem_add_host",
+        ] {
             assert!(changes_state(m), "{m}");
         }
     }
