@@ -61,6 +61,16 @@ async fn a_request_head_that_never_completes_is_dropped_after_the_timeout() {
         "closed after {waited:?}"
     );
 
+    // A client that sends nothing at all is dropped the same way.
+    let mut s = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let started = tokio::time::Instant::now();
+    let answer = tokio::time::timeout(Duration::from_secs(3600), read_to_end(&mut s))
+        .await
+        .expect("the server closed the silent connection");
+    assert!(answer.is_empty() || answer.starts_with(b"HTTP/1.1 408"));
+    let waited = started.elapsed();
+    assert!(waited >= timeout && waited < 2 * timeout, "closed after {waited:?}");
+
     // A complete head is answered.
     let mut s = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
     s.write_all(PROBE).await.unwrap();
