@@ -1,12 +1,16 @@
 //! Prometheus metrics for the dataplane, on the `prometheus-client` crate.
 //!
-//! Counters and gauges are atomics; a [`Histogram`] observation takes an
-//! uncontended lock in prometheus-client plus two atomics here.
+//! Recording never takes a lock: counters and gauges are prometheus-client's
+//! atomics, and a [`Histogram`] observation is two atomic adds (our own type,
+//! encoded through prometheus-client).
 //!
 //! - [`registry`]: families of labelled series, the OpenMetrics text.
+//! - [`histogram`]: the lock-free latency histogram.
 //! - [`http`]: `GET /metrics` on a TCP port (hyper).
 
+pub mod histogram;
 pub mod http;
 pub mod registry;
 
-pub use registry::{Counter, Gauge, Histogram, Registry};
+pub use histogram::Histogram;
+pub use registry::{Counter, Gauge, Registry};

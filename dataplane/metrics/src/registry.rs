@@ -10,7 +10,8 @@ use std::sync::{Arc, Mutex};
 use prometheus_client::metrics::counter::Counter as PCounter;
 use prometheus_client::metrics::family::{Family, MetricConstructor};
 use prometheus_client::metrics::gauge::Gauge as PGauge;
-use prometheus_client::metrics::histogram::{exponential_buckets, Histogram as PHistogram};
+
+use crate::histogram::Histogram;
 
 /// Label pairs of one series, in registration order.
 type Labels = Vec<(String, String)>;
@@ -53,60 +54,13 @@ impl Gauge {
     }
 }
 
-/// Number of finite buckets: upper bounds 1, 2, 4, ... 2^23 µs (~8.4 s).
-pub const BUCKETS: u16 = 24;
-
-/// Builds the latency histogram every family uses: power-of-two bucket
-/// bounds from 1 µs, so NVMe latencies (µs) and Ceph's (ms) both resolve.
+/// Makes the histogram of a new series (the family's constructor).
 #[derive(Clone, Copy)]
-struct LatencyBuckets;
+struct NewHistogram;
 
-impl MetricConstructor<PHistogram> for LatencyBuckets {
-    fn new_metric(&self) -> PHistogram {
-        PHistogram::new(exponential_buckets(1e-6, 2.0, BUCKETS))
-    }
-}
-
-/// A latency histogram (a handle on one series). The exact count and sum
-/// are also kept here, for `bdev_get_iostat` and tests.
-#[derive(Debug)]
-pub struct Histogram {
-    inner: PHistogram,
-    sum_ns: AtomicU64,
-    count: AtomicU64,
-}
-
-impl Default for Histogram {
-    fn default() -> Self {
-        Self::wrap(LatencyBuckets.new_metric())
-    }
-}
-
-impl Histogram {
-    fn wrap(inner: PHistogram) -> Self {
-        Self {
-            inner,
-            sum_ns: AtomicU64::new(0),
-            count: AtomicU64::new(0),
-        }
-    }
-
-    /// Records one observation of `ns` nanoseconds.
-    pub fn observe_ns(&self, ns: u64) {
-        use std::sync::atomic::Ordering::Relaxed;
-        self.inner.observe(ns as f64 / 1e9);
-        self.sum_ns.fetch_add(ns, Relaxed);
-        self.count.fetch_add(1, Relaxed);
-    }
-
-    /// Sum of all observations, nanoseconds.
-    pub fn sum_ns(&self) -> u64 {
-        self.sum_ns.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    /// Observations so far.
-    pub fn count(&self) -> u64 {
-        self.count.load(std::sync::atomic::Ordering::Relaxed)
+impl MetricConstructor<Histogram> for NewHistogram {
+    fn new_metric(&self) -> Histogram {
+        Histogram::default()
     }
 }
 
@@ -114,7 +68,7 @@ impl Histogram {
 enum Fam {
     Counter(Family<Labels, PCounter<u64, AtomicU64>>),
     Gauge(Family<Labels, PGauge<i64, AtomicI64>>),
-    Histogram(Family<Labels, PHistogram, LatencyBuckets>),
+    Histogram(Family<Labels, Histogram, NewHistogram>),
 }
 
 #[derive(Clone)]
@@ -129,7 +83,7 @@ struct Inner {
     registry: prometheus_client::registry::Registry,
     families: HashMap<String, Fam>,
     // The handles given out, so registering a series twice returns the same
-    // handle (and the same exact count/sum for histograms).
+    // handle.
     series: HashMap<(String, Labels), Series>,
 }
 
@@ -207,7 +161,7 @@ impl Registry {
                 let f = match kind {
                     Kind::Counter => Fam::Counter(Family::default()),
                     Kind::Gauge => Fam::Gauge(Family::default()),
-                    Kind::Histogram => Fam::Histogram(Family::new_with_constructor(LatencyBuckets)),
+                    Kind::Histogram => Fam::Histogram(Family::new_with_constructor(NewHistogram)),
                 };
                 // prometheus-client appends `_total` to counters itself.
                 let exposed = match kind {
@@ -242,7 +196,7 @@ impl Registry {
                 Series::Gauge(Arc::new(Gauge(f.get_or_create_owned(&key.1))))
             }
             (Fam::Histogram(f), Kind::Histogram) => {
-                Series::Histogram(Arc::new(Histogram::wrap(f.get_or_create_owned(&key.1))))
+                Series::Histogram(Arc::new(f.get_or_create_owned(&key.1)))
             }
             _ => return Err(RegisterError::TypeMismatch(name.into())),
         };
