@@ -1,12 +1,14 @@
 // Package dataplane is the Go client of rackcache-dataplane's JSON-RPC 2.0
 // API: SPDK's method names and parameters, over the dataplane's Unix socket
-// (framed as SPDK frames it: JSON values back to back) or over HTTP on TCP
+// (framed as SPDK frames it: JSON values back to back) or over HTTPS on TCP
 // with a bearer token, the way the operator reaches a cache server.
 package dataplane
 
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -60,10 +62,37 @@ func NewUnixClient(socket string) *Client {
 	return &Client{socket: socket}
 }
 
+// HTTPOption configures the client of the dataplane's TCP endpoint.
+type HTTPOption func(*tls.Config)
+
+// WithCAPool verifies the dataplane's certificate against the CAs in pool
+// only (the operator's own CA), not against the system's roots.
+func WithCAPool(pool *x509.CertPool) HTTPOption {
+	return func(c *tls.Config) { c.RootCAs = pool }
+}
+
+// CAPoolFromPEM is a pool holding the PEM certificates in pem (for example
+// the ca.crt of the Secret the dataplane's certificate came from).
+func CAPoolFromPEM(pem []byte) (*x509.CertPool, error) {
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, errors.New("no PEM certificate in the CA bundle")
+	}
+	return pool, nil
+}
+
 // NewHTTPClient talks to the dataplane's TCP endpoint (`--rpc-listen`) at
-// url (e.g. http://10.1.2.3:5260/), presenting token.
-func NewHTTPClient(url, token string) *Client {
-	return &Client{url: url, token: token, http: &http.Client{Timeout: 30 * time.Second}}
+// url, presenting token: https://10.1.2.3:5260/ with WithCAPool to verify
+// the server (the token and cephx keys travel in these requests), or
+// http:// only against a dataplane started with --rpc-insecure.
+func NewHTTPClient(url, token string, opts ...HTTPOption) *Client {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	for _, o := range opts {
+		o(cfg)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = cfg
+	return &Client{url: url, token: token, http: &http.Client{Timeout: 30 * time.Second, Transport: tr}}
 }
 
 type request struct {

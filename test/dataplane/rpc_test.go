@@ -2,6 +2,8 @@ package dataplane_test
 
 import (
 	"context"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,8 +16,8 @@ import (
 )
 
 // The operator's Go client against the real dataplane: the Unix socket, the
-// token-protected TCP endpoint, and the error codes the reconcilers branch
-// on.
+// token-protected TCP endpoint over TLS verified against the test's CA, and
+// the error codes the reconcilers branch on.
 func TestGoClientAgainstDataplane(t *testing.T) {
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	const token = "a-test-token-of-32-characters-xx"
@@ -23,7 +25,8 @@ func TestGoClientAgainstDataplane(t *testing.T) {
 		t.Fatal(err)
 	}
 	port := framework.FreeLoopbackPort(t)
-	dp := framework.StartDataplane(t, "--rpc-listen", fmt.Sprintf("127.0.0.1:%d", port), "--rpc-token-file", tokenFile)
+	pki := framework.NewDataplaneTLS(t)
+	dp := framework.StartDataplane(t, pki.Args(fmt.Sprintf("127.0.0.1:%d", port), tokenFile)...)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
@@ -34,15 +37,34 @@ func TestGoClientAgainstDataplane(t *testing.T) {
 		t.Fatalf("spdk_get_version over the Unix socket: %+v, %v", version, err)
 	}
 
-	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
-	good := dataplane.NewHTTPClient(url, token)
+	url := fmt.Sprintf("https://127.0.0.1:%d/", port)
+	pool, err := dataplane.CAPoolFromPEM(pki.CAPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := dataplane.NewHTTPClient(url, token, dataplane.WithCAPool(pool))
 	var name string
 	if err := good.Call(ctx, "bdev_malloc_create", map[string]any{"name": "M0", "num_blocks": 256, "block_size": 4096}, &name); err != nil || name != "M0" {
-		t.Fatalf("bdev_malloc_create over HTTP with the token: %q, %v", name, err)
+		t.Fatalf("bdev_malloc_create over HTTPS with the token: %q, %v", name, err)
 	}
 
-	bad := dataplane.NewHTTPClient(url, "not-the-token-but-long-enough-00")
-	err := bad.Call(ctx, "bdev_malloc_create", map[string]any{"name": "M1", "num_blocks": 256, "block_size": 4096}, nil)
+	// A client trusting another CA refuses the server before sending
+	// anything (the token included).
+	other := framework.NewDataplaneTLS(t)
+	wrongCA := dataplane.NewHTTPClient(url, token, dataplane.WithCAPool(other.CAPool))
+	err = wrongCA.Call(ctx, "bdev_malloc_create", map[string]any{"name": "M3", "num_blocks": 256, "block_size": 4096}, nil)
+	var unknownAuthority x509.UnknownAuthorityError
+	if !errors.As(err, &unknownAuthority) {
+		t.Errorf("a client trusting another CA: err = %v, want an unknown authority error", err)
+	}
+	// Plain HTTP to the TLS endpoint gets no answer.
+	plain := dataplane.NewHTTPClient(fmt.Sprintf("http://127.0.0.1:%d/", port), token)
+	if err := plain.Call(ctx, "bdev_malloc_create", map[string]any{"name": "M4", "num_blocks": 256, "block_size": 4096}, nil); err == nil {
+		t.Errorf("plain HTTP to the TLS endpoint was served")
+	}
+
+	bad := dataplane.NewHTTPClient(url, "not-the-token-but-long-enough-00", dataplane.WithCAPool(pool))
+	err = bad.Call(ctx, "bdev_malloc_create", map[string]any{"name": "M1", "num_blocks": 256, "block_size": 4096}, nil)
 	if err == nil || !strings.Contains(err.Error(), "401") {
 		t.Errorf("a wrong token: err = %v, want an HTTP 401 refusal", err)
 	}

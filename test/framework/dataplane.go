@@ -2,7 +2,15 @@ package framework
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
+	"math/big"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -180,4 +188,86 @@ func GuestHostNQN(t testing.TB) string {
 	}
 	t.Fatalf("guest info has no hostnqn line")
 	return ""
+}
+
+// DataplaneTLS is a CA and a server certificate it signed for 127.0.0.1
+// and localhost, made for one test: what the operator would put in the
+// dataplane's TLS Secret.
+type DataplaneTLS struct {
+	// CertFile and KeyFile are the server's PEM files, for --rpc-tls-cert
+	// and --rpc-tls-key.
+	CertFile, KeyFile string
+	// CAPEM is the CA certificate; CAPool holds it.
+	CAPEM  []byte
+	CAPool *x509.CertPool
+}
+
+// Args are the dataplane flags that serve JSON-RPC on addr over TLS.
+func (d *DataplaneTLS) Args(addr, tokenFile string) []string {
+	return []string{"--rpc-listen", addr, "--rpc-token-file", tokenFile,
+		"--rpc-tls-cert", d.CertFile, "--rpc-tls-key", d.KeyFile}
+}
+
+// NewDataplaneTLS writes a fresh CA and server certificate into a temp dir.
+func NewDataplaneTLS(t testing.TB) *DataplaneTLS {
+	t.Helper()
+	dir := t.TempDir()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatalf("CA key: %v", err)
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "rackcache test CA"},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(24 * time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatalf("CA certificate: %v", err)
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		t.Fatalf("parse CA certificate: %v", err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatalf("server key: %v", err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2),
+		Subject:      pkix.Name{CommonName: "rackcache-dataplane"},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+		DNSNames:     []string{"localhost"},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatalf("server certificate: %v", err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatalf("encode server key: %v", err)
+	}
+	d := &DataplaneTLS{
+		CertFile: filepath.Join(dir, "tls.crt"),
+		KeyFile:  filepath.Join(dir, "tls.key"),
+		CAPEM:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+		CAPool:   x509.NewCertPool(),
+	}
+	d.CAPool.AddCert(ca)
+	if err := os.WriteFile(d.CertFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(d.KeyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return d
 }

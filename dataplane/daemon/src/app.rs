@@ -7,7 +7,7 @@
 //! are atomics.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use bdev::rbd::RbdCluster;
@@ -17,6 +17,8 @@ use metrics::Registry;
 use nvmf_tgt::Target;
 use serde_json::Value;
 use tokio::sync::Mutex;
+
+use crate::config::Persist;
 
 /// A bdev as the daemon knows it.
 pub struct RegisteredBdev {
@@ -129,6 +131,9 @@ pub struct App {
     pub started: Instant,
     /// Prometheus metrics (served on --metrics-listen).
     pub metrics: Arc<Registry>,
+    /// `--config-persist`: set once the configuration was loaded, so the
+    /// calls replaying it do not rewrite the file one by one.
+    pub persist: OnceLock<Persist>,
 }
 
 impl App {
@@ -138,6 +143,7 @@ impl App {
             state: Mutex::new(State::default()),
             started: Instant::now(),
             metrics: Registry::new(),
+            persist: OnceLock::new(),
         }
     }
 }

@@ -1,12 +1,16 @@
-//! Loading a saved configuration: the `{"subsystems": [{"subsystem",
-//! "config": [{"method", "params"}]}]}` document `save_config` produces,
-//! replayed call by call through the same handlers as live RPCs.
+//! Saved configurations: the `{"subsystems": [{"subsystem", "config":
+//! [{"method", "params"}]}]}` document `save_config` produces, replayed
+//! call by call through the same handlers as live RPCs (`--config`,
+//! `--config-persist`), and rewritten atomically after every change
+//! (`--config-persist`).
 
-use std::path::Path;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::app::App;
 use crate::rpc::server::Dispatch;
 
 #[derive(Deserialize)]
@@ -29,29 +33,200 @@ struct Call {
     params: Option<Value>,
 }
 
-/// Replays the configuration in `path`; stops at the first failing call and
-/// says which one failed and why.
-pub async fn load(path: &Path, dispatcher: &impl Dispatch) -> Result<usize, String> {
+/// What replaying a configuration did.
+#[derive(Debug, Default)]
+pub struct Loaded {
+    /// Calls that succeeded.
+    pub applied: usize,
+    /// One line per failed call: where, the method, a summary of its
+    /// parameters without secrets, and the error.
+    pub failed: Vec<String>,
+}
+
+/// Replays every call of the configuration in `path`, continuing after a
+/// failing call so that all failures are reported (each is also logged).
+/// Fails only when the file cannot be read or parsed.
+pub async fn load(path: &Path, dispatcher: &impl Dispatch) -> Result<Loaded, String> {
     let text =
         std::fs::read_to_string(path).map_err(|e| format!("read {}: {e}", path.display()))?;
     let cfg: ConfigFile =
         serde_json::from_str(&text).map_err(|e| format!("parse {}: {e}", path.display()))?;
-    let mut applied = 0;
+    let mut out = Loaded::default();
     for sub in cfg.subsystems {
         for (i, call) in sub.config.unwrap_or_default().into_iter().enumerate() {
-            dispatcher
-                .dispatch(&call.method, call.params)
-                .await
-                .map_err(|e| {
-                    format!(
-                        "{}: subsystem {} entry {i} ({}): {e}",
+            let summary = call.params.as_ref().map(summarize).unwrap_or_default();
+            match dispatcher.dispatch(&call.method, call.params).await {
+                Ok(_) => out.applied += 1,
+                Err(e) => {
+                    tracing::error!(
+                        config = %path.display(), subsystem = %sub.subsystem, entry = i,
+                        method = %call.method, params = %summary, code = e.code, error = %e.message,
+                        "configuration call failed"
+                    );
+                    out.failed.push(format!(
+                        "{}: subsystem {} entry {i}: {}({summary}): {e}",
                         path.display(),
                         sub.subsystem,
                         call.method
-                    )
-                })?;
-            applied += 1;
+                    ));
+                }
+            }
         }
     }
-    Ok(applied)
+    Ok(out)
+}
+
+/// Parameters shown with their values when a call fails: names, addresses
+/// and sizes. Any other parameter (cephx keys, keyrings, config_param, PSKs)
+/// is listed by name only.
+const SHOWN: &[&str] = &[
+    "name",
+    "nqn",
+    "bdev_name",
+    "base_bdev_name",
+    "filename",
+    "block_size",
+    "num_blocks",
+    "cluster_name",
+    "pool_name",
+    "rbd_name",
+    "user_id",
+    "trtype",
+    "adrfam",
+    "traddr",
+    "trsvcid",
+    "host",
+    "nsid",
+];
+
+/// `k=v, ...` for [`SHOWN`] keys (nested objects such as `listen_address`
+/// and `namespace` included), `k=<...>` for the rest.
+pub fn summarize(params: &Value) -> String {
+    let Value::Object(map) = params else {
+        return String::new();
+    };
+    map.iter()
+        .map(|(k, v)| match v {
+            Value::Object(_) => format!("{k}={{{}}}", summarize(v)),
+            Value::String(s) if SHOWN.contains(&k.as_str()) => format!("{k}={s:?}"),
+            Value::Number(_) | Value::Bool(_) if SHOWN.contains(&k.as_str()) => format!("{k}={v}"),
+            _ => format!("{k}=<...>"),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Where `--config-persist` keeps the configuration.
+pub struct Persist {
+    path: PathBuf,
+    // Rewrites are serialised, each from a fresh snapshot, so the last
+    // file written reflects every change that completed before it.
+    serial: tokio::sync::Mutex<()>,
+}
+
+impl Persist {
+    /// Persists to `path`.
+    pub fn new(path: PathBuf) -> Self {
+        Self {
+            path,
+            serial: tokio::sync::Mutex::new(()),
+        }
+    }
+}
+
+/// Rewrites the persisted configuration (if `--config-persist` is set) from
+/// one snapshot of the state. A failure is logged: the change it follows
+/// has been made and is reported to its caller as made.
+pub async fn persist(app: &App) {
+    if let Err(e) = try_persist(app).await {
+        tracing::error!(error = %e, "--config-persist: rewriting the configuration failed");
+    }
+}
+
+/// [`persist`], returning the error.
+pub async fn try_persist(app: &App) -> Result<(), String> {
+    let Some(p) = app.persist.get() else {
+        return Ok(());
+    };
+    let _serial = p.serial.lock().await;
+    let doc = crate::methods::snapshot(&*app.state.lock().await);
+    let mut bytes =
+        serde_json::to_vec_pretty(&doc).map_err(|e| format!("encode configuration: {e}"))?;
+    bytes.push(b'\n');
+    let path = p.path.clone();
+    // fsync blocks: keep it off the runtime that serves the queues.
+    tokio::task::spawn_blocking(move || write_atomic(&path, &bytes))
+        .await
+        .map_err(|e| format!("configuration writer: {e}"))?
+}
+
+/// Replaces `path` with `bytes` so that a crash at any point leaves either
+/// the old or the new file: a temporary file in the same directory, mode
+/// 0600 (it holds cephx keys), fsync, rename, fsync of the directory.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let name = path
+        .file_name()
+        .ok_or_else(|| format!("{} names no file", path.display()))?;
+    let tmp = dir.join(format!(".{}.tmp", name.to_string_lossy()));
+    let write = || -> std::io::Result<()> {
+        // A leftover from a crash may have another mode: start afresh.
+        let _ = std::fs::remove_file(&tmp);
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        std::fs::File::open(dir)?.sync_all()
+    };
+    write().map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        format!("write {} atomically: {e}", path.display())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn summaries_hide_secrets() {
+        let s = summarize(&json!({
+            "name": "ceph0", "user_id": "admin", "key": "AQBsecret==",
+            "config_param": {"mon_host": "127.0.0.1", "key": "AQBsecret=="},
+            "listen_address": {"traddr": "127.0.0.1", "trsvcid": "4420"}
+        }));
+        assert!(!s.contains("AQB"), "{s}");
+        assert!(s.contains("name=\"ceph0\""), "{s}");
+        assert!(s.contains("traddr=\"127.0.0.1\""), "{s}");
+        assert!(s.contains("key=<...>"), "{s}");
+    }
+
+    #[test]
+    fn atomic_writes_are_private_and_replace() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("rc-persist-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("config.json");
+        write_atomic(&p, b"one").unwrap();
+        write_atomic(&p, b"two").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"two");
+        let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        assert_eq!(
+            std::fs::read_dir(&dir).unwrap().count(),
+            1,
+            "no temp file left"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

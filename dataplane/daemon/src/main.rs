@@ -24,16 +24,32 @@ struct Args {
     /// Unix socket for JSON-RPC (SPDK's default path).
     #[arg(short = 'r', long, default_value = "/var/tmp/spdk.sock")]
     rpc_socket: PathBuf,
-    /// A configuration saved by `save_config` to apply at start.
+    /// A configuration saved by `save_config` to apply at start (unless
+    /// the --config-persist file exists).
     #[arg(short = 'c', long)]
     config: Option<PathBuf>,
-    /// Also serve JSON-RPC over HTTP on this TCP address (for the
-    /// operator); requires --rpc-token-file.
+    /// Keep the configuration in this file: loaded at start when it exists,
+    /// rewritten atomically (mode 0600) after every successful change.
+    #[arg(long)]
+    config_persist: Option<PathBuf>,
+    /// Also serve JSON-RPC over HTTPS on this TCP address (for the
+    /// operator); requires --rpc-token-file and either --rpc-tls-cert and
+    /// --rpc-tls-key, or --rpc-insecure.
     #[arg(long, requires = "rpc_token_file")]
     rpc_listen: Option<std::net::SocketAddr>,
     /// File holding the bearer token that TCP JSON-RPC callers must present.
     #[arg(long)]
     rpc_token_file: Option<PathBuf>,
+    /// PEM certificate chain of the TCP JSON-RPC endpoint.
+    #[arg(long, requires_all = ["rpc_listen", "rpc_tls_key"])]
+    rpc_tls_cert: Option<PathBuf>,
+    /// PEM private key of the TCP JSON-RPC endpoint.
+    #[arg(long, requires_all = ["rpc_listen", "rpc_tls_cert"])]
+    rpc_tls_key: Option<PathBuf>,
+    /// Serve --rpc-listen as plain HTTP: the token, cephx keys and saved
+    /// configurations then cross the network in clear. For tests only.
+    #[arg(long, requires = "rpc_listen", conflicts_with_all = ["rpc_tls_cert", "rpc_tls_key"])]
+    rpc_insecure: bool,
     /// Serve Prometheus metrics (GET /metrics) on this TCP address.
     #[arg(long)]
     metrics_listen: Option<std::net::SocketAddr>,
@@ -103,11 +119,64 @@ fn main() -> ExitCode {
     }
 }
 
+/// The TCP endpoint's options, or why the flags do not allow one.
+fn tcp_options(args: &Args) -> Result<Option<rpc::http::TcpOptions>, String> {
+    let (Some(_), Some(token_file)) = (args.rpc_listen, &args.rpc_token_file) else {
+        return Ok(None);
+    };
+    let token = read_token(token_file)?;
+    let tls = match (&args.rpc_tls_cert, &args.rpc_tls_key) {
+        (Some(cert), Some(key)) => Some(rpc::http::load_tls(cert, key)?),
+        _ if args.rpc_insecure => None,
+        _ => {
+            return Err(
+                "--rpc-listen carries the RPC token, cephx keys and saved configurations: \
+                 give --rpc-tls-cert and --rpc-tls-key, or --rpc-insecure to serve plain HTTP \
+                 (test set-ups only)"
+                    .to_owned(),
+            )
+        }
+    };
+    Ok(Some(rpc::http::TcpOptions::new(token, tls)))
+}
+
+/// Applies the persisted configuration if it exists, else `--config`.
+/// Every call is tried and every failure reported; then the start fails if
+/// any call failed: serving a partial configuration would let the next
+/// change overwrite the persisted file without the entries that failed
+/// (an rbd bdev whose cluster was briefly unreachable would be forgotten).
+/// A supervisor restarts the process, which tries again.
+async fn load_config(args: &Args, app: &App) -> Result<(), String> {
+    let path = match &args.config_persist {
+        Some(p) if p.exists() => p,
+        _ => match &args.config {
+            Some(p) => p,
+            None => return Ok(()),
+        },
+    };
+    let loaded = config::load(path, app).await?;
+    if !loaded.failed.is_empty() {
+        return Err(format!(
+            "{} of {} configuration calls failed, not starting with a partial configuration:\n  {}",
+            loaded.failed.len(),
+            loaded.failed.len() + loaded.applied,
+            loaded.failed.join("\n  ")
+        ));
+    }
+    tracing::info!(config = %path.display(), calls = loaded.applied, "configuration loaded");
+    Ok(())
+}
+
 async fn run(args: Args) -> Result<(), String> {
+    let tcp = tcp_options(&args)?;
     let app = Arc::new(App::new());
-    if let Some(path) = &args.config {
-        let n = config::load(path, app.as_ref()).await?;
-        tracing::info!(config = %path.display(), calls = n, "configuration loaded");
+    load_config(&args, &app).await?;
+    if let Some(p) = &args.config_persist {
+        let _ = app.persist.set(config::Persist::new(p.clone()));
+        // Written now too, so a --config seed or a file from an older
+        // version is in the current form before anything changes.
+        config::try_persist(&app).await?;
+        tracing::info!(file = %p.display(), "configuration persisted after every change");
     }
     let listener = rpc::server::bind_unix(&args.rpc_socket)
         .await
@@ -121,15 +190,19 @@ async fn run(args: Args) -> Result<(), String> {
         Arc::clone(&app),
         stop_rx.clone(),
     ))];
-    if let (Some(addr), Some(token_file)) = (args.rpc_listen, &args.rpc_token_file) {
-        let token = Arc::new(read_token(token_file)?);
+    if let (Some(addr), Some(options)) = (args.rpc_listen, tcp) {
         let l = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|e| format!("listen for json-rpc on {addr}: {e}"))?;
-        tracing::info!(addr = %l.local_addr().map_err(|e| e.to_string())?, "json-rpc over http listening (bearer token required)");
+        let local = l.local_addr().map_err(|e| e.to_string())?;
+        if options.tls.is_some() {
+            tracing::info!(addr = %local, "json-rpc over https listening (bearer token required)");
+        } else {
+            tracing::warn!(addr = %local, "json-rpc over PLAIN HTTP listening (--rpc-insecure): the token and keys cross the network in clear");
+        }
         servers.push(tokio::spawn(rpc::http::serve_tcp(
             l,
-            token,
+            options,
             Arc::clone(&app),
             stop_rx.clone(),
         )));

@@ -81,7 +81,7 @@ fn bad_config_file_is_refused_with_its_location() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("entry 1 (bdev_malloc_create)") && err.contains("File exists"),
+        err.contains("entry 1: bdev_malloc_create(") && err.contains("File exists"),
         "{err}"
     );
     assert!(

@@ -1,15 +1,16 @@
-//! Prometheus metrics for the dataplane.
+//! Prometheus metrics for the dataplane, on the `prometheus-client` crate.
 //!
-//! The I/O path only touches atomics: a [`Counter`] is one `AtomicU64`, a
-//! [`Histogram`] a fixed array of them (buckets are powers of two of
-//! microseconds, so finding a bucket is a leading-zeros count, not a search).
-//! Rendering walks the [`Registry`] under a lock only the scraper takes.
+//! Recording never takes a lock: counters and gauges are prometheus-client's
+//! atomics, and a [`Histogram`] observation is two atomic adds (our own type,
+//! encoded through prometheus-client).
 //!
-//! - [`registry`]: families of labelled series, and the text exposition
-//!   format (version 0.0.4).
-//! - [`http`]: `GET /metrics` on a TCP port.
+//! - [`registry`]: families of labelled series, the OpenMetrics text.
+//! - [`histogram`]: the lock-free latency histogram.
+//! - [`http`]: `GET /metrics` on a TCP port (hyper).
 
+pub mod histogram;
 pub mod http;
 pub mod registry;
 
-pub use registry::{Counter, Gauge, Histogram, Registry};
+pub use histogram::Histogram;
+pub use registry::{Counter, Gauge, Registry};

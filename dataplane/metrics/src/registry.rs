@@ -1,97 +1,74 @@
-//! Metric families, series and the Prometheus text format.
+//! Metric families and series on the `prometheus-client` crate, behind the
+//! small API the bdev and NVMe-oF crates use: register a series by family
+//! name and labels, get a handle that counts, remove a subject's series when
+//! it goes away, render the OpenMetrics text.
 
-use std::fmt::Write as _;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, AtomicU64};
 use std::sync::{Arc, Mutex};
 
-/// A monotonically increasing count.
+use prometheus_client::metrics::counter::Counter as PCounter;
+use prometheus_client::metrics::family::{Family, MetricConstructor};
+use prometheus_client::metrics::gauge::Gauge as PGauge;
+
+use crate::histogram::Histogram;
+
+/// Label pairs of one series, in registration order.
+type Labels = Vec<(String, String)>;
+
+/// A monotonically increasing count (a handle on one series).
 #[derive(Default, Debug)]
-pub struct Counter(AtomicU64);
+pub struct Counter(PCounter<u64, AtomicU64>);
 
 impl Counter {
     /// Adds `n`.
     pub fn add(&self, n: u64) {
-        self.0.fetch_add(n, Ordering::Relaxed);
+        self.0.inc_by(n);
     }
     /// Adds 1.
     pub fn inc(&self) {
-        self.add(1);
+        self.0.inc();
     }
     /// The current value.
     pub fn get(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
+        self.0.get()
     }
 }
 
-/// A value that goes up and down.
+/// A value that goes up and down (a handle on one series).
 #[derive(Default, Debug)]
-pub struct Gauge(AtomicI64);
+pub struct Gauge(PGauge<i64, AtomicI64>);
 
 impl Gauge {
     /// Sets the value.
     pub fn set(&self, v: i64) {
-        self.0.store(v, Ordering::Relaxed);
+        self.0.set(v);
     }
     /// Adds `d` (may be negative).
     pub fn add(&self, d: i64) {
-        self.0.fetch_add(d, Ordering::Relaxed);
+        self.0.inc_by(d);
     }
     /// The current value.
     pub fn get(&self) -> i64 {
-        self.0.load(Ordering::Relaxed)
+        self.0.get()
     }
 }
 
-/// Number of finite buckets: upper bounds 1, 2, 4, ... 2^23 µs (~8.4 s).
-pub const BUCKETS: usize = 24;
+/// Makes the histogram of a new series (the family's constructor).
+#[derive(Clone, Copy)]
+struct NewHistogram;
 
-/// A latency histogram with power-of-two microsecond buckets.
-#[derive(Debug)]
-pub struct Histogram {
-    buckets: [AtomicU64; BUCKETS + 1],
-    sum_ns: AtomicU64,
-    count: AtomicU64,
-}
-
-impl Default for Histogram {
-    fn default() -> Self {
-        Self {
-            buckets: std::array::from_fn(|_| AtomicU64::new(0)),
-            sum_ns: AtomicU64::new(0),
-            count: AtomicU64::new(0),
-        }
+impl MetricConstructor<Histogram> for NewHistogram {
+    fn new_metric(&self) -> Histogram {
+        Histogram::default()
     }
 }
 
-impl Histogram {
-    /// Records one observation of `ns` nanoseconds.
-    pub fn observe_ns(&self, ns: u64) {
-        let us = ns.div_ceil(1000);
-        // Bucket i holds values <= 2^i µs: i = ceil(log2(us)).
-        let idx = if us <= 1 {
-            0
-        } else {
-            (64 - (us - 1).leading_zeros()) as usize
-        };
-        self.buckets[idx.min(BUCKETS)].fetch_add(1, Ordering::Relaxed);
-        self.sum_ns.fetch_add(ns, Ordering::Relaxed);
-        self.count.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Sum of all observations, nanoseconds.
-    pub fn sum_ns(&self) -> u64 {
-        self.sum_ns.load(Ordering::Relaxed)
-    }
-
-    /// Observations so far.
-    pub fn count(&self) -> u64 {
-        self.count.load(Ordering::Relaxed)
-    }
-
-    /// Upper bound in seconds of finite bucket `i`.
-    fn bound_seconds(i: usize) -> f64 {
-        (1u64 << i) as f64 / 1e6
-    }
+#[derive(Clone)]
+enum Fam {
+    Counter(Family<Labels, PCounter<u64, AtomicU64>>),
+    Gauge(Family<Labels, PGauge<i64, AtomicI64>>),
+    Histogram(Family<Labels, Histogram, NewHistogram>),
 }
 
 #[derive(Clone)]
@@ -101,23 +78,26 @@ enum Series {
     Histogram(Arc<Histogram>),
 }
 
-struct Family {
-    name: String,
-    help: String,
-    kind: &'static str,
-    series: Vec<(Vec<(String, String)>, Series)>,
+#[derive(Default)]
+struct Inner {
+    registry: prometheus_client::registry::Registry,
+    families: HashMap<String, Fam>,
+    // The handles given out, so registering a series twice returns the same
+    // handle.
+    series: HashMap<(String, Labels), Series>,
 }
 
 /// All metrics of a process.
 #[derive(Default)]
 pub struct Registry {
-    families: Mutex<Vec<Family>>,
+    inner: Mutex<Inner>,
 }
 
 /// Why a metric could not be registered.
 #[derive(Debug, PartialEq, Eq)]
 pub enum RegisterError {
-    /// The name or a label name is not a valid Prometheus identifier.
+    /// The name or a label name is not a valid Prometheus identifier (or
+    /// a counter's name does not end in `_total`).
     InvalidName(String),
     /// The name is registered with another type.
     TypeMismatch(String),
@@ -140,6 +120,13 @@ fn valid_name(n: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
 }
 
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
 impl Registry {
     /// An empty registry.
     pub fn new() -> Arc<Self> {
@@ -150,11 +137,10 @@ impl Registry {
         &self,
         name: &str,
         help: &str,
-        kind: &'static str,
+        kind: Kind,
         labels: &[(&str, &str)],
-        make: impl FnOnce() -> Series,
     ) -> Result<Series, RegisterError> {
-        if !valid_name(name) {
+        if !valid_name(name) || (kind == Kind::Counter && !name.ends_with("_total")) {
             return Err(RegisterError::InvalidName(name.into()));
         }
         if let Some((l, _)) = labels
@@ -163,45 +149,69 @@ impl Registry {
         {
             return Err(RegisterError::InvalidName((*l).into()));
         }
-        let labels: Vec<(String, String)> = labels
+        let labels: Labels = labels
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
-        let mut fams = self.families.lock().unwrap_or_else(|p| p.into_inner());
-        let fam = match fams.iter_mut().position(|f| f.name == name) {
-            Some(i) => &mut fams[i],
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let inner = &mut *inner;
+        let fam = match inner.families.get(name) {
+            Some(f) => f.clone(),
             None => {
-                fams.push(Family {
-                    name: name.into(),
-                    help: help.into(),
-                    kind,
-                    series: Vec::new(),
-                });
-                fams.last_mut().expect("just pushed")
+                let f = match kind {
+                    Kind::Counter => Fam::Counter(Family::default()),
+                    Kind::Gauge => Fam::Gauge(Family::default()),
+                    Kind::Histogram => Fam::Histogram(Family::new_with_constructor(NewHistogram)),
+                };
+                // prometheus-client appends `_total` to counters itself.
+                let exposed = match kind {
+                    Kind::Counter => name.strip_suffix("_total").unwrap_or(name),
+                    _ => name,
+                };
+                // ... and a full stop to the help text.
+                let help = help.strip_suffix('.').unwrap_or(help);
+                match &f {
+                    Fam::Counter(c) => inner.registry.register(exposed, help, c.clone()),
+                    Fam::Gauge(g) => inner.registry.register(exposed, help, g.clone()),
+                    Fam::Histogram(h) => inner.registry.register(exposed, help, h.clone()),
+                }
+                inner.families.insert(name.to_owned(), f.clone());
+                f
             }
         };
-        if fam.kind != kind {
-            return Err(RegisterError::TypeMismatch(name.into()));
+        let key = (name.to_owned(), labels);
+        if let Some(s) = inner.series.get(&key) {
+            return match (s, kind) {
+                (Series::Counter(_), Kind::Counter)
+                | (Series::Gauge(_), Kind::Gauge)
+                | (Series::Histogram(_), Kind::Histogram) => Ok(s.clone()),
+                _ => Err(RegisterError::TypeMismatch(name.into())),
+            };
         }
-        // Registering the same series twice returns the existing one.
-        if let Some((_, s)) = fam.series.iter().find(|(l, _)| *l == labels) {
-            return Ok(s.clone());
-        }
-        let s = make();
-        fam.series.push((labels, s.clone()));
+        let s = match (&fam, kind) {
+            (Fam::Counter(f), Kind::Counter) => {
+                Series::Counter(Arc::new(Counter(f.get_or_create_owned(&key.1))))
+            }
+            (Fam::Gauge(f), Kind::Gauge) => {
+                Series::Gauge(Arc::new(Gauge(f.get_or_create_owned(&key.1))))
+            }
+            (Fam::Histogram(f), Kind::Histogram) => {
+                Series::Histogram(Arc::new(f.get_or_create_owned(&key.1)))
+            }
+            _ => return Err(RegisterError::TypeMismatch(name.into())),
+        };
+        inner.series.insert(key, s.clone());
         Ok(s)
     }
 
-    /// A counter series (name should end in `_total`).
+    /// A counter series (the name must end in `_total`).
     pub fn counter(
         &self,
         name: &str,
         help: &str,
         labels: &[(&str, &str)],
     ) -> Result<Arc<Counter>, RegisterError> {
-        match self.register(name, help, "counter", labels, || {
-            Series::Counter(Arc::default())
-        })? {
+        match self.register(name, help, Kind::Counter, labels)? {
             Series::Counter(c) => Ok(c),
             _ => Err(RegisterError::TypeMismatch(name.into())),
         }
@@ -214,13 +224,7 @@ impl Registry {
         help: &str,
         labels: &[(&str, &str)],
     ) -> Result<Arc<Gauge>, RegisterError> {
-        match self.register(
-            name,
-            help,
-            "gauge",
-            labels,
-            || Series::Gauge(Arc::default()),
-        )? {
+        match self.register(name, help, Kind::Gauge, labels)? {
             Series::Gauge(g) => Ok(g),
             _ => Err(RegisterError::TypeMismatch(name.into())),
         }
@@ -233,96 +237,39 @@ impl Registry {
         help: &str,
         labels: &[(&str, &str)],
     ) -> Result<Arc<Histogram>, RegisterError> {
-        match self.register(name, help, "histogram", labels, || {
-            Series::Histogram(Arc::default())
-        })? {
+        match self.register(name, help, Kind::Histogram, labels)? {
             Series::Histogram(h) => Ok(h),
             _ => Err(RegisterError::TypeMismatch(name.into())),
         }
     }
 
-    /// Removes every series with exactly these labels from a family (when the
-    /// bdev or subsystem they describe is deleted).
+    /// Removes the series with exactly these labels from a family (when the
+    /// bdev or subsystem they describe is deleted). Handles still held keep
+    /// counting but are no longer exposed.
     pub fn remove(&self, name: &str, labels: &[(&str, &str)]) {
-        let mut fams = self.families.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(f) = fams.iter_mut().find(|f| f.name == name) {
-            f.series.retain(|(l, _)| {
-                l.len() != labels.len()
-                    || l.iter()
-                        .zip(labels)
-                        .any(|((k, v), (k2, v2))| k != k2 || v != v2)
-            });
-        }
+        let labels: Labels = labels
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        match inner.families.get(name) {
+            Some(Fam::Counter(f)) => f.remove(&labels),
+            Some(Fam::Gauge(f)) => f.remove(&labels),
+            Some(Fam::Histogram(f)) => f.remove(&labels),
+            None => false,
+        };
+        inner.series.remove(&(name.to_owned(), labels));
     }
 
-    /// The text exposition format, version 0.0.4.
+    /// The OpenMetrics text exposition (served as
+    /// [`crate::http::CONTENT_TYPE_OPENMETRICS`]).
     pub fn render(&self) -> String {
-        let fams = self.families.lock().unwrap_or_else(|p| p.into_inner());
+        let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         let mut out = String::new();
-        for f in fams.iter().filter(|f| !f.series.is_empty()) {
-            let _ = writeln!(out, "# HELP {} {}", f.name, escape_help(&f.help));
-            let _ = writeln!(out, "# TYPE {} {}", f.name, f.kind);
-            for (labels, s) in &f.series {
-                match s {
-                    Series::Counter(c) => {
-                        let _ = writeln!(out, "{}{} {}", f.name, label_set(labels, None), c.get());
-                    }
-                    Series::Gauge(g) => {
-                        let _ = writeln!(out, "{}{} {}", f.name, label_set(labels, None), g.get());
-                    }
-                    Series::Histogram(h) => render_histogram(&mut out, &f.name, labels, h),
-                }
-            }
-        }
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &inner.registry);
         out
     }
-}
-
-fn render_histogram(out: &mut String, name: &str, labels: &[(String, String)], h: &Histogram) {
-    let mut cumulative = 0u64;
-    for i in 0..BUCKETS {
-        cumulative += h.buckets[i].load(Ordering::Relaxed);
-        let le = format!("{}", Histogram::bound_seconds(i));
-        let _ = writeln!(
-            out,
-            "{name}_bucket{} {cumulative}",
-            label_set(labels, Some(&le))
-        );
-    }
-    cumulative += h.buckets[BUCKETS].load(Ordering::Relaxed);
-    let _ = writeln!(
-        out,
-        "{name}_bucket{} {cumulative}",
-        label_set(labels, Some("+Inf"))
-    );
-    let sum = h.sum_ns.load(Ordering::Relaxed) as f64 / 1e9;
-    let _ = writeln!(out, "{name}_sum{} {sum}", label_set(labels, None));
-    // The count is the +Inf bucket, so the two always agree in one scrape.
-    let _ = writeln!(out, "{name}_count{} {cumulative}", label_set(labels, None));
-}
-
-fn escape_help(s: &str) -> String {
-    s.replace('\\', "\\\\").replace('\n', "\\n")
-}
-
-fn escape_value(s: &str) -> String {
-    s.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
-
-fn label_set(labels: &[(String, String)], le: Option<&str>) -> String {
-    if labels.is_empty() && le.is_none() {
-        return String::new();
-    }
-    let mut parts: Vec<String> = labels
-        .iter()
-        .map(|(k, v)| format!("{k}=\"{}\"", escape_value(v)))
-        .collect();
-    if let Some(le) = le {
-        parts.push(format!("le=\"{le}\""));
-    }
-    format!("{{{}}}", parts.join(","))
 }
 
 #[cfg(test)]
@@ -331,19 +278,28 @@ mod tests {
 
     #[test]
     fn histogram_buckets_are_powers_of_two_microseconds() {
-        let h = Histogram::default();
+        let r = Registry::new();
+        let h = r
+            .histogram("lat_seconds", "Latency.", &[("bdev", "m")])
+            .unwrap();
         h.observe_ns(500); // 1 µs bucket
         h.observe_ns(1_000); // 1 µs
         h.observe_ns(1_001); // 2 µs
         h.observe_ns(3_000); // 4 µs
         h.observe_ns(100_000_000_000); // beyond 8.4 s: +Inf
-        let b: Vec<u64> = h
-            .buckets
-            .iter()
-            .map(|b| b.load(Ordering::Relaxed))
-            .collect();
-        assert_eq!((b[0], b[1], b[2], b[BUCKETS]), (2, 1, 1, 1));
         assert_eq!(h.count(), 5);
+        let text = r.render();
+        for want in [
+            "# HELP lat_seconds Latency.\n",
+            "lat_seconds_bucket{le=\"0.000001\",bdev=\"m\"} 2\n",
+            "lat_seconds_bucket{le=\"0.000002\",bdev=\"m\"} 3\n",
+            "lat_seconds_bucket{le=\"0.000004\",bdev=\"m\"} 4\n",
+            "lat_seconds_bucket{le=\"8.388608\",bdev=\"m\"} 4\n",
+            "lat_seconds_bucket{le=\"+Inf\",bdev=\"m\"} 5\n",
+            "lat_seconds_count{bdev=\"m\"} 5\n",
+        ] {
+            assert!(text.contains(want), "missing {want:?} in\n{text}");
+        }
     }
 
     #[test]
@@ -371,22 +327,32 @@ mod tests {
             Err(RegisterError::TypeMismatch(_))
         ));
         assert!(matches!(
-            r.counter("1bad", "x", &[]),
+            r.counter("1bad_total", "x", &[]),
             Err(RegisterError::InvalidName(_))
         ));
         assert!(matches!(
-            r.counter("ok", "x", &[("__x", "y")]),
+            r.counter("no_suffix", "x", &[]),
             Err(RegisterError::InvalidName(_))
         ));
-        r.gauge("g", "A \"gauge\"\nwith lines", &[("q", "a\"b")])
-            .unwrap()
-            .set(-3);
+        assert!(matches!(
+            r.counter("ok_total", "x", &[("__x", "y")]),
+            Err(RegisterError::InvalidName(_))
+        ));
+        r.gauge("g", "A gauge.", &[("q", "a\"b")]).unwrap().set(-3);
         let text = r.render();
-        assert!(text.contains("# TYPE rackcache_bdev_read_bytes_total counter\n"));
-        assert!(text.contains("rackcache_bdev_read_bytes_total{bdev=\"Malloc0\"} 4097\n"));
-        assert!(text.contains("# HELP g A \"gauge\"\\nwith lines\n"));
-        assert!(text.contains("g{q=\"a\\\"b\"} -3\n"));
+        assert!(
+            text.contains("# TYPE rackcache_bdev_read_bytes counter\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("rackcache_bdev_read_bytes_total{bdev=\"Malloc0\"} 4097\n"),
+            "{text}"
+        );
+        assert!(text.contains("g{q=\"a\\\"b\"} -3\n"), "{text}");
         r.remove("g", &[("q", "a\"b")]);
-        assert!(!r.render().contains("# TYPE g"));
+        assert!(!r.render().contains("g{q="));
+        // A removed series registered again starts from zero.
+        let g = r.gauge("g", "A gauge.", &[("q", "a\"b")]).unwrap();
+        assert_eq!(g.get(), 0);
     }
 }

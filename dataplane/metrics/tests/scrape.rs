@@ -1,5 +1,6 @@
 //! /metrics scraped over real HTTP and parsed by the official Prometheus
-//! Python client's parser (prometheus-client from the project's venv).
+//! Python client's OpenMetrics parser (prometheus-client from the project's
+//! venv), the format the endpoint declares in its Content-Type.
 
 use std::process::Command;
 use std::sync::Arc;
@@ -11,8 +12,10 @@ use tokio::sync::watch;
 
 const PARSE: &str = r#"
 import sys, urllib.request
-from prometheus_client.parser import text_string_to_metric_families
-body = urllib.request.urlopen(sys.argv[1], timeout=10).read().decode()
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
+resp = urllib.request.urlopen(sys.argv[1], timeout=10)
+assert resp.headers["Content-Type"].startswith("application/openmetrics-text"), resp.headers["Content-Type"]
+body = resp.read().decode()
 for fam in text_string_to_metric_families(body):
     for s in fam.samples:
         labels = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()))
@@ -34,7 +37,7 @@ async fn prometheus_parser_reads_what_we_serve() {
         .gauge(
             "rackcache_nvmf_connections",
             "Open NVMe/TCP connections.",
-            &[("subsystem", "nqn.2026-11.io.rackcache:v\"1")],
+            &[("subnqn", "nqn.2026-11.io.rackcache:v\"1")],
         )
         .unwrap()
         .set(3);
@@ -71,13 +74,13 @@ async fn prometheus_parser_reads_what_we_serve() {
     let samples = String::from_utf8_lossy(&out.stdout);
     // The Python client strips the _total suffix from the family name only.
     for want in [
-        "counter rackcache_bdev_read_bytes_total bdev=Malloc0 1048576.0",
-        "gauge rackcache_nvmf_connections subsystem=nqn.2026-11.io.rackcache:v\"1 3.0",
-        "histogram rackcache_bdev_read_latency_seconds_bucket bdev=Malloc0,le=0.000001 1.0",
-        "histogram rackcache_bdev_read_latency_seconds_bucket bdev=Malloc0,le=0.000002 2.0",
-        "histogram rackcache_bdev_read_latency_seconds_bucket bdev=Malloc0,le=0.000004 3.0",
-        "histogram rackcache_bdev_read_latency_seconds_bucket bdev=Malloc0,le=+Inf 4.0",
-        "histogram rackcache_bdev_read_latency_seconds_count bdev=Malloc0 4.0",
+        "counter rackcache_bdev_read_bytes_total bdev=Malloc0 1048576",
+        "gauge rackcache_nvmf_connections subnqn=nqn.2026-11.io.rackcache:v\"1 3",
+        "histogram rackcache_bdev_read_latency_seconds_bucket bdev=Malloc0,le=0.000001 1",
+        "histogram rackcache_bdev_read_latency_seconds_bucket bdev=Malloc0,le=0.000002 2",
+        "histogram rackcache_bdev_read_latency_seconds_bucket bdev=Malloc0,le=0.000004 3",
+        "histogram rackcache_bdev_read_latency_seconds_bucket bdev=Malloc0,le=+Inf 4",
+        "histogram rackcache_bdev_read_latency_seconds_count bdev=Malloc0 4",
     ] {
         assert!(
             samples.lines().any(|l| l == want),

@@ -4,7 +4,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::{parse, NoParams, METHODS};
-use crate::app::App;
+use crate::app::{App, State};
 use crate::rpc::error::{libc_errno, RpcError};
 
 /// The SPDK release whose RPC names and parameters this daemon follows.
@@ -60,7 +60,7 @@ pub(super) async fn framework_get_config(
 ) -> Result<Value, RpcError> {
     let GetConfig { name, .. } = parse(params)?;
     match name.as_str() {
-        "bdev" => Ok(bdev_config(app).await),
+        "bdev" => Ok(bdev_config(&*app.state.lock().await)),
         "nvmf" => Ok(Value::Array(super::nvmf::config(
             &app.state.lock().await.nvmf,
         ))),
@@ -73,8 +73,7 @@ pub(super) async fn framework_get_config(
 
 /// The bdev subsystem's configuration: the calls that recreate every Ceph
 /// cluster and bdev, clusters first, each kind in creation order.
-async fn bdev_config(app: &App) -> Value {
-    let state = app.state.lock().await;
+fn bdev_config(state: &State) -> Value {
     let mut clusters: Vec<_> = state.clusters.values().collect();
     clusters.sort_by_key(|(seq, _)| *seq);
     let mut bdevs: Vec<_> = state.bdevs.values().collect();
@@ -91,12 +90,18 @@ async fn bdev_config(app: &App) -> Value {
     Value::Array(out)
 }
 
+/// The whole configuration (`save_config`'s answer, `--config-persist`'s
+/// file) from one view of the state, so the nvmf section never names a
+/// bdev the bdev section lacks.
+pub(crate) fn snapshot(state: &State) -> Value {
+    json!({ "subsystems": [
+        { "subsystem": "bdev", "config": bdev_config(state) },
+        { "subsystem": "nvmf", "config": super::nvmf::config(&state.nvmf) }
+    ] })
+}
+
 pub(super) async fn save_config(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
     parse::<NoParams>(params)?;
-    let bdev = bdev_config(app).await;
-    let nvmf = super::nvmf::config(&app.state.lock().await.nvmf);
-    Ok(json!({ "subsystems": [
-        { "subsystem": "bdev", "config": bdev },
-        { "subsystem": "nvmf", "config": nvmf }
-    ] }))
+    // One lock for both sections: see `snapshot`.
+    Ok(snapshot(&*app.state.lock().await))
 }

@@ -6,6 +6,8 @@ mod bdev;
 mod framework;
 mod nvmf;
 
+pub(crate) use framework::snapshot;
+
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -76,6 +78,10 @@ impl Dispatch for App {
             "nvmf_subsystem_allow_any_host" => nvmf::allow_any_host(self, params).await,
             _ => Err(RpcError::new(METHOD_NOT_FOUND, "Method not found")),
         }
+    }
+
+    async fn changed(&self) {
+        crate::config::persist(self).await
     }
 }
 

@@ -1,92 +1,228 @@
 //! JSON-RPC over HTTP on TCP, for the operator: `POST /` with the request as
-//! the body and `Authorization: Bearer <token>`. The Unix socket needs no
-//! token (filesystem permissions guard it); this endpoint refuses every
-//! request without the right token, before looking at the body.
+//! the body and `Authorization: Bearer <token>`, over TLS unless the
+//! operator explicitly chose plain HTTP (`--rpc-insecure`, for tests). The
+//! Unix socket needs no token (filesystem permissions guard it).
+//!
+//! What bounds a caller: the token is checked from the request head before
+//! a byte of the body is read; the head must arrive within
+//! [`TcpOptions::header_timeout`] (the TLS handshake too); at most
+//! [`TcpOptions::max_connections`] connections are served at once (more are
+//! closed at accept); the body is limited to [`MAX_BODY`].
 
+use std::convert::Infallible;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::header::{ALLOW, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, WWW_AUTHENTICATE};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use serde_json::Value;
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use subtle::ConstantTimeEq;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Semaphore};
+use tokio_rustls::rustls;
+use tokio_rustls::TlsAcceptor;
 
 use super::error::{RpcError, PARSE_ERROR};
 use super::server::{handle_value, Dispatch};
 
-const MAX_HEAD: usize = 16 << 10;
-const MAX_BODY: usize = 32 << 20;
+/// Largest request body (a `load_subsystem_config` of many subsystems fits).
+pub const MAX_BODY: usize = 32 << 20;
+/// A body must arrive within this once its head was accepted.
+const BODY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How the TCP endpoint serves.
+#[derive(Clone)]
+pub struct TcpOptions {
+    /// The bearer token callers must present.
+    pub token: Arc<String>,
+    /// TLS; `None` serves plain HTTP (only with `--rpc-insecure`).
+    pub tls: Option<TlsAcceptor>,
+    /// Connections served at once; more are closed when accepted.
+    pub max_connections: usize,
+    /// Time for the TLS handshake and for the request head.
+    pub header_timeout: Duration,
+}
+
+impl TcpOptions {
+    /// The daemon's defaults: the operator opens a handful of connections.
+    pub fn new(token: String, tls: Option<TlsAcceptor>) -> Self {
+        Self {
+            token: Arc::new(token),
+            tls,
+            max_connections: 64,
+            header_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Loads a PEM certificate chain and private key into a TLS acceptor
+/// (rustls with the ring provider; TLS 1.2 and 1.3; HTTP/1.1 by ALPN).
+pub fn load_tls(cert: &Path, key: &Path) -> Result<TlsAcceptor, String> {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    let certs = CertificateDer::pem_file_iter(cert)
+        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| format!("read TLS certificates from {}: {e}", cert.display()))?;
+    if certs.is_empty() {
+        return Err(format!("{} holds no PEM certificate", cert.display()));
+    }
+    let key = PrivateKeyDer::from_pem_file(key)
+        .map_err(|e| format!("read TLS private key from {}: {e}", key.display()))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .and_then(|b| b.with_no_client_auth().with_single_cert(certs, key))
+        .map_err(|e| format!("TLS certificate and key: {e}"))?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(TlsAcceptor::from(Arc::new(config)))
+}
 
 /// Serves until `shutdown` turns true.
 pub async fn serve_tcp<D: Dispatch>(
     listener: TcpListener,
-    token: Arc<String>,
+    options: TcpOptions,
     dispatcher: Arc<D>,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    let slots = Arc::new(Semaphore::new(options.max_connections));
     loop {
         tokio::select! {
             accepted = listener.accept() => {
-                if let Ok((stream, peer)) = accepted {
-                    let (t, d) = (Arc::clone(&token), Arc::clone(&dispatcher));
-                    tokio::spawn(async move {
-                        let r = tokio::time::timeout(Duration::from_secs(300), handle(stream, &t, d.as_ref())).await;
-                        if let Ok(Err(e)) = r {
-                            tracing::debug!(peer = %peer, error = %e, "rpc over tcp: connection error");
-                        }
-                    });
-                }
+                let (stream, peer) = match accepted {
+                    Ok(a) => a,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "rpc over tcp: accept failed");
+                        continue;
+                    }
+                };
+                // Over the cap: close now rather than queue without bound.
+                let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+                    tracing::warn!(peer = %peer, limit = options.max_connections, "rpc over tcp: connection limit reached, closing");
+                    continue;
+                };
+                let (o, d) = (options.clone(), Arc::clone(&dispatcher));
+                tokio::spawn(async move {
+                    let r = match &o.tls {
+                        Some(tls) => match tokio::time::timeout(o.header_timeout, tls.accept(stream)).await {
+                            Ok(Ok(s)) => serve_connection(s, &o, d).await,
+                            Ok(Err(e)) => Err(format!("TLS handshake: {e}")),
+                            Err(_) => Err("TLS handshake timed out".to_owned()),
+                        },
+                        None => serve_connection(stream, &o, d).await,
+                    };
+                    if let Err(e) = r {
+                        tracing::debug!(peer = %peer, error = %e, "rpc over tcp: connection ended");
+                    }
+                    drop(slot);
+                });
             }
             _ = shutdown.changed() => return,
         }
     }
 }
 
-/// Compares without an early exit, so response timing does not reveal how
-/// much of a guessed token was right.
-fn token_matches(given: &[u8], want: &[u8]) -> bool {
-    let mut diff = (given.len() ^ want.len()) as u8;
-    for (i, w) in want.iter().enumerate() {
-        diff |= w ^ given.get(i).copied().unwrap_or(0);
-    }
-    diff == 0
+async fn serve_connection<S, D>(stream: S, o: &TcpOptions, d: Arc<D>) -> Result<(), String>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    D: Dispatch,
+{
+    let token = Arc::clone(&o.token);
+    let service = hyper::service::service_fn(move |req| {
+        let (t, d) = (Arc::clone(&token), Arc::clone(&d));
+        async move { Ok::<_, Infallible>(handle(req, &t, d.as_ref()).await) }
+    });
+    hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(o.header_timeout)
+        // One request per connection: an idle keep-alive connection would
+        // hold one of the capped slots with no head timer running.
+        .keep_alive(false)
+        .serve_connection(TokioIo::new(stream), service)
+        .await
+        .map_err(|e| e.to_string())
 }
 
-async fn handle<D: Dispatch>(mut stream: TcpStream, token: &str, d: &D) -> std::io::Result<()> {
-    let req = match httpd::read_request(&mut stream, MAX_HEAD, MAX_BODY).await {
-        Ok(r) => r,
-        Err(e) => {
-            if let Some(status) = e.status() {
-                httpd::respond(&mut stream, status, "text/plain", &[], b"bad request\n").await?;
-            }
-            return Ok(());
-        }
-    };
+/// Compares in constant time for tokens of the given length; a different
+/// length never matches (only the length can be learnt from timing).
+pub fn token_matches(given: &[u8], want: &[u8]) -> bool {
+    given.ct_eq(want).into()
+}
+
+fn reply(status: StatusCode, content_type: &str, body: Vec<u8>) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    *r.status_mut() = status;
+    if let Ok(v) = content_type.parse() {
+        r.headers_mut().insert(CONTENT_TYPE, v);
+    }
+    r
+}
+
+async fn handle<D: Dispatch>(req: Request<Incoming>, token: &str, d: &D) -> Response<Full<Bytes>> {
+    // Only the head has been read so far: refuse before reading the body.
     let authorized = req
-        .header("authorization")
+        .headers()
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .is_some_and(|t| token_matches(t.trim().as_bytes(), token.as_bytes()));
     if !authorized {
-        tracing::warn!(path = %req.path, "rpc over tcp: request without a valid token refused");
-        return httpd::respond(
-            &mut stream,
-            "401 Unauthorized",
+        tracing::warn!(path = %req.uri().path(), "rpc over tcp: request without a valid token refused");
+        let mut r = reply(
+            StatusCode::UNAUTHORIZED,
             "text/plain",
-            &[("WWW-Authenticate", "Bearer")],
-            b"a valid bearer token is required\n",
-        )
-        .await;
+            b"a valid bearer token is required\n".to_vec(),
+        );
+        r.headers_mut()
+            .insert(WWW_AUTHENTICATE, "Bearer".parse().expect("valid header"));
+        return r;
     }
-    if req.method != "POST" || req.path != "/" {
-        return httpd::respond(
-            &mut stream,
-            "405 Method Not Allowed",
+    if req.method() != Method::POST || req.uri().path() != "/" {
+        let mut r = reply(
+            StatusCode::METHOD_NOT_ALLOWED,
             "text/plain",
-            &[("Allow", "POST")],
-            b"POST / only\n",
-        )
-        .await;
+            b"POST / only\n".to_vec(),
+        );
+        r.headers_mut()
+            .insert(ALLOW, "POST".parse().expect("valid header"));
+        return r;
     }
-    let response = match serde_json::from_slice::<Value>(&req.body) {
+    let declared = req
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY as u64) {
+        return reply(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "text/plain",
+            format!("the body is limited to {MAX_BODY} bytes\n").into_bytes(),
+        );
+    }
+    let body = Limited::new(req.into_body(), MAX_BODY).collect();
+    let body = match tokio::time::timeout(BODY_TIMEOUT, body).await {
+        Ok(Ok(b)) => b.to_bytes(),
+        Ok(Err(e)) => {
+            return reply(
+                StatusCode::BAD_REQUEST,
+                "text/plain",
+                format!("read body: {e}\n").into_bytes(),
+            )
+        }
+        Err(_) => {
+            return reply(
+                StatusCode::REQUEST_TIMEOUT,
+                "text/plain",
+                b"the body did not arrive in time\n".to_vec(),
+            )
+        }
+    };
+    let response = match serde_json::from_slice::<Value>(&body) {
         Ok(v) => handle_value(d, v).await,
         Err(e) => Some(super::server::error_response(
             Value::Null,
@@ -94,12 +230,16 @@ async fn handle<D: Dispatch>(mut stream: TcpStream, token: &str, d: &D) -> std::
         )),
     };
     match response {
-        Some(v) => {
-            let body = serde_json::to_vec(&v)?;
-            httpd::respond(&mut stream, "200 OK", "application/json", &[], &body).await
-        }
+        Some(v) => match serde_json::to_vec(&v) {
+            Ok(body) => reply(StatusCode::OK, "application/json", body),
+            Err(e) => reply(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "text/plain",
+                format!("encode answer: {e}\n").into_bytes(),
+            ),
+        },
         // A notification: nothing to return.
-        None => httpd::respond(&mut stream, "204 No Content", "application/json", &[], b"").await,
+        None => reply(StatusCode::NO_CONTENT, "application/json", Vec::new()),
     }
 }
 
@@ -114,5 +254,18 @@ mod tests {
         assert!(!token_matches(b"secret-and-more", b"secret"));
         assert!(!token_matches(b"", b"secret"));
         assert!(!token_matches(b"sec", b"secret"));
+    }
+
+    /// The old comparison truncated the length difference to 8 bits and
+    /// compared only the expected length's bytes: the right token followed
+    /// by exactly 256 (or 512, ...) more bytes was accepted.
+    #[test]
+    fn the_token_followed_by_256_bytes_is_refused() {
+        let want = b"0123456789abcdef-test-token";
+        for extra in [256usize, 512, 1024] {
+            let mut given = want.to_vec();
+            given.extend(std::iter::repeat_n(b'x', extra));
+            assert!(!token_matches(&given, want), "{extra} extra bytes accepted");
+        }
     }
 }

@@ -25,6 +25,29 @@ pub trait Dispatch: Send + Sync + 'static {
         method: &str,
         params: Option<Value>,
     ) -> impl Future<Output = Result<Value, RpcError>> + Send;
+
+    /// Called after a call that may have changed the state succeeded
+    /// ([`changes_state`]): the daemon rewrites `--config-persist` here.
+    fn changed(&self) -> impl Future<Output = ()> + Send {
+        async {}
+    }
+}
+
+/// Methods that only read the state. Every other method counts as a change
+/// after it succeeds (a needless rewrite of the persisted configuration is
+/// harmless; a missed one is not), so a new method is persisted unless it
+/// is declared here or follows SPDK's naming of readers (`*_get_*`).
+const READ_ONLY: &[&str] = &[
+    "spdk_get_version",
+    "rpc_get_methods",
+    "save_config",
+    "framework_get_subsystems",
+    "framework_get_config",
+];
+
+/// Whether a successful call of `method` may have changed the state.
+pub fn changes_state(method: &str) -> bool {
+    !(READ_ONLY.contains(&method) || method.contains("_get_"))
 }
 
 /// Binds the socket at `path`, replacing a stale socket file left by a
@@ -202,8 +225,10 @@ async fn handle_request<D: Dispatch>(d: &D, v: Value) -> Option<Value> {
         }
     }
     let result = d.dispatch(&method, params).await;
-    if let Err(e) = &result {
-        tracing::info!(method = %method, code = e.code, error = %e.message, "rpc failed");
+    match &result {
+        Err(e) => tracing::info!(method = %method, code = e.code, error = %e.message, "rpc failed"),
+        Ok(_) if changes_state(&method) => d.changed().await,
+        Ok(_) => {}
     }
     // A request without an id is a notification: no response.
     let id = id?;
@@ -248,6 +273,26 @@ mod tests {
                     "Method not found",
                 )),
             }
+        }
+    }
+
+    #[test]
+    fn readers_and_changers() {
+        for m in [
+            "bdev_get_bdevs",
+            "nvmf_subsystem_get_controllers",
+            "save_config",
+            "rpc_get_methods",
+        ] {
+            assert!(!changes_state(m), "{m}");
+        }
+        for m in [
+            "bdev_malloc_create",
+            "bdev_delay_create",
+            "bdev_error_inject_error",
+            "nvmf_subsystem_add_host",
+        ] {
+            assert!(changes_state(m), "{m}");
         }
     }
 

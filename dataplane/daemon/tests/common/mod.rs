@@ -2,6 +2,8 @@
 //! subset, hence the allow.
 #![allow(dead_code)]
 
+pub mod tls;
+
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -42,6 +44,14 @@ impl Daemon {
             std::thread::sleep(Duration::from_millis(50));
         }
         d
+    }
+
+    /// SIGKILL (`kill -9`: no shutdown code runs), then waits.
+    pub fn kill9(mut self) {
+        // SAFETY: signalling our own child by PID.
+        unsafe { libc_kill(self.child.id() as i32, 9) };
+        let _ = self.child.wait();
+        std::mem::forget(self);
     }
 
     /// SIGTERM, then waits for the exit status.
