@@ -988,7 +988,7 @@ impl Connection {
             };
             let s2 = sub.clone();
             let ctrl = sub
-                .register_controller(|id| {
+                .register_controller(&d.hostnqn, |id| {
                     Arc::new(Controller::new(
                         id,
                         s2,
@@ -996,9 +996,13 @@ impl Connection {
                         d.host_id,
                         cmd.kato_ms,
                         io_queues,
+                        self.path(),
                     ))
                 })
-                .ok_or((status::CONNECT_CONTROLLER_BUSY, 0))?;
+                .map_err(|not_allowed| match not_allowed {
+                    true => (Status::CONNECT_INVALID_HOST, IN_DATA | 512),
+                    false => (status::CONNECT_CONTROLLER_BUSY, 0),
+                })?;
             ctrl.keep_alive();
             ctrl
         } else {
@@ -1014,7 +1018,7 @@ impl Connection {
                 return Err((Status::SEQUENCE_ERROR, 0));
             }
             if u32::from(cmd.qid) > ctrl.io_queues_granted.load(Ordering::Relaxed)
-                || !ctrl.attach_io_queue(cmd.qid)
+                || !ctrl.attach_io_queue(cmd.qid, self.path())
             {
                 return Err(invalid(42));
             }
@@ -1039,6 +1043,14 @@ impl Connection {
         });
         self.state = ConnState::Serving;
         Ok(cntlid)
+    }
+
+    /// Where this queue pair came from (recorded in its controller).
+    fn path(&self) -> crate::controller::QpairPath {
+        crate::controller::QpairPath {
+            listen: self.listen,
+            peer: self.peer,
+        }
     }
 
     /// Queues the TermReq for `f` and ends the connection.

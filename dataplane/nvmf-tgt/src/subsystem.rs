@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use bdev::CountedBdev;
 
-use crate::controller::Controller;
+use crate::controller::{Controller, QpairCounts, Revocation};
 use crate::stats::SubsystemStats;
 use crate::TargetError;
 
@@ -193,13 +193,20 @@ pub struct Subsystem {
     next_cntlid: Mutex<u16>,
     /// Counters.
     pub stats: SubsystemStats,
+    /// The target's queue pair counts (shared by all its subsystems).
+    pub(crate) qpair_counts: Arc<QpairCounts>,
 }
 
 /// Controller ids a dynamic controller may get (0xFFF0.. are reserved).
 const MAX_CNTLID: u16 = 0xffef;
 
 impl Subsystem {
-    pub(crate) fn new(cfg: SubsystemConfig, is_discovery: bool, stats: SubsystemStats) -> Self {
+    pub(crate) fn new(
+        cfg: SubsystemConfig,
+        is_discovery: bool,
+        stats: SubsystemStats,
+        qpair_counts: Arc<QpairCounts>,
+    ) -> Self {
         Self {
             nqn: cfg.nqn,
             serial: cfg.serial,
@@ -216,6 +223,7 @@ impl Subsystem {
             controllers: Mutex::new(BTreeMap::new()),
             next_cntlid: Mutex::new(1),
             stats,
+            qpair_counts,
         }
     }
 
@@ -233,12 +241,19 @@ impl Subsystem {
             .allow_any_host
     }
 
-    /// Lets any host in (true) or only listed hosts (false).
-    pub fn set_allow_any_host(&self, allow: bool) {
+    /// Lets any host in (true) or only listed hosts (false). Turning it
+    /// off tears down the controllers of hosts not on the list, so that
+    /// access ends the same way however it was granted (SPDK only updates
+    /// the discovery log here).
+    pub fn set_allow_any_host(&self, allow: bool) -> Revocation {
         self.access
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .allow_any_host = allow;
+        if allow {
+            return Revocation::default();
+        }
+        self.revoke(|c| !self.host_allowed(&c.hostnqn), "host no longer allowed")
     }
 
     /// Allows `hostnqn`.
@@ -251,13 +266,29 @@ impl Subsystem {
         Ok(())
     }
 
-    /// Disallows `hostnqn` (connected controllers stay).
-    pub fn remove_host(&self, hostnqn: &str) -> Result<(), TargetError> {
-        let mut a = self.access.write().unwrap_or_else(|p| p.into_inner());
-        if !a.hosts.remove(hostnqn) {
-            return Err(TargetError::NotFound(format!("host {hostnqn}")));
+    /// Disallows `hostnqn` and tears down its controllers, as SPDK does
+    /// (even when any host may connect: the host reconnects if it may).
+    pub fn remove_host(&self, hostnqn: &str) -> Result<Revocation, TargetError> {
+        {
+            let mut a = self.access.write().unwrap_or_else(|p| p.into_inner());
+            if !a.hosts.remove(hostnqn) {
+                return Err(TargetError::NotFound(format!("host {hostnqn}")));
+            }
         }
-        Ok(())
+        Ok(self.revoke(|c| c.hostnqn == hostnqn, "host removed"))
+    }
+
+    /// Tears down the live controllers `which` selects. Runs after the
+    /// access change it enforces, and [`Subsystem::register_controller`]
+    /// checks access under the controller table's lock, so a Connect racing
+    /// with the change either is seen here or is refused.
+    pub(crate) fn revoke(&self, which: impl Fn(&Controller) -> bool, why: &str) -> Revocation {
+        let chosen: Vec<Arc<Controller>> = self
+            .live_controllers()
+            .into_iter()
+            .filter(|c| !c.is_torn_down() && which(c))
+            .collect();
+        Revocation::tear_down(chosen, why)
     }
 
     /// The allowed hosts.
@@ -355,15 +386,20 @@ impl Subsystem {
         Ok(())
     }
 
-    /// Forgets listener `listen`.
-    pub(crate) fn remove_listener(&self, listen: SocketAddr) -> Result<(), TargetError> {
-        let mut l = self.listeners.write().unwrap_or_else(|p| p.into_inner());
-        let before = l.len();
-        l.retain(|x| x.listen != listen);
-        if l.len() == before {
-            return Err(TargetError::NotFound(format!("listener {listen}")));
+    /// Forgets listener `listen` and tears down the controllers with a
+    /// queue pair that arrived through it (SPDK disconnects those queue
+    /// pairs; a controller here lives and dies with all its queues, which
+    /// is what a Linux host does on losing any one of them).
+    pub(crate) fn remove_listener(&self, listen: SocketAddr) -> Result<Revocation, TargetError> {
+        {
+            let mut l = self.listeners.write().unwrap_or_else(|p| p.into_inner());
+            let before = l.len();
+            l.retain(|x| x.listen != listen);
+            if l.len() == before {
+                return Err(TargetError::NotFound(format!("listener {listen}")));
+            }
         }
-        Ok(())
+        Ok(self.revoke(|c| c.uses_listener(listen), "listener removed"))
     }
 
     /// The listeners exposing this subsystem.
@@ -388,12 +424,18 @@ impl Subsystem {
                 })
     }
 
-    /// Registers a new controller under a fresh dynamic id.
+    /// Registers a new controller of `hostnqn` under a fresh dynamic id.
+    /// Err(true) when the host is not allowed (any more), Err(false) when
+    /// every id is taken.
     pub(crate) fn register_controller(
         &self,
+        hostnqn: &str,
         make: impl FnOnce(u16) -> Arc<Controller>,
-    ) -> Option<Arc<Controller>> {
+    ) -> Result<Arc<Controller>, bool> {
         let mut ctrls = self.controllers.lock().unwrap_or_else(|p| p.into_inner());
+        if !self.host_allowed(hostnqn) {
+            return Err(true);
+        }
         ctrls.retain(|_, w| w.strong_count() > 0);
         let mut next = self.next_cntlid.lock().unwrap_or_else(|p| p.into_inner());
         for _ in 0..MAX_CNTLID {
@@ -402,10 +444,11 @@ impl Subsystem {
             if let std::collections::btree_map::Entry::Vacant(slot) = ctrls.entry(id) {
                 let c = make(id);
                 slot.insert(Arc::downgrade(&c));
-                return Some(c);
+                self.qpair_counts.admin_opened();
+                return Ok(c);
             }
         }
-        None
+        Err(false)
     }
 
     /// Forgets controller `cntlid`.
