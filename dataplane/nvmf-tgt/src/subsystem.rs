@@ -499,6 +499,43 @@ mod tests {
     }
 
     #[test]
+    fn a_connect_racing_with_host_removal_is_refused() {
+        let stats = SubsystemStats::register(&metrics::Registry::new(), "nqn.2016-06.io.x:a");
+        let sub = Arc::new(Subsystem::new(
+            SubsystemConfig::new("nqn.2016-06.io.x:a"),
+            false,
+            stats,
+            Arc::new(QpairCounts::default()),
+        ));
+        let host = "nqn.2014-08.org.example:h";
+        sub.add_host(host).unwrap();
+        let path = crate::controller::QpairPath {
+            listen: "127.0.0.1:4420".parse().unwrap(),
+            peer: "127.0.0.1:5000".parse().unwrap(),
+        };
+        let make = |id| {
+            Arc::new(Controller::new(
+                id,
+                sub.clone(),
+                host.into(),
+                [0; 16],
+                0,
+                1,
+                path,
+            ))
+        };
+        let c = sub.register_controller(host, make).unwrap();
+        // Connect checked access before the removal; registering after it
+        // must fail, and the controller registered before is torn down.
+        let r = sub.remove_host(host).unwrap();
+        assert_eq!(r.len(), 1);
+        assert!(c.is_torn_down());
+        assert!(matches!(sub.register_controller(host, make), Err(true)));
+        assert!(sub.live_controllers().is_empty());
+        assert_eq!(sub.qpair_counts.snapshot().admin_current, 0);
+    }
+
+    #[test]
     fn listen_address_advertised_override() {
         let l = ListenAddress {
             listen: "127.0.0.1:4420".parse().unwrap(),
