@@ -36,7 +36,7 @@ use crate::bufpool::BufPool;
 use crate::controller::{CcTransition, Controller, CSTS_RDY};
 use crate::outbox::{Outbox, INLINE_DATA_MAX};
 use crate::stats::SubsystemStats;
-use crate::subsystem::{Namespace, NamespaceMap, Subsystem};
+use crate::subsystem::{Namespace, NamespaceMap, RegisterError, Subsystem};
 use crate::target::Inner;
 
 /// Statuses the codec does not name.
@@ -988,7 +988,7 @@ impl Connection {
             };
             let s2 = sub.clone();
             let ctrl = sub
-                .register_controller(&d.hostnqn, |id| {
+                .register_controller(&d.hostnqn, self.listen, |id| {
                     Arc::new(Controller::new(
                         id,
                         s2,
@@ -999,9 +999,10 @@ impl Connection {
                         self.path(),
                     ))
                 })
-                .map_err(|not_allowed| match not_allowed {
-                    true => (Status::CONNECT_INVALID_HOST, IN_DATA | 512),
-                    false => (status::CONNECT_CONTROLLER_BUSY, 0),
+                .map_err(|e| match e {
+                    RegisterError::NotAllowed => (Status::CONNECT_INVALID_HOST, IN_DATA | 512),
+                    RegisterError::Unreachable => invalid(IN_DATA | 256),
+                    RegisterError::Busy => (status::CONNECT_CONTROLLER_BUSY, 0),
                 })?;
             ctrl.keep_alive();
             ctrl

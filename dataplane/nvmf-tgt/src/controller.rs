@@ -260,10 +260,12 @@ impl Controller {
     }
 
     /// Claims I/O queue `qid`, which arrived through `path`; false when it
-    /// is taken.
+    /// is taken, or when the subsystem is no longer reachable that way
+    /// (checked under the lock revocation scans, see
+    /// [`Subsystem::revoke`]).
     pub fn attach_io_queue(&self, qid: u16, path: QpairPath) -> bool {
         let mut q = self.io_queues.lock().unwrap_or_else(|p| p.into_inner());
-        if q.contains_key(&qid) {
+        if q.contains_key(&qid) || !self.subsystem.reachable_through(path.listen) {
             return false;
         }
         q.insert(qid, path);

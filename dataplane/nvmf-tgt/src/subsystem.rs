@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use bdev::CountedBdev;
@@ -195,6 +195,21 @@ pub struct Subsystem {
     pub stats: SubsystemStats,
     /// The target's queue pair counts (shared by all its subsystems).
     pub(crate) qpair_counts: Arc<QpairCounts>,
+    /// Set when the subsystem is deleted: a Connect that found it before
+    /// registers nothing after.
+    removed: AtomicBool,
+}
+
+/// Why [`Subsystem::register_controller`] refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RegisterError {
+    /// The host is not allowed (any more).
+    NotAllowed,
+    /// The subsystem was deleted, or is not reachable through the listener
+    /// the Connect arrived on (any more).
+    Unreachable,
+    /// Every controller id is taken.
+    Busy,
 }
 
 /// Controller ids a dynamic controller may get (0xFFF0.. are reserved).
@@ -224,7 +239,19 @@ impl Subsystem {
             next_cntlid: Mutex::new(1),
             stats,
             qpair_counts,
+            removed: AtomicBool::new(false),
         }
+    }
+
+    /// Marks the subsystem deleted (before its controllers are revoked).
+    pub(crate) fn mark_removed(&self) {
+        self.removed.store(true, Ordering::Release);
+    }
+
+    /// Whether a queue pair arriving on `listen` may attach: the subsystem
+    /// exists and listens there.
+    pub(crate) fn reachable_through(&self, listen: SocketAddr) -> bool {
+        !self.removed.load(Ordering::Acquire) && self.listens_on(listen)
     }
 
     /// Whether `hostnqn` may connect.
@@ -280,8 +307,9 @@ impl Subsystem {
 
     /// Tears down the live controllers `which` selects. Runs after the
     /// access change it enforces, and [`Subsystem::register_controller`]
-    /// checks access under the controller table's lock, so a Connect racing
-    /// with the change either is seen here or is refused.
+    /// (like [`Controller::attach_io_queue`]) checks access under the lock
+    /// this takes, so a Connect racing with the change either is seen here
+    /// or is refused.
     pub(crate) fn revoke(&self, which: impl Fn(&Controller) -> bool, why: &str) -> Revocation {
         let chosen: Vec<Arc<Controller>> = self
             .live_controllers()
@@ -424,17 +452,20 @@ impl Subsystem {
                 })
     }
 
-    /// Registers a new controller of `hostnqn` under a fresh dynamic id.
-    /// Err(true) when the host is not allowed (any more), Err(false) when
-    /// every id is taken.
+    /// Registers a new controller of `hostnqn`, whose admin queue arrived
+    /// on `listen`, under a fresh dynamic id.
     pub(crate) fn register_controller(
         &self,
         hostnqn: &str,
+        listen: SocketAddr,
         make: impl FnOnce(u16) -> Arc<Controller>,
-    ) -> Result<Arc<Controller>, bool> {
+    ) -> Result<Arc<Controller>, RegisterError> {
         let mut ctrls = self.controllers.lock().unwrap_or_else(|p| p.into_inner());
+        if !self.reachable_through(listen) {
+            return Err(RegisterError::Unreachable);
+        }
         if !self.host_allowed(hostnqn) {
-            return Err(true);
+            return Err(RegisterError::NotAllowed);
         }
         ctrls.retain(|_, w| w.strong_count() > 0);
         let mut next = self.next_cntlid.lock().unwrap_or_else(|p| p.into_inner());
@@ -448,7 +479,7 @@ impl Subsystem {
                 return Ok(c);
             }
         }
-        Err(false)
+        Err(RegisterError::Busy)
     }
 
     /// Forgets controller `cntlid`.
@@ -524,15 +555,45 @@ mod tests {
                 path,
             ))
         };
-        let c = sub.register_controller(host, make).unwrap();
+        let listen = path.listen;
+        sub.add_listener(ListenAddress {
+            listen,
+            advertised_addr: None,
+            advertised_port: None,
+        })
+        .unwrap();
+        let c = sub.register_controller(host, listen, make).unwrap();
         // Connect checked access before the removal; registering after it
         // must fail, and the controller registered before is torn down.
         let r = sub.remove_host(host).unwrap();
         assert_eq!(r.len(), 1);
         assert!(c.is_torn_down());
-        assert!(matches!(sub.register_controller(host, make), Err(true)));
+        let again = sub.register_controller(host, listen, make);
+        assert_eq!(again.err(), Some(RegisterError::NotAllowed));
         assert!(sub.live_controllers().is_empty());
         assert_eq!(sub.qpair_counts.snapshot().admin_current, 0);
+
+        // The same for a listener removed, and for the subsystem deleted.
+        sub.add_host(host).unwrap();
+        let c = sub.register_controller(host, listen, make).unwrap();
+        assert!(c.attach_io_queue(1, path));
+        assert_eq!(sub.remove_listener(listen).unwrap().len(), 1);
+        let again = sub.register_controller(host, listen, make);
+        assert_eq!(again.err(), Some(RegisterError::Unreachable));
+        sub.add_listener(ListenAddress {
+            listen,
+            advertised_addr: None,
+            advertised_port: None,
+        })
+        .unwrap();
+        let c = sub.register_controller(host, listen, make).unwrap();
+        sub.mark_removed();
+        assert!(
+            !c.attach_io_queue(1, path),
+            "no I/O queue into a deleted subsystem"
+        );
+        let again = sub.register_controller(host, listen, make);
+        assert_eq!(again.err(), Some(RegisterError::Unreachable));
     }
 
     #[test]

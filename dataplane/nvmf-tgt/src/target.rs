@@ -117,6 +117,11 @@ pub struct TargetStats {
     pub completed_io: u64,
 }
 
+/// I/O commands a subsystem completed successfully.
+fn completed_io(st: &SubsystemStats) -> u64 {
+    st.read_ops.get() + st.write_ops.get() + st.flush_ops.get() + st.unmap_ops.get()
+}
+
 /// A bound listener.
 struct Listener {
     portid: u16,
@@ -300,7 +305,9 @@ impl Target {
             .unwrap_or_else(|p| p.into_inner())
             .remove(nqn)
             .ok_or_else(|| TargetError::NotFound(format!("subsystem {nqn}")))?;
-        // Connect finds the subsystem no more; what is connected goes.
+        // Connect finds the subsystem no more, a Connect that found it
+        // before registers nothing, what is connected goes.
+        s.mark_removed();
         let mut revoked = s.revoke(|_| true, "subsystem deleted");
         for l in s.listeners() {
             if let Ok(r) = s.remove_listener(l.listen) {
@@ -308,8 +315,7 @@ impl Target {
             }
             self.release_listener_if_unused(l.listen);
         }
-        let st = &s.stats;
-        let io = st.read_ops.get() + st.write_ops.get() + st.flush_ops.get() + st.unmap_ops.get();
+        let io = completed_io(&s.stats);
         self.inner.retired_io.fetch_add(io, Ordering::Relaxed);
         SubsystemStats::unregister(&self.inner.metrics, nqn);
         self.inner.discovery_changed();
@@ -321,10 +327,7 @@ impl Target {
         let live: u64 = self
             .subsystems()
             .iter()
-            .map(|s| {
-                let st = &s.stats;
-                st.read_ops.get() + st.write_ops.get() + st.flush_ops.get() + st.unmap_ops.get()
-            })
+            .map(|s| completed_io(&s.stats))
             .sum();
         TargetStats {
             qpairs: self.inner.qpair_counts.snapshot(),
