@@ -398,20 +398,14 @@ pub(super) async fn get_subsystems(app: &App, params: Option<Value>) -> Result<V
         .as_ref()
         .map(Target::subsystems)
         .unwrap_or_default();
-    let mut out = Vec::new();
-    if let Some(t) = &state.nvmf.target {
-        out.push(discovery_json(
-            &t.subsystem(DISCOVERY_NQN).expect("always there"),
-        ));
-    } else {
-        out.push(json!({
-            "nqn": DISCOVERY_NQN,
-            "subtype": "Discovery",
-            "listen_addresses": [],
-            "allow_any_host": true,
-            "hosts": [],
-        }));
-    }
+    let discovery_listeners = state
+        .nvmf
+        .target
+        .as_ref()
+        .and_then(|t| t.subsystem(DISCOVERY_NQN))
+        .map(|d| d.listeners())
+        .unwrap_or_default();
+    let mut out = vec![discovery_json(&discovery_listeners)];
     out.extend(subs.iter().map(|s| subsystem_json(s)));
     match p.nqn {
         None => Ok(Value::Array(out)),
@@ -427,11 +421,11 @@ pub(super) async fn get_subsystems(app: &App, params: Option<Value>) -> Result<V
 
 /// The discovery subsystem lets anyone in; it answers on its own
 /// listeners (listed) and on every NVM subsystem's (not listed).
-fn discovery_json(d: &Subsystem) -> Value {
+fn discovery_json(listeners: &[ListenAddress]) -> Value {
     json!({
         "nqn": DISCOVERY_NQN,
         "subtype": "Discovery",
-        "listen_addresses": d.listeners().iter().map(listener_json).collect::<Vec<_>>(),
+        "listen_addresses": listeners.iter().map(listener_json).collect::<Vec<_>>(),
         "allow_any_host": true,
         "hosts": [],
     })
