@@ -68,7 +68,10 @@ pub fn discovery_log(genctr: u64, entries: &[DiscoveryEntry]) -> Vec<u8> {
         } else {
             SUBTYPE_NVME
         };
-        r[3] = 0x02; // TREQ: secure channel not required
+        // TREQ 0, "not specified" (as Linux's own target sends): "not
+        // required" (2) makes libnvme 1.3 (Debian 12's nvme-cli) ask the
+        // kernel for TLS on `nvme connect-all`, which a 6.1 kernel refuses.
+        r[3] = 0;
         r[4..6].copy_from_slice(&e.portid.to_le_bytes());
         r[6..8].copy_from_slice(&0xffffu16.to_le_bytes()); // CNTLID: dynamic
         r[8..10].copy_from_slice(&32u16.to_le_bytes()); // ASQSZ
@@ -168,7 +171,7 @@ mod tests {
         assert_eq!(u64::from_le_bytes(p[0..8].try_into().unwrap()), 5);
         assert_eq!(u64::from_le_bytes(p[8..16].try_into().unwrap()), 2);
         let e = &p[2048..3072];
-        assert_eq!(&e[0..4], &[3, 1, 2, 2]);
+        assert_eq!(&e[0..4], &[3, 1, 2, 0]);
         assert_eq!(u16::from_le_bytes([e[4], e[5]]), 2);
         assert_eq!(u16::from_le_bytes([e[6], e[7]]), 0xffff);
         assert_eq!(&e[32..36], b"4420");
