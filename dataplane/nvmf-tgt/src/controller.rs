@@ -472,6 +472,36 @@ impl Revocation {
 mod tests {
     use super::*;
 
+    #[tokio::test]
+    async fn revocation_waits_until_the_controller_is_gone() {
+        use crate::stats::SubsystemStats;
+        use crate::subsystem::SubsystemConfig;
+        let nqn = "nqn.2016-06.io.x:r";
+        let stats = SubsystemStats::register(&metrics::Registry::new(), nqn);
+        let sub = Arc::new(Subsystem::new(
+            SubsystemConfig::new(nqn),
+            false,
+            stats,
+            Arc::new(QpairCounts::default()),
+        ));
+        let path = QpairPath {
+            listen: "127.0.0.1:4420".parse().unwrap(),
+            peer: "127.0.0.1:5000".parse().unwrap(),
+        };
+        let c = Arc::new(Controller::new(1, sub, "h".into(), [0; 16], 0, 1, path));
+        // A queue pair still holds the controller: not gone, whatever the
+        // bound (zero: one poll, no clock involved).
+        let queue_pair = c.clone();
+        let r = Revocation::tear_down([c], "test");
+        assert_eq!(r.len(), 1);
+        assert!(queue_pair.is_torn_down());
+        let r2 = Revocation::tear_down([queue_pair.clone()], "again");
+        assert!(!r2.wait(std::time::Duration::ZERO).await);
+        // The queue pair closes: the wait resolves.
+        drop(queue_pair);
+        assert!(r.wait(std::time::Duration::from_secs(60)).await);
+    }
+
     #[test]
     fn cc_transitions() {
         let mut r = Registers::default();

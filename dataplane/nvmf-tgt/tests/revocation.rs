@@ -222,8 +222,13 @@ fn delete_subsystem_ends_every_controller() {
     let mut a = HostController::connect(&params(addr, NQN, HOST_A), 2).unwrap();
     let mut b = HostController::connect(&params(addr, NQN, HOST_B), 1).unwrap();
     let mut other = HostController::connect(&params(addr, NQN2, HOST_A), 1).unwrap();
-    let before = h.target.stats().qpairs;
-    assert_eq!((before.admin_current, before.io_current), (3, 4));
+    all_open(&mut a);
+    let before = h.target.stats();
+    assert_eq!(
+        (before.qpairs.admin_current, before.qpairs.io_current),
+        (3, 4)
+    );
+    assert_eq!(before.completed_io, 2, "the two reads");
 
     let r = h.target.remove_subsystem(NQN).unwrap();
     assert_eq!(r.len(), 2);
@@ -231,9 +236,14 @@ fn delete_subsystem_ends_every_controller() {
     all_closed(&mut a);
     all_closed(&mut b);
     all_open(&mut other);
-    let after = h.target.stats().qpairs;
-    assert_eq!((after.admin_current, after.io_current), (1, 1));
-    assert_eq!((after.admin_total, after.io_total), (3, 4));
+    let after = h.target.stats();
+    assert_eq!(
+        (after.qpairs.admin_current, after.qpairs.io_current),
+        (1, 1)
+    );
+    assert_eq!((after.qpairs.admin_total, after.qpairs.io_total), (3, 4));
+    // A deleted subsystem's I/O still counts; the other's read adds one.
+    assert_eq!(after.completed_io, 3);
     drop((a, b, other));
     h.stop();
 }
