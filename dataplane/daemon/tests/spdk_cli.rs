@@ -41,6 +41,10 @@ const NO_CLI_COMMAND: &[(&str, &str)] = &[(
      spdk_client.rs",
 )];
 
+/// Why the aio rows are pending.
+const AIO_FLAGS: &str = "bdev_aio_create refuses the readonly, fallocate and nowait \
+     the command line always sends (fixed on the aio flags branch)";
+
 /// One command of the stock command line.
 struct Row {
     /// The JSON-RPC method the command sends.
@@ -165,112 +169,216 @@ fn rows() -> Vec<Row> {
             assert_eq!(parse(out)["fields"]["major"], 26);
         }),
         row("rpc_get_methods", &[], |_, out| {
-            assert!(parse(out).as_array().unwrap().contains(&json!("nvmf_get_stats")));
+            assert!(parse(out)
+                .as_array()
+                .unwrap()
+                .contains(&json!("nvmf_get_stats")));
         }),
         row("framework_get_subsystems", &[], |_, out| {
-            let names: Vec<Value> = parse(out).as_array().unwrap().iter().map(|s| s["subsystem"].clone()).collect();
+            let names: Vec<Value> = parse(out)
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s["subsystem"].clone())
+                .collect();
             assert_eq!(names, [json!("bdev"), json!("nvmf")]);
         }),
-        row("bdev_malloc_create", &["-b", "Malloc0", "16", "512"], |c, out| {
-            assert_eq!(out.trim(), "Malloc0");
-            assert!(c.bdev_names().contains("Malloc0"));
-        }),
-        row("bdev_malloc_create", &["-b", "Malloc1", "8", "4096"], |c, _| {
-            let b = c.rpc("bdev_get_bdevs", json!({ "name": "Malloc1" }));
-            assert_eq!((b[0]["block_size"].clone(), b[0]["num_blocks"].clone()), (json!(4096), json!(2048)));
-        }),
+        row(
+            "bdev_malloc_create",
+            &["-b", "Malloc0", "16", "512"],
+            |c, out| {
+                assert_eq!(out.trim(), "Malloc0");
+                assert!(c.bdev_names().contains("Malloc0"));
+            },
+        ),
+        row(
+            "bdev_malloc_create",
+            &["-b", "Malloc1", "8", "4096"],
+            |c, _| {
+                let b = c.rpc("bdev_get_bdevs", json!({ "name": "Malloc1" }));
+                assert_eq!(
+                    (b[0]["block_size"].clone(), b[0]["num_blocks"].clone()),
+                    (json!(4096), json!(2048))
+                );
+            },
+        ),
         row("bdev_get_bdevs", &["-b", "Malloc0"], |_, out| {
             let v = parse(out);
-            assert_eq!((v[0]["name"].clone(), v[0]["num_blocks"].clone()), (json!("Malloc0"), json!(32768)));
+            assert_eq!(
+                (v[0]["name"].clone(), v[0]["num_blocks"].clone()),
+                (json!("Malloc0"), json!(32768))
+            );
         }),
         row("bdev_get_iostat", &[], |_, out| {
             assert_eq!(parse(out)["bdevs"].as_array().unwrap().len(), 2);
         }),
-        row("bdev_get_iostat", &["--names", "Malloc1,Malloc0"], |_, out| {
-            let v = parse(out);
-            let names: Vec<Value> = v["bdevs"].as_array().unwrap().iter().map(|b| b["name"].clone()).collect();
-            assert_eq!(names, [json!("Malloc1"), json!("Malloc0")]);
-        }),
+        row(
+            "bdev_get_iostat",
+            &["--names", "Malloc1,Malloc0"],
+            |_, out| {
+                let v = parse(out);
+                let names: Vec<Value> = v["bdevs"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|b| b["name"].clone())
+                    .collect();
+                assert_eq!(names, [json!("Malloc1"), json!("Malloc0")]);
+            },
+        ),
         Row {
-            pending: Some("bdev_aio_create refuses the readonly/fallocate/nowait the command line always sends (fixed on the aio flags branch)"),
-            ..row("bdev_aio_create", &["{work}/aio0.img", "aio0", "4096"], |c, out| {
-                assert_eq!(out.trim(), "aio0");
-                assert!(c.bdev_names().contains("aio0"));
-            })
+            pending: Some(AIO_FLAGS),
+            ..row(
+                "bdev_aio_create",
+                &["{work}/aio0.img", "aio0", "4096"],
+                |c, out| {
+                    assert_eq!(out.trim(), "aio0");
+                    assert!(c.bdev_names().contains("aio0"));
+                },
+            )
         },
         row(
             "bdev_rbd_register_cluster",
-            &["ceph", "--user", "{ceph_user}", "--config-param", "mon_host={ceph_mon}", "--config-param", "key={ceph_key}"],
+            &[
+                "ceph",
+                "--user",
+                "{ceph_user}",
+                "--config-param",
+                "mon_host={ceph_mon}",
+                "--config-param",
+                "key={ceph_key}",
+            ],
             |_, out| assert_eq!(out.trim(), "ceph"),
         ),
-        row("bdev_rbd_create", &["-b", "Ceph0", "-c", "ceph", "{ceph_pool}", "vol1", "4096"], |c, out| {
-            assert_eq!(out.trim(), "Ceph0");
-            assert!(c.bdev_names().contains("Ceph0"));
-        }),
+        row(
+            "bdev_rbd_create",
+            &["-b", "Ceph0", "-c", "ceph", "{ceph_pool}", "vol1", "4096"],
+            |c, out| {
+                assert_eq!(out.trim(), "Ceph0");
+                assert!(c.bdev_names().contains("Ceph0"));
+            },
+        ),
         row("nvmf_create_transport", &["-t", "TCP"], |c, _| {
-            assert_eq!(c.rpc("nvmf_get_transports", json!({})).as_array().unwrap().len(), 1);
+            assert_eq!(
+                c.rpc("nvmf_get_transports", json!({}))
+                    .as_array()
+                    .unwrap()
+                    .len(),
+                1
+            );
         }),
         row("nvmf_get_transports", &[], |_, out| {
             assert_eq!(parse(out)[0]["trtype"], "TCP");
         }),
-        row("nvmf_create_subsystem", &[NQN, "-s", "RC0001", "-d", "rackcache volume"], |c, _| {
-            let s = c.subsystem(NQN);
-            assert_eq!((s["serial_number"].clone(), s["allow_any_host"].clone()), (json!("RC0001"), json!(false)));
-        }),
+        row(
+            "nvmf_create_subsystem",
+            &[NQN, "-s", "RC0001", "-d", "rackcache volume"],
+            |c, _| {
+                let s = c.subsystem(NQN);
+                assert_eq!(
+                    (s["serial_number"].clone(), s["allow_any_host"].clone()),
+                    (json!("RC0001"), json!(false))
+                );
+            },
+        ),
         // The command prints nothing; the namespaces get nsids 1 and 2.
         row("nvmf_subsystem_add_ns", &[NQN, "Malloc0"], |c, _| {
             let ns = &c.subsystem(NQN)["namespaces"][0];
-            assert_eq!((ns["nsid"].clone(), ns["bdev_name"].clone()), (json!(1), json!("Malloc0")));
+            assert_eq!(
+                (ns["nsid"].clone(), ns["bdev_name"].clone()),
+                (json!(1), json!("Malloc0"))
+            );
         }),
         row("nvmf_subsystem_add_ns", &[NQN, "Ceph0"], |c, _| {
             let ns = &c.subsystem(NQN)["namespaces"][1];
-            assert_eq!((ns["nsid"].clone(), ns["bdev_name"].clone()), (json!(2), json!("Ceph0")));
+            assert_eq!(
+                (ns["nsid"].clone(), ns["bdev_name"].clone()),
+                (json!(2), json!("Ceph0"))
+            );
         }),
         row("nvmf_subsystem_add_host", &[NQN, HOST], |c, _| {
             assert_eq!(c.subsystem(NQN)["hosts"], json!([{ "nqn": HOST }]));
         }),
-        row("nvmf_subsystem_add_listener", &[NQN, "-t", "tcp", "-f", "ipv4", "-a", "127.0.0.1", "-s", "{port}"], |c, _| {
-            assert_eq!(listen_ports(&c.subsystem(NQN)), [c.var("port")]);
-            // A host can now connect.
-            c.host = Some(c.connect(HOST, 2).expect("the allowed host connects"));
-        }),
+        row(
+            "nvmf_subsystem_add_listener",
+            &[
+                NQN,
+                "-t",
+                "tcp",
+                "-f",
+                "ipv4",
+                "-a",
+                "127.0.0.1",
+                "-s",
+                "{port}",
+            ],
+            |c, _| {
+                assert_eq!(listen_ports(&c.subsystem(NQN)), [c.var("port")]);
+                // A host can now connect.
+                c.host = Some(c.connect(HOST, 2).expect("the allowed host connects"));
+            },
+        ),
         // SPDK's well-known discovery port, as ceph-nvmeof and
         // `nvme connect-all -s 8009` users serve it.
-        row("nvmf_subsystem_add_listener", &["discovery", "-t", "tcp", "-a", "127.0.0.1", "-s", "{dport}"], |c, _| {
-            assert_eq!(listen_ports(&c.subsystem(DISCOVERY)), [c.var("dport")]);
-            let p = ConnectParams {
-                addr: format!("127.0.0.1:{}", c.var("dport")),
-                subnqn: DISCOVERY.into(),
-                hostnqn: HOST.into(),
-                host_id: [0xc1; 16],
-                queue_size: 32,
-                kato_ms: 0,
-            };
-            let mut d = HostQueue::connect(&p, 0, 0).expect("discovery on its own listener");
-            d.enable().unwrap();
-            let log = d.get_log_page(0x70, 0, 3072).unwrap();
-            assert_eq!(u64::from_le_bytes(log[8..16].try_into().unwrap()), 2, "discovery and cnode1");
-        }),
+        row(
+            "nvmf_subsystem_add_listener",
+            &["discovery", "-t", "tcp", "-a", "127.0.0.1", "-s", "{dport}"],
+            |c, _| {
+                assert_eq!(listen_ports(&c.subsystem(DISCOVERY)), [c.var("dport")]);
+                let p = ConnectParams {
+                    addr: format!("127.0.0.1:{}", c.var("dport")),
+                    subnqn: DISCOVERY.into(),
+                    hostnqn: HOST.into(),
+                    host_id: [0xc1; 16],
+                    queue_size: 32,
+                    kato_ms: 0,
+                };
+                let mut d = HostQueue::connect(&p, 0, 0).expect("discovery on its own listener");
+                d.enable().unwrap();
+                let log = d.get_log_page(0x70, 0, 3072).unwrap();
+                assert_eq!(
+                    u64::from_le_bytes(log[8..16].try_into().unwrap()),
+                    2,
+                    "discovery and cnode1"
+                );
+            },
+        ),
         row("nvmf_get_subsystems", &[], |_, out| {
-            let nqns: Vec<Value> = parse(out).as_array().unwrap().iter().map(|s| s["nqn"].clone()).collect();
+            let nqns: Vec<Value> = parse(out)
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s["nqn"].clone())
+                .collect();
             assert_eq!(nqns, [json!(DISCOVERY), json!(NQN)]);
         }),
         row("nvmf_subsystem_get_listeners", &[NQN], |c, out| {
             let v = parse(out);
-            assert_eq!(v, json!([{ "address": {
-                "trtype": "TCP", "adrfam": "IPv4", "traddr": "127.0.0.1", "trsvcid": c.var("port") } }]));
+            assert_eq!(
+                v,
+                json!([{ "address": {
+                "trtype": "TCP", "adrfam": "IPv4", "traddr": "127.0.0.1", "trsvcid": c.var("port") } }])
+            );
         }),
         row("nvmf_subsystem_get_controllers", &[NQN], |c, out| {
             let v = parse(out);
             let cntlid = c.host.as_ref().unwrap().admin.cntlid;
-            assert_eq!(v, json!([{
+            assert_eq!(
+                v,
+                json!([{
                 "cntlid": cntlid, "cntrltype": "io", "hostnqn": HOST,
-                "hostid": "c1c1c1c1-c1c1-c1c1-c1c1-c1c1c1c1c1c1", "num_io_qpairs": 2 }]));
+                "hostid": "c1c1c1c1-c1c1-c1c1-c1c1-c1c1c1c1c1c1", "num_io_qpairs": 2 }])
+            );
         }),
         row("nvmf_subsystem_get_qpairs", &[NQN], |c, out| {
             let v = parse(out);
             let q = v.as_array().unwrap();
-            assert_eq!(q.iter().map(|q| q["qid"].as_u64().unwrap()).collect::<Vec<_>>(), [0, 1, 2]);
+            assert_eq!(
+                q.iter()
+                    .map(|q| q["qid"].as_u64().unwrap())
+                    .collect::<Vec<_>>(),
+                [0, 1, 2]
+            );
             for q in q {
                 assert_eq!(q["state"], "enabled");
                 assert_eq!(q["hostnqn"], HOST);
@@ -281,13 +389,19 @@ fn rows() -> Vec<Row> {
         row("nvmf_get_stats", &[], |_, out| {
             let v = parse(out);
             let g = &v["poll_groups"][0];
-            assert_eq!((g["current_io_qpairs"].clone(), g["io_qpairs"].clone()), (json!(2), json!(2)));
+            assert_eq!(
+                (g["current_io_qpairs"].clone(), g["io_qpairs"].clone()),
+                (json!(2), json!(2))
+            );
             // The host's controller, and the discovery controller (which
             // may still be closing).
-            assert!(g["admin_qpairs"] == json!(2) && g["current_admin_qpairs"].as_u64().unwrap() >= 1, "{g}");
+            assert!(
+                g["admin_qpairs"] == json!(2) && g["current_admin_qpairs"].as_u64().unwrap() >= 1,
+                "{g}"
+            );
             assert_eq!(g["transports"], json!([{ "trtype": "TCP" }]));
         }),
-        row("framework_get_config", &["nvmf"], |c, out| {
+        row("framework_get_config", &["nvmf"], |_, out| {
             let listeners: Vec<Value> = parse(out)
                 .as_array()
                 .unwrap()
@@ -295,26 +409,37 @@ fn rows() -> Vec<Row> {
                 .filter(|m| m["method"] == "nvmf_subsystem_add_listener")
                 .map(|m| m["params"]["nqn"].clone())
                 .collect();
-            assert_eq!(listeners, [json!(DISCOVERY), json!(NQN)], "discovery listeners are saved");
-            let _ = c;
+            assert_eq!(
+                listeners,
+                [json!(DISCOVERY), json!(NQN)],
+                "discovery listeners are saved"
+            );
         }),
         row("framework_get_config", &["bdev"], |_, out| {
             assert!(out.contains("Malloc1"));
         }),
-        row("nvmf_subsystem_allow_any_host", &[NQN, "--allow-any-host"], |c, _| {
-            assert_eq!(c.subsystem(NQN)["allow_any_host"], true);
-            c.other = Some(c.connect(OTHER_HOST, 1).expect("any host may connect"));
-            assert_eq!(c.controllers().len(), 2);
-        }),
-        row("nvmf_subsystem_allow_any_host", &[NQN, "--no-allow-any-host"], |c, _| {
-            assert_eq!(c.subsystem(NQN)["allow_any_host"], false);
-            // The host not on the list lost its controller; the listed
-            // one kept its own.
-            closed(c.other.as_mut().unwrap());
-            let list = c.controllers();
-            assert_eq!((list.len(), list[0]["hostnqn"].clone()), (1, json!(HOST)));
-            refused_as_invalid_host(c.connect(OTHER_HOST, 1));
-        }),
+        row(
+            "nvmf_subsystem_allow_any_host",
+            &[NQN, "--allow-any-host"],
+            |c, _| {
+                assert_eq!(c.subsystem(NQN)["allow_any_host"], true);
+                c.other = Some(c.connect(OTHER_HOST, 1).expect("any host may connect"));
+                assert_eq!(c.controllers().len(), 2);
+            },
+        ),
+        row(
+            "nvmf_subsystem_allow_any_host",
+            &[NQN, "--no-allow-any-host"],
+            |c, _| {
+                assert_eq!(c.subsystem(NQN)["allow_any_host"], false);
+                // The host not on the list lost its controller; the listed
+                // one kept its own.
+                closed(c.other.as_mut().unwrap());
+                let list = c.controllers();
+                assert_eq!((list.len(), list[0]["hostnqn"].clone()), (1, json!(HOST)));
+                refused_as_invalid_host(c.connect(OTHER_HOST, 1));
+            },
+        ),
         row("nvmf_subsystem_remove_host", &[NQN, HOST], |c, _| {
             assert_eq!(c.subsystem(NQN)["hosts"], json!([]));
             // Revoked: the controller list shrank, the queues are gone and
@@ -323,12 +448,30 @@ fn rows() -> Vec<Row> {
             closed(c.host.as_mut().unwrap());
             refused_as_invalid_host(c.connect(HOST, 1));
         }),
-        row("nvmf_subsystem_remove_listener", &["discovery", "-t", "tcp", "-a", "127.0.0.1", "-s", "{dport}"], |c, _| {
-            assert_eq!(listen_ports(&c.subsystem(DISCOVERY)), Vec::<String>::new());
-        }),
-        row("nvmf_subsystem_remove_listener", &[NQN, "-t", "tcp", "-f", "ipv4", "-a", "127.0.0.1", "-s", "{port}"], |c, _| {
-            assert_eq!(listen_ports(&c.subsystem(NQN)), Vec::<String>::new());
-        }),
+        row(
+            "nvmf_subsystem_remove_listener",
+            &["discovery", "-t", "tcp", "-a", "127.0.0.1", "-s", "{dport}"],
+            |c, _| {
+                assert_eq!(listen_ports(&c.subsystem(DISCOVERY)), Vec::<String>::new());
+            },
+        ),
+        row(
+            "nvmf_subsystem_remove_listener",
+            &[
+                NQN,
+                "-t",
+                "tcp",
+                "-f",
+                "ipv4",
+                "-a",
+                "127.0.0.1",
+                "-s",
+                "{port}",
+            ],
+            |c, _| {
+                assert_eq!(listen_ports(&c.subsystem(NQN)), Vec::<String>::new());
+            },
+        ),
         row("nvmf_subsystem_remove_ns", &[NQN, "2"], |c, _| {
             assert_eq!(c.subsystem(NQN)["namespaces"].as_array().unwrap().len(), 1);
         }),
@@ -340,8 +483,14 @@ fn rows() -> Vec<Row> {
             assert!(!c.bdev_names().contains("Ceph0"));
         }),
         row("bdev_rbd_unregister_cluster", &["ceph"], |c, _| {
-            // Registering the same name again works once it is gone.
-            let _ = c;
+            // The name is free again: registering it works (and is undone).
+            let params = json!({
+                "name": "ceph",
+                "user_id": c.var("ceph_user"),
+                "config_param": { "mon_host": c.var("ceph_mon"), "key": c.var("ceph_key") },
+            });
+            assert_eq!(c.rpc("bdev_rbd_register_cluster", params), json!("ceph"));
+            c.rpc("bdev_rbd_unregister_cluster", json!({ "name": "ceph" }));
         }),
         Row {
             pending: Some("depends on bdev_aio_create above"),
