@@ -37,12 +37,25 @@ state() {
 	done
 	echo gone
 }
+# dev: the controller's namespace block device.
+dev() {
+	for s in /sys/class/nvme-subsystem/nvme-subsys*; do
+		[ "$(cat "$s/subsysnqn" 2>/dev/null)" = "$NQN" ] || continue
+		for n in "$s"/nvme*n*; do
+			case "${n##*/}" in *c*) continue ;; esac
+			[ -b "/dev/${n##*/}" ] && echo "/dev/${n##*/}" && return
+		done
+	done
+}
 i=0
-while [ "$(state)" != live ] && [ $i -lt 100 ]; do sleep 0.2; i=$((i + 1)); done
+while { [ "$(state)" != live ] || [ -z "$(dev)" ]; } && [ $i -lt 100 ]; do sleep 0.2; i=$((i + 1)); done
 echo "connected-state=$(state)"
-# The host test now removes this host from the subsystem; the controller
-# must leave the live state, then (ctrl-loss-tmo 3 s, or at once when the
-# kernel honours the refused reconnect's DNR) go away.
+# One write tells the host test the guest is connected and ready: it then
+# removes this host from the subsystem. The controller must leave the live
+# state, then (ctrl-loss-tmo 3 s, or at once when the kernel honours the
+# refused reconnect's DNR) go away.
+dd if=/dev/zero of="$(dev)" bs=4096 count=1 oflag=direct 2>/dev/null
+echo "ready-write=$?"
 i=0
 while [ "$(state)" = live ] && [ $i -lt 900 ]; do sleep 0.2; i=$((i + 1)); done
 echo "revoked-state=$(state)"
@@ -84,7 +97,8 @@ func TestRevokedHostLosesItsKernelController(t *testing.T) {
 	}
 	dp.Call(t, "nvmf_subsystem_add_listener", disc, nil)
 
-	// Revoke the host once its controller has its I/O queues.
+	// Revoke the host once the guest has written through its controller
+	// (its sign that it saw the controller live).
 	type controller struct {
 		Cntlid      int    `json:"cntlid"`
 		Hostnqn     string `json:"hostnqn"`
@@ -101,12 +115,22 @@ func TestRevokedHostLosesItsKernelController(t *testing.T) {
 				report("nvmf_subsystem_get_controllers: %v", err)
 				return
 			}
-			if len(list) == 1 && list[0].Hostnqn == hostNQN && list[0].NumIOQpairs > 0 {
+			var stats struct {
+				Bdevs []struct {
+					NumWriteOps int `json:"num_write_ops"`
+				} `json:"bdevs"`
+			}
+			if err := dp.Client.Call(ctx, "bdev_get_iostat", map[string]any{"name": "Malloc0"}, &stats); err != nil {
+				report("bdev_get_iostat: %v", err)
+				return
+			}
+			if len(list) == 1 && list[0].Hostnqn == hostNQN && list[0].NumIOQpairs > 0 &&
+				len(stats.Bdevs) == 1 && stats.Bdevs[0].NumWriteOps > 0 {
 				break
 			}
 			select {
 			case <-ctx.Done():
-				report("the guest's controller never appeared")
+				report("the guest never wrote through its controller")
 				return
 			case <-time.After(200 * time.Millisecond):
 			}
@@ -149,6 +173,7 @@ func TestRevokedHostLosesItsKernelController(t *testing.T) {
 		"discover-status": "0",
 		"connect-all":     "0",
 		"connected-state": "live",
+		"ready-write":     "0",
 		"final-state":     "gone",
 		"reconnect-state": "gone",
 	} {
