@@ -192,6 +192,20 @@ def nvmf_first_phase():
         expect_error(-98, "nvmf_subsystem_add_listener", nqn=CNODE1,
                      listen_address=la(s.getsockname()[1]))
 
+    # The discovery subsystem's own listener (SPDK's well-known port 8009 in
+    # production), named by its NQN or by the literal "discovery"; saved
+    # and restored like any other.
+    dport = free_port()
+    assert call("nvmf_subsystem_add_listener", nqn="discovery", listen_address=la(dport),
+                secure_channel=False) is True
+    expect_error(INVALID_PARAMS, "nvmf_subsystem_add_listener", nqn=DISCOVERY,
+                 listen_address=la(dport))
+    gone_dport = free_port()
+    assert call("nvmf_subsystem_add_listener", nqn=DISCOVERY, listen_address=la(gone_dport)) is True
+    assert call("nvmf_subsystem_remove_listener", nqn=DISCOVERY,
+                listen_address=la(gone_dport)) is True
+    assert call("nvmf_subsystem_get_listeners", nqn=DISCOVERY) == [{"address": la(dport)}]
+
     # One of each kind created and deleted again leaves no trace.
     assert call("nvmf_create_subsystem", nqn=CNODE3, allow_any_host=False) is True
     assert call("nvmf_subsystem_add_ns", nqn=CNODE3, namespace={"bdev_name": "aio0"}) == 1
@@ -220,6 +234,7 @@ def nvmf_first_phase():
     assert list(subs) == [DISCOVERY, CNODE1, CNODE2], list(subs)
     d = subs[DISCOVERY]
     assert (d["subtype"], d["allow_any_host"], d["hosts"]) == ("Discovery", True, [])
+    assert d["listen_addresses"] == [la(dport)], d
     c1 = subs[CNODE1]
     assert call("nvmf_get_subsystems", nqn=CNODE1) == [c1]
     assert c1["subtype"] == "NVMe" and c1["allow_any_host"] is False, c1
@@ -336,7 +351,11 @@ if phase == "first":
              "nvmf_subsystem_add_host", "nvmf_subsystem_add_ns", "nvmf_subsystem_add_ns"]
     if ceph:
         want += ["nvmf_subsystem_add_ns"]
-    want += ["nvmf_subsystem_add_listener", "nvmf_subsystem_add_listener"]
+    # Listeners last, the discovery subsystem's first.
+    want += ["nvmf_subsystem_add_listener"] * 3
+    listener_nqns = [c["params"]["nqn"] for s in saved["subsystems"] for c in s["config"]
+                     if c["method"] == "nvmf_subsystem_add_listener"]
+    assert listener_nqns == [DISCOVERY, CNODE1, CNODE2], listener_nqns
     assert methods_saved == want, methods_saved
     with open(os.path.join(workdir, "config.json"), "w") as f:
         json.dump(saved, f)

@@ -36,7 +36,7 @@ use crate::bufpool::BufPool;
 use crate::controller::{CcTransition, Controller, CSTS_RDY};
 use crate::outbox::{Outbox, INLINE_DATA_MAX};
 use crate::stats::SubsystemStats;
-use crate::subsystem::{Namespace, NamespaceMap, Subsystem};
+use crate::subsystem::{Namespace, NamespaceMap, RegisterError, Subsystem};
 use crate::target::Inner;
 
 /// Statuses the codec does not name.
@@ -988,7 +988,7 @@ impl Connection {
             };
             let s2 = sub.clone();
             let ctrl = sub
-                .register_controller(|id| {
+                .register_controller(&d.hostnqn, self.listen, |id| {
                     Arc::new(Controller::new(
                         id,
                         s2,
@@ -996,9 +996,14 @@ impl Connection {
                         d.host_id,
                         cmd.kato_ms,
                         io_queues,
+                        self.path(),
                     ))
                 })
-                .ok_or((status::CONNECT_CONTROLLER_BUSY, 0))?;
+                .map_err(|e| match e {
+                    RegisterError::NotAllowed => (Status::CONNECT_INVALID_HOST, IN_DATA | 512),
+                    RegisterError::Unreachable => invalid(IN_DATA | 256),
+                    RegisterError::Busy => (status::CONNECT_CONTROLLER_BUSY, 0),
+                })?;
             ctrl.keep_alive();
             ctrl
         } else {
@@ -1014,7 +1019,7 @@ impl Connection {
                 return Err((Status::SEQUENCE_ERROR, 0));
             }
             if u32::from(cmd.qid) > ctrl.io_queues_granted.load(Ordering::Relaxed)
-                || !ctrl.attach_io_queue(cmd.qid)
+                || !ctrl.attach_io_queue(cmd.qid, self.path())
             {
                 return Err(invalid(42));
             }
@@ -1039,6 +1044,14 @@ impl Connection {
         });
         self.state = ConnState::Serving;
         Ok(cntlid)
+    }
+
+    /// Where this queue pair came from (recorded in its controller).
+    fn path(&self) -> crate::controller::QpairPath {
+        crate::controller::QpairPath {
+            listen: self.listen,
+            peer: self.peer,
+        }
     }
 
     /// Queues the TermReq for `f` and ends the connection.

@@ -7,7 +7,8 @@
 //! nothing from the controller except the teardown signal, which it awaits
 //! in its select loop.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -121,6 +122,17 @@ pub const AEN_CFG_DISCOVERY_CHANGE: u32 = 1 << 31;
 /// 0xF0, log page 0x70.
 pub const AEN_DISCOVERY_CHANGED: u32 = 0x02 | (0xf0 << 8) | (0x70 << 16);
 
+/// Where one queue pair of a controller came from: the listener it arrived
+/// on (what `nvmf_subsystem_remove_listener` matches) and the host's
+/// address (`nvmf_subsystem_get_qpairs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QpairPath {
+    /// The listener's address (as bound, so a wildcard stays a wildcard).
+    pub listen: SocketAddr,
+    /// The host's address.
+    pub peer: SocketAddr,
+}
+
 /// One host's controller.
 pub struct Controller {
     /// Controller id.
@@ -140,14 +152,21 @@ pub struct Controller {
     pub regs: Mutex<Registers>,
     /// I/O queues granted by Set Features Number of Queues.
     pub io_queues_granted: AtomicU32,
-    /// I/O queue ids currently connected.
-    io_qids: Mutex<BTreeSet<u16>>,
+    /// The admin queue's path.
+    pub admin_path: QpairPath,
+    /// I/O queues currently connected, by queue id.
+    io_queues: Mutex<BTreeMap<u16, QpairPath>>,
     events: Mutex<AsyncEvents>,
     /// Wakes the admin queue when an event is pending.
     pub event_notify: Notify,
     /// Becomes true when the controller is torn down (keep-alive expiry,
-    /// admin queue gone, subsystem deleted): every queue pair closes.
+    /// admin queue gone, subsystem deleted, host or listener revoked):
+    /// every queue pair closes.
     teardown_tx: watch::Sender<bool>,
+    /// Dropped with the controller, which happens once every queue pair
+    /// holding it has closed: receivers from [`Controller::gone_signal`]
+    /// see their sender go, which is how revocation waits for the queues.
+    gone_tx: watch::Sender<()>,
     /// Volatile write cache enable (feature 0x06).
     pub write_cache: AtomicU32,
 }
@@ -160,21 +179,24 @@ impl Controller {
         host_id: [u8; 16],
         kato_ms: u32,
         io_queues: u32,
+        admin_path: QpairPath,
     ) -> Self {
         Self {
             cntlid,
             subsystem,
             hostnqn,
             host_id,
+            admin_path,
             kato_ms: AtomicU32::new(kato_ms),
             last_keep_alive_ms: AtomicU64::new(0),
             epoch: Instant::now(),
             regs: Mutex::new(Registers::default()),
             io_queues_granted: AtomicU32::new(io_queues),
-            io_qids: Mutex::new(BTreeSet::new()),
+            io_queues: Mutex::new(BTreeMap::new()),
             events: Mutex::new(AsyncEvents::default()),
             event_notify: Notify::new(),
             teardown_tx: watch::channel(false).0,
+            gone_tx: watch::channel(()).0,
             write_cache: AtomicU32::new(1),
         }
     }
@@ -211,6 +233,12 @@ impl Controller {
         self.teardown_tx.subscribe()
     }
 
+    /// A receiver whose `changed()` fails once the controller is gone
+    /// (every queue pair holding it closed); see [`Revocation`].
+    pub fn gone_signal(&self) -> watch::Receiver<()> {
+        self.gone_tx.subscribe()
+    }
+
     /// Ends the controller: every queue pair closes, and the subsystem
     /// forgets it.
     pub fn tear_down(&self, why: &str) {
@@ -221,6 +249,7 @@ impl Controller {
                 hostnqn = %self.hostnqn,
                 "controller torn down: {why}"
             );
+            self.subsystem.qpair_counts.admin_closed();
         }
         self.subsystem.unregister_controller(self.cntlid);
     }
@@ -230,20 +259,51 @@ impl Controller {
         *self.teardown_tx.borrow()
     }
 
-    /// Claims I/O queue `qid`; false when it is taken.
-    pub fn attach_io_queue(&self, qid: u16) -> bool {
-        self.io_qids
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(qid)
+    /// Claims I/O queue `qid`, which arrived through `path`; false when it
+    /// is taken, or when the subsystem is no longer reachable that way
+    /// (checked under the lock revocation scans, see
+    /// [`Subsystem::revoke`]).
+    pub fn attach_io_queue(&self, qid: u16, path: QpairPath) -> bool {
+        let mut q = self.io_queues.lock().unwrap_or_else(|p| p.into_inner());
+        if q.contains_key(&qid) || !self.subsystem.reachable_through(path.listen) {
+            return false;
+        }
+        q.insert(qid, path);
+        self.subsystem.qpair_counts.io_opened();
+        true
     }
 
     /// Releases I/O queue `qid`.
     pub fn detach_io_queue(&self, qid: u16) {
-        self.io_qids
+        let removed = self
+            .io_queues
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&qid);
+        if removed.is_some() {
+            self.subsystem.qpair_counts.io_closed();
+        }
+    }
+
+    /// The connected I/O queues and their paths, by queue id.
+    pub fn io_queues(&self) -> Vec<(u16, QpairPath)> {
+        self.io_queues
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(q, p)| (*q, *p))
+            .collect()
+    }
+
+    /// Whether any of the controller's queue pairs arrived on `listen`.
+    pub fn uses_listener(&self, listen: SocketAddr) -> bool {
+        self.admin_path.listen == listen
+            || self
+                .io_queues
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .values()
+                .any(|p| p.listen == listen)
     }
 
     /// Records a namespace change and, when enabled and not masked, queues
@@ -303,9 +363,144 @@ impl Controller {
     }
 }
 
+/// Queue pairs of the whole target, for `nvmf_get_stats` (SPDK counts them
+/// per poll group; this target has one). Shared by every subsystem.
+#[derive(Debug, Default)]
+pub struct QpairCounts {
+    admin_total: AtomicU64,
+    io_total: AtomicU64,
+    admin_current: AtomicU64,
+    io_current: AtomicU64,
+}
+
+/// A snapshot of [`QpairCounts`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QpairCountsSnapshot {
+    /// Admin queue pairs ever connected (one per controller).
+    pub admin_total: u64,
+    /// I/O queue pairs ever connected.
+    pub io_total: u64,
+    /// Admin queue pairs of controllers not torn down.
+    pub admin_current: u64,
+    /// I/O queue pairs connected now.
+    pub io_current: u64,
+}
+
+impl QpairCounts {
+    pub(crate) fn admin_opened(&self) {
+        self.admin_total.fetch_add(1, Ordering::Relaxed);
+        self.admin_current.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn admin_closed(&self) {
+        self.admin_current.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    fn io_opened(&self) {
+        self.io_total.fetch_add(1, Ordering::Relaxed);
+        self.io_current.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn io_closed(&self) {
+        self.io_current.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// The counts now.
+    pub fn snapshot(&self) -> QpairCountsSnapshot {
+        QpairCountsSnapshot {
+            admin_total: self.admin_total.load(Ordering::Relaxed),
+            io_total: self.io_total.load(Ordering::Relaxed),
+            admin_current: self.admin_current.load(Ordering::Relaxed),
+            io_current: self.io_current.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Controllers a configuration change (host removed, listener removed,
+/// subsystem deleted) has torn down. Their queue pairs see the teardown
+/// signal at once; [`Revocation::wait`] resolves when every one of them has
+/// closed, so the RPC that revoked access answers only once the host has
+/// lost it, as SPDK's does.
+#[derive(Debug, Default)]
+pub struct Revocation {
+    gone: Vec<watch::Receiver<()>>,
+}
+
+impl Revocation {
+    /// Tears down `ctrls` for `why`.
+    pub fn tear_down(ctrls: impl IntoIterator<Item = Arc<Controller>>, why: &str) -> Self {
+        let gone = ctrls
+            .into_iter()
+            .map(|c| {
+                c.tear_down(why);
+                c.gone_signal()
+            })
+            .collect();
+        Self { gone }
+    }
+
+    /// Adds `other`'s controllers.
+    pub fn merge(&mut self, other: Revocation) {
+        self.gone.extend(other.gone);
+    }
+
+    /// How many controllers were torn down.
+    pub fn len(&self) -> usize {
+        self.gone.len()
+    }
+
+    /// Whether none were.
+    pub fn is_empty(&self) -> bool {
+        self.gone.is_empty()
+    }
+
+    /// Waits until every torn-down controller is gone (all its queue pairs
+    /// closed), at most `timeout`; false when some are still there.
+    pub async fn wait(self, timeout: std::time::Duration) -> bool {
+        let all_gone = async {
+            for mut rx in self.gone {
+                // Nothing is ever sent: `changed` fails once the sender,
+                // owned by the controller, is dropped with it.
+                while rx.changed().await.is_ok() {}
+            }
+        };
+        tokio::time::timeout(timeout, all_gone).await.is_ok()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn revocation_waits_until_the_controller_is_gone() {
+        use crate::stats::SubsystemStats;
+        use crate::subsystem::SubsystemConfig;
+        let nqn = "nqn.2016-06.io.x:r";
+        let stats = SubsystemStats::register(&metrics::Registry::new(), nqn);
+        let sub = Arc::new(Subsystem::new(
+            SubsystemConfig::new(nqn),
+            false,
+            stats,
+            Arc::new(QpairCounts::default()),
+        ));
+        let path = QpairPath {
+            listen: "127.0.0.1:4420".parse().unwrap(),
+            peer: "127.0.0.1:5000".parse().unwrap(),
+        };
+        let c = Arc::new(Controller::new(1, sub, "h".into(), [0; 16], 0, 1, path));
+        // A queue pair still holds the controller: not gone, whatever the
+        // bound (zero: one poll, no clock involved).
+        let queue_pair = c.clone();
+        let r = Revocation::tear_down([c], "test");
+        assert_eq!(r.len(), 1);
+        assert!(queue_pair.is_torn_down());
+        let r2 = Revocation::tear_down([queue_pair.clone()], "again");
+        assert!(!r2.wait(std::time::Duration::ZERO).await);
+        // The queue pair closes: the wait resolves.
+        drop(queue_pair);
+        assert!(r.wait(std::time::Duration::from_secs(60)).await);
+    }
 
     #[test]
     fn cc_transitions() {

@@ -42,8 +42,9 @@ pub mod stats;
 pub mod subsystem;
 mod target;
 
+pub use controller::{Controller, QpairCountsSnapshot, QpairPath, Revocation};
 pub use subsystem::{ListenAddress, Namespace, Subsystem, SubsystemConfig, DISCOVERY_NQN};
-pub use target::{Target, TransportOptions};
+pub use target::{Target, TargetStats, TransportOptions};
 
 /// Errors of configuration calls.
 #[derive(Debug, thiserror::Error)]

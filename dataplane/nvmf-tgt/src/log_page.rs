@@ -31,7 +31,20 @@ pub struct DiscoveryEntry {
     pub addr: ListenAddress,
     /// Port id of the listener.
     pub portid: u16,
+    /// An entry for one of the discovery subsystem's own listeners (SUBTYPE
+    /// 3, "current discovery subsystem"), else an NVM subsystem (2).
+    pub current_discovery: bool,
 }
+
+/// SUBTYPE of an NVM subsystem's entry.
+pub const SUBTYPE_NVME: u8 = 2;
+/// SUBTYPE of an entry for the discovery subsystem answering the query.
+pub const SUBTYPE_CURRENT_DISCOVERY: u8 = 3;
+/// EFLAGS: the entry's controller returns the same log (DUPRETINFO), so
+/// hosts do not follow it (nvme-cli's connect-all skips it).
+pub const EFLAGS_DUPRETINFO: u16 = 1 << 0;
+/// EFLAGS: explicit persistent connections (Keep Alive, AERs) supported.
+pub const EFLAGS_EPCSD: u16 = 1 << 1;
 
 fn put_padded(out: &mut [u8], s: &str, pad: u8) {
     out.fill(pad);
@@ -50,11 +63,21 @@ pub fn discovery_log(genctr: u64, entries: &[DiscoveryEntry]) -> Vec<u8> {
         let r = &mut page[DISCOVERY_ENTRY_LEN * (i + 1)..DISCOVERY_ENTRY_LEN * (i + 2)];
         r[0] = 3; // TRTYPE: TCP
         r[1] = if e.addr.is_ipv6() { 2 } else { 1 }; // ADRFAM
-        r[2] = 2; // SUBTYPE: NVM subsystem
-        r[3] = 0x02; // TREQ: secure channel not required
+        r[2] = if e.current_discovery {
+            SUBTYPE_CURRENT_DISCOVERY
+        } else {
+            SUBTYPE_NVME
+        };
+        // TREQ 0, "not specified" (as Linux's own target sends): "not
+        // required" (2) makes libnvme 1.3 (Debian 12's nvme-cli) ask the
+        // kernel for TLS on `nvme connect-all`, which a 6.1 kernel refuses.
+        r[3] = 0;
         r[4..6].copy_from_slice(&e.portid.to_le_bytes());
         r[6..8].copy_from_slice(&0xffffu16.to_le_bytes()); // CNTLID: dynamic
         r[8..10].copy_from_slice(&32u16.to_le_bytes()); // ASQSZ
+        if e.current_discovery {
+            r[10..12].copy_from_slice(&(EFLAGS_DUPRETINFO | EFLAGS_EPCSD).to_le_bytes());
+        }
         put_padded(&mut r[32..64], &e.addr.trsvcid(), b' ');
         put_padded(&mut r[256..512], &e.subnqn, 0);
         put_padded(&mut r[512..768], &e.addr.traddr(), b' ');
@@ -117,7 +140,28 @@ mod tests {
                 advertised_port: None,
             },
             portid: i,
+            current_discovery: false,
         }
+    }
+
+    #[test]
+    fn discovery_listener_entry_is_the_current_discovery_subsystem() {
+        let mut d = entry(7);
+        d.subnqn = crate::DISCOVERY_NQN.into();
+        d.current_discovery = true;
+        let p = discovery_log(1, &[d, entry(1)]);
+        let (e, n) = (&p[1024..2048], &p[2048..3072]);
+        assert_eq!((e[2], n[2]), (SUBTYPE_CURRENT_DISCOVERY, SUBTYPE_NVME));
+        assert_eq!(
+            u16::from_le_bytes([e[10], e[11]]),
+            0b11,
+            "DUPRETINFO | EPCSD"
+        );
+        assert_eq!(u16::from_le_bytes([n[10], n[11]]), 0);
+        assert_eq!(
+            &e[256..256 + crate::DISCOVERY_NQN.len()],
+            crate::DISCOVERY_NQN.as_bytes()
+        );
     }
 
     #[test]
@@ -127,7 +171,7 @@ mod tests {
         assert_eq!(u64::from_le_bytes(p[0..8].try_into().unwrap()), 5);
         assert_eq!(u64::from_le_bytes(p[8..16].try_into().unwrap()), 2);
         let e = &p[2048..3072];
-        assert_eq!(&e[0..4], &[3, 1, 2, 2]);
+        assert_eq!(&e[0..4], &[3, 1, 2, 0]);
         assert_eq!(u16::from_le_bytes([e[4], e[5]]), 2);
         assert_eq!(u16::from_le_bytes([e[6], e[7]]), 0xffff);
         assert_eq!(&e[32..36], b"4420");

@@ -9,12 +9,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use bdev::CountedBdev;
 
-use crate::controller::Controller;
+use crate::controller::{Controller, QpairCounts, Revocation};
 use crate::stats::SubsystemStats;
 use crate::TargetError;
 
@@ -193,13 +193,35 @@ pub struct Subsystem {
     next_cntlid: Mutex<u16>,
     /// Counters.
     pub stats: SubsystemStats,
+    /// The target's queue pair counts (shared by all its subsystems).
+    pub(crate) qpair_counts: Arc<QpairCounts>,
+    /// Set when the subsystem is deleted: a Connect that found it before
+    /// registers nothing after.
+    removed: AtomicBool,
+}
+
+/// Why [`Subsystem::register_controller`] refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RegisterError {
+    /// The host is not allowed (any more).
+    NotAllowed,
+    /// The subsystem was deleted, or is not reachable through the listener
+    /// the Connect arrived on (any more).
+    Unreachable,
+    /// Every controller id is taken.
+    Busy,
 }
 
 /// Controller ids a dynamic controller may get (0xFFF0.. are reserved).
 const MAX_CNTLID: u16 = 0xffef;
 
 impl Subsystem {
-    pub(crate) fn new(cfg: SubsystemConfig, is_discovery: bool, stats: SubsystemStats) -> Self {
+    pub(crate) fn new(
+        cfg: SubsystemConfig,
+        is_discovery: bool,
+        stats: SubsystemStats,
+        qpair_counts: Arc<QpairCounts>,
+    ) -> Self {
         Self {
             nqn: cfg.nqn,
             serial: cfg.serial,
@@ -216,7 +238,20 @@ impl Subsystem {
             controllers: Mutex::new(BTreeMap::new()),
             next_cntlid: Mutex::new(1),
             stats,
+            qpair_counts,
+            removed: AtomicBool::new(false),
         }
+    }
+
+    /// Marks the subsystem deleted (before its controllers are revoked).
+    pub(crate) fn mark_removed(&self) {
+        self.removed.store(true, Ordering::Release);
+    }
+
+    /// Whether a queue pair arriving on `listen` may attach: the subsystem
+    /// exists and listens there.
+    pub(crate) fn reachable_through(&self, listen: SocketAddr) -> bool {
+        !self.removed.load(Ordering::Acquire) && self.listens_on(listen)
     }
 
     /// Whether `hostnqn` may connect.
@@ -233,12 +268,19 @@ impl Subsystem {
             .allow_any_host
     }
 
-    /// Lets any host in (true) or only listed hosts (false).
-    pub fn set_allow_any_host(&self, allow: bool) {
+    /// Lets any host in (true) or only listed hosts (false). Turning it
+    /// off tears down the controllers of hosts not on the list, so that
+    /// access ends the same way however it was granted (SPDK only updates
+    /// the discovery log here).
+    pub fn set_allow_any_host(&self, allow: bool) -> Revocation {
         self.access
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .allow_any_host = allow;
+        if allow {
+            return Revocation::default();
+        }
+        self.revoke(|c| !self.host_allowed(&c.hostnqn), "host no longer allowed")
     }
 
     /// Allows `hostnqn`.
@@ -251,13 +293,30 @@ impl Subsystem {
         Ok(())
     }
 
-    /// Disallows `hostnqn` (connected controllers stay).
-    pub fn remove_host(&self, hostnqn: &str) -> Result<(), TargetError> {
-        let mut a = self.access.write().unwrap_or_else(|p| p.into_inner());
-        if !a.hosts.remove(hostnqn) {
-            return Err(TargetError::NotFound(format!("host {hostnqn}")));
+    /// Disallows `hostnqn` and tears down its controllers, as SPDK does
+    /// (even when any host may connect: the host reconnects if it may).
+    pub fn remove_host(&self, hostnqn: &str) -> Result<Revocation, TargetError> {
+        {
+            let mut a = self.access.write().unwrap_or_else(|p| p.into_inner());
+            if !a.hosts.remove(hostnqn) {
+                return Err(TargetError::NotFound(format!("host {hostnqn}")));
+            }
         }
-        Ok(())
+        Ok(self.revoke(|c| c.hostnqn == hostnqn, "host removed"))
+    }
+
+    /// Tears down the live controllers `which` selects. Runs after the
+    /// access change it enforces, and [`Subsystem::register_controller`]
+    /// (like [`Controller::attach_io_queue`]) checks access under the lock
+    /// this takes, so a Connect racing with the change either is seen here
+    /// or is refused.
+    pub(crate) fn revoke(&self, which: impl Fn(&Controller) -> bool, why: &str) -> Revocation {
+        let chosen: Vec<Arc<Controller>> = self
+            .live_controllers()
+            .into_iter()
+            .filter(|c| !c.is_torn_down() && which(c))
+            .collect();
+        Revocation::tear_down(chosen, why)
     }
 
     /// The allowed hosts.
@@ -355,15 +414,20 @@ impl Subsystem {
         Ok(())
     }
 
-    /// Forgets listener `listen`.
-    pub(crate) fn remove_listener(&self, listen: SocketAddr) -> Result<(), TargetError> {
-        let mut l = self.listeners.write().unwrap_or_else(|p| p.into_inner());
-        let before = l.len();
-        l.retain(|x| x.listen != listen);
-        if l.len() == before {
-            return Err(TargetError::NotFound(format!("listener {listen}")));
+    /// Forgets listener `listen` and tears down the controllers with a
+    /// queue pair that arrived through it (SPDK disconnects those queue
+    /// pairs; a controller here lives and dies with all its queues, which
+    /// is what a Linux host does on losing any one of them).
+    pub(crate) fn remove_listener(&self, listen: SocketAddr) -> Result<Revocation, TargetError> {
+        {
+            let mut l = self.listeners.write().unwrap_or_else(|p| p.into_inner());
+            let before = l.len();
+            l.retain(|x| x.listen != listen);
+            if l.len() == before {
+                return Err(TargetError::NotFound(format!("listener {listen}")));
+            }
         }
-        Ok(())
+        Ok(self.revoke(|c| c.uses_listener(listen), "listener removed"))
     }
 
     /// The listeners exposing this subsystem.
@@ -388,12 +452,21 @@ impl Subsystem {
                 })
     }
 
-    /// Registers a new controller under a fresh dynamic id.
+    /// Registers a new controller of `hostnqn`, whose admin queue arrived
+    /// on `listen`, under a fresh dynamic id.
     pub(crate) fn register_controller(
         &self,
+        hostnqn: &str,
+        listen: SocketAddr,
         make: impl FnOnce(u16) -> Arc<Controller>,
-    ) -> Option<Arc<Controller>> {
+    ) -> Result<Arc<Controller>, RegisterError> {
         let mut ctrls = self.controllers.lock().unwrap_or_else(|p| p.into_inner());
+        if !self.reachable_through(listen) {
+            return Err(RegisterError::Unreachable);
+        }
+        if !self.host_allowed(hostnqn) {
+            return Err(RegisterError::NotAllowed);
+        }
         ctrls.retain(|_, w| w.strong_count() > 0);
         let mut next = self.next_cntlid.lock().unwrap_or_else(|p| p.into_inner());
         for _ in 0..MAX_CNTLID {
@@ -402,10 +475,11 @@ impl Subsystem {
             if let std::collections::btree_map::Entry::Vacant(slot) = ctrls.entry(id) {
                 let c = make(id);
                 slot.insert(Arc::downgrade(&c));
-                return Some(c);
+                self.qpair_counts.admin_opened();
+                return Ok(c);
             }
         }
-        None
+        Err(RegisterError::Busy)
     }
 
     /// Forgets controller `cntlid`.
@@ -453,6 +527,73 @@ mod tests {
         assert!(validate_nqn("nqn.16-06.io").is_err());
         assert!(validate_nqn("nqn.2016-06.io x").is_err());
         assert!(validate_nqn(&format!("nqn.2016-06.io:{}", "a".repeat(300))).is_err());
+    }
+
+    #[test]
+    fn a_connect_racing_with_host_removal_is_refused() {
+        let stats = SubsystemStats::register(&metrics::Registry::new(), "nqn.2016-06.io.x:a");
+        let sub = Arc::new(Subsystem::new(
+            SubsystemConfig::new("nqn.2016-06.io.x:a"),
+            false,
+            stats,
+            Arc::new(QpairCounts::default()),
+        ));
+        let host = "nqn.2014-08.org.example:h";
+        sub.add_host(host).unwrap();
+        let path = crate::controller::QpairPath {
+            listen: "127.0.0.1:4420".parse().unwrap(),
+            peer: "127.0.0.1:5000".parse().unwrap(),
+        };
+        let make = |id| {
+            Arc::new(Controller::new(
+                id,
+                sub.clone(),
+                host.into(),
+                [0; 16],
+                0,
+                1,
+                path,
+            ))
+        };
+        let listen = path.listen;
+        sub.add_listener(ListenAddress {
+            listen,
+            advertised_addr: None,
+            advertised_port: None,
+        })
+        .unwrap();
+        let c = sub.register_controller(host, listen, make).unwrap();
+        // Connect checked access before the removal; registering after it
+        // must fail, and the controller registered before is torn down.
+        let r = sub.remove_host(host).unwrap();
+        assert_eq!(r.len(), 1);
+        assert!(c.is_torn_down());
+        let again = sub.register_controller(host, listen, make);
+        assert_eq!(again.err(), Some(RegisterError::NotAllowed));
+        assert!(sub.live_controllers().is_empty());
+        assert_eq!(sub.qpair_counts.snapshot().admin_current, 0);
+
+        // The same for a listener removed, and for the subsystem deleted.
+        sub.add_host(host).unwrap();
+        let c = sub.register_controller(host, listen, make).unwrap();
+        assert!(c.attach_io_queue(1, path));
+        assert_eq!(sub.remove_listener(listen).unwrap().len(), 1);
+        let again = sub.register_controller(host, listen, make);
+        assert_eq!(again.err(), Some(RegisterError::Unreachable));
+        sub.add_listener(ListenAddress {
+            listen,
+            advertised_addr: None,
+            advertised_port: None,
+        })
+        .unwrap();
+        let c = sub.register_controller(host, listen, make).unwrap();
+        sub.mark_removed();
+        assert!(
+            !c.attach_io_queue(1, path),
+            "no I/O queue into a deleted subsystem"
+        );
+        let again = sub.register_controller(host, listen, make);
+        assert_eq!(again.err(), Some(RegisterError::Unreachable));
     }
 
     #[test]

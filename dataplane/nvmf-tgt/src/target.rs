@@ -11,6 +11,7 @@ use metrics::Registry;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 
+use crate::controller::{QpairCounts, QpairCountsSnapshot, Revocation};
 use crate::log_page::DiscoveryEntry;
 use crate::stats::SubsystemStats;
 use crate::subsystem::{validate_nqn, ListenAddress, Subsystem, SubsystemConfig, DISCOVERY_NQN};
@@ -106,6 +107,21 @@ impl TransportOptions {
     }
 }
 
+/// What `nvmf_get_stats` reports.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TargetStats {
+    /// Queue pairs.
+    pub qpairs: QpairCountsSnapshot,
+    /// I/O commands completed successfully (reads, writes, flushes,
+    /// deallocates), deleted subsystems included.
+    pub completed_io: u64,
+}
+
+/// I/O commands a subsystem completed successfully.
+fn completed_io(st: &SubsystemStats) -> u64 {
+    st.read_ops.get() + st.write_ops.get() + st.flush_ops.get() + st.unmap_ops.get()
+}
+
 /// A bound listener.
 struct Listener {
     portid: u16,
@@ -121,6 +137,10 @@ pub(crate) struct Inner {
     next_portid: Mutex<u16>,
     /// Discovery log generation counter.
     genctr: AtomicU64,
+    /// Queue pairs of every subsystem.
+    qpair_counts: Arc<QpairCounts>,
+    /// I/O commands completed by subsystems since deleted.
+    retired_io: AtomicU64,
     metrics: Arc<Registry>,
     /// True once shutdown starts: accept loops stop, connections drain.
     pub(crate) shutdown: watch::Sender<bool>,
@@ -143,15 +163,18 @@ impl Inner {
             .cloned()
     }
 
-    /// Discovery log entries `hostnqn` may see.
+    /// Discovery log entries `hostnqn` may see: the discovery subsystem's
+    /// own listeners first (as SPDK lists them, "current discovery
+    /// subsystem" entries), then every allowed NVM subsystem's.
     pub(crate) fn discovery_entries(&self, hostnqn: &str) -> (u64, Vec<DiscoveryEntry>) {
-        let subs: Vec<Arc<Subsystem>> = self
-            .subsystems
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .cloned()
-            .collect();
+        let mut subs = vec![self.discovery.clone()];
+        subs.extend(
+            self.subsystems
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .values()
+                .cloned(),
+        );
         let listeners = self.listeners.lock().unwrap_or_else(|p| p.into_inner());
         let mut out = Vec::new();
         for s in subs.iter().filter(|s| s.host_allowed(hostnqn)) {
@@ -161,6 +184,7 @@ impl Inner {
                     subnqn: s.nqn.clone(),
                     addr,
                     portid,
+                    current_discovery: s.is_discovery,
                 });
             }
         }
@@ -190,10 +214,12 @@ impl Target {
         let mut dcfg = SubsystemConfig::new(DISCOVERY_NQN);
         dcfg.allow_any_host = true;
         dcfg.max_namespaces = 0;
+        let qpair_counts = Arc::new(QpairCounts::default());
         let discovery = Arc::new(Subsystem::new(
             dcfg,
             true,
             SubsystemStats::register(&metrics, DISCOVERY_NQN),
+            qpair_counts.clone(),
         ));
         Ok(Self {
             inner: Arc::new(Inner {
@@ -203,6 +229,8 @@ impl Target {
                 listeners: Mutex::new(BTreeMap::new()),
                 next_portid: Mutex::new(1),
                 genctr: AtomicU64::new(1),
+                qpair_counts,
+                retired_io: AtomicU64::new(0),
                 metrics,
                 shutdown: watch::channel(false).0,
                 drain_tx: Mutex::new(Some(drain_tx)),
@@ -254,7 +282,12 @@ impl Target {
             return Err(TargetError::Exists(format!("subsystem {}", cfg.nqn)));
         }
         let stats = SubsystemStats::register(&self.inner.metrics, &cfg.nqn);
-        let s = Arc::new(Subsystem::new(cfg, false, stats));
+        let s = Arc::new(Subsystem::new(
+            cfg,
+            false,
+            stats,
+            self.inner.qpair_counts.clone(),
+        ));
         subs.insert(s.nqn.clone(), s.clone());
         drop(subs);
         self.inner.discovery_changed();
@@ -262,8 +295,9 @@ impl Target {
     }
 
     /// Deletes a subsystem: its controllers are torn down (their queues
-    /// close), its listeners forgotten.
-    pub fn remove_subsystem(&self, nqn: &str) -> Result<(), TargetError> {
+    /// close; wait for that with the returned [`Revocation`]), its
+    /// listeners forgotten.
+    pub fn remove_subsystem(&self, nqn: &str) -> Result<Revocation, TargetError> {
         let s = self
             .inner
             .subsystems
@@ -271,16 +305,34 @@ impl Target {
             .unwrap_or_else(|p| p.into_inner())
             .remove(nqn)
             .ok_or_else(|| TargetError::NotFound(format!("subsystem {nqn}")))?;
-        for c in s.live_controllers() {
-            c.tear_down("subsystem deleted");
-        }
+        // Connect finds the subsystem no more, a Connect that found it
+        // before registers nothing, what is connected goes.
+        s.mark_removed();
+        let mut revoked = s.revoke(|_| true, "subsystem deleted");
         for l in s.listeners() {
-            let _ = s.remove_listener(l.listen);
+            if let Ok(r) = s.remove_listener(l.listen) {
+                revoked.merge(r);
+            }
             self.release_listener_if_unused(l.listen);
         }
+        let io = completed_io(&s.stats);
+        self.inner.retired_io.fetch_add(io, Ordering::Relaxed);
         SubsystemStats::unregister(&self.inner.metrics, nqn);
         self.inner.discovery_changed();
-        Ok(())
+        Ok(revoked)
+    }
+
+    /// Queue pair counts and I/O commands completed, for `nvmf_get_stats`.
+    pub fn stats(&self) -> TargetStats {
+        let live: u64 = self
+            .subsystems()
+            .iter()
+            .map(|s| completed_io(&s.stats))
+            .sum();
+        TargetStats {
+            qpairs: self.inner.qpair_counts.snapshot(),
+            completed_io: live + self.inner.retired_io.load(Ordering::Relaxed),
+        }
     }
 
     /// The subsystem named `nqn` (including discovery).
@@ -306,11 +358,20 @@ impl Target {
         Ok(())
     }
 
-    /// Removes a host from a subsystem's allow list.
-    pub fn remove_host(&self, nqn: &str, hostnqn: &str) -> Result<(), TargetError> {
-        self.existing(nqn)?.remove_host(hostnqn)?;
+    /// Removes a host from a subsystem's allow list and tears down its
+    /// controllers (wait for their queues with the returned value).
+    pub fn remove_host(&self, nqn: &str, hostnqn: &str) -> Result<Revocation, TargetError> {
+        let revoked = self.existing(nqn)?.remove_host(hostnqn)?;
         self.inner.discovery_changed();
-        Ok(())
+        Ok(revoked)
+    }
+
+    /// Lets any host into subsystem `nqn`, or only listed ones; turning it
+    /// off tears down the controllers of hosts not listed.
+    pub fn set_allow_any_host(&self, nqn: &str, allow: bool) -> Result<Revocation, TargetError> {
+        let revoked = self.existing(nqn)?.set_allow_any_host(allow);
+        self.inner.discovery_changed();
+        Ok(revoked)
     }
 
     fn existing(&self, nqn: &str) -> Result<Arc<Subsystem>, TargetError> {
@@ -323,10 +384,21 @@ impl Target {
             .ok_or_else(|| TargetError::NotFound(format!("subsystem {nqn}")))
     }
 
-    /// Makes subsystem `nqn` reachable at `listen` (binding it if no other
-    /// subsystem does yet; port 0 picks a free port). `advertised` overrides
-    /// the address and port the discovery log shows. Returns the bound
-    /// address.
+    /// The subsystem `nqn` a listener may be added to: an NVM subsystem, or
+    /// the discovery subsystem (its own listeners, port 8009 by convention,
+    /// as in SPDK).
+    fn listenable(&self, nqn: &str) -> Result<Arc<Subsystem>, TargetError> {
+        if nqn == DISCOVERY_NQN {
+            return Ok(self.inner.discovery.clone());
+        }
+        self.existing(nqn)
+    }
+
+    /// Makes subsystem `nqn` (an NVM subsystem or [`DISCOVERY_NQN`])
+    /// reachable at `listen` (binding it if no other subsystem does yet;
+    /// port 0 picks a free port). `advertised` overrides the address and
+    /// port the discovery log shows. Returns the bound address. The
+    /// discovery subsystem also answers on every NVM subsystem's listener.
     pub async fn add_listener(
         &self,
         nqn: &str,
@@ -334,7 +406,7 @@ impl Target {
         advertised_addr: Option<String>,
         advertised_port: Option<u16>,
     ) -> Result<SocketAddr, TargetError> {
-        let sub = self.existing(nqn)?;
+        let sub = self.listenable(nqn)?;
         let bound = self.listen(listen).await?;
         if let Err(e) = sub.add_listener(ListenAddress {
             listen: bound,
@@ -348,19 +420,25 @@ impl Target {
         Ok(bound)
     }
 
-    /// Removes subsystem `nqn`'s listener at `listen`; the socket closes
-    /// when no subsystem uses it any more (connected queues stay).
-    pub fn remove_listener(&self, nqn: &str, listen: SocketAddr) -> Result<(), TargetError> {
-        self.existing(nqn)?.remove_listener(listen)?;
+    /// Removes subsystem `nqn`'s listener at `listen` and tears down that
+    /// subsystem's controllers connected through it; the socket closes when
+    /// no subsystem uses it any more.
+    pub fn remove_listener(
+        &self,
+        nqn: &str,
+        listen: SocketAddr,
+    ) -> Result<Revocation, TargetError> {
+        let revoked = self.listenable(nqn)?.remove_listener(listen)?;
         self.release_listener_if_unused(listen);
         self.inner.discovery_changed();
-        Ok(())
+        Ok(revoked)
     }
 
     fn release_listener_if_unused(&self, listen: SocketAddr) {
         let used = self
             .subsystems()
             .iter()
+            .chain(std::iter::once(&self.inner.discovery))
             .any(|s| s.listeners().iter().any(|l| l.listen == listen));
         if !used {
             if let Some(l) = self

@@ -394,10 +394,29 @@ pub(super) async fn get_bdevs(app: &App, params: Option<Value>) -> Result<Value,
 #[serde(deny_unknown_fields)]
 struct GetIostat {
     name: Option<String>,
+    /// SPDK's per-thread breakdown; the stock command line always sends
+    /// it (false). There are no SPDK threads here to break down by.
+    #[serde(default)]
+    per_channel: bool,
+    /// The stock command line's `--names a,b` (SPDK's newer form of `name`).
+    names: Option<Vec<String>>,
 }
 
 pub(super) async fn get_iostat(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
-    let GetIostat { name } = parse(params)?;
+    let GetIostat {
+        name,
+        per_channel,
+        names,
+    } = parse(params)?;
+    let wanted: Vec<String> = name
+        .into_iter()
+        .chain(names.into_iter().flatten())
+        .collect();
+    if per_channel {
+        return Err(RpcError::invalid_params(
+            "per_channel is not supported by rackcache-dataplane (no SPDK threads)",
+        ));
+    }
     let state = app.state.lock().await;
     let stat = |r: &RegisteredBdev| {
         let s = &r.stats;
@@ -415,16 +434,19 @@ pub(super) async fn get_iostat(app: &App, params: Option<Value>) -> Result<Value
             "io_error": s.io_errors.get()
         })
     };
-    let bdevs: Vec<Value> = match name {
-        Some(n) => match state.bdevs.get(&n) {
-            Some((_, b)) => vec![stat(b)],
-            None => return Err(RpcError::errno(libc_errno::ENODEV, format!("bdev {n}"))),
-        },
-        None => {
-            let mut list: Vec<_> = state.bdevs.values().collect();
-            list.sort_by_key(|(seq, _)| *seq);
-            list.iter().map(|(_, b)| stat(b)).collect()
+    let bdevs: Vec<Value> = if wanted.is_empty() {
+        let mut list: Vec<_> = state.bdevs.values().collect();
+        list.sort_by_key(|(seq, _)| *seq);
+        list.iter().map(|(_, b)| stat(b)).collect()
+    } else {
+        let mut out = Vec::new();
+        for n in &wanted {
+            match state.bdevs.get(n) {
+                Some((_, b)) => out.push(stat(b)),
+                None => return Err(RpcError::errno(libc_errno::ENODEV, format!("bdev {n}"))),
+            }
         }
+        out
     };
     // Ticks are nanoseconds: tick_rate is 1 GHz.
     Ok(json!({

@@ -5,6 +5,7 @@
 mod bdev;
 mod framework;
 mod nvmf;
+mod nvmf_inspect;
 
 pub(crate) use framework::snapshot;
 
@@ -44,6 +45,10 @@ pub const METHODS: &[&str] = &[
     "nvmf_subsystem_add_host",
     "nvmf_subsystem_remove_host",
     "nvmf_subsystem_allow_any_host",
+    "nvmf_subsystem_get_controllers",
+    "nvmf_subsystem_get_qpairs",
+    "nvmf_subsystem_get_listeners",
+    "nvmf_get_stats",
 ];
 
 impl Dispatch for App {
@@ -76,6 +81,10 @@ impl Dispatch for App {
             "nvmf_subsystem_add_host" => nvmf::add_host(self, params).await,
             "nvmf_subsystem_remove_host" => nvmf::remove_host(self, params).await,
             "nvmf_subsystem_allow_any_host" => nvmf::allow_any_host(self, params).await,
+            "nvmf_subsystem_get_controllers" => nvmf_inspect::get_controllers(self, params).await,
+            "nvmf_subsystem_get_qpairs" => nvmf_inspect::get_qpairs(self, params).await,
+            "nvmf_subsystem_get_listeners" => nvmf_inspect::get_listeners(self, params).await,
+            "nvmf_get_stats" => nvmf_inspect::get_stats(self, params).await,
             _ => Err(RpcError::new(METHOD_NOT_FOUND, "Method not found")),
         }
     }

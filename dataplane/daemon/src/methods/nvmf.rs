@@ -16,15 +16,28 @@
 //! listener through port forwarding at another address. It is saved with
 //! the listener and shown in `nvmf_get_subsystems` under the same name.
 //!
+//! Access is revocable as in SPDK: `nvmf_subsystem_remove_host`,
+//! `nvmf_subsystem_remove_listener` and `nvmf_delete_subsystem` tear down
+//! the controllers that lose access (and `nvmf_subsystem_allow_any_host`
+//! false those of hosts not listed, which SPDK does not) and answer once
+//! their queue pairs have closed, waiting at most [`REVOKE_TIMEOUT`]
+//! (`timeout_ms` for `remove_host`).
+//!
+//! The discovery subsystem takes listeners of its own (SPDK's
+//! `nvmf_subsystem_add_listener discovery -t tcp -a ADDR -s 8009`; both its
+//! NQN and the literal `discovery` name it), and still answers on every
+//! NVM subsystem's listener.
+//!
 //! Error codes follow SPDK's nvmf RPCs: -32602 for bad input and unknown or
 //! duplicate objects (with what is wrong in the message), -32603 for an
 //! existing subsystem or transport, a negative errno for a failed bind.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
+use std::time::Duration;
 
 use nvmf_tgt::DISCOVERY_NQN;
-use nvmf_tgt::{ListenAddress, Subsystem, SubsystemConfig, Target, TransportOptions};
+use nvmf_tgt::{ListenAddress, Revocation, Subsystem, SubsystemConfig, Target, TransportOptions};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -32,6 +45,40 @@ use super::bdev::uuid_string;
 use super::parse;
 use crate::app::{App, NvmfState};
 use crate::rpc::error::{RpcError, INTERNAL_ERROR, INVALID_PARAMS};
+
+/// How long a revoking call waits for the queue pairs it ended to close:
+/// SPDK's default for `nvmf_subsystem_remove_host` (CAP.TO plus 5 s).
+pub(super) const REVOKE_TIMEOUT: Duration = Duration::from_millis(15_000);
+
+/// Waits for `revoked` (after the state lock is released, so other calls
+/// go on meanwhile); false when some queue pair outlived `timeout`.
+async fn wait_revoked(revoked: Revocation, timeout: Duration, what: &str) -> bool {
+    let n = revoked.len();
+    if n == 0 {
+        return true;
+    }
+    let done = revoked.wait(timeout).await;
+    if done {
+        tracing::info!(controllers = n, "{what}: revoked controllers closed");
+    } else {
+        tracing::warn!(
+            controllers = n,
+            ?timeout,
+            "{what}: revoked controllers still open"
+        );
+    }
+    done
+}
+
+/// The NQN a listener call names: the discovery subsystem also goes by
+/// `discovery`, as on SPDK's command line.
+pub(super) fn resolve_nqn(nqn: &str) -> &str {
+    if nqn == "discovery" {
+        DISCOVERY_NQN
+    } else {
+        nqn
+    }
+}
 
 /// SPDK's default namespace limit of a subsystem (`max_namespaces` 0).
 const DEFAULT_MAX_NAMESPACES: u32 = 32;
@@ -44,7 +91,7 @@ fn unsupported(what: &str) -> RpcError {
 }
 
 /// There is one target; SPDK's `tgt_name` selects among several.
-fn check_tgt_name(tgt_name: &Option<String>) -> Result<(), RpcError> {
+pub(super) fn check_tgt_name(tgt_name: &Option<String>) -> Result<(), RpcError> {
     match tgt_name {
         None => Ok(()),
         Some(n) => Err(RpcError::new(
@@ -323,10 +370,14 @@ struct ByNqn {
 pub(super) async fn delete_subsystem(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
     let p: ByNqn = parse(params)?;
     check_tgt_name(&p.tgt_name)?;
-    let state = app.state.lock().await;
-    subsystem(&state.nvmf, &p.nqn)?;
-    target(&state.nvmf)?.remove_subsystem(&p.nqn)?;
+    let revoked = {
+        let state = app.state.lock().await;
+        subsystem(&state.nvmf, &p.nqn)?;
+        target(&state.nvmf)?.remove_subsystem(&p.nqn)?
+    };
     tracing::info!(subnqn = %p.nqn, "NVMe-oF subsystem deleted");
+    // The subsystem is gone either way; a late queue only gets a warning.
+    wait_revoked(revoked, REVOKE_TIMEOUT, "nvmf_delete_subsystem").await;
     Ok(json!(true))
 }
 
@@ -347,7 +398,14 @@ pub(super) async fn get_subsystems(app: &App, params: Option<Value>) -> Result<V
         .as_ref()
         .map(Target::subsystems)
         .unwrap_or_default();
-    let mut out = vec![discovery_json()];
+    let discovery_listeners = state
+        .nvmf
+        .target
+        .as_ref()
+        .and_then(|t| t.subsystem(DISCOVERY_NQN))
+        .map(|d| d.listeners())
+        .unwrap_or_default();
+    let mut out = vec![discovery_json(&discovery_listeners)];
     out.extend(subs.iter().map(|s| subsystem_json(s)));
     match p.nqn {
         None => Ok(Value::Array(out)),
@@ -361,12 +419,13 @@ pub(super) async fn get_subsystems(app: &App, params: Option<Value>) -> Result<V
     }
 }
 
-/// The discovery subsystem answers on every listener and lets anyone in.
-fn discovery_json() -> Value {
+/// The discovery subsystem lets anyone in; it answers on its own
+/// listeners (listed) and on every NVM subsystem's (not listed).
+fn discovery_json(listeners: &[ListenAddress]) -> Value {
     json!({
         "nqn": DISCOVERY_NQN,
         "subtype": "Discovery",
-        "listen_addresses": [],
+        "listen_addresses": listeners.iter().map(listener_json).collect::<Vec<_>>(),
         "allow_any_host": true,
         "hosts": [],
     })
@@ -406,14 +465,19 @@ fn subsystem_json(s: &Subsystem) -> Value {
     })
 }
 
+/// SPDK's transport id of a TCP address.
+pub(super) fn trid_json(a: &SocketAddr) -> Value {
+    json!({
+        "trtype": "TCP",
+        "adrfam": if a.is_ipv6() { "IPv6" } else { "IPv4" },
+        "traddr": a.ip().to_string(),
+        "trsvcid": a.port().to_string(),
+    })
+}
+
 /// SPDK's transport id of a listener, plus the advertised override if any.
 fn listener_json(l: &ListenAddress) -> Value {
-    let mut v = json!({
-        "trtype": "TCP",
-        "adrfam": if l.listen.is_ipv6() { "IPv6" } else { "IPv4" },
-        "traddr": l.listen.ip().to_string(),
-        "trsvcid": l.listen.port().to_string(),
-    });
+    let mut v = trid_json(&l.listen);
     if let Some(a) = advertised_json(l) {
         v["rackcache_advertised"] = a;
     }
@@ -445,9 +509,13 @@ struct AllowAnyHost {
 pub(super) async fn allow_any_host(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
     let p: AllowAnyHost = parse(params)?;
     check_tgt_name(&p.tgt_name)?;
-    let state = app.state.lock().await;
-    subsystem(&state.nvmf, &p.nqn)?.set_allow_any_host(p.allow_any_host);
+    let revoked = {
+        let state = app.state.lock().await;
+        subsystem(&state.nvmf, &p.nqn)?;
+        target(&state.nvmf)?.set_allow_any_host(&p.nqn, p.allow_any_host)?
+    };
     tracing::info!(subnqn = %p.nqn, allow_any_host = p.allow_any_host, "NVMe-oF host policy set");
+    wait_revoked(revoked, REVOKE_TIMEOUT, "nvmf_subsystem_allow_any_host").await;
     Ok(json!(true))
 }
 
@@ -570,18 +638,24 @@ pub(super) async fn add_listener(app: &App, params: Option<Value>) -> Result<Val
     }
     let addr = p.listen_address.socket_addr()?;
     let (adv_addr, adv_port) = advertised(p.rackcache_advertised)?;
+    let nqn = resolve_nqn(&p.nqn);
     let state = app.state.lock().await;
-    if p.nqn == DISCOVERY_NQN {
-        return Err(RpcError::invalid_params(
-            "the discovery subsystem answers on every NVM subsystem's listener; its listeners are not configured separately",
-        ));
-    }
-    subsystem(&state.nvmf, &p.nqn)?;
+    listenable(&state.nvmf, nqn)?;
     let bound = target(&state.nvmf)?
-        .add_listener(&p.nqn, addr, adv_addr, adv_port)
+        .add_listener(nqn, addr, adv_addr, adv_port)
         .await?;
-    tracing::info!(subnqn = %p.nqn, listen = %bound, "NVMe-oF listener added");
+    tracing::info!(subnqn = %nqn, listen = %bound, "NVMe-oF listener added");
     Ok(json!(true))
+}
+
+/// A subsystem that takes listeners: an NVM subsystem or discovery.
+pub(super) fn listenable(nvmf: &NvmfState, nqn: &str) -> Result<Arc<Subsystem>, RpcError> {
+    if nqn == DISCOVERY_NQN {
+        return target(nvmf)?
+            .subsystem(DISCOVERY_NQN)
+            .ok_or_else(|| RpcError::new(INTERNAL_ERROR, "no discovery subsystem"));
+    }
+    subsystem(nvmf, nqn)
 }
 
 #[derive(Deserialize)]
@@ -596,10 +670,14 @@ pub(super) async fn remove_listener(app: &App, params: Option<Value>) -> Result<
     let p: RemoveListener = parse(params)?;
     check_tgt_name(&p.tgt_name)?;
     let addr = p.listen_address.socket_addr()?;
-    let state = app.state.lock().await;
-    subsystem(&state.nvmf, &p.nqn)?;
-    target(&state.nvmf)?.remove_listener(&p.nqn, addr)?;
-    tracing::info!(subnqn = %p.nqn, listen = %addr, "NVMe-oF listener removed");
+    let nqn = resolve_nqn(&p.nqn);
+    let revoked = {
+        let state = app.state.lock().await;
+        listenable(&state.nvmf, nqn)?;
+        target(&state.nvmf)?.remove_listener(nqn, addr)?
+    };
+    tracing::info!(subnqn = %nqn, listen = %addr, "NVMe-oF listener removed");
+    wait_revoked(revoked, REVOKE_TIMEOUT, "nvmf_subsystem_remove_listener").await;
     Ok(json!(true))
 }
 
@@ -745,19 +823,32 @@ struct RemoveHost {
     nqn: String,
     host: String,
     tgt_name: Option<String>,
-    // Connected controllers of the host stay, as in the target's API, so
-    // there is nothing to wait for.
-    #[serde(rename = "timeout_ms")]
-    _timeout_ms: Option<u64>,
+    /// How long to wait for the host's queue pairs to close (0 or absent:
+    /// SPDK's default).
+    timeout_ms: Option<u64>,
 }
 
 pub(super) async fn remove_host(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
     let p: RemoveHost = parse(params)?;
     check_tgt_name(&p.tgt_name)?;
-    let state = app.state.lock().await;
-    subsystem(&state.nvmf, &p.nqn)?;
-    target(&state.nvmf)?.remove_host(&p.nqn, &p.host)?;
-    tracing::info!(subnqn = %p.nqn, hostnqn = %p.host, "NVMe-oF host removed");
+    let revoked = {
+        let state = app.state.lock().await;
+        subsystem(&state.nvmf, &p.nqn)?;
+        target(&state.nvmf)?.remove_host(&p.nqn, &p.host)?
+    };
+    tracing::info!(subnqn = %p.nqn, hostnqn = %p.host, controllers = revoked.len(), "NVMe-oF host removed");
+    let timeout = match p.timeout_ms {
+        None | Some(0) => REVOKE_TIMEOUT,
+        Some(ms) => Duration::from_millis(ms),
+    };
+    // As SPDK: the host is off the list either way, but the caller learns
+    // that its queues were still open.
+    if !wait_revoked(revoked, timeout, "nvmf_subsystem_remove_host").await {
+        return Err(RpcError::new(
+            INTERNAL_ERROR,
+            "Timeout reached during host removal",
+        ));
+    }
     Ok(json!(true))
 }
 
@@ -771,6 +862,7 @@ pub(super) fn config(nvmf: &NvmfState) -> Vec<Value> {
         return Vec::new();
     };
     let subs = t.subsystems();
+    let discovery = t.subsystem(DISCOVERY_NQN);
     let call = |method: &str, params: Value| json!({ "method": method, "params": params });
     let mut out = vec![call("nvmf_create_transport", transport.clone())];
     for s in &subs {
@@ -809,7 +901,9 @@ pub(super) fn config(nvmf: &NvmfState) -> Vec<Value> {
             ));
         }
     }
-    for s in &subs {
+    // Listeners last, the discovery subsystem's first (its NQN sorts first
+    // in SPDK's subsystem tree too).
+    for s in discovery.iter().chain(&subs) {
         for l in s.listeners() {
             let mut params = json!({
                 "nqn": s.nqn,
