@@ -167,6 +167,13 @@ impl FileBdev {
         }
     }
 
+    /// Runs every operation on the blocking pool from now on (tests of
+    /// the portable path; the ring stops when the last operation on it
+    /// completed).
+    pub fn disable_uring(&mut self) {
+        self.uring = None;
+    }
+
     /// Whether it was opened read-only.
     pub fn readonly(&self) -> bool {
         self.readonly

@@ -43,9 +43,14 @@ pub(crate) struct Uring {
 
 /// What to submit.
 pub(crate) enum UringOp {
-    Read { offset: u64 },
+    Read {
+        offset: u64,
+    },
     /// `dsync`: RWF_DSYNC, durable on completion.
-    Write { offset: u64, dsync: bool },
+    Write {
+        offset: u64,
+        dsync: bool,
+    },
     Fdatasync,
 }
 
