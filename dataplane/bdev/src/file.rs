@@ -167,6 +167,12 @@ impl FileBdev {
         }
     }
 
+    /// Replaces the name-derived UUID with one the user chose (SPDK's
+    /// `bdev_aio_create --uuid`).
+    pub fn set_uuid(&mut self, uuid: [u8; 16]) {
+        self.info.uuid = uuid;
+    }
+
     /// Runs every operation on the blocking pool from now on (tests of
     /// the portable path; the ring stops when the last operation on it
     /// completed).
