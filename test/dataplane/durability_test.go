@@ -49,7 +49,7 @@ find_ctrl() {
 	for s in /sys/class/nvme-subsystem/nvme-subsys*; do
 		[ "$(cat "$s/subsysnqn" 2>/dev/null)" = "$1" ] || continue
 		for c in "$s"/nvme[0-9]*; do
-			case "${c##*/}" in *n*) continue ;; esac
+			case "${c##*/}" in nvme*n[0-9]*) continue ;; esac
 			echo "/dev/${c##*/}"
 			return 0
 		done
