@@ -194,8 +194,21 @@ pub(super) async fn delete(
             format!("bdev {name} is claimed by namespace {nsid} of NVMe-oF subsystem {nqn}; remove the namespace first (nvmf_subsystem_remove_ns)"),
         ));
     }
-    state.bdevs.remove(&name);
+    let removed = state.bdevs.remove(&name);
     IoStats::unregister(&app.metrics, &name);
+    drop(state);
+    // An rbd image is closed before the call returns (as SPDK does), so that
+    // the caller may remove the image at once; librbd's blocking close runs
+    // on a thread of its own, not on this one. When another handle still
+    // holds the bdev, it closes when that handle goes.
+    if let Some((_, reg)) = removed {
+        if let Some(Bdev::Rbd(rbd)) = Arc::try_unwrap(reg)
+            .ok()
+            .and_then(|r| Arc::try_unwrap(r.bdev).ok())
+        {
+            rbd.close().await;
+        }
+    }
     tracing::info!(bdev = %name, "bdev deleted");
     Ok(json!(true))
 }
