@@ -112,13 +112,24 @@ fn stock_cli_creates_aio_bdevs_with_its_default_flags() {
     let mut c = loadgen::host::HostController::connect(&p, 1).unwrap();
     let ns = c.admin.identify(0x00, 1).unwrap();
     assert_eq!(ns[99] & 1, 1, "NSATTR: write protected");
+    // Namespace is Write Protected (generic status 0x20), for writes,
+    // Write Zeroes and deallocate alike.
+    let write_protected = |e: loadgen::host::HostError| match e {
+        loadgen::host::HostError::Status { cqe, .. } => {
+            (cqe.status.sct, cqe.status.sc) == (0, 0x20)
+        }
+        _ => false,
+    };
     let err = c.io[0]
         .write_blocks(1, 0, 4096, &[9u8; 4096], 8192)
         .unwrap_err();
-    assert!(
-        matches!(err, loadgen::host::HostError::Status { .. }),
-        "{err}"
-    );
+    assert!(write_protected(err));
+    let err = c.io[0]
+        .write_blocks(1, 0, 4096, &[9u8; 16384], 8192)
+        .unwrap_err();
+    assert!(write_protected(err), "a write through R2T");
+    let err = c.io[0].deallocate(1, &[(0, 1)]).unwrap_err();
+    assert!(write_protected(err), "deallocate");
     let mut back = vec![1u8; 4096];
     c.io[0].read_blocks(1, 0, 4096, &mut back).unwrap();
     assert!(back.iter().all(|&b| b == 0));

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use bdev::IoKind;
 use nvmf::cqe::Status;
 use nvmf::sqe::{opcode, sgl, Sqe};
 
@@ -16,12 +17,29 @@ const DSM_RANGE_LEN: usize = 16;
 /// Read/Write CDW12 bit 30: Force Unit Access.
 const CDW12_FUA: u32 = 1 << 30;
 
+/// Generic status 0x20, Namespace is Write Protected: a command that would
+/// change a read-only bdev (Identify Namespace reports NSATTR bit 0).
+pub(crate) const NAMESPACE_WRITE_PROTECTED: Status = Status {
+    sct: 0,
+    sc: 0x20,
+    dnr: true,
+};
+
 impl Connection {
     pub(crate) fn io(&mut self, sqe: &Sqe, data: &[u8]) {
         let cid = sqe.cid();
         let Some(ns) = self.namespace(sqe.nsid()) else {
             return self.complete(cid, Status::INVALID_NAMESPACE);
         };
+        let changes_data = match sqe.opcode() {
+            opcode::WRITE | opcode::WRITE_ZEROES => true,
+            opcode::DATASET_MANAGEMENT => sqe.cdw(11) & (1 << 2) != 0,
+            _ => false,
+        };
+        if changes_data && !ns.bdev.supports(IoKind::Write) {
+            // Refused before any data moves (no R2T for a doomed write).
+            return self.complete(cid, NAMESPACE_WRITE_PROTECTED);
+        }
         match sqe.opcode() {
             opcode::READ => self.read(sqe, ns),
             opcode::WRITE => self.write(sqe, ns, data),
