@@ -25,6 +25,7 @@ pub struct FileBdev {
     file: Arc<File>,
     path: PathBuf,
     direct: bool,
+    readonly: bool,
     uring: Option<Uring>,
 }
 
@@ -46,7 +47,14 @@ impl FileBdev {
     /// for a block device, 512 for a regular file. A regular file's size
     /// must be a multiple of the block size.
     pub fn open(name: &str, path: &Path, block_size: u32) -> Result<Self> {
-        let mut b = Self::open_blocking(name, path, block_size)?;
+        Self::open_with(name, path, block_size, false)
+    }
+
+    /// [`FileBdev::open`], read-only when `readonly`: the file is opened
+    /// O_RDONLY and every write, Write Zeroes and unmap fails with
+    /// [`BdevError::Unsupported`] before touching it (SPDK's `readonly`).
+    pub fn open_with(name: &str, path: &Path, block_size: u32, readonly: bool) -> Result<Self> {
+        let mut b = Self::open_inner(name, path, block_size, readonly)?;
         b.uring = Uring::new(URING_ENTRIES).ok();
         Ok(b)
     }
@@ -54,9 +62,13 @@ impl FileBdev {
     /// Like [`FileBdev::open`], but always on the blocking pool (the
     /// portable path, also where io_uring is disabled by policy).
     pub fn open_blocking(name: &str, path: &Path, block_size: u32) -> Result<Self> {
+        Self::open_inner(name, path, block_size, false)
+    }
+
+    fn open_inner(name: &str, path: &Path, block_size: u32, readonly: bool) -> Result<Self> {
         let open = |direct: bool| {
             let mut o = OpenOptions::new();
-            o.read(true).write(true);
+            o.read(true).write(!readonly);
             if direct {
                 o.custom_flags(libc::O_DIRECT);
             }
@@ -126,6 +138,7 @@ impl FileBdev {
             file: Arc::new(file),
             path: path.to_owned(),
             direct,
+            readonly,
             uring: None,
         })
     }
@@ -154,10 +167,36 @@ impl FileBdev {
         }
     }
 
+    /// Replaces the name-derived UUID with one the user chose (SPDK's
+    /// `bdev_aio_create --uuid`).
+    pub fn set_uuid(&mut self, uuid: [u8; 16]) {
+        self.info.uuid = uuid;
+    }
+
+    /// Runs every operation on the blocking pool from now on (tests of
+    /// the portable path; the ring stops when the last operation on it
+    /// completed).
+    pub fn disable_uring(&mut self) {
+        self.uring = None;
+    }
+
+    /// Whether it was opened read-only.
+    pub fn readonly(&self) -> bool {
+        self.readonly
+    }
+
     /// Every operation is supported (zeroes and unmap through fallocate,
-    /// with a written-zeroes fallback).
-    pub fn supports(&self, _kind: IoKind) -> bool {
-        true
+    /// with a written-zeroes fallback), except those that change data on a
+    /// read-only bdev.
+    pub fn supports(&self, kind: IoKind) -> bool {
+        !self.readonly || matches!(kind, IoKind::Read | IoKind::Flush)
+    }
+
+    fn writable(&self, kind: IoKind) -> Result<()> {
+        if self.readonly {
+            return Err(BdevError::Unsupported(kind));
+        }
+        Ok(())
     }
 
     async fn blocking<T: Send + 'static>(
@@ -214,40 +253,74 @@ impl FileBdev {
                 .await;
             return (b.unwrap_or_else(|| DmaBuf::new(len)), r);
         }
-        let file = Arc::clone(&self.file);
-        let path = self.path.clone();
-        match tokio::task::spawn_blocking(move || {
-            let mut buf = buf;
-            let r = file.read_exact_at(&mut buf, offset);
-            (buf, r)
-        })
-        .await
-        {
-            Ok((buf, r)) => (buf, r.map_err(|e| os_err("read", &path, e))),
-            Err(join) => panic!("blocking read task failed: {join}"),
-        }
+        self.blocking_buf("read", buf, move |f, buf| f.read_exact_at(buf, offset))
+            .await
     }
 
     /// Positional write.
     pub async fn write(&self, offset: u64, buf: DmaBuf) -> (DmaBuf, Result<()>) {
+        self.write_with(offset, buf, false).await
+    }
+
+    /// Positional write that is durable when it completes: RWF_DSYNC on
+    /// the ring (the kernel writes with FUA or flushes the device cache), or
+    /// write then fdatasync on the blocking pool.
+    pub async fn write_fua(&self, offset: u64, buf: DmaBuf) -> (DmaBuf, Result<()>) {
+        self.write_with(offset, buf, true).await
+    }
+
+    async fn write_with(&self, offset: u64, buf: DmaBuf, dsync: bool) -> (DmaBuf, Result<()>) {
+        if let Err(e) = self.writable(IoKind::Write) {
+            return (buf, Err(e));
+        }
         if let Some(ring) = &self.uring {
             let len = buf.len();
-            let (b, r) = self
-                .ring_io(ring, "write", UringOp::Write { offset }, Some(buf), len)
-                .await;
-            return (b.unwrap_or_else(|| DmaBuf::new(len)), r);
+            let op = UringOp::Write { offset, dsync };
+            let (b, r) = self.ring_io(ring, "write", op, Some(buf), len).await;
+            let b = b.unwrap_or_else(|| DmaBuf::new(len));
+            // A kernel that refuses RWF_DSYNC on the ring: the data is
+            // written or not, so write again the portable way, which is
+            // idempotent for the same buffer.
+            let refused = matches!(&r, Err(BdevError::Os { source, .. })
+                if matches!(source.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EINVAL)));
+            if !(dsync && refused) {
+                return (b, r);
+            }
+            return self.blocking_write(offset, b, true).await;
         }
-        let file = Arc::clone(&self.file);
-        let path = self.path.clone();
-        match tokio::task::spawn_blocking(move || {
-            let r = file.write_all_at(&buf, offset);
-            (buf, r)
+        self.blocking_write(offset, buf, dsync).await
+    }
+
+    async fn blocking_write(&self, offset: u64, buf: DmaBuf, dsync: bool) -> (DmaBuf, Result<()>) {
+        self.blocking_buf("write", buf, move |f, buf| {
+            f.write_all_at(buf, offset)?;
+            if dsync {
+                f.sync_data()?;
+            }
+            Ok(())
         })
         .await
-        {
-            Ok((buf, r)) => (buf, r.map_err(|e| os_err("write", &path, e))),
-            Err(join) => panic!("blocking write task failed: {join}"),
-        }
+    }
+
+    /// Runs `f` on the blocking pool with the buffer and gives the buffer
+    /// back. If the task cannot finish (the runtime is shutting down, or it
+    /// panicked) the request fails with an error and a fresh buffer of the
+    /// same length: an I/O path never panics.
+    async fn blocking_buf(
+        &self,
+        op: &'static str,
+        buf: DmaBuf,
+        f: impl FnOnce(&File, &mut DmaBuf) -> std::io::Result<()> + Send + 'static,
+    ) -> (DmaBuf, Result<()>) {
+        let len = buf.len();
+        let file = Arc::clone(&self.file);
+        let joined = tokio::task::spawn_blocking(move || {
+            let mut buf = buf;
+            let r = f(&file, &mut buf);
+            (buf, r)
+        })
+        .await;
+        joined_io(op, &self.path, len, joined)
     }
 
     /// fdatasync.
@@ -263,6 +336,7 @@ impl FileBdev {
 
     /// fallocate(ZERO_RANGE), or written zeroes where that is unsupported.
     pub async fn write_zeroes(&self, offset: u64, len: u64) -> Result<()> {
+        self.writable(IoKind::WriteZeroes)?;
         let direct = self.direct;
         self.blocking("write zeroes", move |f| {
             if fallocate(
@@ -283,6 +357,7 @@ impl FileBdev {
     /// fallocate(PUNCH_HOLE), or written zeroes where that is unsupported:
     /// either way the range reads back as zeroes.
     pub async fn unmap(&self, offset: u64, len: u64) -> Result<()> {
+        self.writable(IoKind::Unmap)?;
         let direct = self.direct;
         self.blocking("unmap", move |f| {
             if fallocate(
@@ -298,6 +373,27 @@ impl FileBdev {
             write_zeroes_by_hand(f, offset, len, direct)
         })
         .await
+    }
+}
+
+/// The result of a blocking-pool I/O task, or an error when the task did
+/// not finish (then the buffer is lost with it and a fresh one stands in).
+fn joined_io(
+    op: &'static str,
+    path: &Path,
+    len: usize,
+    joined: std::result::Result<(DmaBuf, std::io::Result<()>), tokio::task::JoinError>,
+) -> (DmaBuf, Result<()>) {
+    match joined {
+        Ok((buf, r)) => (buf, r.map_err(|e| os_err(op, path, e))),
+        Err(join) => (
+            DmaBuf::new(len),
+            Err(os_err(
+                op,
+                path,
+                std::io::Error::other(format!("blocking task did not finish: {join}")),
+            )),
+        ),
     }
 }
 
@@ -329,4 +425,29 @@ fn write_zeroes_by_hand(f: &File, offset: u64, len: u64, _direct: bool) -> std::
         done += n as u64;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A blocking task that panicked (or was cancelled at shutdown) used to
+    /// panic the I/O path that awaited it; now it is an I/O error.
+    #[tokio::test]
+    async fn a_failed_blocking_task_is_an_error_not_a_panic() {
+        let joined = tokio::task::spawn_blocking(|| -> (DmaBuf, std::io::Result<()>) {
+            panic!("simulated failure in the blocking pool")
+        })
+        .await;
+        assert!(joined.is_err());
+        let (buf, r) = joined_io("read", Path::new("/x"), 4096, joined);
+        assert_eq!(buf.len(), 4096);
+        match r {
+            Err(BdevError::Os { op, source, .. }) => {
+                assert_eq!(op, "read");
+                assert!(source.to_string().contains("did not finish"), "{source}");
+            }
+            other => panic!("expected an OS error, got {other:?}"),
+        }
+    }
 }

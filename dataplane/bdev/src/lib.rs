@@ -139,6 +139,15 @@ impl Bdev {
         dispatch!(self, b => b.write(offset, buf).await)
     }
 
+    /// Writes `buf` at `offset` and makes it durable before returning
+    /// (NVMe Force Unit Access): on stable media, not in a volatile cache.
+    pub async fn write_fua(&self, offset: u64, buf: DmaBuf) -> (DmaBuf, Result<()>) {
+        if let Err(e) = self.info().check_range(offset, buf.len() as u64) {
+            return (buf, Err(e));
+        }
+        dispatch!(self, b => b.write_fua(offset, buf).await)
+    }
+
     /// Makes every completed write durable.
     pub async fn flush(&self) -> Result<()> {
         dispatch!(self, b => b.flush().await)
@@ -157,26 +166,21 @@ impl Bdev {
     }
 }
 
-/// A stable UUID (version 4 layout) derived from a name, for bdevs that have
-/// no identity of their own: the same name gives the same UUID across
-/// restarts, which NVMe hosts rely on (NGUID/UUID must not change).
+/// A stable name-based UUID (RFC 9562 version 5: SHA-1 of `namespace`
+/// and `name` in a fixed namespace of this project) for bdevs that have no
+/// identity of their own: the same name gives the same UUID across restarts
+/// and versions, which NVMe hosts rely on (NGUID/UUID must not change).
 pub fn uuid_from_name(namespace: &str, name: &str) -> [u8; 16] {
-    // Two FNV-1a 64-bit hashes with different offsets fill 16 bytes.
-    let fnv = |seed: u64| {
-        let mut h = seed;
-        for b in namespace.bytes().chain([0u8]).chain(name.bytes()) {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-        h
-    };
-    let mut u = [0u8; 16];
-    u[..8].copy_from_slice(&fnv(0xcbf2_9ce4_8422_2325).to_be_bytes());
-    u[8..].copy_from_slice(&fnv(0x6c62_272e_07bb_0142).to_be_bytes());
-    u[6] = (u[6] & 0x0f) | 0x40;
-    u[8] = (u[8] & 0x3f) | 0x80;
-    u
+    // The NUL separator keeps ("ab", "c") and ("a", "bc") apart.
+    let key = format!("{namespace}\0{name}");
+    uuid::Uuid::new_v5(&RACKCACHE_UUID_NAMESPACE, key.as_bytes()).into_bytes()
 }
+
+/// The namespace of [`uuid_from_name`]: the version 5 UUID of
+/// "rackcache.io/bdev" in the URL namespace. Never change it: every
+/// derived identity would change with it.
+const RACKCACHE_UUID_NAMESPACE: uuid::Uuid =
+    uuid::Uuid::from_u128(0xe4ff_e766_8a6a_5bf4_bf59_57ce_80b0_3ba7);
 
 #[cfg(test)]
 mod tests {
@@ -212,7 +216,24 @@ mod tests {
         assert_eq!(a, uuid_from_name("malloc", "Malloc0"));
         assert_ne!(a, uuid_from_name("malloc", "Malloc1"));
         assert_ne!(a, uuid_from_name("aio", "Malloc0"));
-        assert_eq!(a[6] >> 4, 4);
-        assert_eq!(a[8] >> 6, 2);
+        assert_ne!(
+            uuid_from_name("ab", "c"),
+            uuid_from_name("a", "bc"),
+            "the separator keeps namespace and name apart"
+        );
+        let u = uuid::Uuid::from_bytes(a);
+        assert_eq!(u.get_version(), Some(uuid::Version::Sha1), "version 5");
+        assert_eq!(u.get_variant(), uuid::Variant::RFC4122);
+        // Pinned: an identity hosts have seen must never change.
+        assert_eq!(u.to_string(), PINNED_MALLOC0);
+    }
+
+    /// uuid_from_name("malloc", "Malloc0"), computed once.
+    const PINNED_MALLOC0: &str = "db64e890-cfbf-591a-a055-dd27a06489ef";
+
+    #[test]
+    fn uuid_namespace_is_the_v5_uuid_of_its_url() {
+        let want = uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_URL, b"rackcache.io/bdev");
+        assert_eq!(RACKCACHE_UUID_NAMESPACE, want);
     }
 }

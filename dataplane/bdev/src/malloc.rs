@@ -100,6 +100,11 @@ impl MallocBdev {
         (buf, Ok(()))
     }
 
+    /// A write to RAM is as durable as this device gets: complete at once.
+    pub async fn write_fua(&self, offset: u64, buf: DmaBuf) -> (DmaBuf, Result<()>) {
+        self.write(offset, buf).await
+    }
+
     /// RAM is as durable as it gets here.
     pub async fn flush(&self) -> Result<()> {
         Ok(())

@@ -79,12 +79,6 @@ mod ffi {
             c: rbd_completion_t,
         ) -> c_int;
         pub fn rbd_aio_flush(image: rbd_image_t, c: rbd_completion_t) -> c_int;
-        pub fn rbd_aio_discard(
-            image: rbd_image_t,
-            off: u64,
-            len: u64,
-            c: rbd_completion_t,
-        ) -> c_int;
         pub fn rbd_aio_write_zeroes(
             image: rbd_image_t,
             off: u64,
@@ -184,6 +178,15 @@ impl RbdCluster {
             })?;
         }
         let mut options: Vec<(&str, &str)> = vec![
+            // librbd's own cache, set here after any config file so that the
+            // target's durability never depends on a ceph.conf the user
+            // wrote: no write-back cache, so a write librbd completes is on
+            // the OSDs (replicated, journaled) and Flush has nothing left to
+            // write. The cache above this bdev is ours (docs/dataplane.md,
+            // "Durability").
+            ("rbd_cache", "false"),
+            ("rbd_cache_policy", "writethrough"),
+            ("rbd_cache_writethrough_until_flush", "true"),
             // Fail rather than hang when the cluster is unreachable.
             ("client_mount_timeout", "30"),
             ("rados_mon_op_timeout", "30"),
@@ -232,11 +235,11 @@ impl Drop for RbdCluster {
 pub struct RbdBdev {
     info: BdevInfo,
     image: ffi::rbd_image_t,
-    ioctx: ffi::rados_ioctx_t,
     pool: String,
     image_name: String,
-    // Keeps the connection alive as long as the image is open.
-    _cluster: Arc<RbdCluster>,
+    // The open handles and the connection they need, closed once (on
+    // another thread) when the bdev goes; None only after that.
+    closer: Option<Closer>,
 }
 
 // SAFETY: librbd image handles support concurrent aio from any thread.
@@ -321,10 +324,13 @@ impl RbdBdev {
                 },
             },
             image: handle,
-            ioctx,
             pool: pool.to_owned(),
             image_name: image.to_owned(),
-            _cluster: cluster,
+            closer: Some(Closer {
+                image: handle,
+                ioctx,
+                cluster,
+            }),
         };
         check(|| format!("get size of {pool}/{image}"), rc)?;
         Ok(bdev)
@@ -441,6 +447,18 @@ impl RbdBdev {
         (back.unwrap_or_else(|| DmaBuf::new(len)), r.map(|_| ()))
     }
 
+    /// Writes `buf` and makes it durable before returning: the write, then
+    /// a flush. With librbd's cache off (see [`RbdCluster::connect`]) the
+    /// write alone is already on the OSDs; the flush keeps that true even if
+    /// a librbd layer caches after all.
+    pub async fn write_fua(&self, offset: u64, buf: DmaBuf) -> (DmaBuf, Result<()>) {
+        let (buf, r) = self.write(offset, buf).await;
+        if r.is_err() {
+            return (buf, r);
+        }
+        (buf, self.flush().await)
+    }
+
     /// Flushes librbd's cache to the OSDs.
     pub async fn flush(&self) -> Result<()> {
         // SAFETY: open image and fresh completion.
@@ -463,26 +481,88 @@ impl RbdBdev {
         .map(|_| ())
     }
 
-    /// rbd_aio_discard: the range reads back as zeroes after.
+    /// Deallocates through rbd_aio_write_zeroes, not rbd_aio_discard:
+    /// librbd skips a discard smaller than `rbd_discard_granularity_bytes`
+    /// or only partly covering an object (`rbd_skip_partial_discard`),
+    /// leaving the old data readable, while the namespace promises that a
+    /// deallocated range reads as zeroes (DLFEAT). Write Zeroes discards
+    /// whole objects and zeroes the rest.
     pub async fn unmap(&self, offset: u64, len: u64) -> Result<()> {
-        self.submit("discard", None, |image, c, _| {
-            // SAFETY: open image and fresh completion.
-            unsafe { ffi::rbd_aio_discard(image, offset, len, c) }
-        })
-        .await
-        .1
-        .map(|_| ())
+        self.write_zeroes(offset, len).await
+    }
+}
+
+/// What closing an image needs, movable to another thread.
+struct Closer {
+    image: ffi::rbd_image_t,
+    ioctx: ffi::rados_ioctx_t,
+    // Released after the image: the last image may shut the connection down,
+    // which blocks too.
+    cluster: Arc<RbdCluster>,
+}
+
+// SAFETY: librbd handles may be closed from any thread.
+unsafe impl Send for Closer {}
+
+impl Closer {
+    fn close(self) {
+        // rbd_close waits for operations still in flight (whose buffers are
+        // owned by their pending state) and for the OSDs: it blocks.
+        // SAFETY: handles opened in `open`, closed once.
+        unsafe {
+            ffi::rbd_close(self.image);
+            ffi::rados_ioctx_destroy(self.ioctx);
+        }
+        drop(self.cluster);
+    }
+}
+
+impl RbdBdev {
+    /// Closes the image and waits until librbd has let go of it (for
+    /// callers that must know, e.g. before removing the image).
+    pub async fn close(self) {
+        let (tx, rx) = oneshot::channel();
+        self.close_in_background(Some(tx));
+        let _ = rx.await;
+    }
+
+    /// Hands the blocking close to a thread of its own, so that dropping an
+    /// image never stalls the runtime thread that dropped it (with a
+    /// current-thread runtime, every queue). `done` hears when it is closed.
+    fn close_in_background(mut self, done: Option<oneshot::Sender<()>>) {
+        if let Some(closer) = self.closer.take() {
+            spawn_close(closer, done);
+        }
+    }
+}
+
+fn spawn_close(closer: Closer, done: Option<oneshot::Sender<()>>) {
+    // The closer goes to the thread through a channel, not the closure, so
+    // that it is still ours when no thread can be spawned.
+    let (tx, rx) = std::sync::mpsc::channel::<Closer>();
+    let spawned = std::thread::Builder::new()
+        .name("rbd-close".into())
+        .spawn(move || {
+            if let Ok(c) = rx.recv() {
+                c.close();
+            }
+            if let Some(d) = done {
+                let _ = d.send(());
+            }
+        });
+    match spawned {
+        Ok(_) => {
+            let _ = tx.send(closer);
+        }
+        // No thread to be had: close here rather than leak the image.
+        Err(_) => closer.close(),
     }
 }
 
 impl Drop for RbdBdev {
     fn drop(&mut self) {
-        // rbd_close waits for operations still in flight, whose buffers are
-        // owned by their pending state, not by us.
-        // SAFETY: handles opened in `open`, closed once.
-        unsafe {
-            ffi::rbd_close(self.image);
-            ffi::rados_ioctx_destroy(self.ioctx);
+        if let Some(closer) = self.closer.take() {
+            spawn_close(closer, None);
         }
     }
 }

@@ -33,6 +33,10 @@ pub struct IoStats {
     pub num_unmap_ops: Arc<Counter>,
     /// Flush operations.
     pub num_flush_ops: Arc<Counter>,
+    /// Writes made durable before completion (Force Unit Access, or any
+    /// write while the host turned the volatile write cache off); also
+    /// counted in `num_write_ops` and `bytes_written`.
+    pub num_fua_write_ops: Arc<Counter>,
     /// Read latency.
     pub read_latency: Arc<Histogram>,
     /// Write latency.
@@ -44,7 +48,7 @@ pub struct IoStats {
 }
 
 /// Names of the per-bdev metric families, for removal on delete.
-const FAMILIES: [&str; 11] = [
+const FAMILIES: [&str; 12] = [
     "rackcache_bdev_read_bytes_total",
     "rackcache_bdev_read_ops_total",
     "rackcache_bdev_written_bytes_total",
@@ -56,6 +60,7 @@ const FAMILIES: [&str; 11] = [
     "rackcache_bdev_write_latency_seconds",
     "rackcache_bdev_unmap_latency_seconds",
     "rackcache_bdev_io_errors_total",
+    "rackcache_bdev_fua_write_ops_total",
 ];
 
 impl IoStats {
@@ -76,6 +81,10 @@ impl IoStats {
             write_latency: h(8, "Write latency of the bdev."),
             unmap_latency: h(9, "Deallocate latency of the bdev."),
             io_errors: c(10, "Failed operations of the bdev."),
+            num_fua_write_ops: c(
+                11,
+                "Write operations the bdev completed as durable (FUA or write cache off).",
+            ),
         })
     }
 
@@ -180,6 +189,24 @@ impl CountedBdev {
         (buf, r)
     }
 
+    /// [`Bdev::write_fua`], counted as a write and as a durable write.
+    pub async fn write_fua(&self, offset: u64, buf: DmaBuf) -> (DmaBuf, Result<()>) {
+        let (start, len) = (Instant::now(), buf.len() as u64);
+        let (buf, r) = self.bdev.write_fua(offset, buf).await;
+        let s = &*self.stats;
+        s.count(
+            &r,
+            &s.num_write_ops,
+            Some((&s.bytes_written, len)),
+            start,
+            Some(&s.write_latency),
+        );
+        if r.is_ok() {
+            s.num_fua_write_ops.inc();
+        }
+        (buf, r)
+    }
+
     /// [`Bdev::flush`], counted.
     pub async fn flush(&self) -> Result<()> {
         let start = Instant::now();
@@ -231,6 +258,8 @@ mod tests {
         c.unmap(0, 2048).await.unwrap();
         c.flush().await.unwrap();
         c.write_zeroes(0, 512).await.unwrap();
+        let (_, r) = c.write_fua(0, DmaBuf::from_slice(&[1u8; 512])).await;
+        r.unwrap();
         // Out of range: an error, no bytes.
         let (_, r) = c.read(16 * 512, DmaBuf::new(512)).await;
         assert!(r.is_err());
@@ -243,20 +272,25 @@ mod tests {
             s.bytes_unmapped.get(),
             s.num_unmap_ops.get(),
             s.num_flush_ops.get(),
+            s.num_fua_write_ops.get(),
             s.io_errors.get(),
         ];
-        assert_eq!(got, [1024, 1, 1024, 1, 2048, 1, 1, 1]);
+        assert_eq!(got, [1024, 1, 1536, 2, 2048, 1, 1, 1, 1]);
         assert_eq!(
             (
                 s.read_latency.count(),
                 s.write_latency.count(),
                 s.unmap_latency.count()
             ),
-            (1, 1, 1)
+            (1, 2, 1)
         );
         let text = registry.render();
         assert!(
-            text.contains("rackcache_bdev_written_bytes_total{bdev=\"m\"} 1024"),
+            text.contains("rackcache_bdev_written_bytes_total{bdev=\"m\"} 1536"),
+            "{text}"
+        );
+        assert!(
+            text.contains("rackcache_bdev_fua_write_ops_total{bdev=\"m\"} 1"),
             "{text}"
         );
         IoStats::unregister(&registry, "m");

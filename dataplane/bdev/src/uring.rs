@@ -43,8 +43,14 @@ pub(crate) struct Uring {
 
 /// What to submit.
 pub(crate) enum UringOp {
-    Read { offset: u64 },
-    Write { offset: u64 },
+    Read {
+        offset: u64,
+    },
+    /// `dsync`: RWF_DSYNC, durable on completion.
+    Write {
+        offset: u64,
+        dsync: bool,
+    },
     Fdatasync,
 }
 
@@ -87,8 +93,9 @@ impl Uring {
             UringOp::Read { offset } => opcode::Read::new(types::Fd(fd), ptr, len)
                 .offset(offset)
                 .build(),
-            UringOp::Write { offset } => opcode::Write::new(types::Fd(fd), ptr, len)
+            UringOp::Write { offset, dsync } => opcode::Write::new(types::Fd(fd), ptr, len)
                 .offset(offset)
+                .rw_flags(if dsync { libc::RWF_DSYNC } else { 0 })
                 .build(),
             UringOp::Fdatasync => opcode::Fsync::new(types::Fd(fd))
                 .flags(types::FsyncFlags::DATASYNC)

@@ -34,8 +34,19 @@ async fn exercise(b: &Bdev) {
     assert_eq!(&got[12288..], &data[12288..16384]);
     b.flush().await.unwrap();
 
-    // Past the end and misaligned: refused, nothing changes.
+    // A FUA write lands like any other (durable before it completes: for
+    // files through RWF_DSYNC or fdatasync), and is range-checked the same.
+    let fua = pattern(8192, 9);
+    let (fua, r) = b.write_fua(off + 16384, fua).await;
+    r.unwrap();
+    let (got, r) = b.read(off + 16384, DmaBuf::new(8192)).await;
+    r.unwrap();
+    assert_eq!(&*got, &*fua);
     let size = b.info().size_bytes();
+    let (_, r) = b.write_fua(size, pattern(bs, 1)).await;
+    assert!(matches!(r, Err(BdevError::OutOfRange { .. })), "{r:?}");
+
+    // Past the end and misaligned: refused, nothing changes.
     let (_, r) = b.write(size - bs as u64, pattern(2 * bs, 1)).await;
     assert!(matches!(r, Err(BdevError::OutOfRange { .. })), "{r:?}");
     let (_, r) = b.write(off + 1, pattern(bs, 1)).await;
@@ -97,4 +108,49 @@ async fn file_round_trip() {
     assert!(FileBdev::open("odd", &dir.join("odd.img"), 4096).is_err());
     assert!(FileBdev::open("none", &dir.join("missing.img"), 4096).is_err());
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// SPDK's `bdev_aio_create --readonly`: reads work, every change is
+/// refused before it reaches the file, and the bdev says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_only_file_refuses_changes() {
+    use bdev::IoKind;
+    let dir = testkit::TempDir::new("bdev-readonly");
+    let path = dir.path().join("ro.img");
+    std::fs::write(&path, vec![5u8; 64 << 10]).unwrap();
+    let mut perms = std::fs::metadata(&path).unwrap().permissions();
+    perms.set_readonly(true);
+    std::fs::set_permissions(&path, perms).unwrap();
+
+    for b in [FileBdev::open_with("ro", &path, 4096, true).unwrap(), {
+        // The blocking pool says the same.
+        let mut b = FileBdev::open_with("ro", &path, 4096, true).unwrap();
+        b.disable_uring();
+        b
+    }] {
+        assert!(b.readonly());
+        assert!(b.supports(IoKind::Read) && b.supports(IoKind::Flush));
+        assert!(!b.supports(IoKind::Write) && !b.supports(IoKind::Unmap));
+        let b = Bdev::File(b);
+        let (got, r) = b.read(0, DmaBuf::new(4096)).await;
+        r.unwrap();
+        assert!(got.iter().all(|&x| x == 5));
+        let (_, r) = b.write(0, pattern(4096, 1)).await;
+        assert!(
+            matches!(r, Err(BdevError::Unsupported(IoKind::Write))),
+            "{r:?}"
+        );
+        let (_, r) = b.write_fua(0, pattern(4096, 1)).await;
+        assert!(matches!(r, Err(BdevError::Unsupported(IoKind::Write))));
+        assert!(matches!(
+            b.write_zeroes(0, 4096).await,
+            Err(BdevError::Unsupported(IoKind::WriteZeroes))
+        ));
+        assert!(matches!(
+            b.unmap(0, 4096).await,
+            Err(BdevError::Unsupported(IoKind::Unmap))
+        ));
+        b.flush().await.unwrap();
+    }
+    assert!(std::fs::read(&path).unwrap().iter().all(|&x| x == 5));
 }

@@ -122,8 +122,8 @@ impl ReqState {
 /// What to do once a request's data has arrived.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Pending {
-    /// Write the buffer at `offset`.
-    Write { offset: u64 },
+    /// Write the buffer at `offset`; durably before completion if `fua`.
+    Write { offset: u64, fua: bool },
     /// Dataset Management with `ranges` ranges; `deallocate` set.
     Dsm { deallocate: bool },
 }
@@ -155,7 +155,10 @@ impl Request {
             received: 0,
             buf: None,
             failed: None,
-            pending: Pending::Write { offset: 0 },
+            pending: Pending::Write {
+                offset: 0,
+                fua: false,
+            },
             started: Instant::now(),
         }
     }
@@ -170,12 +173,13 @@ pub(crate) enum Op {
         offset: u64,
         buf: DmaBuf,
     },
-    /// Write `buf` at `offset`.
+    /// Write `buf` at `offset`; durably before completion if `fua`.
     Write {
         slot: u16,
         ns: Arc<Namespace>,
         offset: u64,
         buf: DmaBuf,
+        fua: bool,
     },
     /// Flush one namespace.
     Flush { slot: u16, ns: Arc<Namespace> },
@@ -244,8 +248,13 @@ async fn execute(op: Op) -> Done {
             ns,
             offset,
             buf,
+            fua,
         } => {
-            let (buf, r) = ns.bdev.write(offset, buf).await;
+            let (buf, r) = if fua {
+                ns.bdev.write_fua(offset, buf).await
+            } else {
+                ns.bdev.write(offset, buf).await
+            };
             io(slot, r, Some(buf), IoKind::Write)
         }
         Op::Flush { slot, ns } => io(slot, ns.bdev.flush().await, None, IoKind::Flush),
@@ -802,13 +811,14 @@ impl Connection {
             return;
         };
         match r.pending {
-            Pending::Write { offset } => {
+            Pending::Write { offset, fua } => {
                 self.set_state(slot, ReqState::Executing);
                 self.submit.push(Op::Write {
                     slot,
                     ns,
                     offset,
                     buf,
+                    fua,
                 });
             }
             Pending::Dsm { deallocate } => {

@@ -5,7 +5,8 @@
 //! Queue pairs run as separate tasks; what they share is here behind small
 //! locks that only admin commands and Connect take. The I/O path reads
 //! nothing from the controller except the teardown signal, which it awaits
-//! in its select loop.
+//! in its select loop, and the write-cache flag (one relaxed atomic load
+//! per write).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::SocketAddr;
@@ -167,7 +168,8 @@ pub struct Controller {
     /// holding it has closed: receivers from [`Controller::gone_signal`]
     /// see their sender go, which is how revocation waits for the queues.
     gone_tx: watch::Sender<()>,
-    /// Volatile write cache enable (feature 0x06).
+    /// Volatile write cache enable (feature 0x06, bit 0 WCE). Off: every
+    /// write is made durable before it completes.
     pub write_cache: AtomicU32,
 }
 
@@ -199,6 +201,12 @@ impl Controller {
             gone_tx: watch::channel(()).0,
             write_cache: AtomicU32::new(1),
         }
+    }
+
+    /// Whether the host lets writes complete before they are durable
+    /// (Volatile Write Cache enabled, the default).
+    pub fn write_cache_enabled(&self) -> bool {
+        self.write_cache.load(Ordering::Relaxed) & 1 != 0
     }
 
     /// Keep-alive timeout in ms (0: disabled).

@@ -146,7 +146,9 @@ pub fn controller(page: &mut [u8], id: &ControllerIdentity) {
     if id.kind == ControllerType::Io {
         // ONCS: Dataset Management (bit 2) and Write Zeroes (bit 3).
         put16(page, 520, (1 << 2) | (1 << 3));
-        page[525] = 0x01; // VWC: a volatile write cache: hosts send Flush
+        // VWC: a volatile write cache: hosts send Flush and FUA writes, and
+        // may turn it off (Set Features 0x06), which the I/O path honours.
+        page[525] = 0x01;
     }
     // SGLS: SGLs supported without alignment (bit 0), SGL offsets for
     // in-capsule data (bit 20). Keyed SGLs (bit 2) are RDMA only.
@@ -176,7 +178,12 @@ pub fn namespace(page: &mut [u8], ns: &Namespace) {
     page[25] = 0; // NLBAF: one format (0's based)
     page[26] = 0; // FLBAS: format 0, no metadata
     page[30] = 0x01; // NMIC: may be shared by several controllers
-    page[33] = 0x01; // DLFEAT: deallocated blocks read as zeroes
+                     // DLFEAT: deallocated blocks read as zeroes. Every bdev keeps this
+                     // promise (malloc fills zeroes, files punch a hole or write zeroes, rbd
+                     // deallocates through write-zeroes).
+    page[33] = 0x01;
+    // NSATTR bit 0: write protected (a read-only bdev).
+    page[99] = u8::from(!ns.bdev.supports(bdev::IoKind::Write));
     page[104..120].copy_from_slice(&ns.nguid); // NGUID
                                                // LBAF0: no metadata, LBADS = log2(block size), relative performance 0.
     put32(page, 128, ns.block_shift << 16);

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use bdev::IoKind;
 use nvmf::cqe::Status;
 use nvmf::sqe::{opcode, sgl, Sqe};
 
@@ -13,12 +14,32 @@ use crate::subsystem::Namespace;
 /// A DSM range is 16 bytes; at most 256 ranges.
 const DSM_RANGE_LEN: usize = 16;
 
+/// Read/Write CDW12 bit 30: Force Unit Access.
+const CDW12_FUA: u32 = 1 << 30;
+
+/// Generic status 0x20, Namespace is Write Protected: a command that would
+/// change a read-only bdev (Identify Namespace reports NSATTR bit 0).
+pub(crate) const NAMESPACE_WRITE_PROTECTED: Status = Status {
+    sct: 0,
+    sc: 0x20,
+    dnr: true,
+};
+
 impl Connection {
     pub(crate) fn io(&mut self, sqe: &Sqe, data: &[u8]) {
         let cid = sqe.cid();
         let Some(ns) = self.namespace(sqe.nsid()) else {
             return self.complete(cid, Status::INVALID_NAMESPACE);
         };
+        let changes_data = match sqe.opcode() {
+            opcode::WRITE | opcode::WRITE_ZEROES => true,
+            opcode::DATASET_MANAGEMENT => sqe.cdw(11) & (1 << 2) != 0,
+            _ => false,
+        };
+        if changes_data && !ns.bdev.supports(IoKind::Write) {
+            // Refused before any data moves (no R2T for a doomed write).
+            return self.complete(cid, NAMESPACE_WRITE_PROTECTED);
+        }
         match sqe.opcode() {
             opcode::READ => self.read(sqe, ns),
             opcode::WRITE => self.write(sqe, ns, data),
@@ -42,7 +63,7 @@ impl Connection {
                     slot,
                     ns,
                     offset,
-                    len: u64::from(len),
+                    len,
                 });
             }
             opcode::DATASET_MANAGEMENT => self.dataset_management(sqe, ns, data),
@@ -61,23 +82,35 @@ impl Connection {
     }
 
     /// Byte offset and length of an LBA-range command, checked against the
-    /// namespace and the transfer limit.
-    fn range(&self, sqe: &Sqe, ns: &Namespace) -> Result<(u64, u32), Status> {
+    /// namespace. In u64: 65536 blocks of 64 KiB are 4 GiB, one more than
+    /// a u32 holds.
+    fn range(&self, sqe: &Sqe, ns: &Namespace) -> Result<(u64, u64), Status> {
         let slba = sqe.slba();
         let nlb = u64::from(sqe.nlb()) + 1;
         match slba.checked_add(nlb) {
             Some(end) if end <= ns.num_blocks => {}
             _ => return Err(Status::LBA_OUT_OF_RANGE),
         }
-        let len = nlb << ns.block_shift;
-        Ok((slba << ns.block_shift, len as u32))
+        Ok((slba << ns.block_shift, nlb << ns.block_shift))
     }
 
+    /// [`Self::range`] of a command that moves data, also checked against
+    /// the transfer limit (MDTS) before any narrowing: a larger transfer is
+    /// refused with Invalid Field, never truncated.
     fn transfer_len(&self, sqe: &Sqe, ns: &Namespace) -> Result<(u64, u32), Status> {
         let (offset, len) = self.range(sqe, ns)?;
-        if len > self.target.opts.max_io_size {
-            return Err(Status::INVALID_FIELD);
-        }
+        let len = match u32::try_from(len) {
+            Ok(l) if l <= self.target.opts.max_io_size => l,
+            _ => {
+                tracing::debug!(
+                    cid = sqe.cid(),
+                    len,
+                    max = self.target.opts.max_io_size,
+                    "transfer above MDTS refused"
+                );
+                return Err(Status::INVALID_FIELD);
+            }
+        };
         if sqe.psdt() == 0 {
             return Err(Status::INVALID_FIELD);
         }
@@ -85,6 +118,17 @@ impl Connection {
             return Err(Status::SGL_LENGTH_INVALID);
         }
         Ok((offset, len))
+    }
+
+    /// Whether a write must be durable before it completes: the host set
+    /// FUA, or turned the volatile write cache off (Set Features 0x06), in
+    /// which case every write is written through.
+    fn write_through(&self, sqe: &Sqe) -> bool {
+        sqe.cdw(12) & CDW12_FUA != 0
+            || self
+                .bound
+                .as_ref()
+                .is_some_and(|b| !b.ctrl.write_cache_enabled())
     }
 
     fn read(&mut self, sqe: &Sqe, ns: Arc<Namespace>) {
@@ -115,7 +159,8 @@ impl Connection {
             Ok(r) => r,
             Err(st) => return self.complete(cid, st),
         };
-        self.receive_then(sqe, ns, data, len, Pending::Write { offset });
+        let fua = self.write_through(sqe);
+        self.receive_then(sqe, ns, data, len, Pending::Write { offset, fua });
     }
 
     fn dataset_management(&mut self, sqe: &Sqe, ns: Arc<Namespace>, data: &[u8]) {

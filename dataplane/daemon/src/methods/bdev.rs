@@ -98,6 +98,11 @@ pub(super) async fn malloc_create(app: &App, params: Option<Value>) -> Result<Va
     Ok(json!(name))
 }
 
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// SPDK's `bdev_aio_create`, with every parameter its stock client sends.
 #[derive(Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 struct AioCreate {
@@ -105,15 +110,47 @@ struct AioCreate {
     filename: PathBuf,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     block_size: Option<u32>,
+    /// Opened O_RDONLY; writes, Write Zeroes and deallocate are refused.
+    #[serde(default, skip_serializing_if = "is_false")]
+    readonly: bool,
+    /// SPDK: serve unmap and Write Zeroes with fallocate. Ours always does
+    /// (falling back to written zeroes), so both values mean the same.
+    #[serde(default, skip_serializing_if = "is_false")]
+    fallocate: bool,
+    /// SPDK: submit with RWF_NOWAIT. Ours never blocks the I/O threads
+    /// either way (io_uring, or the blocking pool), so it changes nothing.
+    #[serde(default, skip_serializing_if = "is_false")]
+    nowait: bool,
+    /// The bdev's UUID instead of the one derived from its name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    uuid: Option<String>,
 }
 
 pub(super) async fn aio_create(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
     let p: AioCreate = parse(params)?;
     check_name(&p.name)?;
+    let uuid = p
+        .uuid
+        .as_deref()
+        .map(|u| {
+            uuid::Uuid::parse_str(u)
+                .map(|u| u.into_bytes())
+                .map_err(|e| RpcError::invalid_params(format!("uuid {u:?}: {e}")))
+        })
+        .transpose()?;
     let mut state = app.state.lock().await;
     exists(&state, &p.name)?;
-    let b = FileBdev::open(&p.name, &p.filename, p.block_size.unwrap_or(0))?;
-    tracing::info!(bdev = %p.name, file = %p.filename.display(), direct = b.direct(), "aio bdev created");
+    let mut b = FileBdev::open_with(&p.name, &p.filename, p.block_size.unwrap_or(0), p.readonly)?;
+    if let Some(u) = uuid {
+        b.set_uuid(u);
+    }
+    tracing::info!(
+        bdev = %p.name,
+        file = %p.filename.display(),
+        direct = b.direct(),
+        readonly = p.readonly,
+        "aio bdev created"
+    );
     let name = p.name.clone();
     register(
         app,
@@ -157,8 +194,21 @@ pub(super) async fn delete(
             format!("bdev {name} is claimed by namespace {nsid} of NVMe-oF subsystem {nqn}; remove the namespace first (nvmf_subsystem_remove_ns)"),
         ));
     }
-    state.bdevs.remove(&name);
+    let removed = state.bdevs.remove(&name);
     IoStats::unregister(&app.metrics, &name);
+    drop(state);
+    // An rbd image is closed before the call returns (as SPDK does), so that
+    // the caller may remove the image at once; librbd's blocking close runs
+    // on a thread of its own, not on this one. When another handle still
+    // holds the bdev, it closes when that handle goes.
+    if let Some((_, reg)) = removed {
+        if let Some(Bdev::Rbd(rbd)) = Arc::try_unwrap(reg)
+            .ok()
+            .and_then(|r| Arc::try_unwrap(r.bdev).ok())
+        {
+            rbd.close().await;
+        }
+    }
     tracing::info!(bdev = %name, "bdev deleted");
     Ok(json!(true))
 }
@@ -337,7 +387,13 @@ fn describe(r: &RegisteredBdev, claimed: bool) -> Value {
     let driver = match r.bdev.as_ref() {
         Bdev::Malloc(_) => json!({}),
         Bdev::File(f) => {
-            json!({ "aio": { "filename": f.path(), "direct": f.direct(), "engine": f.engine() } })
+            json!({ "aio": {
+                "filename": f.path(),
+                "direct": f.direct(),
+                "engine": f.engine(),
+                "readonly": f.readonly(),
+                "fallocate": true
+            } })
         }
         Bdev::Rbd(b) => {
             let (pool, image) = b.image();
@@ -428,6 +484,11 @@ pub(super) async fn get_iostat(app: &App, params: Option<Value>) -> Result<Value
             "num_write_ops": s.num_write_ops.get(),
             "bytes_unmapped": s.bytes_unmapped.get(),
             "num_unmap_ops": s.num_unmap_ops.get(),
+            // Not in SPDK's output: durable operations that reached the bdev
+            // (Flush, and writes durable before completion: FUA, or any
+            // write while the host turned the write cache off).
+            "num_flush_ops": s.num_flush_ops.get(),
+            "num_fua_write_ops": s.num_fua_write_ops.get(),
             "read_latency_ticks": s.read_latency.sum_ns(),
             "write_latency_ticks": s.write_latency.sum_ns(),
             "unmap_latency_ticks": s.unmap_latency.sum_ns(),
