@@ -69,7 +69,10 @@ async fn a_request_head_that_never_completes_is_dropped_after_the_timeout() {
         .expect("the server closed the silent connection");
     assert!(answer.is_empty() || answer.starts_with(b"HTTP/1.1 408"));
     let waited = started.elapsed();
-    assert!(waited >= timeout && waited < 2 * timeout, "closed after {waited:?}");
+    assert!(
+        waited >= timeout && waited < 2 * timeout,
+        "closed after {waited:?}"
+    );
 
     // A complete head is answered.
     let mut s = TcpStream::connect(("127.0.0.1", port)).await.unwrap();

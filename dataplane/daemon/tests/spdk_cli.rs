@@ -41,10 +41,6 @@ const NO_CLI_COMMAND: &[(&str, &str)] = &[(
      spdk_client.rs",
 )];
 
-/// Why the aio rows are pending.
-const AIO_FLAGS: &str = "bdev_aio_create refuses the readonly, fallocate and nowait \
-     the command line always sends (fixed on the aio flags branch)";
-
 /// One command of the stock command line.
 struct Row {
     /// The JSON-RPC method the command sends.
@@ -54,10 +50,6 @@ struct Row {
     args: &'static [&'static str],
     /// Asserts the effect, given the command's standard output.
     check: fn(&mut Ctx, &str),
-    /// Set while another branch fixes the method's refusal of the command
-    /// line's defaults: the row may fail (reported, not fatal) but must
-    /// not pass (remove the marker once it does).
-    pending: Option<&'static str>,
 }
 
 const fn row(
@@ -69,7 +61,6 @@ const fn row(
         method,
         args,
         check,
-        pending: None,
     }
 }
 
@@ -226,17 +217,14 @@ fn rows() -> Vec<Row> {
                 assert_eq!(names, [json!("Malloc1"), json!("Malloc0")]);
             },
         ),
-        Row {
-            pending: Some(AIO_FLAGS),
-            ..row(
-                "bdev_aio_create",
-                &["{work}/aio0.img", "aio0", "4096"],
-                |c, out| {
-                    assert_eq!(out.trim(), "aio0");
-                    assert!(c.bdev_names().contains("aio0"));
-                },
-            )
-        },
+        row(
+            "bdev_aio_create",
+            &["{work}/aio0.img", "aio0", "4096"],
+            |c, out| {
+                assert_eq!(out.trim(), "aio0");
+                assert!(c.bdev_names().contains("aio0"));
+            },
+        ),
         row(
             "bdev_rbd_register_cluster",
             &[
@@ -492,12 +480,9 @@ fn rows() -> Vec<Row> {
             assert_eq!(c.rpc("bdev_rbd_register_cluster", params), json!("ceph"));
             c.rpc("bdev_rbd_unregister_cluster", json!({ "name": "ceph" }));
         }),
-        Row {
-            pending: Some("depends on bdev_aio_create above"),
-            ..row("bdev_aio_delete", &["aio0"], |c, _| {
-                assert!(!c.bdev_names().contains("aio0"));
-            })
-        },
+        row("bdev_aio_delete", &["aio0"], |c, _| {
+            assert!(!c.bdev_names().contains("aio0"));
+        }),
         row("bdev_malloc_delete", &["Malloc1"], |c, _| {
             assert!(!c.bdev_names().contains("Malloc1"));
         }),
@@ -571,16 +556,12 @@ fn every_method_through_the_stock_spdk_rpc_command_line() {
         let mut args = vec![r.method.to_owned()];
         args.extend(r.args.iter().map(|a| expand(a, &ctx.vars)));
         let shown = format!("spdk-rpc {}", args.join(" "));
-        match (run(&socket, &args), r.pending) {
-            (Ok(out), None) => {
+        match run(&socket, &args) {
+            Ok(out) => {
                 println!("ok: {shown}");
                 (r.check)(&mut ctx, &out);
             }
-            (Err(e), None) => failures.push(format!("{shown} failed:\n{e}")),
-            (Err(_), Some(why)) => println!("PENDING (allowed to fail): {shown}: {why}"),
-            (Ok(_), Some(why)) => failures.push(format!(
-                "{shown} is marked pending ({why}) but passes: remove the marker"
-            )),
+            Err(e) => failures.push(format!("{shown} failed:\n{e}")),
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
