@@ -682,6 +682,12 @@ pub(super) async fn add_ns(app: &App, params: Option<Value>) -> Result<Value, Rp
             ns.bdev_name
         )));
     };
+    if let Some(user) = state.wrapper_of(&ns.bdev_name) {
+        return Err(RpcError::invalid_params(format!(
+            "bdev {} is already claimed by bdev {user}",
+            ns.bdev_name
+        )));
+    }
     if let Some((nqn, nsid)) = state.nvmf.claims(&ns.bdev_name).into_iter().next() {
         return Err(RpcError::invalid_params(format!(
             "bdev {} is already claimed by namespace {nsid} of subsystem {nqn}",
