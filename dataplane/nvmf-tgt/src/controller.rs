@@ -10,7 +10,9 @@
 use std::collections::{BTreeSet, VecDeque};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+
+// tokio's clock, so that keep-alive follows paused time in tests.
+use tokio::time::Instant;
 
 use tokio::sync::{watch, Notify};
 

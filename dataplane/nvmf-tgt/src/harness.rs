@@ -51,6 +51,9 @@ pub fn options() -> TransportOptions {
         max_h2c_data: 4096,
         c2h_success: false,
         drain_timeout: Duration::from_secs(1),
+        num_shared_buffers: 64,
+        io_unit_size: 8192,
+        ..TransportOptions::default()
     }
 }
 
