@@ -126,10 +126,12 @@ impl TransportOptions {
                 self.max_h2c_data
             ));
         }
-        if !(512..=self.max_io_size).contains(&self.io_unit_size) {
+        // A unit larger than max_io_size is allowed (SPDK clamps it): each
+        // command then takes one unit.
+        if !(512..=(8 << 20)).contains(&self.io_unit_size) {
             return bad(format!(
-                "io_unit_size {} must be from 512 to max_io_size ({})",
-                self.io_unit_size, self.max_io_size
+                "io_unit_size {} must be from 512 to 8 MiB",
+                self.io_unit_size
             ));
         }
         let per_transfer = self.max_io_size.div_ceil(self.io_unit_size);
