@@ -73,6 +73,9 @@ impl Drop for Grant {
     }
 }
 
+/// What waiting for a grant needs, without borrowing the connection.
+pub type GrantHandles = (Arc<Semaphore>, Arc<SharedBuffers>);
+
 /// One queue pair's view of the budget: its own share and the target's.
 pub struct QueueBuffers {
     shared: Arc<SharedBuffers>,
@@ -139,7 +142,7 @@ impl QueueBuffers {
 
     /// Handles for [`QueueBuffers::grant_when_free`] (a future that must
     /// not borrow the connection).
-    pub fn handles(&self) -> (Arc<Semaphore>, Arc<SharedBuffers>) {
+    pub fn handles(&self) -> GrantHandles {
         (self.queue.clone(), self.shared.clone())
     }
 }

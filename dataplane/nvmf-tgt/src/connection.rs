@@ -1161,7 +1161,7 @@ async fn wait_torn_down(rx: &mut Option<watch::Receiver<bool>>) {
 
 async fn sleep_until(deadline: Option<Instant>) {
     match deadline {
-        Some(d) => tokio::time::sleep_until(d.into()).await,
+        Some(d) => tokio::time::sleep_until(d).await,
         None => std::future::pending().await,
     }
 }
@@ -1173,16 +1173,9 @@ async fn notified(ctrl: Option<&Controller>) {
     }
 }
 
-/// Budget units for the oldest waiting request, when one waits.
-async fn grant_for(
-    head: Option<(
-        u32,
-        (
-            Arc<tokio::sync::Semaphore>,
-            Arc<crate::bufpool::SharedBuffers>,
-        ),
-    )>,
-) -> Grant {
+/// Budget units for the oldest waiting request (its length and the
+/// handles of [`QueueBuffers::grant_when_free`]), when one waits.
+async fn grant_for(head: Option<(u32, crate::bufpool::GrantHandles)>) -> Grant {
     match head {
         Some((len, (queue, shared))) => QueueBuffers::grant_when_free(queue, shared, len).await,
         None => std::future::pending().await,
