@@ -7,8 +7,8 @@
 //! - `nomem`: the same, reported as out of memory (SPDK retries such I/O
 //!   inside its bdev layer; there is no such retry here, so the host sees
 //!   the error);
-//! - `pending`: the I/O never completes (for timeout, abort and drain
-//!   paths); it does not reach the base;
+//! - `pending`: the I/O is held (for timeout, abort and drain paths) until
+//!   `bdev_error_resume_pending`, then goes to the base as usual;
 //! - `corrupt_data`: reads return the base's data with the byte at
 //!   `corrupt_offset` XORed with `corrupt_value`; writes store data
 //!   corrupted the same way.
@@ -27,7 +27,7 @@ pub enum ErrorType {
     Failure,
     /// Fails as out of memory.
     NoMem,
-    /// Never completes.
+    /// Held until [`ErrorBdev::resume_pending`].
     Pending,
     /// Completes with corrupted data.
     CorruptData {
@@ -81,6 +81,8 @@ pub struct ErrorBdev {
     info: BdevInfo,
     base: CountedBdev,
     injections: Mutex<Vec<Injection>>,
+    /// Bumped by `resume_pending`: held I/O waits for a change.
+    resumed: tokio::sync::watch::Sender<u64>,
 }
 
 impl ErrorBdev {
@@ -97,6 +99,7 @@ impl ErrorBdev {
             },
             base,
             injections: Mutex::new(Vec::new()),
+            resumed: tokio::sync::watch::channel(0).0,
         }
     }
 
@@ -134,6 +137,12 @@ impl ErrorBdev {
         Ok(())
     }
 
+    /// Lets every held (`pending`) I/O go on to the base (SPDK's
+    /// `bdev_error_resume_pending`).
+    pub fn resume_pending(&self) {
+        self.resumed.send_modify(|g| *g += 1);
+    }
+
     /// Removes every injection (SPDK's `io_type` "clear").
     pub fn clear(&self) {
         self.injections
@@ -167,12 +176,17 @@ impl ErrorBdev {
         }
     }
 
-    /// Applies a non-corrupting error: fails, or never returns.
-    async fn fail(&self, op: &'static str, err: ErrorType) -> BdevError {
+    /// Applies a non-corrupting error: `Err` with the failure, or `Ok`
+    /// once a held I/O is resumed (it then goes to the base).
+    async fn fail(&self, op: &'static str, err: ErrorType) -> std::result::Result<(), BdevError> {
         if err == ErrorType::Pending {
-            std::future::pending::<()>().await;
+            let mut rx = self.resumed.subscribe();
+            rx.borrow_and_update();
+            // The sender lives as long as `self`.
+            let _ = rx.changed().await;
+            return Ok(());
         }
-        self.injected(op, err)
+        Err(self.injected(op, err))
     }
 
     /// Reads from the base unless an error is injected.
@@ -187,10 +201,10 @@ impl ErrorBdev {
                     }
                     (buf, r)
                 }
-                Some(e) => {
-                    let err = self.fail("read", e).await;
-                    (buf, Err(err))
-                }
+                Some(e) => match self.fail("read", e).await {
+                    Ok(()) => self.base.read(offset, buf).await,
+                    Err(err) => (buf, Err(err)),
+                },
             }
         })
     }
@@ -204,10 +218,10 @@ impl ErrorBdev {
                     corrupt(&mut buf, at, value);
                     self.base.write(offset, buf).await
                 }
-                Some(e) => {
-                    let err = self.fail("write", e).await;
-                    (buf, Err(err))
-                }
+                Some(e) => match self.fail("write", e).await {
+                    Ok(()) => self.base.write(offset, buf).await,
+                    Err(err) => (buf, Err(err)),
+                },
             }
         })
     }
@@ -218,7 +232,10 @@ impl ErrorBdev {
         Box::pin(async move {
             match self.take(IoKind::Flush) {
                 None | Some(ErrorType::CorruptData { .. }) => self.base.flush().await,
-                Some(e) => Err(self.fail("flush", e).await),
+                Some(e) => {
+                    self.fail("flush", e).await?;
+                    self.base.flush().await
+                }
             }
         })
     }
@@ -230,7 +247,10 @@ impl ErrorBdev {
                 None | Some(ErrorType::CorruptData { .. }) => {
                     self.base.write_zeroes(offset, len).await
                 }
-                Some(e) => Err(self.fail("write zeroes", e).await),
+                Some(e) => {
+                    self.fail("write zeroes", e).await?;
+                    self.base.write_zeroes(offset, len).await
+                }
             }
         })
     }
@@ -240,7 +260,10 @@ impl ErrorBdev {
         Box::pin(async move {
             match self.take(IoKind::Unmap) {
                 None | Some(ErrorType::CorruptData { .. }) => self.base.unmap(offset, len).await,
-                Some(e) => Err(self.fail("unmap", e).await),
+                Some(e) => {
+                    self.fail("unmap", e).await?;
+                    self.base.unmap(offset, len).await
+                }
             }
         })
     }
@@ -289,8 +312,17 @@ mod tests {
         assert_eq!((buf[2], buf[3]), (1, 0xfe));
         b.inject(IoTypeSel::Kind(IoKind::Read), ErrorType::Pending, 1)
             .unwrap();
-        let pending = tokio::time::timeout(Duration::from_secs(60), b.read(0, buf)).await;
-        assert!(pending.is_err(), "pending never completes");
+        let held = b.read(0, buf);
+        tokio::pin!(held);
+        assert!(
+            tokio::time::timeout(Duration::from_secs(60), &mut held)
+                .await
+                .is_err(),
+            "pending is held"
+        );
+        b.resume_pending();
+        let (_, r) = held.await;
+        r.unwrap();
         b.inject(IoTypeSel::Kind(IoKind::Flush), ErrorType::NoMem, 5)
             .unwrap();
         b.clear();

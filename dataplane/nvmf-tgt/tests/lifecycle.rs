@@ -36,7 +36,8 @@ struct Fixture {
     listen: SocketAddr,
     /// The malloc bdev under the delay bdev.
     base: CountedBdev,
-    delay: Arc<Bdev>,
+    /// The delay bdev, when namespace 1 is one.
+    delay: Option<Arc<Bdev>>,
 }
 
 /// A target whose namespace 1 is a delay bdev over malloc, with a listener
@@ -70,7 +71,7 @@ async fn fixture(opts: TransportOptions, write_latency: Duration) -> Fixture {
         target,
         listen,
         base,
-        delay,
+        delay: Some(delay),
     }
 }
 
@@ -149,9 +150,8 @@ async fn stale_writes_drain_before_a_reconnected_host_rewrites() {
     drop((admin, io));
     until(Duration::from_secs(1), || sub.live_controllers().is_empty()).await;
     // Later I/O is fast: a stale write would now land after the rewrite.
-    let d = match f.delay.as_ref() {
-        Bdev::Delay(d) => d,
-        _ => unreachable!(),
+    let Some(Bdev::Delay(d)) = f.delay.as_deref() else {
+        unreachable!("namespace 1 is a delay bdev")
     };
     d.update(LatencyKind::AvgWrite, 0).unwrap();
     d.update(LatencyKind::P99Write, 0).unwrap();
@@ -299,4 +299,43 @@ async fn stalled_r2t_writes_stay_within_the_buffer_budget() {
         .expect("stalled queue closed after h2c_data_timeout")
         .unwrap();
     assert_eq!(f.target.buffer_bytes_in_use(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_command_that_never_completes_is_abandoned_and_counted() {
+    use bdev::error_inject::{ErrorBdev, ErrorType, IoTypeSel};
+    let target = Target::new(options(), metrics::Registry::new()).unwrap();
+    let mut cfg = SubsystemConfig::new(NQN);
+    cfg.allow_any_host = true;
+    let sub = target.add_subsystem(cfg).unwrap();
+    let base = CountedBdev::from(Arc::new(Bdev::Malloc(
+        MallocBdev::new("Malloc0", BLOCKS, BS as u32).unwrap(),
+    )));
+    let ee = ErrorBdev::new("EE_Malloc0", base.clone());
+    ee.inject(IoTypeSel::Kind(bdev::IoKind::Write), ErrorType::Pending, 1)
+        .unwrap();
+    sub.add_namespace(Some(1), Arc::new(Bdev::Error(ee)), None, None)
+        .unwrap();
+    let listen = target
+        .add_listener(NQN, "127.0.0.1:0".parse().unwrap(), None, None)
+        .await
+        .unwrap();
+    let f = Fixture {
+        target: target.clone(),
+        listen,
+        delay: None,
+        base,
+    };
+    let (admin, mut io, admin_task, io_task) = controller(&f, HOST, 0, 1 << 20).await;
+    io.submit(MemHost::write_sqe(0, 4096, BS, true), Some(&[1; 4096]))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let start = tokio::time::Instant::now();
+    drop((admin, io));
+    admin_task.await.unwrap();
+    io_task.await.unwrap();
+    // The queue waited the whole drain timeout, then gave up on the write.
+    assert!(start.elapsed() >= options().drain_timeout);
+    assert_eq!(target.abandoned_requests(), 1);
 }

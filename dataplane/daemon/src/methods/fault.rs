@@ -1,7 +1,7 @@
 //! Fault-injection bdevs with SPDK's methods and parameters: `delay`
 //! (`bdev_delay_create`, `bdev_delay_update_latency`, `bdev_delay_delete`)
 //! and `error` (`bdev_error_create`, `bdev_error_inject_error`,
-//! `bdev_error_delete`). Each wraps a base bdev and claims it: the base can
+//! `bdev_error_resume_pending`, `bdev_error_delete`). Each wraps a base bdev and claims it: the base can
 //! be neither deleted nor exported while the wrapper exists. Both are saved
 //! by `save_config` (a delay bdev with its current latencies); injected
 //! errors are not, as in SPDK.
@@ -201,6 +201,9 @@ struct Inject {
     corrupt_offset: u64,
     #[serde(default)]
     corrupt_value: u8,
+    // Only for `nvme_failure`, which needs an NVMe bdev under it: refused.
+    nvme_sct: Option<u8>,
+    nvme_sc: Option<u8>,
 }
 
 fn one() -> u32 {
@@ -224,10 +227,15 @@ pub(super) async fn error_inject(app: &App, params: Option<Value>) -> Result<Val
         },
         other => {
             return Err(RpcError::invalid_params(format!(
-                "error_type {other:?} must be failure, pending, corrupt_data or nomem"
+                "error_type {other:?} must be failure, pending, corrupt_data or nomem (nvme_failure is not supported)"
             )))
         }
     };
+    if p.nvme_sct.is_some() || p.nvme_sc.is_some() {
+        return Err(RpcError::invalid_params(
+            "nvme_sct and nvme_sc apply only to nvme_failure, which is not supported",
+        ));
+    }
     let state = app.state.lock().await;
     let Some(Bdev::Error(e)) = state.bdevs.get(&p.name).map(|(_, r)| r.bdev.as_ref()) else {
         return Err(RpcError::errno(
@@ -247,5 +255,27 @@ pub(super) async fn error_inject(app: &App, params: Option<Value>) -> Result<Val
         e.inject(sel, err, p.num)?;
     }
     tracing::info!(bdev = %p.name, io_type = %p.io_type, error_type = %p.error_type, num = p.num, "error injection set");
+    Ok(json!(true))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ByName {
+    name: String,
+}
+
+pub(super) async fn error_resume_pending(
+    app: &App,
+    params: Option<Value>,
+) -> Result<Value, RpcError> {
+    let ByName { name } = parse(params)?;
+    let state = app.state.lock().await;
+    let Some(Bdev::Error(e)) = state.bdevs.get(&name).map(|(_, r)| r.bdev.as_ref()) else {
+        return Err(RpcError::errno(
+            libc_errno::ENODEV,
+            format!("no error bdev named {name}"),
+        ));
+    };
+    e.resume_pending();
     Ok(json!(true))
 }
