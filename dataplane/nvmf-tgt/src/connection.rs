@@ -1258,7 +1258,10 @@ pub(crate) async fn serve<R, W>(
         if !conn.out.is_empty() {
             // A host that stops reading must not hold the queue pair (and
             // with it keep-alive expiry, teardown and draining) forever.
+            // Biased: the write usually completes at once, before the
+            // timers are polled (and registered).
             let ended: Option<&str> = tokio::select! {
+                biased;
                 r = conn.out.flush(&mut wr, &mut conn.pool) => match r {
                     Ok(()) => None,
                     Err(e) => {
