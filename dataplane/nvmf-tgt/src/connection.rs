@@ -4,12 +4,21 @@
 //!
 //! One task per connection runs [`serve`]: a loop that
 //! 1. hands newly submitted bdev operations to a `FuturesUnordered`,
-//! 2. writes everything queued in the [`Outbox`] (one batch per turn),
+//! 2. writes everything queued in the [`Outbox`] (one batch per turn;
+//!    (bounded by the write timeout, and given up when the controller is
+//!    torn down or its keep-alive expires: a host that does not read cannot
+//!    hold the queue),
 //! 3. waits for whichever comes first: bytes from the socket (all complete
 //!    PDUs in the buffer are processed at once), a bdev completion (all
 //!    ready ones are taken at once), the controller's teardown, target
-//!    shutdown, the keep-alive deadline (admin queue) or a pending
-//!    asynchronous event (admin queue with AERs outstanding).
+//!    shutdown, the keep-alive deadline (admin queue), a pending
+//!    asynchronous event (admin queue with AERs outstanding), buffer units
+//!    for the oldest request in `AwaitingBuffer`, the H2CData timeout, or
+//!    the release of a parked Connect.
+//!
+//! When the loop ends, the operations already handed to bdevs are waited
+//! for (up to the drain timeout) before the queue pair is closed and its
+//! controller released.
 //!
 //! Request slots are indexed by the transfer tag sent in R2Ts, so an
 //! H2CData PDU finds its request without a search.
