@@ -5,7 +5,7 @@
 //! One task per connection runs [`serve`]: a loop that
 //! 1. hands newly submitted bdev operations to a `FuturesUnordered`,
 //! 2. writes everything queued in the [`Outbox`] (one batch per turn;
-//!    (bounded by the write timeout, and given up when the controller is
+//!    bounded by the write timeout, and given up when the controller is
 //!    torn down or its keep-alive expires: a host that does not read cannot
 //!    hold the queue),
 //! 3. waits for whichever comes first: bytes from the socket (all complete
