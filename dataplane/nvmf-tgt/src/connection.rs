@@ -722,7 +722,10 @@ impl Connection {
             self.handle_pdu(spec, data, data_ok)
                 .map_err(|e| Fatal::new(e, &pdu[..hlen]))?;
             rb.start += layout.plen;
-            if matches!(self.state, ConnState::Terminating | ConnState::Closing) {
+            // A parked Connect holds back everything after it.
+            if matches!(self.state, ConnState::Terminating | ConnState::Closing)
+                || self.parked.is_some()
+            {
                 return Ok(());
             }
         }
@@ -1362,6 +1365,12 @@ pub(crate) async fn serve<R, W>(
                     conn.connect(&p.sqe, &p.data);
                     // A Connect that finds the host's controller draining
                     // again parks again; the bound above keeps this finite.
+                    // Then what the host sent after it.
+                    if conn.parked.is_none() {
+                        if let Err(f) = conn.process(&mut rb) {
+                            conn.terminate(&f);
+                        }
+                    }
                 }
             }
             _ = sleep_until(drain_deadline) => break,

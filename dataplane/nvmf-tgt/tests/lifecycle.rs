@@ -339,3 +339,43 @@ async fn a_command_that_never_completes_is_abandoned_and_counted() {
     assert!(start.elapsed() >= options().drain_timeout);
     assert_eq!(target.abandoned_requests(), 1);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_reconnecting_hosts_connect_waits_for_its_old_controller_to_drain() {
+    use loadgen::wire;
+    let f = fixture(options(), Duration::from_secs(2)).await;
+    let sub = f.target.subsystem(NQN).unwrap();
+    let (admin, mut io, _, _) = controller(&f, HOST, 0, 1 << 20).await;
+    io.submit(MemHost::write_sqe(40, 4096, BS, true), Some(&[0x77; 4096]))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    drop((admin, io));
+    until(Duration::from_secs(1), || sub.live_controllers().is_empty()).await;
+    // Connect and the Property Set behind it, in one write.
+    let (mut h, _) = MemHost::open(&f.target, f.listen, 64 << 10);
+    h.initialize().await.unwrap();
+    let (connect, data) = wire::connect(1, NQN, HOST, [0x33; 16], 0, 64, 0, 0);
+    let mut out = Vec::new();
+    wire::put_command(&mut out, &connect, Some(&data), wire::Digests::default());
+    let enable = wire::property_set(2, wire::prop::CC, wire::prop::CC_ENABLE);
+    wire::put_command(&mut out, &enable, None, wire::Digests::default());
+    h.send(&out).await.unwrap();
+    let start = tokio::time::Instant::now();
+    let mut cids = Vec::new();
+    for _ in 0..2 {
+        match h.recv().await.unwrap() {
+            Event::Completion(c) => {
+                assert!(c.status.is_success(), "{c:?}");
+                if cids.is_empty() {
+                    // Answered only once the stale write has landed.
+                    assert!(start.elapsed() >= Duration::from_millis(1900));
+                    assert_eq!(base_block(&f, 40).await, 0x77);
+                }
+                cids.push(c.cid);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(cids, [1, 2]);
+}
