@@ -379,3 +379,18 @@ async fn a_reconnecting_hosts_connect_waits_for_its_old_controller_to_drain() {
     }
     assert_eq!(cids, [1, 2]);
 }
+
+#[tokio::test(start_paused = true)]
+async fn deleting_the_subsystem_drains_io_in_flight_before_its_queues_close() {
+    let f = fixture(options(), Duration::from_secs(3)).await;
+    let (_admin, mut io, admin_task, io_task) = controller(&f, HOST, 0, 1 << 20).await;
+    io.submit(MemHost::write_sqe(24, 4096, BS, true), Some(&[0x3C; 4096]))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    f.target.remove_subsystem(NQN).unwrap();
+    admin_task.await.unwrap();
+    io_task.await.unwrap();
+    assert_eq!(base_block(&f, 24).await, 0x3C, "write landed before close");
+    assert_eq!(f.target.abandoned_requests(), 0);
+}
