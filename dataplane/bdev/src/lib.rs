@@ -18,12 +18,17 @@
 //!
 //! Kinds: [`malloc`] (RAM, for tests and benchmarks), [`file`] (a file or
 //! block device, O_DIRECT where the filesystem allows it), [`rbd`] (Ceph RBD
-//! through librbd's C API, cephx). [`stats`]: per-bdev I/O counters and
+//! through librbd's C API, cephx), and two wrappers of another bdev for
+//! fault injection: [`delay`] (added latency) and [`error_inject`]
+//! (failing, hanging or corrupting I/O). A wrapper's operations box the
+//! base's future (the enum is recursive through them). [`stats`]: per-bdev I/O counters and
 //! [`CountedBdev`], the counted handle the daemon and the NVMe-oF target
 //! use.
 
 pub mod buf;
+pub mod delay;
 pub mod error;
+pub mod error_inject;
 pub mod file;
 pub mod malloc;
 pub mod rbd;
@@ -31,6 +36,11 @@ pub mod stats;
 mod uring;
 
 pub use buf::DmaBuf;
+
+/// A boxed, sendable future: what the wrapper bdevs' operations return, so
+/// that the recursive `Bdev` enum (a wrapper's future awaits its base's)
+/// has futures of a known type.
+pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 pub use error::{BdevError, Result};
 pub use stats::{CountedBdev, IoStats};
 
@@ -100,6 +110,10 @@ pub enum Bdev {
     File(file::FileBdev),
     /// A Ceph RBD image.
     Rbd(rbd::RbdBdev),
+    /// Another bdev with added latency.
+    Delay(delay::DelayBdev),
+    /// Another bdev with injectable errors.
+    Error(error_inject::ErrorBdev),
 }
 
 macro_rules! dispatch {
@@ -108,6 +122,8 @@ macro_rules! dispatch {
             Bdev::Malloc($b) => $e,
             Bdev::File($b) => $e,
             Bdev::Rbd($b) => $e,
+            Bdev::Delay($b) => $e,
+            Bdev::Error($b) => $e,
         }
     };
 }

@@ -113,6 +113,24 @@ impl State {
         self.next_seq
     }
 
+    /// The wrapper bdev (delay, error) built on bdev `name`, if any: it
+    /// claims its base, which then cannot be deleted or exported.
+    pub fn wrapper_of(&self, name: &str) -> Option<String> {
+        self.bdevs.iter().find_map(|(n, (_, r))| {
+            let base = match r.bdev.as_ref() {
+                bdev::Bdev::Delay(d) => d.base(),
+                bdev::Bdev::Error(e) => e.base(),
+                _ => return None,
+            };
+            (base.info().name == name).then(|| n.clone())
+        })
+    }
+
+    /// Whether a namespace or a wrapper bdev uses bdev `name`.
+    pub fn is_claimed(&self, name: &str) -> bool {
+        self.wrapper_of(name).is_some() || !self.nvmf.claims(name).is_empty()
+    }
+
     /// The first free name `{prefix}{N}` (SPDK's default names: Malloc0,
     /// Ceph0, ...).
     pub fn default_name(&self, prefix: &str) -> String {

@@ -9,8 +9,10 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 use nvmf::cqe::Cqe;
-use nvmf::pdu::{self, CommonHeader, DataHeader, IcReq, Negotiated, PduType, Specific, CH_LEN};
-use nvmf::sqe::{fctype, opcode, sgl, ConnectData, SglDescriptor, Sqe};
+use nvmf::pdu::{self, CommonHeader, Negotiated, Specific, CH_LEN};
+use nvmf::sqe::{opcode, sgl, SglDescriptor, Sqe};
+
+use crate::wire;
 
 /// Errors of the host side.
 #[derive(Debug)]
@@ -142,17 +144,10 @@ impl HostQueue {
             busy_poll: false,
             read_timeout: Duration::from_secs(30),
         };
-        let mut ic = [0u8; 128];
-        pdu::encode_ic_req(
-            &mut ic,
-            &IcReq {
-                pfv: pdu::PFV_1_0,
-                hpda: 0,
-                header_digest,
-                data_digest,
-                maxr2t: 0,
-            },
-        );
+        let ic = wire::ic_req(wire::Digests {
+            header: header_digest,
+            data: data_digest,
+        });
         q.stream.write_all(&ic)?;
         match q.recv_specific()? {
             Specific::IcResp(r) => {
@@ -183,24 +178,17 @@ impl HostQueue {
     pub fn fabrics_connect(&mut self, p: &ConnectParams, qid: u16, cntlid: u16) -> Result<()> {
         let q = self;
         q.qid = qid;
-        // Fabrics Connect with its 1024 bytes of data in the capsule.
-        let data = ConnectData {
-            host_id: p.host_id,
-            cntlid: if qid == 0 { 0xffff } else { cntlid },
-            subnqn: p.subnqn.clone(),
-            hostnqn: p.hostnqn.clone(),
-        }
-        .encode();
-        let mut raw = [0u8; 64];
-        raw[0] = opcode::FABRICS;
-        raw[4] = fctype::CONNECT;
-        raw[24..32].copy_from_slice(&0u64.to_le_bytes());
-        raw[32..36].copy_from_slice(&(data.len() as u32).to_le_bytes());
-        raw[39] = sgl::IN_CAPSULE;
-        raw[42..44].copy_from_slice(&qid.to_le_bytes());
-        raw[44..46].copy_from_slice(&(p.queue_size - 1).to_le_bytes());
-        raw[48..52].copy_from_slice(&(if qid == 0 { p.kato_ms } else { 0 }).to_le_bytes());
-        let cqe = q.execute_raw(Sqe(raw), Some(&data), None, "Connect")?;
+        let (sqe, data) = wire::connect(
+            0,
+            &p.subnqn,
+            &p.hostnqn,
+            p.host_id,
+            qid,
+            p.queue_size,
+            cntlid,
+            p.kato_ms,
+        );
+        let cqe = q.execute_raw(sqe, Some(&data), None, "Connect")?;
         q.cntlid = cqe.dw0 as u16;
         Ok(())
     }
@@ -214,40 +202,20 @@ impl HostQueue {
     /// Queues a command capsule (with in-capsule `data`, if any) for the
     /// next [`HostQueue::flush`].
     pub fn queue_command(&mut self, sqe: &Sqe, data: Option<&[u8]>) {
-        let start = self.out.len();
-        let len = data.map_or(0, <[u8]>::len);
-        self.out.resize(start + 128, 0);
-        let (hd, dd) = (self.neg.header_digest, self.neg.data_digest);
-        let hlen = pdu::encode_capsule_cmd_header(&mut self.out[start..], &sqe.0, len, hd, dd, 0);
-        self.out.truncate(start + hlen);
-        if let Some(d) = data {
-            self.out.extend_from_slice(d);
-            if dd && !d.is_empty() {
-                self.out
-                    .extend_from_slice(&nvmf::digest::crc32c(d).to_le_bytes());
-            }
-        }
+        let d = self.digests();
+        wire::put_command(&mut self.out, sqe, data, d);
     }
 
     /// Queues an H2CData PDU.
     pub fn queue_h2c(&mut self, cccid: u16, ttag: u16, datao: u32, data: &[u8], last: bool) {
-        let start = self.out.len();
-        self.out.resize(start + 64, 0);
-        let d = DataHeader {
-            cccid,
-            ttag,
-            datao,
-            datal: data.len() as u32,
-            last,
-            success: false,
-        };
-        let (hd, dd) = (self.neg.header_digest, self.neg.data_digest);
-        let hlen = pdu::encode_data_header(&mut self.out[start..], PduType::H2cData, &d, hd, dd, 0);
-        self.out.truncate(start + hlen);
-        self.out.extend_from_slice(data);
-        if dd {
-            self.out
-                .extend_from_slice(&nvmf::digest::crc32c(data).to_le_bytes());
+        let d = self.digests();
+        wire::put_h2c(&mut self.out, cccid, ttag, datao, data, last, d);
+    }
+
+    fn digests(&self) -> wire::Digests {
+        wire::Digests {
+            header: self.neg.header_digest,
+            data: self.neg.data_digest,
         }
     }
 
@@ -465,23 +433,15 @@ impl HostQueue {
 
     /// Property Get (8-byte when `wide`).
     pub fn property_get(&mut self, offset: u32, wide: bool) -> Result<u64> {
-        let mut raw = [0u8; 64];
-        raw[0] = opcode::FABRICS;
-        raw[4] = fctype::PROPERTY_GET;
-        raw[40] = u8::from(wide);
-        raw[44..48].copy_from_slice(&offset.to_le_bytes());
-        let c = self.execute_raw(Sqe(raw), None, None, "Property Get")?;
+        let sqe = wire::property_get(0, offset, wide);
+        let c = self.execute_raw(sqe, None, None, "Property Get")?;
         Ok(u64::from(c.dw0) | (u64::from(c.dw1) << 32))
     }
 
     /// Property Set (4-byte).
     pub fn property_set(&mut self, offset: u32, value: u32) -> Result<()> {
-        let mut raw = [0u8; 64];
-        raw[0] = opcode::FABRICS;
-        raw[4] = fctype::PROPERTY_SET;
-        raw[44..48].copy_from_slice(&offset.to_le_bytes());
-        raw[48..52].copy_from_slice(&value.to_le_bytes());
-        self.execute_raw(Sqe(raw), None, None, "Property Set")
+        let sqe = wire::property_set(0, offset, value);
+        self.execute_raw(sqe, None, None, "Property Set")
             .map(|_| ())
     }
 
@@ -513,11 +473,9 @@ impl HostQueue {
     /// Enables the controller (CC.EN with 64/16-byte queue entries) and
     /// waits for CSTS.RDY.
     pub fn enable(&mut self) -> Result<()> {
-        const CC: u32 = 0x14;
-        const CSTS: u32 = 0x1c;
-        self.property_set(CC, 1 | (6 << 16) | (4 << 20))?;
+        self.property_set(wire::prop::CC, wire::prop::CC_ENABLE)?;
         for _ in 0..100 {
-            if self.property_get(CSTS, false)? & 1 == 1 {
+            if self.property_get(wire::prop::CSTS, false)? & 1 == 1 {
                 return Ok(());
             }
             std::thread::sleep(Duration::from_millis(10));
@@ -625,23 +583,12 @@ impl HostQueue {
         data: &[u8],
         in_capsule_max: usize,
     ) -> Result<Cqe> {
-        let nlb = (data.len() / block_size - 1) as u32;
         let kind = if data.len() <= in_capsule_max {
             sgl::IN_CAPSULE
         } else {
             sgl::TRANSPORT
         };
-        let sqe = Sqe::build(
-            opcode::WRITE,
-            0,
-            nsid,
-            SglDescriptor {
-                address: 0,
-                length: data.len() as u32,
-                kind,
-            },
-            [slba as u32, (slba >> 32) as u32, nlb, 0, 0, 0],
-        );
+        let sqe = wire::rw(opcode::WRITE, 0, nsid, slba, data.len(), block_size, kind);
         self.execute_raw(sqe, Some(data), None, "Write")
     }
 
@@ -653,39 +600,21 @@ impl HostQueue {
         block_size: usize,
         buf: &mut [u8],
     ) -> Result<Cqe> {
-        let nlb = (buf.len() / block_size - 1) as u32;
-        let sqe = Sqe::build(
+        let sqe = wire::rw(
             opcode::READ,
             0,
             nsid,
-            SglDescriptor {
-                address: 0,
-                length: buf.len() as u32,
-                kind: sgl::TRANSPORT,
-            },
-            [slba as u32, (slba >> 32) as u32, nlb, 0, 0, 0],
+            slba,
+            buf.len(),
+            block_size,
+            sgl::TRANSPORT,
         );
         self.execute_raw(sqe, None, Some(buf), "Read")
     }
 
     /// Dataset Management, deallocate: `ranges` of (starting LBA, blocks).
     pub fn deallocate(&mut self, nsid: u32, ranges: &[(u64, u32)]) -> Result<Cqe> {
-        let mut data = vec![0u8; ranges.len() * 16];
-        for (i, (slba, nlb)) in ranges.iter().enumerate() {
-            data[i * 16 + 4..i * 16 + 8].copy_from_slice(&nlb.to_le_bytes());
-            data[i * 16 + 8..i * 16 + 16].copy_from_slice(&slba.to_le_bytes());
-        }
-        let sqe = Sqe::build(
-            opcode::DATASET_MANAGEMENT,
-            0,
-            nsid,
-            SglDescriptor {
-                address: 0,
-                length: data.len() as u32,
-                kind: sgl::IN_CAPSULE,
-            },
-            [(ranges.len() - 1) as u32, 1 << 2, 0, 0, 0, 0],
-        );
+        let (sqe, data) = wire::deallocate(0, nsid, ranges);
         self.execute_raw(sqe, Some(&data), None, "Dataset Management")
     }
 }

@@ -5,9 +5,12 @@
 //!
 //! - [`host`]: one queue pair over a blocking TCP stream: ICReq, Fabrics
 //!   Connect, command capsules with in-capsule data or R2T/H2CData, C2HData.
+//! - [`wire`]: host PDUs and commands as bytes, shared with the in-memory
+//!   test harness.
 //! - [`workload`]: the pipelined load loop and its latency statistics.
 //! - [`run`]: a whole run (controller, namespace, queues in threads).
 
 pub mod host;
 pub mod run;
+pub mod wire;
 pub mod workload;

@@ -4,20 +4,30 @@
 //!
 //! One task per connection runs [`serve`]: a loop that
 //! 1. hands newly submitted bdev operations to a `FuturesUnordered`,
-//! 2. writes everything queued in the [`Outbox`] (one batch per turn),
+//! 2. writes everything queued in the [`Outbox`] (one batch per turn;
+//!    bounded by the write timeout, and given up when the controller is
+//!    torn down or its keep-alive expires: a host that does not read cannot
+//!    hold the queue),
 //! 3. waits for whichever comes first: bytes from the socket (all complete
 //!    PDUs in the buffer are processed at once), a bdev completion (all
 //!    ready ones are taken at once), the controller's teardown, target
-//!    shutdown, the keep-alive deadline (admin queue) or a pending
-//!    asynchronous event (admin queue with AERs outstanding).
+//!    shutdown, the keep-alive deadline (admin queue), a pending
+//!    asynchronous event (admin queue with AERs outstanding), buffer units
+//!    for the oldest request in `AwaitingBuffer`, the H2CData timeout, or
+//!    the release of a parked Connect.
+//!
+//! When the loop ends, the operations already handed to bdevs are waited
+//! for (up to the drain timeout) before the queue pair is closed and its
+//! controller released.
 //!
 //! Request slots are indexed by the transfer tag sent in R2Ts, so an
 //! H2CData PDU finds its request without a search.
 
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::Duration;
 
 use bdev::{BdevError, DmaBuf, IoKind};
 use futures_util::stream::FuturesUnordered;
@@ -31,8 +41,9 @@ use nvmf::pdu::{
 use nvmf::sqe::{fctype, opcode, sgl, ConnectCmd, ConnectData, ConnectDataError, Sqe};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
 
-use crate::bufpool::BufPool;
+use crate::bufpool::{BufPool, Grant, QueueBuffers};
 use crate::controller::{CcTransition, Controller, CSTS_RDY};
 use crate::outbox::{Outbox, INLINE_DATA_MAX};
 use crate::stats::SubsystemStats;
@@ -99,11 +110,22 @@ pub enum ConnState {
     HostClosed,
 }
 
+/// A Connect held back until an earlier controller of the same host has
+/// drained (see `Inner::releasing`).
+struct Parked {
+    sqe: Sqe,
+    data: Vec<u8>,
+    released: watch::Receiver<bool>,
+}
+
 /// Where a request slot is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReqState {
     /// Unused.
     Free,
+    /// Waiting for data buffer units (the target's budget or the queue's
+    /// share is spent): no buffer is allocated and no R2T sent yet.
+    AwaitingBuffer,
     /// R2T sent: H2CData PDUs are filling the request's buffer.
     AwaitingH2cData,
     /// Handed to the bdev; the result comes back through the connection's
@@ -111,7 +133,7 @@ pub enum ReqState {
     Executing,
 }
 
-const REQ_STATES: usize = 3;
+const REQ_STATES: usize = 4;
 
 impl ReqState {
     fn index(self) -> usize {
@@ -122,6 +144,8 @@ impl ReqState {
 /// What to do once a request's data has arrived.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Pending {
+    /// Read into a buffer from `offset` (once it has one).
+    Read { offset: u64 },
     /// Write the buffer at `offset`; durably before completion if `fua`.
     Write { offset: u64, fua: bool },
     /// Dataset Management with `ranges` ranges; `deallocate` set.
@@ -138,6 +162,8 @@ pub(crate) struct Request {
     /// Bytes received so far.
     pub(crate) received: u32,
     pub(crate) buf: Option<DmaBuf>,
+    /// The budget units `buf` holds.
+    pub(crate) grant: Option<Grant>,
     /// Set when the data arrived damaged: complete with this instead.
     pub(crate) failed: Option<Status>,
     pub(crate) pending: Pending,
@@ -154,6 +180,7 @@ impl Request {
             len: 0,
             received: 0,
             buf: None,
+            grant: None,
             failed: None,
             pending: Pending::Write {
                 offset: 0,
@@ -376,6 +403,15 @@ pub(crate) struct Connection {
     free: Vec<u16>,
     state_counts: [u32; REQ_STATES],
     pub(crate) pool: BufPool,
+    /// This queue's access to the target's buffer budget.
+    pub(crate) bufs: QueueBuffers,
+    /// Requests in `AwaitingBuffer`, oldest first.
+    pub(crate) waiting: VecDeque<u16>,
+    /// When a request last started waiting for H2CData with none waiting
+    /// before, or H2CData last arrived.
+    h2c_progress: Instant,
+    /// A Connect waiting for the host's previous controller to drain.
+    parked: Option<Parked>,
     pub(crate) out: Outbox,
     /// Operations to hand to the in-flight set.
     pub(crate) submit: Vec<Op>,
@@ -391,6 +427,8 @@ pub(crate) struct Connection {
 
 impl Connection {
     fn new(target: Arc<Inner>, peer: SocketAddr, listen: SocketAddr) -> Self {
+        let pool = BufPool::new(target.opts.buf_cache_size as usize);
+        let bufs = QueueBuffers::new(target.buffers.clone(), target.opts.max_io_size);
         let max_plen = target
             .opts
             .max_h2c_data
@@ -412,7 +450,11 @@ impl Connection {
             slots: Vec::new(),
             free: Vec::new(),
             state_counts: [0; REQ_STATES],
-            pool: BufPool::default(),
+            pool,
+            bufs,
+            waiting: VecDeque::new(),
+            h2c_progress: Instant::now(),
+            parked: None,
             out: Outbox::default(),
             submit: Vec::new(),
             sqhd: 0,
@@ -426,12 +468,18 @@ impl Connection {
     /// Moves `slot` to `new`, keeping the per-state counts.
     pub(crate) fn set_state(&mut self, slot: u16, new: ReqState) {
         let r = &mut self.slots[slot as usize];
+        if new == ReqState::AwaitingH2cData
+            && self.state_counts[ReqState::AwaitingH2cData.index()] == 0
+        {
+            self.h2c_progress = Instant::now();
+        }
         self.state_counts[r.state.index()] -= 1;
         self.state_counts[new.index()] += 1;
         r.state = new;
         if new == ReqState::Free {
             r.ns = None;
             r.failed = None;
+            r.grant = None;
             if let Some(b) = r.buf.take() {
                 self.pool.give(b);
             }
@@ -441,7 +489,8 @@ impl Connection {
 
     /// Requests not free.
     fn busy(&self) -> u32 {
-        self.state_counts[ReqState::AwaitingH2cData.index()]
+        self.state_counts[ReqState::AwaitingBuffer.index()]
+            + self.state_counts[ReqState::AwaitingH2cData.index()]
             + self.state_counts[ReqState::Executing.index()]
     }
 
@@ -595,7 +644,9 @@ impl Connection {
                             self.out.put(&buf);
                             self.pool.give(buf);
                         } else {
-                            self.out.put_buffer(buf);
+                            // The units stay held until the data is sent.
+                            let grant = self.slots[slot as usize].grant.take();
+                            self.out.put_buffer(buf, grant);
                         }
                         if let Some(crc) = crc {
                             self.out.put(&crc.to_le_bytes());
@@ -680,7 +731,10 @@ impl Connection {
             self.handle_pdu(spec, data, data_ok)
                 .map_err(|e| Fatal::new(e, &pdu[..hlen]))?;
             rb.start += layout.plen;
-            if matches!(self.state, ConnState::Terminating | ConnState::Closing) {
+            // A parked Connect holds back everything after it.
+            if matches!(self.state, ConnState::Terminating | ConnState::Closing)
+                || self.parked.is_some()
+            {
                 return Ok(());
             }
         }
@@ -786,6 +840,7 @@ impl Connection {
             buf[at..at + data.len()].copy_from_slice(data);
         }
         r.received += d.datal;
+        self.h2c_progress = Instant::now();
         if !data_ok {
             r.failed = Some(status::TRANSIENT_TRANSPORT_ERROR);
         }
@@ -811,6 +866,11 @@ impl Connection {
             return;
         };
         match r.pending {
+            Pending::Read { .. } => {
+                let cid = r.cid;
+                self.complete(cid, Status::INTERNAL_ERROR);
+                self.set_state(slot, ReqState::Free);
+            }
             Pending::Write { offset, fua } => {
                 self.set_state(slot, ReqState::Executing);
                 self.submit.push(Op::Write {
@@ -906,7 +966,11 @@ impl Connection {
             CcTransition::Shutdown => {
                 let namespaces = self.namespaces();
                 self.submit.push(Op::ShutdownFlush { namespaces });
-                self.abort_aers();
+                // As SPDK's target does: outstanding AERs are not answered
+                // (the host has abandoned them before shutting down; an
+                // answer now is a completion for a command it no longer
+                // knows), they end with the admin queue.
+                self.aers.clear();
             }
         }
         self.complete(cid, Status::SUCCESS);
@@ -936,6 +1000,19 @@ impl Connection {
 
     fn connect(&mut self, sqe: &Sqe, data: &[u8]) {
         let cid = sqe.cid();
+        if ConnectCmd::parse(sqe).qid == 0 {
+            if let Ok(d) = ConnectData::parse(data) {
+                if let Some(released) = self.target.releasing(&d.subnqn, &d.hostnqn) {
+                    tracing::info!(peer = %self.peer, subnqn = %d.subnqn, hostnqn = %d.hostnqn, "Connect waits for the host's previous controller to drain");
+                    self.parked = Some(Parked {
+                        sqe: Sqe(sqe.0),
+                        data: data.to_vec(),
+                        released,
+                    });
+                    return;
+                }
+            }
+        }
         match self.try_connect(sqe, data) {
             Ok(cntlid) => self.respond(Cqe {
                 dw0: u32::from(cntlid),
@@ -1042,6 +1119,7 @@ impl Connection {
         self.state_counts = [0; REQ_STATES];
         self.state_counts[ReqState::Free.index()] = entries as u32;
         let stats = sub.stats.clone();
+        self.target.queue_opened(&ctrl);
         stats.connections_total.inc();
         stats.connections.add(1);
         tracing::debug!(peer = %self.peer, subnqn = %sub.nqn, cntlid, qid = cmd.qid, sqsize = cmd.sqsize, "queue connected");
@@ -1089,6 +1167,10 @@ impl Connection {
         }
     }
 
+    /// Ends the queue pair once its commands have drained: an admin queue
+    /// tears its controller down, and the controller is released (a
+    /// reconnecting host's parked Connect proceeds) when its last queue
+    /// pair is closed.
     fn close(&mut self) {
         let Some(b) = self.bound.take() else { return };
         b.stats.connections.add(-1);
@@ -1097,6 +1179,7 @@ impl Connection {
         } else {
             b.ctrl.detach_io_queue(b.qid);
         }
+        self.target.queue_closed(&b.ctrl);
     }
 }
 
@@ -1113,7 +1196,7 @@ async fn wait_torn_down(rx: &mut Option<watch::Receiver<bool>>) {
 
 async fn sleep_until(deadline: Option<Instant>) {
     match deadline {
-        Some(d) => tokio::time::sleep_until(d.into()).await,
+        Some(d) => tokio::time::sleep_until(d).await,
         None => std::future::pending().await,
     }
 }
@@ -1125,9 +1208,50 @@ async fn notified(ctrl: Option<&Controller>) {
     }
 }
 
+/// Budget units for the oldest waiting request (its length and the
+/// handles of [`QueueBuffers::grant_when_free`]), when one waits.
+async fn grant_for(head: Option<(u32, crate::bufpool::GrantHandles)>) -> Grant {
+    match head {
+        Some((len, (queue, shared))) => QueueBuffers::grant_when_free(queue, shared, len).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Resolves when a parked Connect may proceed: the earlier controller has
+/// drained, or `bound` has passed (its drain is bounded by the drain
+/// timeout; this only guards against a bookkeeping slip).
+async fn released(rx: Option<watch::Receiver<bool>>, bound: Duration) {
+    match rx {
+        Some(mut rx) => {
+            let _ = tokio::time::timeout(bound, crate::target::until_true(&mut rx)).await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// Waits until every operation in `inflight` has completed or `deadline`
+/// passes; returns how many were still running (abandoned).
+async fn drain<F: std::future::Future>(
+    inflight: &mut FuturesUnordered<F>,
+    deadline: Instant,
+) -> u64 {
+    while !inflight.is_empty() {
+        tokio::select! {
+            _ = inflight.next() => {}
+            _ = tokio::time::sleep_until(deadline) => break,
+        }
+    }
+    inflight.len() as u64
+}
+
 /// Serves one accepted connection until it ends: `rd` and `wr` are the two
 /// halves of its byte stream (a TCP socket's, or an in-memory pipe's in
 /// tests and the fuzzer), `listen` the address it arrived on.
+///
+/// However the queue pair ends, the commands it already handed to a bdev
+/// are waited for (up to the drain timeout) before its controller is
+/// released: librbd and io_uring keep executing a submitted write, and a
+/// reconnecting host must not have its new writes overtaken by stale ones.
 pub(crate) async fn serve<R, W>(
     mut rd: R,
     mut wr: W,
@@ -1141,6 +1265,8 @@ pub(crate) async fn serve<R, W>(
 {
     let mut shutdown = target.shutdown.subscribe();
     let drain_timeout = target.opts.drain_timeout;
+    let write_timeout = target.opts.write_timeout;
+    let h2c_timeout = target.opts.h2c_data_timeout;
     let mut conn = Connection::new(target, peer, listen);
     let mut rb = RecvBuf {
         buf: vec![0; 2 * conn.neg.max_plen as usize],
@@ -1154,16 +1280,6 @@ pub(crate) async fn serve<R, W>(
         for op in conn.submit.drain(..) {
             inflight.push(execute(op));
         }
-        if let Err(e) = conn.out.flush(&mut wr, &mut conn.pool).await {
-            tracing::debug!(%peer, "write: {e}");
-            break;
-        }
-        match conn.state {
-            ConnState::Terminating | ConnState::Closing => break,
-            ConnState::Draining if conn.busy() == 0 && inflight.is_empty() => break,
-            ConnState::HostClosed if inflight.is_empty() => break,
-            _ => {}
-        }
         let ctrl = conn.bound.as_ref().map(|b| b.ctrl.clone());
         if teardown.is_none() {
             teardown = ctrl.as_ref().map(|c| c.teardown_signal());
@@ -1174,17 +1290,59 @@ pub(crate) async fn serve<R, W>(
         } else {
             None
         };
+        if !conn.out.is_empty() {
+            // A host that stops reading must not hold the queue pair (and
+            // with it keep-alive expiry, teardown and draining) forever.
+            // Biased: the write usually completes at once, before the
+            // timers are polled (and registered).
+            let ended: Option<&str> = tokio::select! {
+                biased;
+                r = conn.out.flush(&mut wr, &mut conn.pool) => match r {
+                    Ok(()) => None,
+                    Err(e) => {
+                        tracing::debug!(%peer, "write: {e}");
+                        Some("socket write failed")
+                    }
+                },
+                _ = tokio::time::sleep(write_timeout) => Some("write timed out: the host is not reading"),
+                _ = wait_torn_down(&mut teardown) => Some("controller torn down during a write"),
+                _ = sleep_until(ka_deadline) => {
+                    if let Some(c) = &ctrl {
+                        c.tear_down("keep-alive timeout");
+                    }
+                    Some("keep-alive timeout during a write")
+                }
+            };
+            if let Some(why) = ended {
+                tracing::info!(%peer, "queue pair ends: {why}");
+                break;
+            }
+        }
+        match conn.state {
+            ConnState::Terminating | ConnState::Closing => break,
+            ConnState::Draining if conn.busy() == 0 && inflight.is_empty() => break,
+            ConnState::HostClosed if inflight.is_empty() => break,
+            _ => {}
+        }
         let events_ctrl = ctrl
             .as_deref()
             .filter(|_| is_admin && !conn.aers.is_empty());
         let draining = conn.state == ConnState::Draining;
-        let reading = conn.state != ConnState::HostClosed;
+        let reading = conn.state != ConnState::HostClosed && conn.parked.is_none();
+        let h2c_deadline = (conn.state_counts[ReqState::AwaitingH2cData.index()] > 0)
+            .then(|| conn.h2c_progress + h2c_timeout);
+        let head = conn
+            .waiting
+            .front()
+            .map(|&s| (conn.slots[s as usize].len, conn.bufs.handles()));
+        let parked = conn.parked.as_ref().map(|p| p.released.clone());
         tokio::select! {
             Some(done) = inflight.next(), if !inflight.is_empty() => {
                 conn.finish(done);
                 while let Some(Some(done)) = inflight.next().now_or_never() {
                     conn.finish(done);
                 }
+                conn.start_waiting();
             }
             r = rd.read(rb.spare()), if reading => match r {
                 Ok(0) => conn.state = ConnState::HostClosed,
@@ -1213,11 +1371,40 @@ pub(crate) async fn serve<R, W>(
                 }
             }
             _ = notified(events_ctrl) => conn.deliver_events(),
+            g = grant_for(head) => {
+                if let Some(slot) = conn.waiting.pop_front() {
+                    conn.start_with(slot, g);
+                }
+                conn.start_waiting();
+            }
+            _ = sleep_until(h2c_deadline) => {
+                if h2c_deadline.is_some_and(|d| d <= Instant::now()) {
+                    tracing::warn!(%peer, timeout = ?h2c_timeout, "the host sent no H2CData for a solicited write in time: closing the queue pair");
+                    conn.state = ConnState::Closing;
+                }
+            }
+            _ = released(parked, drain_timeout + drain_timeout) => {
+                if let Some(p) = conn.parked.take() {
+                    conn.connect(&p.sqe, &p.data);
+                    // A Connect that finds the host's controller draining
+                    // again parks again; the bound above keeps this finite.
+                    // Then what the host sent after it.
+                    if conn.parked.is_none() {
+                        if let Err(f) = conn.process(&mut rb) {
+                            conn.terminate(&f);
+                        }
+                    }
+                }
+            }
             _ = sleep_until(drain_deadline) => break,
         }
     }
-    // In-flight bdev operations own their buffers; dropping them here is
-    // safe (the bdev contract), their results are simply not sent.
+    let deadline = drain_deadline.unwrap_or_else(|| Instant::now() + drain_timeout);
+    let abandoned = drain(&mut inflight, deadline).await;
+    if abandoned > 0 {
+        conn.target.abandoned.add(abandoned);
+        tracing::warn!(%peer, abandoned, "queue pair closed with commands still running on the bdev after the drain timeout");
+    }
     drop(inflight);
     conn.close();
 }
@@ -1298,13 +1485,13 @@ mod tests {
         let mut c = conn();
         c.slots = (0..4).map(|_| Request::free()).collect();
         c.free = (0..4u16).rev().collect();
-        c.state_counts = [4, 0, 0];
+        c.state_counts = [4, 0, 0, 0];
         let a = c.alloc_slot(10).unwrap();
         c.set_state(a, ReqState::AwaitingH2cData);
         let b = c.alloc_slot(11).unwrap();
         c.set_state(b, ReqState::Executing);
         assert_eq!(c.busy(), 2);
-        assert_eq!(c.state_counts, [2, 1, 1]);
+        assert_eq!(c.state_counts, [2, 0, 1, 1]);
         c.set_state(a, ReqState::Executing);
         c.set_state(a, ReqState::Free);
         c.set_state(b, ReqState::Free);

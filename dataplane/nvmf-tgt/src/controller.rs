@@ -12,7 +12,9 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+
+// tokio's clock, so that keep-alive follows paused time in tests.
+use tokio::time::Instant;
 
 use tokio::sync::{watch, Notify};
 

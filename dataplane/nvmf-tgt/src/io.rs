@@ -8,6 +8,7 @@ use bdev::IoKind;
 use nvmf::cqe::Status;
 use nvmf::sqe::{opcode, sgl, Sqe};
 
+use crate::bufpool::Grant;
 use crate::connection::{status, Connection, Op, Pending, ReqState};
 use crate::subsystem::Namespace;
 
@@ -143,14 +144,11 @@ impl Connection {
         let Some(slot) = self.slot_or_refuse(cid) else {
             return;
         };
-        let buf = self.pool.take(len as usize);
-        self.set_state(slot, ReqState::Executing);
-        self.submit.push(Op::Read {
-            slot,
-            ns,
-            offset,
-            buf,
-        });
+        let r = &mut self.slots[slot as usize];
+        r.ns = Some(ns);
+        r.len = len;
+        r.pending = Pending::Read { offset };
+        self.with_buffer(slot);
     }
 
     fn write(&mut self, sqe: &Sqe, ns: Arc<Namespace>, data: &[u8]) {
@@ -200,24 +198,77 @@ impl Connection {
         let Some(slot) = self.slot_or_refuse(cid) else {
             return;
         };
-        let mut buf = self.pool.take(len as usize);
-        if let Some(start) = in_capsule {
-            buf.copy_from_slice(&data[start..start + len as usize]);
-        }
         let r = &mut self.slots[slot as usize];
         r.ns = Some(ns);
         r.len = len;
-        r.buf = Some(buf);
         r.pending = pending;
         match in_capsule {
-            Some(_) => {
+            // In-capsule data is already here: bounded per queue by the
+            // queue depth and the in-capsule size, it takes no units.
+            Some(start) => {
+                let mut buf = self.pool.take(len as usize);
+                buf.copy_from_slice(&data[start..start + len as usize]);
+                let r = &mut self.slots[slot as usize];
+                r.buf = Some(buf);
                 r.received = len;
                 self.data_complete(slot);
             }
+            None => self.with_buffer(slot),
+        }
+    }
+
+    /// Starts `slot` (a read, or a write whose data comes by R2T) once it
+    /// has budget units for its buffer: now if they are free and no older
+    /// request of this queue waits, else in `AwaitingBuffer`.
+    fn with_buffer(&mut self, slot: u16) {
+        let len = self.slots[slot as usize].len;
+        let grant = if self.waiting.is_empty() {
+            self.bufs.try_grant(len)
+        } else {
+            None
+        };
+        match grant {
+            Some(g) => self.start_with(slot, g),
             None => {
+                self.set_state(slot, ReqState::AwaitingBuffer);
+                self.waiting.push_back(slot);
+            }
+        }
+    }
+
+    /// Allocates `slot`'s buffer under `grant` and starts it: a read goes
+    /// to the bdev, a write asks for its data.
+    pub(crate) fn start_with(&mut self, slot: u16, grant: Grant) {
+        let len = self.slots[slot as usize].len;
+        let buf = self.pool.take(len as usize);
+        let r = &mut self.slots[slot as usize];
+        r.grant = Some(grant);
+        match (r.pending, r.ns.clone()) {
+            (Pending::Read { offset }, Some(ns)) => {
+                self.set_state(slot, ReqState::Executing);
+                self.submit.push(Op::Read {
+                    slot,
+                    ns,
+                    offset,
+                    buf,
+                });
+            }
+            _ => {
+                r.buf = Some(buf);
                 self.set_state(slot, ReqState::AwaitingH2cData);
                 self.send_r2t(slot);
             }
+        }
+    }
+
+    /// Starts waiting requests, oldest first, while units are free.
+    pub(crate) fn start_waiting(&mut self) {
+        while let Some(&slot) = self.waiting.front() {
+            let Some(g) = self.bufs.try_grant(self.slots[slot as usize].len) else {
+                break;
+            };
+            self.waiting.pop_front();
+            self.start_with(slot, g);
         }
     }
 }

@@ -26,14 +26,14 @@
 //! [`controller`] (per-association state: registers, keep-alive, async
 //! events), [`connection`] (the NVMe/TCP state machine and command
 //! dispatch), [`identify`] and [`log_page`] (data structures), [`stats`]
-//! (per-subsystem metrics), [`harness`] (an in-memory host for tests and
-//! the fuzzer).
+//! (per-subsystem metrics), [`bufpool`] (the data buffer budget). The
+//! in-memory host for tests and the fuzzer is the `nvmf-harness` crate,
+//! outside the daemon.
 
 mod admin;
 pub mod bufpool;
 pub mod connection;
 pub mod controller;
-pub mod harness;
 pub mod identify;
 mod io;
 pub mod log_page;

@@ -6,7 +6,7 @@
 use bdev::DmaBuf;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
-use crate::bufpool::BufPool;
+use crate::bufpool::{BufPool, Grant};
 
 /// Read data up to this size is copied next to its header, so that small
 /// reads cost one write for many PDUs.
@@ -15,8 +15,8 @@ pub const INLINE_DATA_MAX: usize = 16 << 10;
 enum Segment {
     /// `bytes[from..to]`.
     Inline(usize, usize),
-    /// A buffer sent as is.
-    Buffer(DmaBuf),
+    /// A buffer sent as is, with the budget units it holds until written.
+    Buffer(DmaBuf, Option<Grant>),
 }
 
 /// Queued output.
@@ -63,9 +63,10 @@ impl Outbox {
         self.extend_inline(from);
     }
 
-    /// Queues a buffer by ownership (returned to `pool` once written).
-    pub fn put_buffer(&mut self, buf: DmaBuf) {
-        self.segments.push(Segment::Buffer(buf));
+    /// Queues a buffer by ownership (returned to `pool` once written, its
+    /// `grant` given back then).
+    pub fn put_buffer(&mut self, buf: DmaBuf, grant: Option<Grant>) {
+        self.segments.push(Segment::Buffer(buf, grant));
     }
 
     /// Writes everything queued and returns buffers to `pool`.
@@ -82,11 +83,12 @@ impl Outbox {
                         result = w.write_all(&self.bytes[a..b]).await;
                     }
                 }
-                Segment::Buffer(buf) => {
+                Segment::Buffer(buf, grant) => {
                     if result.is_ok() {
                         result = w.write_all(&buf).await;
                     }
                     pool.give(buf);
+                    drop(grant);
                 }
             }
         }
@@ -107,7 +109,7 @@ mod tests {
             b[..3].copy_from_slice(b"cde");
             3
         });
-        o.put_buffer(DmaBuf::from_slice(b"BIG"));
+        o.put_buffer(DmaBuf::from_slice(b"BIG"), None);
         o.put(b"z");
         assert_eq!(o.segments.len(), 3);
         let mut sink = Vec::new();

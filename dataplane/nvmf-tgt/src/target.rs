@@ -7,11 +7,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use metrics::Registry;
+use metrics::{Counter, Registry};
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, watch, Semaphore};
 
-use crate::controller::{QpairCounts, QpairCountsSnapshot, Revocation};
+use crate::controller::{Controller, QpairCounts, QpairCountsSnapshot, Revocation};
+use crate::bufpool::SharedBuffers;
 use crate::log_page::DiscoveryEntry;
 use crate::stats::SubsystemStats;
 use crate::subsystem::{validate_nqn, ListenAddress, Subsystem, SubsystemConfig, DISCOVERY_NQN};
@@ -36,8 +37,29 @@ pub struct TransportOptions {
     /// Send read data with the C2HData SUCCESS flag and no response capsule
     /// (off by default: some initiators mishandle it).
     pub c2h_success: bool,
-    /// How long graceful shutdown waits for in-flight commands.
+    /// How long a queue pair that ends waits for the commands it already
+    /// handed to a bdev (graceful shutdown, host disconnect, keep-alive
+    /// expiry, removal); commands still running then are abandoned and
+    /// counted in `rackcache_nvmf_abandoned_requests_total`.
     pub drain_timeout: Duration,
+    /// Data buffer units shared by every queue pair (SPDK's
+    /// `num_shared_buffers`): the budget is `num_shared_buffers *
+    /// io_unit_size` bytes.
+    pub num_shared_buffers: u32,
+    /// Freed buffers each queue pair keeps for reuse (SPDK's
+    /// `buf_cache_size`; here per queue pair, holding no budget units).
+    pub buf_cache_size: u32,
+    /// Bytes of one buffer unit (SPDK's `io_unit_size`).
+    pub io_unit_size: u32,
+    /// A write whose data the host does not send (no H2CData PDU) for this
+    /// long ends its queue pair, freeing its buffers.
+    pub h2c_data_timeout: Duration,
+    /// A socket write that makes no progress for this long (the host does
+    /// not read) ends the queue pair.
+    pub write_timeout: Duration,
+    /// Connections accepted at once on one listener; more are closed at
+    /// once.
+    pub max_connections_per_listener: u32,
 }
 
 impl Default for TransportOptions {
@@ -51,6 +73,12 @@ impl Default for TransportOptions {
             max_h2c_data: 128 << 10,
             c2h_success: false,
             drain_timeout: Duration::from_secs(5),
+            num_shared_buffers: 511,
+            buf_cache_size: 32,
+            io_unit_size: 128 << 10,
+            h2c_data_timeout: Duration::from_secs(10),
+            write_timeout: Duration::from_secs(10),
+            max_connections_per_listener: 1024,
         }
     }
 }
@@ -97,6 +125,33 @@ impl TransportOptions {
                 "max_h2c_data {} must be a multiple of 4 from 4096 to 1 MiB",
                 self.max_h2c_data
             ));
+        }
+        // A unit larger than max_io_size is allowed (SPDK clamps it): each
+        // command then takes one unit.
+        if !(512..=(8 << 20)).contains(&self.io_unit_size) {
+            return bad(format!(
+                "io_unit_size {} must be from 512 to 8 MiB",
+                self.io_unit_size
+            ));
+        }
+        let per_transfer = self.max_io_size.div_ceil(self.io_unit_size);
+        if self.num_shared_buffers < per_transfer {
+            return bad(format!(
+                "num_shared_buffers {} cannot hold one max_io_size transfer ({per_transfer} units of io_unit_size)",
+                self.num_shared_buffers
+            ));
+        }
+        if self.max_connections_per_listener == 0 {
+            return bad("max_connections_per_listener must be at least 1".into());
+        }
+        for (what, d) in [
+            ("h2c_data_timeout", self.h2c_data_timeout),
+            ("write_timeout", self.write_timeout),
+            ("drain_timeout", self.drain_timeout),
+        ] {
+            if d.is_zero() {
+                return bad(format!("{what} must not be 0"));
+            }
         }
         Ok(())
     }
@@ -148,6 +203,19 @@ pub(crate) struct Inner {
     /// all are dropped.
     drain_tx: Mutex<Option<mpsc::Sender<()>>>,
     drain_rx: tokio::sync::Mutex<mpsc::Receiver<()>>,
+    /// The data buffer budget.
+    pub(crate) buffers: Arc<SharedBuffers>,
+    /// Commands abandoned by queue pairs whose drain timed out.
+    pub(crate) abandoned: Arc<Counter>,
+    /// Controllers torn down whose queue pairs are still draining.
+    releasing: Mutex<Vec<Releasing>>,
+}
+
+/// A controller with open queue pairs, tracked until the last closes.
+struct Releasing {
+    ctrl: Arc<Controller>,
+    queues: usize,
+    done: watch::Sender<bool>,
 }
 
 impl Inner {
@@ -191,6 +259,43 @@ impl Inner {
         (self.genctr.load(Ordering::Relaxed), out)
     }
 
+    /// Records a queue pair bound to `ctrl`.
+    pub(crate) fn queue_opened(&self, ctrl: &Arc<Controller>) {
+        let mut v = self.releasing.lock().unwrap_or_else(|p| p.into_inner());
+        match v.iter_mut().find(|r| Arc::ptr_eq(&r.ctrl, ctrl)) {
+            Some(r) => r.queues += 1,
+            None => v.push(Releasing {
+                ctrl: ctrl.clone(),
+                queues: 1,
+                done: watch::channel(false).0,
+            }),
+        }
+    }
+
+    /// Records that a queue pair of `ctrl` has drained and closed.
+    pub(crate) fn queue_closed(&self, ctrl: &Arc<Controller>) {
+        let mut v = self.releasing.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(i) = v.iter().position(|r| Arc::ptr_eq(&r.ctrl, ctrl)) {
+            v[i].queues -= 1;
+            if v[i].queues == 0 {
+                v.swap_remove(i).done.send_replace(true);
+            }
+        }
+    }
+
+    /// A signal that becomes true once every torn-down controller of
+    /// `hostnqn` on `subnqn` has drained its queue pairs, if any is still
+    /// draining: a reconnecting host's new controller waits for it, so its
+    /// writes cannot race the old controller's stale ones.
+    pub(crate) fn releasing(&self, subnqn: &str, hostnqn: &str) -> Option<watch::Receiver<bool>> {
+        let v = self.releasing.lock().unwrap_or_else(|p| p.into_inner());
+        v.iter()
+            .find(|r| {
+                r.ctrl.is_torn_down() && r.ctrl.hostnqn == hostnqn && r.ctrl.subsystem.nqn == subnqn
+            })
+            .map(|r| r.done.subscribe())
+    }
+
     /// Marks the discovery log changed.
     pub(crate) fn discovery_changed(&self) {
         self.genctr.fetch_add(1, Ordering::Relaxed);
@@ -215,6 +320,33 @@ impl Target {
         dcfg.allow_any_host = true;
         dcfg.max_namespaces = 0;
         let qpair_counts = Arc::new(QpairCounts::default());
+        let in_use = metrics
+            .gauge(
+                "rackcache_nvmf_buffer_bytes_in_use",
+                "Bytes of the NVMe/TCP data buffer budget granted to commands.",
+                &[],
+            )
+            .map_err(|e| TargetError::InvalidArgument(format!("metrics: {e}")))?;
+        metrics
+            .gauge(
+                "rackcache_nvmf_buffer_bytes_budget",
+                "Bytes of the NVMe/TCP data buffer budget (num_shared_buffers * io_unit_size).",
+                &[],
+            )
+            .map_err(|e| TargetError::InvalidArgument(format!("metrics: {e}")))?
+            .set(i64::from(opts.num_shared_buffers) * i64::from(opts.io_unit_size));
+        let abandoned = metrics
+            .counter(
+                "rackcache_nvmf_abandoned_requests_total",
+                "Commands still running on a bdev when their queue pair's drain timed out.",
+                &[],
+            )
+            .map_err(|e| TargetError::InvalidArgument(format!("metrics: {e}")))?;
+        let buffers = Arc::new(SharedBuffers::new(
+            opts.num_shared_buffers,
+            opts.io_unit_size,
+            in_use,
+        ));
         let discovery = Arc::new(Subsystem::new(
             dcfg,
             true,
@@ -235,8 +367,21 @@ impl Target {
                 shutdown: watch::channel(false).0,
                 drain_tx: Mutex::new(Some(drain_tx)),
                 drain_rx: tokio::sync::Mutex::new(drain_rx),
+                buffers,
+                abandoned,
+                releasing: Mutex::new(Vec::new()),
             }),
         })
+    }
+
+    /// Commands abandoned so far because a queue pair's drain timed out.
+    pub fn abandoned_requests(&self) -> u64 {
+        self.inner.abandoned.get()
+    }
+
+    /// Bytes of the data buffer budget granted to commands now.
+    pub fn buffer_bytes_in_use(&self) -> i64 {
+        self.inner.buffers.in_use.get()
     }
 
     #[cfg(test)]
@@ -570,20 +715,32 @@ async fn accept_loop(
     drain: mpsc::Sender<()>,
 ) {
     let mut shutdown = inner.shutdown.subscribe();
+    let max = inner.opts.max_connections_per_listener;
+    let open = Arc::new(Semaphore::new(max as usize));
     loop {
         tokio::select! {
             r = sock.accept() => match r {
                 Ok((stream, peer)) => {
+                    // Over the cap the connection is closed before any
+                    // memory is set aside for it.
+                    let Ok(slot) = open.clone().try_acquire_owned() else {
+                        tracing::warn!(%bound, %peer, max, "connection refused: listener at max_connections_per_listener");
+                        continue;
+                    };
                     let _ = stream.set_nodelay(true);
                     let (rd, wr) = stream.into_split();
-                    tokio::spawn(crate::connection::serve(
+                    let serve = crate::connection::serve(
                         rd,
                         wr,
                         peer,
                         bound,
                         inner.clone(),
                         drain.clone(),
-                    ));
+                    );
+                    tokio::spawn(async move {
+                        serve.await;
+                        drop(slot);
+                    });
                 }
                 Err(e) => {
                     tracing::warn!(%bound, "accept: {e}");

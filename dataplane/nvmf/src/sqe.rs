@@ -191,7 +191,9 @@ pub struct ConnectData {
     pub cntlid: u16,
     /// NQN of the subsystem to connect to.
     pub subnqn: String,
-    /// NQN of the host.
+    /// NQN of the host; may be empty (SPDK's initiators send an empty one
+    /// unless told otherwise, and SPDK's target accepts it where any host
+    /// is allowed).
     pub hostnqn: String,
 }
 
@@ -205,13 +207,13 @@ pub enum ConnectDataError {
     BadNqn(u16),
 }
 
-fn nqn_at(b: &[u8], at: usize) -> Result<String, ConnectDataError> {
+fn nqn_at(b: &[u8], at: usize, allow_empty: bool) -> Result<String, ConnectDataError> {
     let field = &b[at..at + 256];
     let end = field
         .iter()
         .position(|&c| c == 0)
         .ok_or(ConnectDataError::BadNqn(at as u16))?;
-    if end == 0 {
+    if end == 0 && !allow_empty {
         return Err(ConnectDataError::BadNqn(at as u16));
     }
     std::str::from_utf8(&field[..end])
@@ -228,8 +230,8 @@ impl ConnectData {
         Ok(Self {
             host_id: b[0..16].try_into().unwrap(),
             cntlid: le16(b, 16),
-            subnqn: nqn_at(b, 256)?,
-            hostnqn: nqn_at(b, 512)?,
+            subnqn: nqn_at(b, 256, false)?,
+            hostnqn: nqn_at(b, 512, true)?,
         })
     }
 
@@ -326,7 +328,11 @@ mod tests {
         let mut b = [0u8; CONNECT_DATA_LEN];
         assert_eq!(ConnectData::parse(&b), Err(ConnectDataError::BadNqn(256)));
         b[256] = b'x';
-        assert_eq!(ConnectData::parse(&b), Err(ConnectDataError::BadNqn(512)));
+        assert_eq!(
+            ConnectData::parse(&b).unwrap().hostnqn,
+            "",
+            "empty host NQN"
+        );
         b[512..768].fill(b'h'); // no terminating NUL
         assert_eq!(ConnectData::parse(&b), Err(ConnectDataError::BadNqn(512)));
     }

@@ -16,7 +16,7 @@ use super::parse;
 use crate::app::{App, IoStats, RegisteredBdev, RegisteredCluster, State};
 use crate::rpc::error::{libc_errno, RpcError};
 
-fn check_name(name: &str) -> Result<(), RpcError> {
+pub(super) fn check_name(name: &str) -> Result<(), RpcError> {
     if name.is_empty() || name.len() > 255 || name.chars().any(|c| c.is_control() || c == '/') {
         return Err(RpcError::invalid_params(format!(
             "bdev name {name:?} must be 1-255 characters without '/' or control characters"
@@ -25,7 +25,7 @@ fn check_name(name: &str) -> Result<(), RpcError> {
     Ok(())
 }
 
-fn exists(state: &State, name: &str) -> Result<(), RpcError> {
+pub(super) fn exists(state: &State, name: &str) -> Result<(), RpcError> {
     if state.bdevs.contains_key(name) {
         return Err(RpcError::errno(
             libc_errno::EEXIST,
@@ -35,7 +35,7 @@ fn exists(state: &State, name: &str) -> Result<(), RpcError> {
     Ok(())
 }
 
-fn register(
+pub(super) fn register(
     app: &App,
     state: &mut State,
     name: String,
@@ -187,6 +187,12 @@ pub(super) async fn delete(
                 format!("no {product} bdev named {name}"),
             ))
         }
+    }
+    if let Some(user) = state.wrapper_of(&name) {
+        return Err(RpcError::errno(
+            libc_errno::EBUSY,
+            format!("bdev {name} is claimed by bdev {user}; delete that first"),
+        ));
     }
     if let Some((nqn, nsid)) = state.nvmf.claims(&name).into_iter().next() {
         return Err(RpcError::errno(
@@ -399,6 +405,7 @@ fn describe(r: &RegisteredBdev, claimed: bool) -> Value {
             let (pool, image) = b.image();
             json!({ "rbd": { "pool_name": pool, "rbd_name": image, "cluster_name": r.cluster } })
         }
+        Bdev::Delay(_) | Bdev::Error(_) => super::fault::driver_specific(&r.bdev),
     };
     let mut d = json!({
         "name": info.name,
@@ -435,12 +442,12 @@ pub(super) async fn get_bdevs(app: &App, params: Option<Value>) -> Result<Value,
     list.sort_by_key(|(seq, _)| *seq);
     match name {
         Some(n) => match state.bdevs.get(&n) {
-            Some((_, b)) => Ok(json!([describe(b, !state.nvmf.claims(&n).is_empty())])),
+            Some((_, b)) => Ok(json!([describe(b, state.is_claimed(&n))])),
             None => Err(RpcError::errno(libc_errno::ENODEV, format!("bdev {n}"))),
         },
         None => Ok(Value::Array(
             list.iter()
-                .map(|(_, b)| describe(b, !state.nvmf.claims(&b.bdev.info().name).is_empty()))
+                .map(|(_, b)| describe(b, state.is_claimed(&b.bdev.info().name)))
                 .collect(),
         )),
     }

@@ -3,6 +3,7 @@
 //! state, map errors in one place ([`crate::rpc::error`]).
 
 mod bdev;
+mod fault;
 mod framework;
 mod nvmf;
 mod nvmf_inspect;
@@ -33,6 +34,13 @@ pub const METHODS: &[&str] = &[
     "bdev_rbd_unregister_cluster",
     "bdev_rbd_create",
     "bdev_rbd_delete",
+    "bdev_delay_create",
+    "bdev_delay_delete",
+    "bdev_delay_update_latency",
+    "bdev_error_create",
+    "bdev_error_delete",
+    "bdev_error_inject_error",
+    "bdev_error_resume_pending",
     "nvmf_create_transport",
     "nvmf_get_transports",
     "nvmf_create_subsystem",
@@ -69,6 +77,13 @@ impl Dispatch for App {
             "bdev_rbd_unregister_cluster" => bdev::rbd_unregister_cluster(self, params).await,
             "bdev_rbd_create" => bdev::rbd_create(self, params).await,
             "bdev_rbd_delete" => bdev::delete(self, params, "Ceph Rbd Disk").await,
+            "bdev_delay_create" => fault::delay_create(self, params).await,
+            "bdev_delay_delete" => bdev::delete(self, params, "delay").await,
+            "bdev_delay_update_latency" => fault::delay_update_latency(self, params).await,
+            "bdev_error_create" => fault::error_create(self, params).await,
+            "bdev_error_delete" => bdev::delete(self, params, "error").await,
+            "bdev_error_inject_error" => fault::error_inject(self, params).await,
+            "bdev_error_resume_pending" => fault::error_resume_pending(self, params).await,
             "nvmf_create_transport" => nvmf::create_transport(self, params).await,
             "nvmf_get_transports" => nvmf::get_transports(self, params).await,
             "nvmf_create_subsystem" => nvmf::create_subsystem(self, params).await,

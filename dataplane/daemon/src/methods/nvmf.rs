@@ -139,12 +139,19 @@ struct CreateTransport {
     dif_insert_or_strip: bool,
     masked_oncs: Option<Vec<String>>,
     masked_fuses: Option<Vec<String>>,
-    // SPDK's own buffer pools, sockets, pollers and timeouts, and knobs of
+    /// The data buffer budget: `num_shared_buffers` units of
+    /// `io_unit_size` bytes shared by every queue pair.
+    num_shared_buffers: Option<u32>,
+    /// Freed buffers a queue pair keeps for reuse.
+    buf_cache_size: Option<u32>,
+    /// Extensions (not SPDK's): how long a solicited write's data may
+    /// stall, how long a socket write may block, and how many connections
+    /// one listener serves at once.
+    rackcache_h2c_data_timeout_ms: Option<u64>,
+    rackcache_write_timeout_ms: Option<u64>,
+    rackcache_max_connections_per_listener: Option<u32>,
+    // SPDK's iobuf caches, sockets, pollers and timeouts, and knobs of
     // its RDMA and vfio-user transports: no counterpart here.
-    #[serde(rename = "num_shared_buffers")]
-    _num_shared_buffers: Option<u32>,
-    #[serde(rename = "buf_cache_size")]
-    _buf_cache_size: Option<u32>,
     #[serde(rename = "iobuf_small_cache_size")]
     _iobuf_small_cache_size: Option<u32>,
     #[serde(rename = "iobuf_large_cache_size")]
@@ -197,6 +204,8 @@ mod tcp_defaults {
     pub const IO_UNIT_SIZE: u32 = 131072;
     pub const MAX_AQ_DEPTH: u16 = 128;
     pub const C2H_SUCCESS: bool = true;
+    pub const NUM_SHARED_BUFFERS: u32 = 511;
+    pub const BUF_CACHE_SIZE: u32 = 32;
 }
 
 pub(super) async fn create_transport(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
@@ -221,6 +230,11 @@ pub(super) async fn create_transport(app: &App, params: Option<Value>) -> Result
         return Err(unsupported("masked_fuses"));
     }
     use tcp_defaults as d;
+    let ours = TransportOptions::default();
+    let ms = |v: Option<u64>, default: std::time::Duration| {
+        v.map_or(default, std::time::Duration::from_millis)
+    };
+    let max_io_size = p.max_io_size.unwrap_or(d::MAX_IO_SIZE);
     let opts = TransportOptions {
         max_queue_depth: p.max_queue_depth.unwrap_or(d::MAX_QUEUE_DEPTH),
         max_aq_depth: p.max_aq_depth.unwrap_or(d::MAX_AQ_DEPTH),
@@ -228,19 +242,22 @@ pub(super) async fn create_transport(app: &App, params: Option<Value>) -> Result
             .max_io_qpairs_per_ctrlr
             .unwrap_or(d::MAX_IO_QPAIRS_PER_CTRLR),
         in_capsule_data_size: p.in_capsule_data_size.unwrap_or(d::IN_CAPSULE_DATA_SIZE),
-        max_io_size: p.max_io_size.unwrap_or(d::MAX_IO_SIZE),
+        max_io_size,
         c2h_success: p.c2h_success.unwrap_or(d::C2H_SUCCESS),
-        ..TransportOptions::default()
+        num_shared_buffers: p.num_shared_buffers.unwrap_or(d::NUM_SHARED_BUFFERS),
+        buf_cache_size: p.buf_cache_size.unwrap_or(d::BUF_CACHE_SIZE),
+        io_unit_size: p.io_unit_size.unwrap_or(d::IO_UNIT_SIZE.min(max_io_size)),
+        h2c_data_timeout: ms(p.rackcache_h2c_data_timeout_ms, ours.h2c_data_timeout),
+        write_timeout: ms(p.rackcache_write_timeout_ms, ours.write_timeout),
+        max_connections_per_listener: p
+            .rackcache_max_connections_per_listener
+            .unwrap_or(ours.max_connections_per_listener),
+        ..ours
     };
-    // SPDK sizes its data buffers by io_unit_size; this target receives
-    // whole transfers, so it only has to be a sensible value to report.
-    let io_unit_size = p
-        .io_unit_size
-        .unwrap_or(d::IO_UNIT_SIZE.min(opts.max_io_size));
-    if io_unit_size < 512 || io_unit_size > opts.max_io_size {
+    if opts.io_unit_size > opts.max_io_size {
         return Err(RpcError::invalid_params(format!(
-            "io_unit_size {io_unit_size} must be from 512 to max_io_size ({})",
-            opts.max_io_size
+            "io_unit_size {} must be from 512 to max_io_size ({})",
+            opts.io_unit_size, opts.max_io_size
         )));
     }
     let mut state = app.state.lock().await;
@@ -256,9 +273,14 @@ pub(super) async fn create_transport(app: &App, params: Option<Value>) -> Result
         "max_io_qpairs_per_ctrlr": opts.max_io_qpairs_per_ctrlr,
         "in_capsule_data_size": opts.in_capsule_data_size,
         "max_io_size": opts.max_io_size,
-        "io_unit_size": io_unit_size,
+        "io_unit_size": opts.io_unit_size,
         "max_aq_depth": opts.max_aq_depth,
         "c2h_success": opts.c2h_success,
+        "num_shared_buffers": opts.num_shared_buffers,
+        "buf_cache_size": opts.buf_cache_size,
+        "rackcache_h2c_data_timeout_ms": opts.h2c_data_timeout.as_millis() as u64,
+        "rackcache_write_timeout_ms": opts.write_timeout.as_millis() as u64,
+        "rackcache_max_connections_per_listener": opts.max_connections_per_listener,
     });
     let target = Target::new(opts, Arc::clone(&app.metrics))?;
     state.nvmf.target = Some(target);
@@ -760,6 +782,12 @@ pub(super) async fn add_ns(app: &App, params: Option<Value>) -> Result<Value, Rp
             ns.bdev_name
         )));
     };
+    if let Some(user) = state.wrapper_of(&ns.bdev_name) {
+        return Err(RpcError::invalid_params(format!(
+            "bdev {} is already claimed by bdev {user}",
+            ns.bdev_name
+        )));
+    }
     if let Some((nqn, nsid)) = state.nvmf.claims(&ns.bdev_name).into_iter().next() {
         return Err(RpcError::invalid_params(format!(
             "bdev {} is already claimed by namespace {nsid} of subsystem {nqn}",

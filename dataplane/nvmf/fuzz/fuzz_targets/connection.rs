@@ -9,7 +9,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use nvmf_tgt::harness;
+use nvmf_harness as harness;
 
 fuzz_target!(|data: &[u8]| {
     let out = harness::run(data);

@@ -1,4 +1,4 @@
-//! The in-memory host of `nvmf_tgt::harness` (what the `connection` fuzz
+//! The in-memory host of `nvmf_harness` (what the `connection` fuzz
 //! target runs): the committed seed streams are exactly what the codec's
 //! encoders produce, and each is served as intended (every command
 //! succeeds, the data comes back). `RACKCACHE_WRITE_SEEDS=1` rewrites the
@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use nvmf::pdu::PduType;
 use nvmf::sqe::{opcode, sgl, SglDescriptor, Sqe};
-use nvmf_tgt::harness::{self, HostStream, CNTLID};
+use nvmf_harness::{self as harness, HostStream, CNTLID};
 
 const IDENTIFY_CONTROLLER: u8 = 1;
 const IDENTIFY_NAMESPACE: u8 = 0;

@@ -1,4 +1,8 @@
-//! An in-memory host for tests and the fuzzer: a fresh target with one
+//! Test support for the NVMe/TCP target, kept out of the daemon: an
+//! in-memory host for tests and the fuzzer. [`mem`] is an async host over
+//! in-memory pipes for tests that run on paused time.
+//!
+//! [`run`] takes a fresh target with one
 //! subsystem on a small malloc bdev, one admin queue already connected and
 //! enabled (so a stream may connect an I/O queue to controller 1), and one
 //! more connection whose host side is a byte string. [`run`] serves that
@@ -17,13 +21,16 @@ use std::time::Duration;
 
 use bdev::malloc::MallocBdev;
 use bdev::{Bdev, IoStats};
+use loadgen::wire;
 use nvmf::digest::{self, DIGEST_LEN};
-use nvmf::pdu::{self, CommonHeader, DataHeader, IcReq, Negotiated, PduType, Specific, CH_LEN};
-use nvmf::sqe::{fctype, opcode, sgl, ConnectData, SglDescriptor, Sqe};
+use nvmf::pdu::{self, CommonHeader, Negotiated, PduType, Specific, CH_LEN};
+use nvmf::sqe::{opcode, sgl, Sqe};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::stats::SubsystemStats;
-use crate::{SubsystemConfig, Target, TransportOptions};
+use nvmf_tgt::stats::SubsystemStats;
+use nvmf_tgt::{SubsystemConfig, Target, TransportOptions};
+
+pub mod mem;
 
 /// The subsystem every run serves.
 pub const SUBNQN: &str = "nqn.2016-06.io.rackcache:harness";
@@ -51,15 +58,24 @@ pub fn options() -> TransportOptions {
         max_h2c_data: 4096,
         c2h_success: false,
         drain_timeout: Duration::from_secs(1),
+        num_shared_buffers: 64,
+        io_unit_size: 8192,
+        ..TransportOptions::default()
     }
 }
 
 /// Builds a host's byte stream without digests (a valid one when the
-/// caller sends things in a valid order).
+/// caller sends things in a valid order), with `loadgen::wire`, the PDU
+/// builder the TCP host uses too.
 #[derive(Default)]
 pub struct HostStream {
     bytes: Vec<u8>,
 }
+
+const NO_DIGESTS: wire::Digests = wire::Digests {
+    header: false,
+    data: false,
+};
 
 impl HostStream {
     /// An empty stream.
@@ -69,63 +85,50 @@ impl HostStream {
 
     /// ICReq without digests, HPDA 0.
     pub fn ic_req(mut self) -> Self {
-        let mut b = [0u8; pdu::IC_HLEN];
-        let req = IcReq {
-            pfv: pdu::PFV_1_0,
-            hpda: 0,
-            header_digest: false,
-            data_digest: false,
-            maxr2t: 0,
-        };
-        pdu::encode_ic_req(&mut b, &req);
-        self.bytes.extend_from_slice(&b);
+        self.bytes.extend_from_slice(&wire::ic_req(NO_DIGESTS));
         self
     }
 
     /// A command capsule with `data` in the capsule.
     pub fn command(mut self, sqe: &Sqe, data: &[u8]) -> Self {
-        let mut h = [0u8; 128];
-        let n = pdu::encode_capsule_cmd_header(&mut h, &sqe.0, data.len(), false, false, 0);
-        self.bytes.extend_from_slice(&h[..n]);
-        self.bytes.extend_from_slice(data);
+        wire::put_command(&mut self.bytes, sqe, Some(data), NO_DIGESTS);
         self
     }
 
     /// Fabrics Connect of queue `qid` (0: a new controller, else an I/O
     /// queue of `cntlid`) to [`SUBNQN`] as [`HOSTNQN`].
     pub fn connect(self, cid: u16, qid: u16, sqsize: u16, cntlid: u16) -> Self {
-        let data = ConnectData {
-            host_id: [0x22; 16],
-            cntlid: if qid == 0 { 0xffff } else { cntlid },
-            subnqn: SUBNQN.into(),
-            hostnqn: HOSTNQN.into(),
-        }
-        .encode();
-        let mut raw = [0u8; 64];
-        raw[0] = opcode::FABRICS;
-        raw[2..4].copy_from_slice(&cid.to_le_bytes());
-        raw[4] = fctype::CONNECT;
-        raw[32..36].copy_from_slice(&(data.len() as u32).to_le_bytes());
-        raw[39] = sgl::IN_CAPSULE;
-        raw[42..44].copy_from_slice(&qid.to_le_bytes());
-        raw[44..46].copy_from_slice(&sqsize.to_le_bytes());
-        self.command(&Sqe(raw), &data)
+        self.connect_as(cid, qid, sqsize, cntlid, HOSTNQN)
+    }
+
+    /// [`HostStream::connect`] as host `hostnqn` (may be empty, as SPDK's
+    /// perf sends it).
+    pub fn connect_as(self, cid: u16, qid: u16, sqsize: u16, cntlid: u16, hostnqn: &str) -> Self {
+        let (sqe, data) =
+            wire::connect(cid, SUBNQN, hostnqn, [0x22; 16], qid, sqsize + 1, cntlid, 0);
+        self.command(&sqe, &data)
     }
 
     /// Fabrics Property Set of a 4-byte property.
     pub fn property_set(self, cid: u16, offset: u32, value: u32) -> Self {
-        let mut raw = [0u8; 64];
-        raw[0] = opcode::FABRICS;
-        raw[2..4].copy_from_slice(&cid.to_le_bytes());
-        raw[4] = fctype::PROPERTY_SET;
-        raw[44..48].copy_from_slice(&offset.to_le_bytes());
-        raw[48..52].copy_from_slice(&value.to_le_bytes());
-        self.command(&Sqe(raw), &[])
+        self.command(&wire::property_set(cid, offset, value), &[])
     }
 
     /// Property Set CC.EN with 64/16-byte queue entries.
     pub fn enable(self, cid: u16) -> Self {
-        self.property_set(cid, 0x14, 1 | (6 << 16) | (4 << 20))
+        self.property_set(cid, wire::prop::CC, wire::prop::CC_ENABLE)
+    }
+
+    /// Asynchronous Event Request.
+    pub fn async_event_request(self, cid: u16) -> Self {
+        let sqe = Sqe::build(
+            opcode::ASYNC_EVENT_REQUEST,
+            cid,
+            0,
+            wire::transport(0),
+            [0; 6],
+        );
+        self.command(&sqe, &[])
     }
 
     /// Identify `cns` of `nsid` (4 KiB by C2HData).
@@ -134,7 +137,7 @@ impl HostStream {
             opcode::IDENTIFY,
             cid,
             nsid,
-            transport(4096),
+            wire::transport(4096),
             [u32::from(cns), 0, 0, 0, 0, 0],
         );
         self.command(&sqe, &[])
@@ -162,48 +165,20 @@ impl HostStream {
 
     /// An H2CData PDU for transfer tag `ttag`.
     pub fn h2c_data(mut self, cccid: u16, ttag: u16, datao: u32, data: &[u8], last: bool) -> Self {
-        let d = DataHeader {
-            cccid,
-            ttag,
-            datao,
-            datal: data.len() as u32,
-            last,
-            success: false,
-        };
-        let mut h = [0u8; 64];
-        let n = pdu::encode_data_header(&mut h, PduType::H2cData, &d, false, false, 0);
-        self.bytes.extend_from_slice(&h[..n]);
-        self.bytes.extend_from_slice(data);
+        wire::put_h2c(&mut self.bytes, cccid, ttag, datao, data, last, NO_DIGESTS);
         self
     }
 
     /// Flush of namespace 1.
     pub fn flush(self, cid: u16) -> Self {
-        let sqe = Sqe::build(opcode::FLUSH, cid, 1, transport(0), [0; 6]);
+        let sqe = Sqe::build(opcode::FLUSH, cid, 1, wire::transport(0), [0; 6]);
         self.command(&sqe, &[])
     }
 
     /// Dataset Management, deallocate, of `(slba, blocks)` ranges of
     /// namespace 1, the range list in the capsule.
     pub fn deallocate(self, cid: u16, ranges: &[(u64, u32)]) -> Self {
-        let mut list = vec![0u8; ranges.len() * 16];
-        for (r, (slba, nlb)) in list.chunks_exact_mut(16).zip(ranges) {
-            r[4..8].copy_from_slice(&nlb.to_le_bytes());
-            r[8..16].copy_from_slice(&slba.to_le_bytes());
-        }
-        let desc = SglDescriptor {
-            address: 0,
-            length: list.len() as u32,
-            kind: sgl::IN_CAPSULE,
-        };
-        let n = ranges.len() as u32 - 1;
-        let sqe = Sqe::build(
-            opcode::DATASET_MANAGEMENT,
-            cid,
-            1,
-            desc,
-            [n, 1 << 2, 0, 0, 0, 0],
-        );
+        let (sqe, list) = wire::deallocate(cid, 1, ranges);
         self.command(&sqe, &list)
     }
 
@@ -219,28 +194,8 @@ impl HostStream {
     }
 }
 
-fn transport(len: u32) -> SglDescriptor {
-    SglDescriptor {
-        address: 0,
-        length: len,
-        kind: sgl::TRANSPORT,
-    }
-}
-
 fn rw(op: u8, cid: u16, slba: u64, len: usize, kind: u8) -> Sqe {
-    let nlb = (len / BLOCK_SIZE as usize) as u32 - 1;
-    let desc = SglDescriptor {
-        address: 0,
-        length: len as u32,
-        kind,
-    };
-    Sqe::build(
-        op,
-        cid,
-        1,
-        desc,
-        [slba as u32, (slba >> 32) as u32, nlb, 0, 0, 0],
-    )
+    wire::rw(op, cid, 1, slba, len, BLOCK_SIZE as usize, kind)
 }
 
 /// What the target sent, as [`check_controller_stream`] saw it.
