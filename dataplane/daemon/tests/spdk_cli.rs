@@ -483,6 +483,75 @@ fn rows() -> Vec<Row> {
         row("bdev_aio_delete", &["aio0"], |c, _| {
             assert!(!c.bdev_names().contains("aio0"));
         }),
+        // Fault injection: a delay bdev on F0, an error bdev on F1.
+        row("bdev_malloc_create", &["-b", "F0", "8", "512"], |c, _| {
+            assert!(c.bdev_names().contains("F0"));
+        }),
+        row("bdev_malloc_create", &["-b", "F1", "8", "512"], |c, _| {
+            assert!(c.bdev_names().contains("F1"));
+        }),
+        row(
+            "bdev_delay_create",
+            &[
+                "-b", "F0", "-d", "D0", "-r", "100", "-t", "200", "-w", "300", "-n", "400",
+            ],
+            |c, out| {
+                assert_eq!(out.trim(), "D0");
+                let f0 = c.rpc("bdev_get_bdevs", json!({ "name": "F0" }));
+                assert_eq!(
+                    f0[0]["claimed"],
+                    json!(true),
+                    "the delay bdev claims its base"
+                );
+            },
+        ),
+        row(
+            "bdev_delay_update_latency",
+            &["D0", "avg_read", "150"],
+            |c, _| {
+                let d0 = c.rpc("bdev_get_bdevs", json!({ "name": "D0" }));
+                let delay = &d0[0]["driver_specific"]["delay"];
+                assert_eq!(delay["avg_read_latency"], json!(150));
+                assert_eq!(delay["base_bdev_name"], json!("F0"));
+            },
+        ),
+        row("bdev_error_create", &["F1"], |c, out| {
+            assert_eq!(out.trim(), "EE_F1");
+            assert!(c.bdev_names().contains("EE_F1"));
+        }),
+        row(
+            "bdev_error_inject_error",
+            &[
+                "EE_F1",
+                "read",
+                "corrupt_data",
+                "-n",
+                "2",
+                "-o",
+                "7",
+                "-v",
+                "255",
+            ],
+            |_, _| {},
+        ),
+        row(
+            "bdev_error_inject_error",
+            &["EE_F1", "write", "pending"],
+            |_, _| {},
+        ),
+        row("bdev_error_resume_pending", &["EE_F1"], |_, _| {}),
+        row("bdev_delay_delete", &["D0"], |c, _| {
+            assert!(!c.bdev_names().contains("D0"));
+        }),
+        row("bdev_error_delete", &["EE_F1"], |c, _| {
+            assert!(!c.bdev_names().contains("EE_F1"));
+        }),
+        row("bdev_malloc_delete", &["F0"], |c, _| {
+            assert!(!c.bdev_names().contains("F0"));
+        }),
+        row("bdev_malloc_delete", &["F1"], |c, _| {
+            assert!(!c.bdev_names().contains("F1"));
+        }),
         row("bdev_malloc_delete", &["Malloc1"], |c, _| {
             assert!(!c.bdev_names().contains("Malloc1"));
         }),
