@@ -11,8 +11,8 @@ use metrics::{Counter, Registry};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch, Semaphore};
 
-use crate::controller::{Controller, QpairCounts, QpairCountsSnapshot, Revocation};
 use crate::bufpool::SharedBuffers;
+use crate::controller::{Controller, QpairCounts, QpairCountsSnapshot, Revocation};
 use crate::log_page::DiscoveryEntry;
 use crate::stats::SubsystemStats;
 use crate::subsystem::{validate_nqn, ListenAddress, Subsystem, SubsystemConfig, DISCOVERY_NQN};
