@@ -175,18 +175,19 @@ fn tracing_free_warn(e: &std::io::Error) {
 impl Drop for Uring {
     fn drop(&mut self) {
         let nop = opcode::Nop::new().build().user_data(SHUTDOWN);
-        let pushed = {
-            let _guard = self.shared.sq.lock().unwrap_or_else(|p| p.into_inner());
-            // SAFETY: under the SQ lock.
-            let ok = unsafe { self.shared.ring.submission_shared().push(&nop).is_ok() };
-            ok && self.shared.ring.submitter().submit().is_ok()
-        };
-        if pushed {
-            if let Some(t) = self.thread.take() {
-                let _ = t.join();
-            }
+        let _guard = self.shared.sq.lock().unwrap_or_else(|p| p.into_inner());
+        // SAFETY: under the SQ lock.
+        let pushed = unsafe { self.shared.ring.submission_shared().push(&nop).is_ok() };
+        if !pushed || self.shared.ring.submitter().submit().is_err() {
+            // The thread never learns to stop; it is left to exit with the
+            // process (waiting for it would hang).
+            return;
         }
-        // If the no-op could not be queued the thread is left to exit with
-        // the process: joining it would hang.
+        // The completion thread owns the ring too and exits by itself once
+        // the operations still in the kernel (those of cancelled callers)
+        // have completed: it is detached, not joined, because the last
+        // handle of a bdev can be dropped on an I/O thread, which must not
+        // wait for a disk.
+        drop(self.thread.take());
     }
 }
