@@ -33,17 +33,6 @@ const durabilityJob = `set -u
 A=%[1]s; S=%[2]d
 GDD=/usr/local/bin/dd
 
-find_dev() {
-	for s in /sys/class/nvme-subsystem/nvme-subsys*; do
-		[ -f "$s/subsysnqn" ] && [ "$(cat "$s/subsysnqn")" = "$1" ] || continue
-		for n in "$s"/nvme*n*; do
-			name="${n##*/}"
-			case "$name" in *c*) continue ;; esac
-			[ -b "/dev/$name" ] && echo "/dev/$name"
-		done
-	done
-	return 0
-}
 
 find_ctrl() {
 	for s in /sys/class/nvme-subsystem/nvme-subsys*; do
@@ -60,8 +49,7 @@ find_ctrl() {
 attach() {
 	nvme connect -t tcp -a $A -s $S -n "$2" --nr-io-queues=1
 	echo "$1-connect=$?"
-	dev="" i=0
-	while [ -z "$dev" ] && [ $i -lt 50 ]; do dev="$(find_dev "$2")"; [ -n "$dev" ] || sleep 0.2; i=$((i + 1)); done
+	dev="$(wait_dev "$2")"
 	ctrl="$(find_ctrl "$2")"
 	echo "$1-device=$dev"
 	echo "$1-ctrl=$ctrl"
@@ -200,7 +188,7 @@ func TestKernelInitiatorDurability(t *testing.T) {
 	job := fmt.Sprintf(durabilityJob, guestTargetAddr, guestTargetPort,
 		durFuaNQN, durFlushNQN, durVwcNQN, durAioNQN, durRbdNQN)
 	res := framework.RunGuest(t, framework.GuestOptions{
-		Script:        job,
+		Script:        framework.GuestNVMeFunctions + job,
 		Files:         map[string]string{patternFile: "/job/pattern"},
 		Binaries:      []string{gdd, blkdiscard},
 		GuestForwards: map[int]int{guestTargetPort: port},

@@ -72,25 +72,13 @@ nvme discover -t tcp -a $A -s $S
 echo "discover-status=$?"
 echo "--- end discover"
 
-find_dev() {
-	for s in /sys/class/nvme-subsystem/nvme-subsys*; do
-		[ -f "$s/subsysnqn" ] && [ "$(cat "$s/subsysnqn")" = "$1" ] || continue
-		for n in "$s"/nvme*n*; do
-			name="${n##*/}"
-			case "$name" in *c*) continue ;; esac
-			[ -b "/dev/$name" ] && echo "/dev/$name"
-		done
-	done
-	return 0
-}
 
 # check KEY NQN: write and read back the 4 KiB and 1 MiB patterns.
 check() {
 	key=$1 nqn=$2
 	nvme connect -t tcp -a $A -s $S -n "$nqn" --nr-io-queues=2 --keep-alive-tmo=$KATO
 	echo "$key-connect=$?"
-	dev="" i=0
-	while [ -z "$dev" ] && [ $i -lt 50 ]; do dev="$(find_dev "$nqn")"; [ -n "$dev" ] || sleep 0.2; i=$((i + 1)); done
+	dev="$(wait_dev "$nqn")"
 	[ -n "$dev" ] || { echo "$key-device=none"; return; }
 	echo "$key-device=$dev"
 	echo "$key-size=$(blockdev --getsize64 "$dev")"
@@ -178,7 +166,7 @@ func TestKernelInitiatorAgainstDataplane(t *testing.T) {
 	job := fmt.Sprintf(kernelJob, guestTargetAddr, guestTargetPort, mallocNQN,
 		"check rbd "+rbdNQN, strangerNQN, strangerID)
 	res := framework.RunGuest(t, framework.GuestOptions{
-		Script: job,
+		Script: framework.GuestNVMeFunctions + job,
 		Files: map[string]string{
 			filepath.Join(dir, "small"): "/job/small",
 			filepath.Join(dir, "large"): "/job/large",

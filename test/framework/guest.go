@@ -283,3 +283,28 @@ func sortedKeys[K string | int, V any](m map[K]V) []K {
 	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
 	return keys
 }
+
+// GuestNVMeFunctions is a busybox-sh library for guest jobs that use NVMe
+// devices: prepend it to a job's script. `find_dev NQN` prints the block
+// device of the subsystem's namespaces (native NVMe multipath names it
+// nvmeXnY under nvme-subsysZ; nvmeXcYnZ are hidden per-path devices), and
+// `wait_dev NQN` waits up to 10 s for one and prints it.
+const GuestNVMeFunctions = `
+find_dev() {
+	for s in /sys/class/nvme-subsystem/nvme-subsys*; do
+		[ -f "$s/subsysnqn" ] && [ "$(cat "$s/subsysnqn")" = "$1" ] || continue
+		for n in "$s"/nvme*n*; do
+			name="${n##*/}"
+			case "$name" in *c*) continue ;; esac
+			[ -b "/dev/$name" ] && echo "/dev/$name"
+		done
+	done
+	return 0
+}
+
+wait_dev() {
+	_dev="" _i=0
+	while [ -z "$_dev" ] && [ $_i -lt 50 ]; do _dev="$(find_dev "$1")"; [ -n "$_dev" ] || sleep 0.2; _i=$((_i + 1)); done
+	echo "$_dev"
+}
+`

@@ -44,23 +44,7 @@ nvme discover -t tcp -a 127.0.0.1 -s 4420
 echo "--- end discover"
 nvme connect -t tcp -a 127.0.0.1 -s 4420 -n "$NQN"
 
-# The namespace's block device, found by the subsystem's NQN (native NVMe
-# multipath names it nvmeXnY under nvme-subsysZ; nvmeXcYnZ are the hidden
-# per-path devices).
-find_dev() {
-	for s in /sys/class/nvme-subsystem/nvme-subsys*; do
-		[ -f "$s/subsysnqn" ] && [ "$(cat "$s/subsysnqn")" = "$NQN" ] || continue
-		for n in "$s"/nvme*n*; do
-			name="${n##*/}"
-			case "$name" in *c*) continue ;; esac
-			[ -b "/dev/$name" ] && echo "/dev/$name"
-		done
-	done
-	return 0
-}
-dev=""
-i=0
-while [ -z "$dev" ] && [ $i -lt 50 ]; do dev="$(find_dev)"; [ -n "$dev" ] || sleep 0.2; i=$((i + 1)); done
+dev="$(wait_dev "$NQN")"
 [ -n "$dev" ] || { echo "no block device for $NQN"; exit 1; }
 echo "device=$dev"
 echo "device-size=$(blockdev --getsize64 "$dev")"
@@ -92,7 +76,7 @@ func TestGuestNVMeTCPLoopback(t *testing.T) {
 	want := hex.EncodeToString(sum[:])
 
 	res := framework.RunGuest(t, framework.GuestOptions{
-		Script:  nvmeLoopbackJob,
+		Script:  framework.GuestNVMeFunctions + nvmeLoopbackJob,
 		Files:   map[string]string{patternFile: "/job/pattern"},
 		Timeout: 4 * time.Minute,
 	})
