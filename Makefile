@@ -10,7 +10,8 @@ SHELL := /usr/bin/env bash -o pipefail
 
 export GOTOOLCHAIN := local
 export RACKCACHE_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/rackcache
-export RACKCACHE_TRACES ?= $(abspath $(CURDIR)/../shared/traces)
+# The shared trace samples (hack/traces-dir.sh says where it looks).
+export RACKCACHE_TRACES ?= $(shell hack/traces-dir.sh)
 export PATH := $(CURDIR)/bin:$(PATH)
 
 K8S_VERSION ?= 1.34.4
