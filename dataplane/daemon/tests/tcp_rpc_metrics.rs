@@ -5,12 +5,11 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::process::Command;
 
 use common::tls::{
     connect, https, make_pki, parse_response, read_all, rpc_request, tls_connect, Pki,
 };
-use common::{free_port, Daemon};
+use common::{free_port, start_fails, Daemon};
 use testkit::TempDir;
 
 const TOKEN: &str = "0123456789abcdef-test-token";
@@ -179,17 +178,6 @@ fn insecure_mode_serves_plain_http_with_the_token() {
     );
 }
 
-fn start_fails(work: &TempDir, args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_rackcache-dataplane"))
-        .arg("--rpc-socket")
-        .arg(work.path().join("s.sock"))
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(!out.status.success(), "started with {args:?}");
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
 #[test]
 fn unsafe_or_incomplete_flags_are_refused_at_start() {
     let work = TempDir::new("rackcache-tcp-flags");
@@ -199,13 +187,16 @@ fn unsafe_or_incomplete_flags_are_refused_at_start() {
     let listen = ["--rpc-listen", "127.0.0.1:0", "--rpc-token-file", &tf];
 
     // Plain HTTP needs saying so.
-    let err = start_fails(&work, &listen);
+    let err = start_fails(work.path(), &listen);
     assert!(err.contains("--rpc-insecure"), "{err}");
     // TLS needs both files, and excludes --rpc-insecure.
-    let err = start_fails(&work, &[&listen[..], &["--rpc-tls-cert", cert]].concat());
+    let err = start_fails(
+        work.path(),
+        &[&listen[..], &["--rpc-tls-cert", cert]].concat(),
+    );
     assert!(err.contains("--rpc-tls-key"), "{err}");
     let err = start_fails(
-        &work,
+        work.path(),
         &[
             &listen[..],
             &[
@@ -221,7 +212,7 @@ fn unsafe_or_incomplete_flags_are_refused_at_start() {
     assert!(err.contains("cannot be used with"), "{err}");
     // A key that is not a key.
     let err = start_fails(
-        &work,
+        work.path(),
         &[
             &listen[..],
             &["--rpc-tls-cert", cert, "--rpc-tls-key", cert],
@@ -233,7 +224,7 @@ fn unsafe_or_incomplete_flags_are_refused_at_start() {
     std::fs::write(work.path().join("short"), "short").unwrap();
     let short = work.path().join("short");
     let err = start_fails(
-        &work,
+        work.path(),
         &[
             "--rpc-listen",
             "127.0.0.1:0",
