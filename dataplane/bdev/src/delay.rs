@@ -197,13 +197,10 @@ impl DelayBdev {
         let len = buf.len();
         let wait = self.delay(true);
         Box::pin(async move {
-            let r = Self::later(wait, async move {
-                if fua {
-                    base.write_fua(offset, buf).await
-                } else {
-                    base.write(offset, buf).await
-                }
-            })
+            let r = Self::later(
+                wait,
+                async move { base.write_maybe_fua(offset, buf, fua).await },
+            )
             .await;
             r.unwrap_or_else(|| (DmaBuf::new(len), Err(gone("write"))))
         })

@@ -226,13 +226,7 @@ impl ErrorBdev {
         fua: bool,
     ) -> BoxFuture<'_, (DmaBuf, Result<()>)> {
         Box::pin(async move {
-            let to_base = |buf| async move {
-                if fua {
-                    self.base.write_fua(offset, buf).await
-                } else {
-                    self.base.write(offset, buf).await
-                }
-            };
+            let to_base = |buf| self.base.write_maybe_fua(offset, buf, fua);
             match self.take(IoKind::Write) {
                 None => to_base(buf).await,
                 Some(ErrorType::CorruptData { offset: at, value }) => {

@@ -176,23 +176,28 @@ impl CountedBdev {
 
     /// [`Bdev::write`], counted.
     pub async fn write(&self, offset: u64, buf: DmaBuf) -> (DmaBuf, Result<()>) {
-        let (start, len) = (Instant::now(), buf.len() as u64);
-        let (buf, r) = self.bdev.write(offset, buf).await;
-        let s = &*self.stats;
-        s.count(
-            &r,
-            &s.num_write_ops,
-            Some((&s.bytes_written, len)),
-            start,
-            Some(&s.write_latency),
-        );
-        (buf, r)
+        self.write_maybe_fua(offset, buf, false).await
     }
 
     /// [`Bdev::write_fua`], counted as a write and as a durable write.
     pub async fn write_fua(&self, offset: u64, buf: DmaBuf) -> (DmaBuf, Result<()>) {
+        self.write_maybe_fua(offset, buf, true).await
+    }
+
+    /// [`Self::write_fua`] if `fua`, else [`Self::write`]: for callers that
+    /// pass a command's FUA bit through.
+    pub async fn write_maybe_fua(
+        &self,
+        offset: u64,
+        buf: DmaBuf,
+        fua: bool,
+    ) -> (DmaBuf, Result<()>) {
         let (start, len) = (Instant::now(), buf.len() as u64);
-        let (buf, r) = self.bdev.write_fua(offset, buf).await;
+        let (buf, r) = if fua {
+            self.bdev.write_fua(offset, buf).await
+        } else {
+            self.bdev.write(offset, buf).await
+        };
         let s = &*self.stats;
         s.count(
             &r,
@@ -201,7 +206,7 @@ impl CountedBdev {
             start,
             Some(&s.write_latency),
         );
-        if r.is_ok() {
+        if fua && r.is_ok() {
             s.num_fua_write_ops.inc();
         }
         (buf, r)

@@ -5,9 +5,7 @@
 
 mod common;
 
-use std::process::Command;
-
-use common::{free_port, unix_rpc, Daemon};
+use common::{free_port, rpc, start_fails, tcp_listen_address, unix_rpc, Daemon};
 use loadgen::host::{ConnectParams, HostController};
 use serde_json::{json, Value};
 use testkit::TempDir;
@@ -50,7 +48,7 @@ fn kill_9_and_restart_restores_everything() {
     std::fs::create_dir_all(file.parent().unwrap()).unwrap();
     let persist = ["--config-persist", file.to_str().unwrap()];
     let d = Daemon::start_with(&socket, None, &persist);
-    let call = |m: &str, p: Value| unix_rpc(&socket, m, p).unwrap_or_else(|e| panic!("{m}: {e}"));
+    let call = |m: &str, p: Value| rpc(&socket, m, p);
     let port = free_port();
     call(
         "bdev_malloc_create",
@@ -72,9 +70,7 @@ fn kill_9_and_restart_restores_everything() {
     call("nvmf_subsystem_add_host", json!({"nqn": NQN, "host": HOST}));
     call(
         "nvmf_subsystem_add_listener",
-        json!({"nqn": NQN, "listen_address": {
-            "trtype": "TCP", "adrfam": "IPv4", "traddr": "127.0.0.1", "trsvcid": port.to_string()
-        }}),
+        json!({"nqn": NQN, "listen_address": tcp_listen_address(port)}),
     );
     // The last change before the crash is a deletion: it must stick too.
     call("bdev_malloc_delete", json!({"name": "Malloc1"}));
@@ -128,15 +124,10 @@ fn a_configuration_with_failing_calls_reports_each_and_fails_the_start() {
     .unwrap();
     let persisted = work.path().join("persist.json");
     std::fs::copy(&cfg, &persisted).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_rackcache-dataplane"))
-        .arg("--rpc-socket")
-        .arg(work.path().join("s.sock"))
-        .arg("--config-persist")
-        .arg(&persisted)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "started with failing calls:\n{err}");
+    let err = start_fails(
+        work.path(),
+        &["--config-persist", persisted.to_str().unwrap()],
+    );
     assert!(err.contains("2 of 6 configuration calls failed"), "{err}");
     assert!(
         err.contains("bdev entry 1: bdev_malloc_create(") && err.contains("name=\"M1\""),

@@ -12,7 +12,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use common::{free_port, unix_rpc, Daemon};
+use common::{free_port, rpc, tcp_listen_address, unix_rpc, Daemon};
 use loadgen::host::{ConnectParams, HostController, HostQueue};
 use serde_json::json;
 use testkit::TempDir;
@@ -62,9 +62,7 @@ fn daemon_serves_a_malloc_bdev_to_the_allowed_host_only() {
     let metrics_port = free_port();
     let metrics_addr = format!("127.0.0.1:{metrics_port}");
     let d = Daemon::start_with(&socket, None, &["--metrics-listen", &metrics_addr]);
-    let call = |m: &str, p: serde_json::Value| {
-        unix_rpc(&socket, m, p).unwrap_or_else(|e| panic!("{m}: {e}"))
-    };
+    let call = |m: &str, p: serde_json::Value| rpc(&socket, m, p);
 
     let port = free_port();
     call(
@@ -88,9 +86,8 @@ fn daemon_serves_a_malloc_bdev_to_the_allowed_host_only() {
     // them the forwarded address.
     call(
         "nvmf_subsystem_add_listener",
-        json!({"nqn": NQN, "listen_address": {
-            "trtype": "TCP", "adrfam": "IPv4", "traddr": "127.0.0.1", "trsvcid": port.to_string()
-        }, "rackcache_advertised": {"traddr": "10.0.2.100", "trsvcid": "14420"}}),
+        json!({"nqn": NQN, "listen_address": tcp_listen_address(port),
+               "rackcache_advertised": {"traddr": "10.0.2.100", "trsvcid": "14420"}}),
     );
 
     let params = |hostnqn: &str| ConnectParams {

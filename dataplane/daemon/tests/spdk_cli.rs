@@ -22,7 +22,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{free_port, unix_rpc, Daemon};
+use common::{free_port, rpc, tcp_listen_address, unix_rpc, Daemon};
 use loadgen::host::{ConnectParams, HostController, HostError, HostQueue};
 use serde_json::{json, Value};
 use testkit::{repo_root, Ceph, TempDir};
@@ -31,6 +31,21 @@ const NQN: &str = "nqn.2016-06.io.spdk:cnode1";
 const DISCOVERY: &str = "nqn.2014-08.org.nvmexpress.discovery";
 const HOST: &str = "nqn.2014-08.org.nvmexpress:uuid:0f8c1f3a-0000-4000-8000-0000000000c1";
 const OTHER_HOST: &str = "nqn.2014-08.org.nvmexpress:uuid:0f8c1f3a-0000-4000-8000-0000000000c2";
+
+/// The NVM subsystem's listener, as added and removed.
+const LISTENER: &[&str] = &[
+    NQN,
+    "-t",
+    "tcp",
+    "-f",
+    "ipv4",
+    "-a",
+    "127.0.0.1",
+    "-s",
+    "{port}",
+];
+/// The discovery subsystem's listener, as added and removed.
+const DISCOVERY_LISTENER: &[&str] = &["discovery", "-t", "tcp", "-a", "127.0.0.1", "-s", "{dport}"];
 
 /// Methods no stock command sends, with the reason; they are driven
 /// elsewhere.
@@ -76,23 +91,27 @@ struct Ctx {
 
 impl Ctx {
     fn rpc(&self, method: &str, params: Value) -> Value {
-        unix_rpc(&self.socket, method, params).unwrap_or_else(|e| panic!("{method} failed: {e}"))
+        rpc(&self.socket, method, params)
     }
 
     fn var(&self, k: &str) -> &str {
         &self.vars[k]
     }
 
-    fn connect(&self, hostnqn: &str, io_queues: u16) -> Result<HostController, HostError> {
-        let p = ConnectParams {
-            addr: format!("127.0.0.1:{}", self.var("port")),
-            subnqn: NQN.into(),
+    /// Connect parameters for `hostnqn` to `subnqn` at port variable `port`.
+    fn params(&self, port: &str, subnqn: &str, hostnqn: &str) -> ConnectParams {
+        ConnectParams {
+            addr: format!("127.0.0.1:{}", self.var(port)),
+            subnqn: subnqn.into(),
             hostnqn: hostnqn.into(),
             host_id: [0xc1; 16],
             queue_size: 32,
             kato_ms: 0,
-        };
-        HostController::connect(&p, io_queues)
+        }
+    }
+
+    fn connect(&self, hostnqn: &str, io_queues: u16) -> Result<HostController, HostError> {
+        HostController::connect(&self.params("port", NQN, hostnqn), io_queues)
     }
 
     fn subsystem(&self, nqn: &str) -> Value {
@@ -287,50 +306,25 @@ fn rows() -> Vec<Row> {
         row("nvmf_subsystem_add_host", &[NQN, HOST], |c, _| {
             assert_eq!(c.subsystem(NQN)["hosts"], json!([{ "nqn": HOST }]));
         }),
-        row(
-            "nvmf_subsystem_add_listener",
-            &[
-                NQN,
-                "-t",
-                "tcp",
-                "-f",
-                "ipv4",
-                "-a",
-                "127.0.0.1",
-                "-s",
-                "{port}",
-            ],
-            |c, _| {
-                assert_eq!(listen_ports(&c.subsystem(NQN)), [c.var("port")]);
-                // A host can now connect.
-                c.host = Some(c.connect(HOST, 2).expect("the allowed host connects"));
-            },
-        ),
+        row("nvmf_subsystem_add_listener", LISTENER, |c, _| {
+            assert_eq!(listen_ports(&c.subsystem(NQN)), [c.var("port")]);
+            // A host can now connect.
+            c.host = Some(c.connect(HOST, 2).expect("the allowed host connects"));
+        }),
         // SPDK's well-known discovery port, as ceph-nvmeof and
         // `nvme connect-all -s 8009` users serve it.
-        row(
-            "nvmf_subsystem_add_listener",
-            &["discovery", "-t", "tcp", "-a", "127.0.0.1", "-s", "{dport}"],
-            |c, _| {
-                assert_eq!(listen_ports(&c.subsystem(DISCOVERY)), [c.var("dport")]);
-                let p = ConnectParams {
-                    addr: format!("127.0.0.1:{}", c.var("dport")),
-                    subnqn: DISCOVERY.into(),
-                    hostnqn: HOST.into(),
-                    host_id: [0xc1; 16],
-                    queue_size: 32,
-                    kato_ms: 0,
-                };
-                let mut d = HostQueue::connect(&p, 0, 0).expect("discovery on its own listener");
-                d.enable().unwrap();
-                let log = d.get_log_page(0x70, 0, 3072).unwrap();
-                assert_eq!(
-                    u64::from_le_bytes(log[8..16].try_into().unwrap()),
-                    2,
-                    "discovery and cnode1"
-                );
-            },
-        ),
+        row("nvmf_subsystem_add_listener", DISCOVERY_LISTENER, |c, _| {
+            assert_eq!(listen_ports(&c.subsystem(DISCOVERY)), [c.var("dport")]);
+            let p = c.params("dport", DISCOVERY, HOST);
+            let mut d = HostQueue::connect(&p, 0, 0).expect("discovery on its own listener");
+            d.enable().unwrap();
+            let log = d.get_log_page(0x70, 0, 3072).unwrap();
+            assert_eq!(
+                u64::from_le_bytes(log[8..16].try_into().unwrap()),
+                2,
+                "discovery and cnode1"
+            );
+        }),
         row("nvmf_get_subsystems", &[], |_, out| {
             let nqns: Vec<Value> = parse(out)
                 .as_array()
@@ -342,11 +336,7 @@ fn rows() -> Vec<Row> {
         }),
         row("nvmf_subsystem_get_listeners", &[NQN], |c, out| {
             let v = parse(out);
-            assert_eq!(
-                v,
-                json!([{ "address": {
-                "trtype": "TCP", "adrfam": "IPv4", "traddr": "127.0.0.1", "trsvcid": c.var("port") } }])
-            );
+            assert_eq!(v, json!([{ "address": tcp_listen_address(c.var("port")) }]));
         }),
         row("nvmf_subsystem_get_controllers", &[NQN], |c, out| {
             let v = parse(out);
@@ -438,28 +428,14 @@ fn rows() -> Vec<Row> {
         }),
         row(
             "nvmf_subsystem_remove_listener",
-            &["discovery", "-t", "tcp", "-a", "127.0.0.1", "-s", "{dport}"],
+            DISCOVERY_LISTENER,
             |c, _| {
                 assert_eq!(listen_ports(&c.subsystem(DISCOVERY)), Vec::<String>::new());
             },
         ),
-        row(
-            "nvmf_subsystem_remove_listener",
-            &[
-                NQN,
-                "-t",
-                "tcp",
-                "-f",
-                "ipv4",
-                "-a",
-                "127.0.0.1",
-                "-s",
-                "{port}",
-            ],
-            |c, _| {
-                assert_eq!(listen_ports(&c.subsystem(NQN)), Vec::<String>::new());
-            },
-        ),
+        row("nvmf_subsystem_remove_listener", LISTENER, |c, _| {
+            assert_eq!(listen_ports(&c.subsystem(NQN)), Vec::<String>::new());
+        }),
         row("nvmf_subsystem_remove_ns", &[NQN, "2"], |c, _| {
             assert_eq!(c.subsystem(NQN)["namespaces"].as_array().unwrap().len(), 1);
         }),

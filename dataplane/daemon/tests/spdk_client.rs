@@ -8,7 +8,7 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::Daemon;
+use common::{start_fails, Daemon};
 
 use testkit::{spdk_python, Ceph, TempDir};
 
@@ -71,15 +71,7 @@ fn bad_config_file_is_refused_with_its_location() {
             {"method":"bdev_malloc_create","params":{"name":"a","num_blocks":8,"block_size":512}}]}]}"#,
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_rackcache-dataplane"))
-        .arg("--rpc-socket")
-        .arg(work.path().join("s.sock"))
-        .arg("--config")
-        .arg(&cfg)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = start_fails(work.path(), &["--config", cfg.to_str().unwrap()]);
     assert!(
         err.contains("entry 1: bdev_malloc_create(") && err.contains("File exists"),
         "{err}"

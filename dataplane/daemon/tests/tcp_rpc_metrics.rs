@@ -5,10 +5,11 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::process::Command;
 
-use common::tls::{connect, https, make_pki, parse_response, read_all, rpc_request, tls_connect};
-use common::{free_port, Daemon};
+use common::tls::{
+    connect, https, make_pki, parse_response, read_all, rpc_request, tls_connect, Pki,
+};
+use common::{free_port, start_fails, Daemon};
 use testkit::TempDir;
 
 const TOKEN: &str = "0123456789abcdef-test-token";
@@ -28,31 +29,38 @@ fn token_file(work: &TempDir) -> String {
     f.to_str().unwrap().to_owned()
 }
 
+/// The daemon (Unix socket `spdk.sock` in `work`) serving JSON-RPC on
+/// 127.0.0.1:`port` with the test token: over TLS with `pki`'s server
+/// certificate, or without one over plain HTTP (`--rpc-insecure`); `extra`
+/// are further flags.
+fn start_rpc(work: &TempDir, port: u16, pki: Option<&Pki>, extra: &[&str]) -> Daemon {
+    let addr = format!("127.0.0.1:{port}");
+    let tf = token_file(work);
+    let mut args = vec!["--rpc-listen", &addr, "--rpc-token-file", &tf];
+    match pki {
+        Some(pki) => args.extend([
+            "--rpc-tls-cert",
+            pki.cert.to_str().unwrap(),
+            "--rpc-tls-key",
+            pki.key.to_str().unwrap(),
+        ]),
+        None => args.push("--rpc-insecure"),
+    }
+    args.extend_from_slice(extra);
+    Daemon::start_with(&work.path().join("spdk.sock"), None, &args)
+}
+
 #[test]
 fn tls_rpc_needs_the_token_and_metrics_are_served() {
     let work = TempDir::new("rackcache-tcp-rpc");
     let pki = make_pki(work.path(), "server");
     let (rpc_port, metrics_port) = (free_port(), free_port());
-    let socket = work.path().join("spdk.sock");
-    let (rpc_addr, metrics_addr) = (
-        format!("127.0.0.1:{rpc_port}"),
-        format!("127.0.0.1:{metrics_port}"),
-    );
-    let d = Daemon::start_with(
-        &socket,
-        None,
-        &[
-            "--rpc-listen",
-            &rpc_addr,
-            "--rpc-token-file",
-            &token_file(&work),
-            "--rpc-tls-cert",
-            pki.cert.to_str().unwrap(),
-            "--rpc-tls-key",
-            pki.key.to_str().unwrap(),
-            "--metrics-listen",
-            &metrics_addr,
-        ],
+    let metrics_addr = format!("127.0.0.1:{metrics_port}");
+    let d = start_rpc(
+        &work,
+        rpc_port,
+        Some(&pki),
+        &["--metrics-listen", &metrics_addr],
     );
     let call = |t: Option<&[u8]>, body: &str| https(rpc_port, &pki.ca, &rpc_request(t, body));
 
@@ -111,7 +119,7 @@ fn tls_rpc_needs_the_token_and_metrics_are_served() {
         "{body}"
     );
     assert!(!body.contains(TOKEN), "the token leaked into metrics");
-    let log = std::fs::read_to_string(socket.with_extension("log")).unwrap();
+    let log = std::fs::read_to_string(work.path().join("spdk.log")).unwrap();
     assert!(!log.contains(TOKEN), "the token leaked into the log");
     drop(d);
 }
@@ -124,22 +132,7 @@ fn a_wrong_token_is_refused_before_the_body_is_read() {
     let work = TempDir::new("rackcache-tcp-401");
     let pki = make_pki(work.path(), "server");
     let port = free_port();
-    let socket = work.path().join("spdk.sock");
-    let addr = format!("127.0.0.1:{port}");
-    let _d = Daemon::start_with(
-        &socket,
-        None,
-        &[
-            "--rpc-listen",
-            &addr,
-            "--rpc-token-file",
-            &token_file(&work),
-            "--rpc-tls-cert",
-            pki.cert.to_str().unwrap(),
-            "--rpc-tls-key",
-            pki.key.to_str().unwrap(),
-        ],
-    );
+    let _d = start_rpc(&work, port, Some(&pki), &[]);
     let mut s = tls_connect(port, &pki.ca).unwrap();
     s.write_all(
         b"POST / HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer wrong-token-wrong-token\r\n\
@@ -175,19 +168,7 @@ fn a_wrong_token_is_refused_before_the_body_is_read() {
 fn insecure_mode_serves_plain_http_with_the_token() {
     let work = TempDir::new("rackcache-tcp-insecure");
     let port = free_port();
-    let socket = work.path().join("spdk.sock");
-    let addr = format!("127.0.0.1:{port}");
-    let _d = Daemon::start_with(
-        &socket,
-        None,
-        &[
-            "--rpc-listen",
-            &addr,
-            "--rpc-token-file",
-            &token_file(&work),
-            "--rpc-insecure",
-        ],
-    );
+    let _d = start_rpc(&work, port, None, &[]);
     assert_eq!(http(port, &rpc_request(None, LIST)).0, 401);
     let (code, body) = http(port, &rpc_request(Some(TOKEN.as_bytes()), LIST));
     assert_eq!(
@@ -195,17 +176,6 @@ fn insecure_mode_serves_plain_http_with_the_token() {
         (200, true),
         "{body}"
     );
-}
-
-fn start_fails(work: &TempDir, args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_rackcache-dataplane"))
-        .arg("--rpc-socket")
-        .arg(work.path().join("s.sock"))
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(!out.status.success(), "started with {args:?}");
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 #[test]
@@ -217,13 +187,16 @@ fn unsafe_or_incomplete_flags_are_refused_at_start() {
     let listen = ["--rpc-listen", "127.0.0.1:0", "--rpc-token-file", &tf];
 
     // Plain HTTP needs saying so.
-    let err = start_fails(&work, &listen);
+    let err = start_fails(work.path(), &listen);
     assert!(err.contains("--rpc-insecure"), "{err}");
     // TLS needs both files, and excludes --rpc-insecure.
-    let err = start_fails(&work, &[&listen[..], &["--rpc-tls-cert", cert]].concat());
+    let err = start_fails(
+        work.path(),
+        &[&listen[..], &["--rpc-tls-cert", cert]].concat(),
+    );
     assert!(err.contains("--rpc-tls-key"), "{err}");
     let err = start_fails(
-        &work,
+        work.path(),
         &[
             &listen[..],
             &[
@@ -239,7 +212,7 @@ fn unsafe_or_incomplete_flags_are_refused_at_start() {
     assert!(err.contains("cannot be used with"), "{err}");
     // A key that is not a key.
     let err = start_fails(
-        &work,
+        work.path(),
         &[
             &listen[..],
             &["--rpc-tls-cert", cert, "--rpc-tls-key", cert],
@@ -251,7 +224,7 @@ fn unsafe_or_incomplete_flags_are_refused_at_start() {
     std::fs::write(work.path().join("short"), "short").unwrap();
     let short = work.path().join("short");
     let err = start_fails(
-        &work,
+        work.path(),
         &[
             "--rpc-listen",
             "127.0.0.1:0",

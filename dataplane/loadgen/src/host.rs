@@ -55,20 +55,22 @@ impl From<io::Error> for HostError {
 /// Result of host operations.
 pub type Result<T> = std::result::Result<T, HostError>;
 
-/// What a received PDU meant.
+/// What a received PDU meant. `D` is how read data is handed over: this
+/// host gives its length (`usize`), the bytes being [`HostQueue::last_data`]
+/// until the next `recv`; a host that owns the bytes (`nvmf-harness`'s
+/// in-memory one) gives them (`Vec<u8>`).
 #[derive(Debug)]
-pub enum Event {
+pub enum Event<D = usize> {
     /// A completion.
     Completion(Cqe),
-    /// Read data for command `cccid` at offset `datao`, `len` bytes, which
-    /// are at `data_range` in the receive buffer until the next `recv`.
+    /// Read data for command `cccid` at offset `datao`.
     Data {
         /// Command id.
         cccid: u16,
         /// Offset in the command's transfer.
         datao: u32,
-        /// Where the bytes are in [`HostQueue::last_data`].
-        len: usize,
+        /// The bytes, or their length (see `D`).
+        data: D,
         /// The command succeeded and no completion follows.
         success: bool,
     },
@@ -351,7 +353,7 @@ impl HostQueue {
             Specific::Data(d) => Ok(Event::Data {
                 cccid: d.cccid,
                 datao: d.datao,
-                len: d.datal as usize,
+                data: d.datal as usize,
                 success: d.success,
             }),
             Specific::R2t(r) => Ok(Event::R2t(r)),
@@ -391,7 +393,7 @@ impl HostQueue {
                 Event::Data {
                     cccid,
                     datao,
-                    len,
+                    data: len,
                     success,
                 } if cccid == cid => {
                     let at = self.data_at;

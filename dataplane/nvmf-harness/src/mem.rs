@@ -14,25 +14,9 @@ use nvmf_tgt::Target;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream, ReadHalf, WriteHalf};
 use tokio::task::JoinHandle;
 
-/// What a received PDU meant.
-#[derive(Debug)]
-pub enum Event {
-    /// A completion.
-    Completion(Cqe),
-    /// Read data for `cccid`; `success` set when no completion follows.
-    Data {
-        /// Command id.
-        cccid: u16,
-        /// Offset in the transfer.
-        datao: u32,
-        /// The bytes.
-        data: Vec<u8>,
-        /// SUCCESS flag.
-        success: bool,
-    },
-    /// The target asks for write data.
-    R2t(pdu::R2t),
-}
+/// What a received PDU meant: the TCP host's events, read data carried
+/// as the bytes themselves.
+pub type Event = loadgen::host::Event<Vec<u8>>;
 
 /// One queue pair's host side.
 pub struct MemHost {

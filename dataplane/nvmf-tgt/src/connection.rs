@@ -277,11 +277,7 @@ async fn execute(op: Op) -> Done {
             buf,
             fua,
         } => {
-            let (buf, r) = if fua {
-                ns.bdev.write_fua(offset, buf).await
-            } else {
-                ns.bdev.write(offset, buf).await
-            };
+            let (buf, r) = ns.bdev.write_maybe_fua(offset, buf, fua).await;
             io(slot, r, Some(buf), IoKind::Write)
         }
         Op::Flush { slot, ns } => io(slot, ns.bdev.flush().await, None, IoKind::Flush),

@@ -556,12 +556,15 @@ mod tests {
             ))
         };
         let listen = path.listen;
-        sub.add_listener(ListenAddress {
-            listen,
-            advertised_addr: None,
-            advertised_port: None,
-        })
-        .unwrap();
+        let add_listener = || {
+            sub.add_listener(ListenAddress {
+                listen,
+                advertised_addr: None,
+                advertised_port: None,
+            })
+            .unwrap()
+        };
+        add_listener();
         let c = sub.register_controller(host, listen, make).unwrap();
         // Connect checked access before the removal; registering after it
         // must fail, and the controller registered before is torn down.
@@ -580,12 +583,7 @@ mod tests {
         assert_eq!(sub.remove_listener(listen).unwrap().len(), 1);
         let again = sub.register_controller(host, listen, make);
         assert_eq!(again.err(), Some(RegisterError::Unreachable));
-        sub.add_listener(ListenAddress {
-            listen,
-            advertised_addr: None,
-            advertised_port: None,
-        })
-        .unwrap();
+        add_listener();
         let c = sub.register_controller(host, listen, make).unwrap();
         sub.mark_removed();
         assert!(

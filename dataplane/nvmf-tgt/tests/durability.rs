@@ -4,6 +4,8 @@
 //! turned off makes every write durable, and transfer lengths are computed
 //! without wrapping on 64 KiB-block namespaces.
 
+mod common;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,11 +13,13 @@ use std::time::Duration;
 use bdev::file::FileBdev;
 use bdev::malloc::MallocBdev;
 use bdev::{Bdev, CountedBdev, IoStats};
-use loadgen::host::{ConnectParams, HostController, HostError};
+use loadgen::host::{ConnectParams, HostController};
 use metrics::Registry;
 use nvmf::cqe::Status;
 use nvmf::sqe::{opcode, sgl, SglDescriptor, Sqe};
 use nvmf_tgt::{SubsystemConfig, Target, TransportOptions};
+
+use common::status_of;
 
 const NQN: &str = "nqn.2016-06.io.rackcache:durability";
 const HOST: &str = "nqn.2014-08.org.nvmexpress:uuid:0f8c1f3a-0000-4000-8000-0000000000d1";
@@ -31,11 +35,7 @@ struct Harness {
 
 impl Harness {
     fn start(bdev: Bdev) -> Self {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = common::runtime();
         let registry = Registry::new();
         let target = Target::new(TransportOptions::default(), registry.clone()).unwrap();
         let sub = target.add_subsystem(SubsystemConfig::new(NQN)).unwrap();
@@ -78,19 +78,7 @@ impl Harness {
     }
 
     fn stop(self) {
-        let t = self.target.clone();
-        self.rt.block_on(async move {
-            tokio::time::timeout(Duration::from_secs(10), t.shutdown())
-                .await
-                .expect("shutdown in time")
-        });
-    }
-}
-
-fn status_of(e: HostError) -> Status {
-    match e {
-        HostError::Status { cqe, .. } => cqe.status,
-        other => panic!("expected a status, got {other}"),
+        common::shutdown(&self.rt, &self.target, Duration::from_secs(10));
     }
 }
 

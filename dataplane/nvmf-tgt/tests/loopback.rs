@@ -2,6 +2,8 @@
 //! over loopback TCP, on malloc bdevs. Each test starts its own target on
 //! an ephemeral 127.0.0.1 port in its own runtime and stops it at the end.
 
+mod common;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,6 +15,8 @@ use metrics::Registry;
 use nvmf::cqe::Status;
 use nvmf::sqe::{opcode, sgl, SglDescriptor, Sqe};
 use nvmf_tgt::{SubsystemConfig, Target, TransportOptions, DISCOVERY_NQN};
+
+use common::status_of;
 
 const NQN: &str = "nqn.2016-06.io.spdk:cnode1";
 const HOST: &str = "nqn.2014-08.org.nvmexpress:uuid:0f8c1f3a-0000-4000-8000-000000000001";
@@ -28,11 +32,7 @@ struct Harness {
 
 impl Harness {
     fn start(allowed: &[&str]) -> Self {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = common::runtime();
         let registry = Registry::new();
         let target = Target::new(TransportOptions::default(), registry.clone()).unwrap();
         let mut cfg = SubsystemConfig::new(NQN);
@@ -73,12 +73,7 @@ impl Harness {
     }
 
     fn stop(self) {
-        let t = self.target.clone();
-        self.rt.block_on(async move {
-            tokio::time::timeout(Duration::from_secs(10), t.shutdown())
-                .await
-                .expect("shutdown in time")
-        });
+        common::shutdown(&self.rt, &self.target, Duration::from_secs(10));
         self.rt.shutdown_timeout(Duration::from_secs(2));
     }
 }
@@ -97,13 +92,6 @@ fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
         .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 9) as u8)
         .collect()
-}
-
-fn status_of(e: HostError) -> Status {
-    match e {
-        HostError::Status { cqe, .. } => cqe.status,
-        other => panic!("expected a status, got {other}"),
-    }
 }
 
 #[test]

@@ -7,16 +7,19 @@
 //!
 //! Waits are bounded liveness checks (a hang fails), never timing claims.
 
+mod common;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bdev::malloc::MallocBdev;
 use bdev::Bdev;
-use loadgen::host::{ConnectParams, HostController, HostError, HostQueue};
+use loadgen::host::{ConnectParams, HostController, HostQueue};
 use metrics::Registry;
-use nvmf::cqe::Status;
 use nvmf_tgt::{Revocation, SubsystemConfig, Target, TransportOptions, DISCOVERY_NQN};
+
+use common::status_of;
 
 const NQN: &str = "nqn.2016-06.io.spdk:cnode1";
 const NQN2: &str = "nqn.2016-06.io.spdk:cnode2";
@@ -34,11 +37,7 @@ struct Harness {
 
 impl Harness {
     fn start() -> Self {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = common::runtime();
         let target = Target::new(TransportOptions::default(), Registry::new()).unwrap();
         Self { rt, target }
     }
@@ -78,12 +77,7 @@ impl Harness {
     }
 
     fn stop(self) {
-        let t = self.target.clone();
-        self.rt.block_on(async move {
-            tokio::time::timeout(Duration::from_secs(20), t.shutdown())
-                .await
-                .expect("shutdown in time")
-        });
+        common::shutdown(&self.rt, &self.target, Duration::from_secs(20));
         self.rt.shutdown_timeout(Duration::from_secs(2));
     }
 }
@@ -96,13 +90,6 @@ fn params(addr: SocketAddr, subnqn: &str, hostnqn: &str) -> ConnectParams {
         host_id: [0x11; 16],
         queue_size: 32,
         kato_ms: 0,
-    }
-}
-
-fn status_of(e: HostError) -> Status {
-    match e {
-        HostError::Status { cqe, .. } => cqe.status,
-        other => panic!("expected a status, got {other}"),
     }
 }
 

@@ -8,6 +8,8 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use serde_json::Value;
+
 /// The daemon process, stopped with SIGTERM (then SIGKILL) on drop.
 pub struct Daemon {
     child: Child,
@@ -86,20 +88,44 @@ pub fn free_port() -> u16 {
 
 /// One JSON-RPC call over the daemon's Unix socket: the `result`, or the
 /// `error` object.
-pub fn unix_rpc(
-    socket: &Path,
-    method: &str,
-    params: serde_json::Value,
-) -> Result<serde_json::Value, serde_json::Value> {
+pub fn unix_rpc(socket: &Path, method: &str, params: Value) -> Result<Value, Value> {
     use std::io::Write;
     let mut s = std::os::unix::net::UnixStream::connect(socket).expect("connect to the daemon");
     s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
     let req = serde_json::json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params });
     s.write_all(req.to_string().as_bytes()).unwrap();
-    let mut resp = serde_json::Deserializer::from_reader(&mut s).into_iter::<serde_json::Value>();
+    let mut resp = serde_json::Deserializer::from_reader(&mut s).into_iter::<Value>();
     let mut v = resp.next().expect("a response").expect("a JSON response");
     match v.get("error") {
         Some(e) => Err(e.clone()),
         None => Ok(v["result"].take()),
     }
+}
+
+/// [`unix_rpc`] for calls that must succeed: the `result`; an error fails
+/// the test.
+pub fn rpc(socket: &Path, method: &str, params: Value) -> Value {
+    unix_rpc(socket, method, params).unwrap_or_else(|e| panic!("{method} failed: {e}"))
+}
+
+/// The `listen_address` of a TCP listener on 127.0.0.1:`port`, as the
+/// daemon takes and reports it.
+pub fn tcp_listen_address(port: impl std::fmt::Display) -> Value {
+    serde_json::json!({
+        "trtype": "TCP", "adrfam": "IPv4", "traddr": "127.0.0.1", "trsvcid": port.to_string()
+    })
+}
+
+/// Runs the daemon (socket `s.sock` in `dir`) with `args`, which must make
+/// it refuse to start; returns its standard error.
+pub fn start_fails(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_rackcache-dataplane"))
+        .arg("--rpc-socket")
+        .arg(dir.join("s.sock"))
+        .args(args)
+        .output()
+        .expect("run rackcache-dataplane");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "started with {args:?}:\n{err}");
+    err
 }
