@@ -475,9 +475,10 @@ impl Revocation {
         self.gone.len()
     }
 
-    /// Whether none were.
+    /// Whether there is nothing to wait for: none torn down, none
+    /// draining.
     pub fn is_empty(&self) -> bool {
-        self.gone.is_empty()
+        self.gone.is_empty() && self.draining.is_empty()
     }
 
     /// Waits until every torn-down controller is gone (all its queue pairs
