@@ -79,8 +79,9 @@ impl Histogram {
         let i = BOUNDS_NS.partition_point(|&b| b < ns);
         self.0.buckets[i].fetch_add(1, Relaxed);
         self.0.sum_us.fetch_add(ns / 1000, Relaxed);
-        if ns % 1000 != 0 {
-            self.0.sum_sub_us_ns.fetch_add(ns % 1000, Relaxed);
+        let rest = ns % 1000;
+        if rest != 0 {
+            self.0.sum_sub_us_ns.fetch_add(rest, Relaxed);
         }
     }
 

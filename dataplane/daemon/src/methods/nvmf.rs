@@ -543,7 +543,13 @@ pub(super) async fn allow_any_host(app: &App, params: Option<Value>) -> Result<V
         target(&state.nvmf)?.set_allow_any_host(&p.nqn, p.allow_any_host)?
     };
     tracing::info!(subnqn = %p.nqn, allow_any_host = p.allow_any_host, "NVMe-oF host policy set");
-    persist_then_wait(app, revoked, REVOKE_TIMEOUT, "nvmf_subsystem_allow_any_host").await;
+    persist_then_wait(
+        app,
+        revoked,
+        REVOKE_TIMEOUT,
+        "nvmf_subsystem_allow_any_host",
+    )
+    .await;
     Ok(json!(true))
 }
 
@@ -705,7 +711,13 @@ pub(super) async fn remove_listener(app: &App, params: Option<Value>) -> Result<
         target(&state.nvmf)?.remove_listener(nqn, addr)?
     };
     tracing::info!(subnqn = %nqn, listen = %addr, "NVMe-oF listener removed");
-    persist_then_wait(app, revoked, REVOKE_TIMEOUT, "nvmf_subsystem_remove_listener").await;
+    persist_then_wait(
+        app,
+        revoked,
+        REVOKE_TIMEOUT,
+        "nvmf_subsystem_remove_listener",
+    )
+    .await;
     Ok(json!(true))
 }
 
