@@ -176,14 +176,25 @@ impl ErrorBdev {
         }
     }
 
+    /// What a held I/O waits on. Taken before [`Self::take`]: a
+    /// `resume_pending` that comes after the injection was taken is then
+    /// seen, never lost.
+    fn arm(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.resumed.subscribe()
+    }
+
     /// Applies a non-corrupting error: `Err` with the failure, or `Ok`
-    /// once a held I/O is resumed (it then goes to the base).
-    async fn fail(&self, op: &'static str, err: ErrorType) -> std::result::Result<(), BdevError> {
+    /// once a held I/O is resumed (it then goes to the base). `resumed`
+    /// is from [`Self::arm`], called before the error was taken.
+    async fn fail(
+        &self,
+        op: &'static str,
+        err: ErrorType,
+        mut resumed: tokio::sync::watch::Receiver<u64>,
+    ) -> std::result::Result<(), BdevError> {
         if err == ErrorType::Pending {
-            let mut rx = self.resumed.subscribe();
-            rx.borrow_and_update();
             // The sender lives as long as `self`.
-            let _ = rx.changed().await;
+            let _ = resumed.changed().await;
             return Ok(());
         }
         Err(self.injected(op, err))
@@ -192,6 +203,7 @@ impl ErrorBdev {
     /// Reads from the base unless an error is injected.
     pub fn read(&self, offset: u64, buf: DmaBuf) -> BoxFuture<'_, (DmaBuf, Result<()>)> {
         Box::pin(async move {
+            let armed = self.arm();
             match self.take(IoKind::Read) {
                 None => self.base.read(offset, buf).await,
                 Some(ErrorType::CorruptData { offset: at, value }) => {
@@ -201,7 +213,7 @@ impl ErrorBdev {
                     }
                     (buf, r)
                 }
-                Some(e) => match self.fail("read", e).await {
+                Some(e) => match self.fail("read", e, armed).await {
                     Ok(()) => self.base.read(offset, buf).await,
                     Err(err) => (buf, Err(err)),
                 },
@@ -227,13 +239,14 @@ impl ErrorBdev {
     ) -> BoxFuture<'_, (DmaBuf, Result<()>)> {
         Box::pin(async move {
             let to_base = |buf| self.base.write_maybe_fua(offset, buf, fua);
+            let armed = self.arm();
             match self.take(IoKind::Write) {
                 None => to_base(buf).await,
                 Some(ErrorType::CorruptData { offset: at, value }) => {
                     corrupt(&mut buf, at, value);
                     to_base(buf).await
                 }
-                Some(e) => match self.fail("write", e).await {
+                Some(e) => match self.fail("write", e, armed).await {
                     Ok(()) => to_base(buf).await,
                     Err(err) => (buf, Err(err)),
                 },
@@ -245,10 +258,11 @@ impl ErrorBdev {
     /// apply: a flush has no data).
     pub fn flush(&self) -> BoxFuture<'_, Result<()>> {
         Box::pin(async move {
+            let armed = self.arm();
             match self.take(IoKind::Flush) {
                 None | Some(ErrorType::CorruptData { .. }) => self.base.flush().await,
                 Some(e) => {
-                    self.fail("flush", e).await?;
+                    self.fail("flush", e, armed).await?;
                     self.base.flush().await
                 }
             }
@@ -258,12 +272,13 @@ impl ErrorBdev {
     /// Zeroes on the base unless an error is injected.
     pub fn write_zeroes(&self, offset: u64, len: u64) -> BoxFuture<'_, Result<()>> {
         Box::pin(async move {
+            let armed = self.arm();
             match self.take(IoKind::WriteZeroes) {
                 None | Some(ErrorType::CorruptData { .. }) => {
                     self.base.write_zeroes(offset, len).await
                 }
                 Some(e) => {
-                    self.fail("write zeroes", e).await?;
+                    self.fail("write zeroes", e, armed).await?;
                     self.base.write_zeroes(offset, len).await
                 }
             }
@@ -273,10 +288,11 @@ impl ErrorBdev {
     /// Deallocates on the base unless an error is injected.
     pub fn unmap(&self, offset: u64, len: u64) -> BoxFuture<'_, Result<()>> {
         Box::pin(async move {
+            let armed = self.arm();
             match self.take(IoKind::Unmap) {
                 None | Some(ErrorType::CorruptData { .. }) => self.base.unmap(offset, len).await,
                 Some(e) => {
-                    self.fail("unmap", e).await?;
+                    self.fail("unmap", e, armed).await?;
                     self.base.unmap(offset, len).await
                 }
             }
@@ -342,5 +358,41 @@ mod tests {
             .unwrap();
         b.clear();
         b.flush().await.unwrap();
+    }
+
+    /// A `resume_pending` that arrives while a write is still picking its
+    /// injection (the injection list locked here) releases it: the write
+    /// waits on a receiver taken before the injection.
+    #[test]
+    fn a_resume_while_the_io_takes_its_injection_is_not_lost() {
+        let b = Arc::new(bdev());
+        b.inject(IoTypeSel::Kind(IoKind::Write), ErrorType::Pending, 1)
+            .unwrap();
+        let list = b.injections.lock().unwrap();
+        let (done_tx, done) = std::sync::mpsc::channel();
+        let io = b.clone();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .unwrap();
+            let (_, r) = rt.block_on(io.write(0, DmaBuf::from_slice(&[7u8; 512])));
+            let _ = done_tx.send(r.is_ok());
+        });
+        // The write has started and waits for the list (bounded wait).
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while b.resumed.receiver_count() == 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the write never armed its resume signal before taking its injection"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        b.resume_pending();
+        drop(list);
+        assert_eq!(
+            done.recv_timeout(Duration::from_secs(30)),
+            Ok(true),
+            "the held write was resumed"
+        );
     }
 }

@@ -145,3 +145,98 @@ fn a_configuration_with_failing_calls_reports_each_and_fails_the_start() {
         std::fs::read(&cfg).unwrap()
     );
 }
+
+/// `nvmf_subsystem_remove_host` whose wait for the host's queues times out
+/// (a write held by the error bdev) reports the timeout, but the host is
+/// off the list, on disk too: after `kill -9` it cannot come back.
+#[test]
+fn a_host_removal_that_times_out_is_persisted() {
+    let work = TempDir::new("rackcache-persist-revoke");
+    let socket = work.path().join("spdk.sock");
+    let file = work.path().join("config.json");
+    let persist = ["--config-persist", file.to_str().unwrap()];
+    let d = Daemon::start_with(&socket, None, &persist);
+    let call = |m: &str, p: Value| unix_rpc(&socket, m, p).unwrap_or_else(|e| panic!("{m}: {e}"));
+    let port = free_port();
+    call(
+        "bdev_malloc_create",
+        json!({"name": "Malloc0", "num_blocks": 2048, "block_size": BS}),
+    );
+    call("bdev_error_create", json!({"base_name": "Malloc0"}));
+    call("nvmf_create_transport", json!({"trtype": "TCP"}));
+    call("nvmf_create_subsystem", json!({"nqn": NQN}));
+    call(
+        "nvmf_subsystem_add_ns",
+        json!({"nqn": NQN, "namespace": {"bdev_name": "EE_Malloc0"}}),
+    );
+    call("nvmf_subsystem_add_host", json!({"nqn": NQN, "host": HOST}));
+    call(
+        "nvmf_subsystem_add_listener",
+        json!({"nqn": NQN, "listen_address": {
+            "trtype": "TCP", "adrfam": "IPv4", "traddr": "127.0.0.1", "trsvcid": port.to_string()
+        }}),
+    );
+    // The next write is held until resumed (never, here).
+    call(
+        "bdev_error_inject_error",
+        json!({"name": "EE_Malloc0", "io_type": "write", "error_type": "pending", "num": 1}),
+    );
+    let p = ConnectParams {
+        addr: format!("127.0.0.1:{port}"),
+        subnqn: NQN.into(),
+        hostnqn: HOST.into(),
+        host_id: [0xc3; 16],
+        queue_size: 32,
+        kato_ms: 0,
+    };
+    let mut c = HostController::connect(&p, 2).expect("the host connects");
+    // One write on each I/O queue: once one has completed, the other is
+    // the one held.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let writers: Vec<_> = std::mem::take(&mut c.io)
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut q)| {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let data = vec![0x42u8; BS];
+                let r = q.write_blocks(1, i as u64, BS, &data, BS);
+                let _ = tx.send(r.map(|_| ()).map_err(|e| format!("{e:?}")));
+            })
+        })
+        .collect();
+    rx.recv_timeout(std::time::Duration::from_secs(60))
+        .expect("a write completes")
+        .expect("the write not held succeeds");
+    assert!(std::fs::read_to_string(&file).unwrap().contains(HOST));
+
+    let e = unix_rpc(
+        &socket,
+        "nvmf_subsystem_remove_host",
+        json!({"nqn": NQN, "host": HOST, "timeout_ms": 1}),
+    )
+    .expect_err("the held write keeps the queue open past 1 ms");
+    assert_eq!(e["message"], json!("Timeout reached during host removal"));
+    assert!(
+        !std::fs::read_to_string(&file).unwrap().contains(HOST),
+        "the removed host is still in the persisted configuration"
+    );
+    d.kill9();
+    std::fs::remove_file(&socket).unwrap();
+    for w in writers {
+        w.join().unwrap();
+    }
+    drop(c);
+
+    let d = Daemon::start_with(&socket, None, &persist);
+    let subs = unix_rpc(&socket, "nvmf_get_subsystems", json!({})).unwrap();
+    let sub = subs
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["nqn"] == json!(NQN))
+        .expect("the subsystem is restored");
+    assert_eq!(sub["hosts"], json!([]), "{sub}");
+    assert!(connect_host(port).is_err(), "the removed host is refused");
+    d.stop();
+}

@@ -148,8 +148,9 @@ pub(crate) enum Pending {
     Read { offset: u64 },
     /// Write the buffer at `offset`; durably before completion if `fua`.
     Write { offset: u64, fua: bool },
-    /// Dataset Management with `ranges` ranges; `deallocate` set.
-    Dsm { deallocate: bool },
+    /// Dataset Management with `ranges` ranges; `deallocate` set; the
+    /// deallocation made durable before completion if `sync`.
+    Dsm { deallocate: bool, sync: bool },
 }
 
 /// One request slot.
@@ -210,18 +211,21 @@ pub(crate) enum Op {
     },
     /// Flush one namespace.
     Flush { slot: u16, ns: Arc<Namespace> },
-    /// Zero a range.
+    /// Zero a range; flush the bdev before completion if `sync`.
     WriteZeroes {
         slot: u16,
         ns: Arc<Namespace>,
         offset: u64,
         len: u64,
+        sync: bool,
     },
-    /// Deallocate the ranges listed in `ranges` (DSM format, 16 bytes each).
+    /// Deallocate the ranges listed in `ranges` (DSM format, 16 bytes
+    /// each); flush the bdev before completion if `sync`.
     Unmap {
         slot: u16,
         ns: Arc<Namespace>,
         ranges: DmaBuf,
+        sync: bool,
     },
     /// Controller shutdown: flush every namespace, then report complete.
     ShutdownFlush { namespaces: Arc<NamespaceMap> },
@@ -286,13 +290,20 @@ async fn execute(op: Op) -> Done {
             ns,
             offset,
             len,
-        } => io(
+            sync,
+        } => {
+            let mut r = ns.bdev.write_zeroes(offset, len).await;
+            if sync && r.is_ok() {
+                r = ns.bdev.flush().await;
+            }
+            io(slot, r, None, IoKind::WriteZeroes)
+        }
+        Op::Unmap {
             slot,
-            ns.bdev.write_zeroes(offset, len).await,
-            None,
-            IoKind::WriteZeroes,
-        ),
-        Op::Unmap { slot, ns, ranges } => {
+            ns,
+            ranges,
+            sync,
+        } => {
             let mut r = Ok(());
             for range in ranges.chunks_exact(16) {
                 let nlb = u64::from(u32::from_le_bytes(range[4..8].try_into().expect("4")));
@@ -317,6 +328,9 @@ async fn execute(op: Op) -> Done {
                 }
             }
             drop(ranges);
+            if sync && r.is_ok() {
+                r = ns.bdev.flush().await;
+            }
             io(slot, r, None, IoKind::Unmap)
         }
         Op::ShutdownFlush { namespaces } => {
@@ -877,13 +891,14 @@ impl Connection {
                     fua,
                 });
             }
-            Pending::Dsm { deallocate } => {
+            Pending::Dsm { deallocate, sync } => {
                 if deallocate {
                     self.set_state(slot, ReqState::Executing);
                     self.submit.push(Op::Unmap {
                         slot,
                         ns,
                         ranges: buf,
+                        sync,
                     });
                 } else {
                     let cid = r.cid;

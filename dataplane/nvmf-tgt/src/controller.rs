@@ -430,10 +430,15 @@ impl QpairCounts {
 /// subsystem deleted) has torn down. Their queue pairs see the teardown
 /// signal at once; [`Revocation::wait`] resolves when every one of them has
 /// closed, so the RPC that revoked access answers only once the host has
-/// lost it, as SPDK's does.
+/// lost it, as SPDK's does. It also waits for controllers of the same
+/// host (or listener) that had already been torn down (keep-alive expiry,
+/// disconnect) and are still draining writes: until those land, the host
+/// has not lost the volume either.
 #[derive(Debug, Default)]
 pub struct Revocation {
     gone: Vec<watch::Receiver<()>>,
+    /// Controllers torn down before, still draining; not counted by `len`.
+    draining: Vec<watch::Receiver<()>>,
 }
 
 impl Revocation {
@@ -446,29 +451,41 @@ impl Revocation {
                 c.gone_signal()
             })
             .collect();
-        Self { gone }
+        Self {
+            gone,
+            draining: Vec::new(),
+        }
     }
 
     /// Adds `other`'s controllers.
     pub fn merge(&mut self, other: Revocation) {
         self.gone.extend(other.gone);
+        self.draining.extend(other.draining);
     }
 
-    /// How many controllers were torn down.
+    /// Also waits for `ctrls`, torn down earlier and still draining.
+    pub(crate) fn wait_also(&mut self, ctrls: impl IntoIterator<Item = Arc<Controller>>) {
+        self.draining
+            .extend(ctrls.into_iter().map(|c| c.gone_signal()));
+    }
+
+    /// How many controllers were torn down (by this change; not those
+    /// already draining it also waits for).
     pub fn len(&self) -> usize {
         self.gone.len()
     }
 
-    /// Whether none were.
+    /// Whether there is nothing to wait for: none torn down, none
+    /// draining.
     pub fn is_empty(&self) -> bool {
-        self.gone.is_empty()
+        self.gone.is_empty() && self.draining.is_empty()
     }
 
     /// Waits until every torn-down controller is gone (all its queue pairs
     /// closed), at most `timeout`; false when some are still there.
     pub async fn wait(self, timeout: std::time::Duration) -> bool {
         let all_gone = async {
-            for mut rx in self.gone {
+            for mut rx in self.gone.into_iter().chain(self.draining) {
                 // Nothing is ever sent: `changed` fails once the sender,
                 // owned by the controller, is dropped with it.
                 while rx.changed().await.is_ok() {}

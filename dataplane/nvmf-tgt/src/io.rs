@@ -15,7 +15,7 @@ use crate::subsystem::Namespace;
 /// A DSM range is 16 bytes; at most 256 ranges.
 const DSM_RANGE_LEN: usize = 16;
 
-/// Read/Write CDW12 bit 30: Force Unit Access.
+/// Read/Write/Write Zeroes CDW12 bit 30: Force Unit Access.
 const CDW12_FUA: u32 = 1 << 30;
 
 /// Generic status 0x20, Namespace is Write Protected: a command that would
@@ -56,6 +56,8 @@ impl Connection {
                     Ok(r) => r,
                     Err(st) => return self.complete(cid, st),
                 };
+                // Made durable (a flush after the zeroing) like a write.
+                let sync = self.write_through(sqe);
                 let Some(slot) = self.slot_or_refuse(cid) else {
                     return;
                 };
@@ -65,6 +67,7 @@ impl Connection {
                     ns,
                     offset,
                     len,
+                    sync,
                 });
             }
             opcode::DATASET_MANAGEMENT => self.dataset_management(sqe, ns, data),
@@ -121,15 +124,19 @@ impl Connection {
         Ok((offset, len))
     }
 
-    /// Whether a write must be durable before it completes: the host set
-    /// FUA, or turned the volatile write cache off (Set Features 0x06), in
-    /// which case every write is written through.
+    /// Whether a write (or Write Zeroes) must be durable before it
+    /// completes: the host set FUA, or turned the volatile write cache off.
     fn write_through(&self, sqe: &Sqe) -> bool {
-        sqe.cdw(12) & CDW12_FUA != 0
-            || self
-                .bound
-                .as_ref()
-                .is_some_and(|b| !b.ctrl.write_cache_enabled())
+        sqe.cdw(12) & CDW12_FUA != 0 || self.cache_off()
+    }
+
+    /// Whether the host turned the volatile write cache off (Set Features
+    /// 0x06): every change to the medium is then written through, a
+    /// Deallocate (which has no FUA bit) included.
+    fn cache_off(&self) -> bool {
+        self.bound
+            .as_ref()
+            .is_some_and(|b| !b.ctrl.write_cache_enabled())
     }
 
     fn read(&mut self, sqe: &Sqe, ns: Arc<Namespace>) {
@@ -169,7 +176,8 @@ impl Connection {
         if sqe.sgl().length < len {
             return self.complete(cid, Status::SGL_LENGTH_INVALID);
         }
-        self.receive_then(sqe, ns, data, len, Pending::Dsm { deallocate });
+        let sync = deallocate && self.cache_off();
+        self.receive_then(sqe, ns, data, len, Pending::Dsm { deallocate, sync });
     }
 
     /// Gets `len` bytes of host data for a command, in the capsule or by

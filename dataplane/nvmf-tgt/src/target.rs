@@ -296,6 +296,17 @@ impl Inner {
             .map(|r| r.done.subscribe())
     }
 
+    /// Torn-down controllers `which` selects whose queue pairs are still
+    /// draining: a revocation waits for them too, since their writes have
+    /// not all landed yet.
+    fn draining(&self, which: impl Fn(&Controller) -> bool) -> Vec<Arc<Controller>> {
+        let v = self.releasing.lock().unwrap_or_else(|p| p.into_inner());
+        v.iter()
+            .filter(|r| r.ctrl.is_torn_down() && which(&r.ctrl))
+            .map(|r| r.ctrl.clone())
+            .collect()
+    }
+
     /// Marks the discovery log changed.
     pub(crate) fn discovery_changed(&self) {
         self.genctr.fetch_add(1, Ordering::Relaxed);
@@ -454,6 +465,7 @@ impl Target {
         // before registers nothing, what is connected goes.
         s.mark_removed();
         let mut revoked = s.revoke(|_| true, "subsystem deleted");
+        revoked.wait_also(self.inner.draining(|c| c.subsystem.nqn == nqn));
         for l in s.listeners() {
             if let Ok(r) = s.remove_listener(l.listen) {
                 revoked.merge(r);
@@ -506,7 +518,11 @@ impl Target {
     /// Removes a host from a subsystem's allow list and tears down its
     /// controllers (wait for their queues with the returned value).
     pub fn remove_host(&self, nqn: &str, hostnqn: &str) -> Result<Revocation, TargetError> {
-        let revoked = self.existing(nqn)?.remove_host(hostnqn)?;
+        let mut revoked = self.existing(nqn)?.remove_host(hostnqn)?;
+        revoked.wait_also(
+            self.inner
+                .draining(|c| c.subsystem.nqn == nqn && c.hostnqn == hostnqn),
+        );
         self.inner.discovery_changed();
         Ok(revoked)
     }
@@ -514,7 +530,12 @@ impl Target {
     /// Lets any host into subsystem `nqn`, or only listed ones; turning it
     /// off tears down the controllers of hosts not listed.
     pub fn set_allow_any_host(&self, nqn: &str, allow: bool) -> Result<Revocation, TargetError> {
-        let revoked = self.existing(nqn)?.set_allow_any_host(allow);
+        let sub = self.existing(nqn)?;
+        let mut revoked = sub.set_allow_any_host(allow);
+        revoked.wait_also(
+            self.inner
+                .draining(|c| c.subsystem.nqn == nqn && !sub.host_allowed(&c.hostnqn)),
+        );
         self.inner.discovery_changed();
         Ok(revoked)
     }
@@ -573,7 +594,11 @@ impl Target {
         nqn: &str,
         listen: SocketAddr,
     ) -> Result<Revocation, TargetError> {
-        let revoked = self.listenable(nqn)?.remove_listener(listen)?;
+        let mut revoked = self.listenable(nqn)?.remove_listener(listen)?;
+        revoked.wait_also(
+            self.inner
+                .draining(|c| c.subsystem.nqn == nqn && c.uses_listener(listen)),
+        );
         self.release_listener_if_unused(listen);
         self.inner.discovery_changed();
         Ok(revoked)

@@ -1,8 +1,9 @@
 //! Durability through the target, driven by the repository's own NVMe/TCP
 //! host over loopback: FUA writes and Flush reach the bdev as durable
 //! operations (counted in its `IoStats`), the Volatile Write Cache feature
-//! turned off makes every write durable, and transfer lengths are computed
-//! without wrapping on 64 KiB-block namespaces.
+//! turned off makes every write durable (Write Zeroes with FUA, and Write
+//! Zeroes or Deallocate with the cache off, flush the bdev), and transfer
+//! lengths are computed without wrapping on 64 KiB-block namespaces.
 
 mod common;
 
@@ -215,4 +216,42 @@ fn lengths_of_64k_block_namespaces_do_not_wrap() {
     drop(c);
     h.stop();
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Write Zeroes with FUA (CDW12 bit 30), and Write Zeroes or Deallocate
+/// with the volatile write cache off, are made durable (a flush of the
+/// bdev) before they complete; with the cache on and no FUA they are not.
+#[test]
+fn write_zeroes_and_deallocate_honour_fua_and_the_write_cache() {
+    let h = Harness::start(Bdev::Malloc(MallocBdev::new("m0", 2048, 512).unwrap()));
+    let mut c = h.connect();
+    let flushes = |h: &Harness| h.stats.num_flush_ops.get();
+    let zeroes = |q: &mut loadgen::host::HostQueue, slba: u64, flags: u32| {
+        q.admin_no_data(
+            opcode::WRITE_ZEROES,
+            1,
+            [slba as u32, 0, 7 | flags, 0, 0, 0],
+            "Write Zeroes",
+        )
+        .unwrap();
+    };
+    // Cache on: nothing to make durable.
+    zeroes(&mut c.io[0], 0, 0);
+    c.io[0].deallocate(1, &[(8, 8)]).unwrap();
+    assert_eq!(flushes(&h), 0);
+    // FUA: durable before completion.
+    zeroes(&mut c.io[0], 16, FUA);
+    assert_eq!(flushes(&h), 1, "Write Zeroes with FUA");
+
+    c.admin
+        .admin_no_data(opcode::SET_FEATURES, 0, [FID_VWC, 0, 0, 0, 0, 0], "VWC off")
+        .unwrap();
+    zeroes(&mut c.io[0], 24, 0);
+    assert_eq!(flushes(&h), 2, "Write Zeroes with the cache off");
+    c.io[0].deallocate(1, &[(32, 8), (48, 8)]).unwrap();
+    assert_eq!(flushes(&h), 3, "Deallocate with the cache off");
+    // Nothing else was counted as a write.
+    assert_eq!(h.counts().0, 0);
+    drop(c);
+    h.stop();
 }

@@ -394,3 +394,34 @@ async fn deleting_the_subsystem_drains_io_in_flight_before_its_queues_close() {
     assert_eq!(base_block(&f, 24).await, 0x3C, "write landed before close");
     assert_eq!(f.target.abandoned_requests(), 0);
 }
+
+/// A controller already torn down (its host went away) whose writes are
+/// still in flight: removing the host answers only once they have landed,
+/// so the volume can be handed to another node safely.
+#[tokio::test(start_paused = true)]
+async fn remove_host_waits_for_a_torn_down_controller_still_draining() {
+    let f = fixture(options(), Duration::from_secs(2)).await;
+    let sub = f.target.subsystem(NQN).unwrap();
+    sub.add_host(HOST).unwrap();
+    let (admin, mut io, admin_task, io_task) = controller(&f, HOST, 0, 1 << 20).await;
+    for i in 0..4u64 {
+        let sqe = MemHost::write_sqe(64 + i * 8, 4096, BS, true);
+        io.submit(sqe, Some(&[0xC3; 4096])).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    drop((admin, io));
+    until(Duration::from_secs(1), || sub.live_controllers().is_empty()).await;
+    assert_eq!(base_block(&f, 64).await, 0, "writes still in flight");
+    let r = f.target.remove_host(NQN, HOST).unwrap();
+    assert_eq!(r.len(), 0, "nothing live to tear down");
+    assert!(r.wait(Duration::from_secs(60)).await);
+    for i in 0..4u64 {
+        assert_eq!(
+            base_block(&f, 64 + i * 8).await,
+            0xC3,
+            "write landed before remove_host returned"
+        );
+    }
+    admin_task.await.unwrap();
+    io_task.await.unwrap();
+}

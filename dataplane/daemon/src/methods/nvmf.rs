@@ -50,13 +50,19 @@ use crate::rpc::error::{RpcError, INTERNAL_ERROR, INVALID_PARAMS};
 /// SPDK's default for `nvmf_subsystem_remove_host` (CAP.TO plus 5 s).
 pub(super) const REVOKE_TIMEOUT: Duration = Duration::from_millis(15_000);
 
-/// Waits for `revoked` (after the state lock is released, so other calls
-/// go on meanwhile); false when some queue pair outlived `timeout`.
-async fn wait_revoked(revoked: Revocation, timeout: Duration, what: &str) -> bool {
-    let n = revoked.len();
-    if n == 0 {
+/// Persists the change that revoked access (`--config-persist`), then
+/// waits for `revoked` (after the state lock is released, so other calls
+/// go on meanwhile); false when some queue pair outlived `timeout`. The
+/// change is on disk before the wait, so a daemon killed during the wait,
+/// or a call that then reports a timeout, cannot bring the revoked access
+/// back on restart. (The RPC server rewrites the file again when the call
+/// succeeds: harmless.)
+async fn persist_then_wait(app: &App, revoked: Revocation, timeout: Duration, what: &str) -> bool {
+    if revoked.is_empty() {
         return true;
     }
+    crate::config::persist(app).await;
+    let n = revoked.len();
     let done = revoked.wait(timeout).await;
     if done {
         tracing::info!(controllers = n, "{what}: revoked controllers closed");
@@ -399,7 +405,7 @@ pub(super) async fn delete_subsystem(app: &App, params: Option<Value>) -> Result
     };
     tracing::info!(subnqn = %p.nqn, "NVMe-oF subsystem deleted");
     // The subsystem is gone either way; a late queue only gets a warning.
-    wait_revoked(revoked, REVOKE_TIMEOUT, "nvmf_delete_subsystem").await;
+    persist_then_wait(app, revoked, REVOKE_TIMEOUT, "nvmf_delete_subsystem").await;
     Ok(json!(true))
 }
 
@@ -537,7 +543,13 @@ pub(super) async fn allow_any_host(app: &App, params: Option<Value>) -> Result<V
         target(&state.nvmf)?.set_allow_any_host(&p.nqn, p.allow_any_host)?
     };
     tracing::info!(subnqn = %p.nqn, allow_any_host = p.allow_any_host, "NVMe-oF host policy set");
-    wait_revoked(revoked, REVOKE_TIMEOUT, "nvmf_subsystem_allow_any_host").await;
+    persist_then_wait(
+        app,
+        revoked,
+        REVOKE_TIMEOUT,
+        "nvmf_subsystem_allow_any_host",
+    )
+    .await;
     Ok(json!(true))
 }
 
@@ -699,7 +711,13 @@ pub(super) async fn remove_listener(app: &App, params: Option<Value>) -> Result<
         target(&state.nvmf)?.remove_listener(nqn, addr)?
     };
     tracing::info!(subnqn = %nqn, listen = %addr, "NVMe-oF listener removed");
-    wait_revoked(revoked, REVOKE_TIMEOUT, "nvmf_subsystem_remove_listener").await;
+    persist_then_wait(
+        app,
+        revoked,
+        REVOKE_TIMEOUT,
+        "nvmf_subsystem_remove_listener",
+    )
+    .await;
     Ok(json!(true))
 }
 
@@ -871,7 +889,7 @@ pub(super) async fn remove_host(app: &App, params: Option<Value>) -> Result<Valu
     };
     // As SPDK: the host is off the list either way, but the caller learns
     // that its queues were still open.
-    if !wait_revoked(revoked, timeout, "nvmf_subsystem_remove_host").await {
+    if !persist_then_wait(app, revoked, timeout, "nvmf_subsystem_remove_host").await {
         return Err(RpcError::new(
             INTERNAL_ERROR,
             "Timeout reached during host removal",
