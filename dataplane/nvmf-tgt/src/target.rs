@@ -784,3 +784,33 @@ pub(crate) async fn until_true(rx: &mut watch::Receiver<bool>) {
     // The guard `wait_for` returns is not Send: drop it here.
     let _ = rx.wait_for(|v| *v).await.is_ok();
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeouts_are_bounded() {
+        let ok = TransportOptions {
+            h2c_data_timeout: MAX_TIMEOUT,
+            write_timeout: MAX_TIMEOUT,
+            drain_timeout: MAX_TIMEOUT,
+            ..TransportOptions::default()
+        };
+        ok.validate().unwrap();
+        // u64::MAX ms (as `rackcache_h2c_data_timeout_ms` may say) would
+        // overflow a deadline computed from it.
+        for set in [
+            |o: &mut TransportOptions, d| o.h2c_data_timeout = d,
+            |o: &mut TransportOptions, d| o.write_timeout = d,
+            |o: &mut TransportOptions, d| o.drain_timeout = d,
+        ] {
+            for d in [Duration::from_millis(u64::MAX), MAX_TIMEOUT + Duration::from_millis(1)] {
+                let mut o = TransportOptions::default();
+                set(&mut o, d);
+                let e = o.validate().unwrap_err().to_string();
+                assert!(e.contains("must be from 1 ms to 3600000 ms"), "{e}");
+            }
+        }
+    }
+}
