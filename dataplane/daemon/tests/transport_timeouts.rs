@@ -10,7 +10,10 @@ use serde_json::json;
 #[tokio::test(flavor = "current_thread")]
 async fn timeouts_above_an_hour_are_refused_with_a_clear_error() {
     let app = App::new();
-    for key in ["rackcache_h2c_data_timeout_ms", "rackcache_write_timeout_ms"] {
+    for key in [
+        "rackcache_h2c_data_timeout_ms",
+        "rackcache_write_timeout_ms",
+    ] {
         for ms in [u64::MAX, 3_600_001] {
             let e = app
                 .dispatch(

@@ -255,10 +255,7 @@ impl BufPool {
     /// together are full).
     pub fn give(&mut self, b: DmaBuf) {
         let n = b.capacity();
-        if self.free.len() < self.max
-            && self.bytes + n <= MAX_POOLED_BYTES
-            && self.all.try_add(n)
-        {
+        if self.free.len() < self.max && self.bytes + n <= MAX_POOLED_BYTES && self.all.try_add(n) {
             self.bytes += n;
             self.free.push(b);
         }

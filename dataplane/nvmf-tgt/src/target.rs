@@ -805,7 +805,10 @@ mod tests {
             |o: &mut TransportOptions, d| o.write_timeout = d,
             |o: &mut TransportOptions, d| o.drain_timeout = d,
         ] {
-            for d in [Duration::from_millis(u64::MAX), MAX_TIMEOUT + Duration::from_millis(1)] {
+            for d in [
+                Duration::from_millis(u64::MAX),
+                MAX_TIMEOUT + Duration::from_millis(1),
+            ] {
                 let mut o = TransportOptions::default();
                 set(&mut o, d);
                 let e = o.validate().unwrap_err().to_string();

@@ -121,7 +121,8 @@ async fn controller(
 /// R2Ts that arrive on `h` until it is quiet for 100 ms.
 async fn r2ts(h: &mut MemHost) -> Vec<nvmf::pdu::R2t> {
     let mut v = Vec::new();
-    while let Ok(Ok(Event::R2t(r))) = tokio::time::timeout(Duration::from_millis(100), h.recv()).await
+    while let Ok(Ok(Event::R2t(r))) =
+        tokio::time::timeout(Duration::from_millis(100), h.recv()).await
     {
         v.push(r);
     }
@@ -250,11 +251,18 @@ async fn a_request_waiting_for_buffers_keeps_its_place_in_line() {
     // writes in capsules (no buffer units) meanwhile.
     let (_aa, mut a) = controller(&f, HOST, 1, 1 << 20).await;
     let (a, _) = &mut a[0];
-    let read = a.submit(MemHost::read_sqe(0, 16 << 10, BS), None).await.unwrap();
+    let read = a
+        .submit(MemHost::read_sqe(0, 16 << 10, BS), None)
+        .await
+        .unwrap();
     let mut done = None;
     for i in 0..2000u64 {
         let w = a
-            .execute(MemHost::write_sqe(600 + i % 64, BS, BS, true), Some(&[1; BS]), None)
+            .execute(
+                MemHost::write_sqe(600 + i % 64, BS, BS, true),
+                Some(&[1; BS]),
+                None,
+            )
             .await
             .unwrap();
         assert!(w.status.is_success());
@@ -314,7 +322,11 @@ async fn a_request_that_never_gets_buffers_is_interrupted() {
         got = Some(c);
     }
     let c = got.expect("the waiting write is answered");
-    assert_eq!((c.status.sct, c.status.sc, c.status.dnr), (0, 0x21, false), "Command Interrupted: {c:?}");
+    assert_eq!(
+        (c.status.sct, c.status.sc, c.status.dnr),
+        (0, 0x21, false),
+        "Command Interrupted: {c:?}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -329,8 +341,14 @@ async fn buffer_caches_of_many_queues_stay_within_the_budget() {
     let (_a, mut queues) = controller(&f, HOST, 16, 1 << 20).await;
     // Each queue frees (and would keep) two 32 KiB buffers: 1 MiB in all.
     for (q, _) in queues.iter_mut() {
-        let x = q.submit(MemHost::read_sqe(0, 32 << 10, BS), None).await.unwrap();
-        let y = q.submit(MemHost::read_sqe(64, 32 << 10, BS), None).await.unwrap();
+        let x = q
+            .submit(MemHost::read_sqe(0, 32 << 10, BS), None)
+            .await
+            .unwrap();
+        let y = q
+            .submit(MemHost::read_sqe(64, 32 << 10, BS), None)
+            .await
+            .unwrap();
         let mut left = vec![x, y];
         while !left.is_empty() {
             if let Event::Completion(c) = q.recv().await.unwrap() {
@@ -357,7 +375,10 @@ async fn a_slow_reader_keeps_its_queue_while_bytes_move() {
     let f = fixture(opts, Duration::ZERO).await;
     let (_a, mut q) = controller(&f, HOST, 1, 4096).await;
     let (q, _) = &mut q[0];
-    let cid = q.submit(MemHost::read_sqe(0, 32 << 10, BS), None).await.unwrap();
+    let cid = q
+        .submit(MemHost::read_sqe(0, 32 << 10, BS), None)
+        .await
+        .unwrap();
     // 1 KiB a second: the 32 KiB batch takes far longer than the write
     // timeout, but it never stops moving.
     let mut got = 0;
@@ -392,7 +413,13 @@ async fn shutdown_is_not_held_by_a_queue_blocked_writing() {
     assert!(c.status.is_success());
     assert!(admin.enable().await.unwrap().status.is_success());
     for _ in 0..8 {
-        let sqe = Sqe::build(opcode::IDENTIFY, 0, 0, wire::transport(4096), [1, 0, 0, 0, 0, 0]);
+        let sqe = Sqe::build(
+            opcode::IDENTIFY,
+            0,
+            0,
+            wire::transport(4096),
+            [1, 0, 0, 0, 0, 0],
+        );
         admin.submit(sqe, None).await.unwrap();
     }
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -401,7 +428,12 @@ async fn shutdown_is_not_held_by_a_queue_blocked_writing() {
         .await
         .expect("the queue blocked in a write ended with the drain")
         .unwrap();
-    assert!(f.target.subsystem(NQN).unwrap().live_controllers().is_empty());
+    assert!(f
+        .target
+        .subsystem(NQN)
+        .unwrap()
+        .live_controllers()
+        .is_empty());
 }
 
 #[tokio::test(start_paused = true)]
@@ -445,7 +477,10 @@ async fn a_reconnect_waits_for_writes_abandoned_by_the_drain() {
         busy += 1;
         assert!(busy < 10);
     };
-    assert!(busy >= 1, "the Connect was not let through while writes ran");
+    assert!(
+        busy >= 1,
+        "the Connect was not let through while writes ran"
+    );
     assert!(admin.enable().await.unwrap().status.is_success());
     let (mut io, _) = MemHost::open(&f.target, f.listen, 1 << 20);
     let c = io.connect(&params(HOST), 1, admin.cntlid).await.unwrap();
@@ -457,7 +492,12 @@ async fn a_reconnect_waits_for_writes_abandoned_by_the_drain() {
     }
     tokio::time::sleep(Duration::from_secs(30)).await;
     for i in 0..N {
-        assert_eq!(base_block(&f, i * 8).await, 0xBB, "block {} is the rewrite", i * 8);
+        assert_eq!(
+            base_block(&f, i * 8).await,
+            0xBB,
+            "block {} is the rewrite",
+            i * 8
+        );
     }
     assert_eq!(f.target.abandoned_requests(), N);
 }
