@@ -130,8 +130,9 @@ struct Parked {
 pub enum ReqState {
     /// Unused.
     Free,
-    /// Waiting for data buffer units (the target's budget or the queue's
-    /// share is spent): no buffer is allocated and no R2T sent yet.
+    /// Waiting for data buffer units (the target's budget or the host's
+    /// share is spent): no buffer is allocated and no R2T sent yet. After
+    /// the H2CData timeout it is completed with Command Interrupted.
     AwaitingBuffer,
     /// R2T sent: H2CData PDUs are filling the request's buffer.
     AwaitingH2cData,
