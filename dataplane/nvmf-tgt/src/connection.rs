@@ -1614,6 +1614,36 @@ mod tests {
         assert_eq!(c.state, ConnState::Terminating);
     }
 
+    /// A connection dropped without `serve` reaching its end (its task
+    /// panicked) still releases its controller.
+    #[tokio::test]
+    async fn a_dropped_connection_releases_its_controller() {
+        use loadgen::wire;
+        const NQN: &str = "nqn.2016-06.io.rackcache:drop";
+        const HOST: &str = "nqn.2014-08.org.nvmexpress:uuid:0f0e0d0c-0000-4000-8000-00000000d00d";
+        let t = Target::new(TransportOptions::default(), metrics::Registry::new()).unwrap();
+        let mut cfg = SubsystemConfig::new(NQN);
+        cfg.allow_any_host = true;
+        let sub = t.add_subsystem(cfg).unwrap();
+        let listen = t
+            .add_listener(NQN, "127.0.0.1:0".parse().unwrap(), None, None)
+            .await
+            .unwrap();
+        let mut c = Connection::new(t.inner(), "127.0.0.1:1".parse().unwrap(), listen);
+        let mut input = wire::ic_req(wire::Digests::default()).to_vec();
+        let (sqe, data) = wire::connect(1, NQN, HOST, [1; 16], 0, 32, 0xffff, 0);
+        wire::put_command(&mut input, &sqe, Some(&data), wire::Digests::default());
+        feed(&mut c, &input).unwrap();
+        assert_eq!(c.state, ConnState::Serving);
+        assert_eq!(sub.live_controllers().len(), 1);
+        drop(c);
+        assert!(sub.live_controllers().is_empty(), "controller torn down");
+        assert!(
+            t.inner().releasing(NQN, HOST).is_none(),
+            "a reconnect of the host need not wait"
+        );
+    }
+
     #[test]
     fn request_slot_states_are_counted() {
         let mut c = conn();
