@@ -146,6 +146,19 @@ impl MemHost {
         }
     }
 
+    /// Reads at most `max` bytes from the target into the receive buffer,
+    /// for [`MemHost::recv`] to parse later (a host that reads slowly).
+    pub async fn read_some(&mut self, max: usize) -> Result<usize, String> {
+        let mut chunk = vec![0u8; max];
+        let n = self
+            .rd
+            .read(&mut chunk)
+            .await
+            .map_err(|e| format!("recv: {e}"))?;
+        self.buf.extend_from_slice(&chunk[..n]);
+        Ok(n)
+    }
+
     /// The next event (already seen ones first).
     pub async fn recv(&mut self) -> Result<Event, String> {
         if let Some(e) = self.pending.pop_front() {

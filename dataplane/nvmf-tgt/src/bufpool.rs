@@ -7,17 +7,22 @@
 //! before any memory is allocated, and gives them back when its buffer is
 //! freed (for read data, once it has been written to the socket). A command
 //! that finds no units waits in `ReqState::AwaitingBuffer`; no R2T is sent
-//! for it until it has them. One queue pair holds at most half the units
-//! (at least one largest transfer), so a host that opens many writes and
-//! never sends their data cannot starve the others. In-capsule data is not
-//! counted: it is bounded per queue by the queue depth and the in-capsule
-//! data size, as in SPDK.
+//! for it until it has them. All queue pairs of one host (host NQN) hold at
+//! most half the units together (at least one largest transfer), so a host
+//! that opens many writes on many queues and never sends their data cannot
+//! starve the others. In-capsule data is not counted: it is bounded per
+//! queue by the queue depth and the in-capsule data size, as in SPDK.
 //!
 //! The cache ([`BufPool`]) keeps up to `buf_cache_size` freed buffers per
-//! connection so that steady-state I/O does not allocate; cached memory
-//! holds no units.
+//! connection so that steady-state I/O does not allocate. Cached memory
+//! holds no units (a unit held idle in one connection's cache would starve
+//! the others), but all caches of the target together keep at most as many
+//! bytes as the budget ([`CacheBytes`]): buffer memory stays within twice
+//! the budget however many connections there are.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 
 use bdev::DmaBuf;
 use metrics::Gauge;
@@ -25,6 +30,47 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Bytes kept per connection's cache at most.
 const MAX_POOLED_BYTES: usize = 16 << 20;
+
+/// Bytes kept in the caches of every connection together, with a cap.
+pub struct CacheBytes {
+    bytes: AtomicUsize,
+    cap: usize,
+    gauge: Arc<Gauge>,
+}
+
+impl CacheBytes {
+    /// A cap of `cap` bytes, reported in `gauge`.
+    pub fn new(cap: usize, gauge: Arc<Gauge>) -> Self {
+        Self {
+            bytes: AtomicUsize::new(0),
+            cap,
+            gauge,
+        }
+    }
+
+    /// Bytes cached now.
+    pub fn get(&self) -> usize {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// Counts `n` more bytes if that stays within the cap.
+    fn try_add(&self, n: usize) -> bool {
+        let r = self
+            .bytes
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| {
+                b.checked_add(n).filter(|&t| t <= self.cap)
+            });
+        if r.is_ok() {
+            self.gauge.add(n as i64);
+        }
+        r.is_ok()
+    }
+
+    fn sub(&self, n: usize) {
+        self.bytes.fetch_sub(n, Ordering::Relaxed);
+        self.gauge.add(-(n as i64));
+    }
+}
 
 /// The target-wide buffer budget.
 pub struct SharedBuffers {
@@ -35,16 +81,24 @@ pub struct SharedBuffers {
     pub unit_size: u32,
     /// Bytes granted now (`rackcache_nvmf_buffer_bytes_in_use`).
     pub in_use: Arc<Gauge>,
+    /// Each host's share, while one of its queue pairs holds it.
+    hosts: Mutex<HashMap<String, Weak<Semaphore>>>,
+    /// Bytes in the connections' caches (at most the budget's bytes).
+    pub cached: Arc<CacheBytes>,
 }
 
 impl SharedBuffers {
-    /// A budget of `units` units of `unit_size` bytes.
-    pub fn new(units: u32, unit_size: u32, in_use: Arc<Gauge>) -> Self {
+    /// A budget of `units` units of `unit_size` bytes; `cached` reports the
+    /// bytes kept in connection caches.
+    pub fn new(units: u32, unit_size: u32, in_use: Arc<Gauge>, cached: Arc<Gauge>) -> Self {
+        let budget = units as usize * unit_size as usize;
         Self {
             units: Arc::new(Semaphore::new(units as usize)),
             total_units: units,
             unit_size,
             in_use,
+            hosts: Mutex::new(HashMap::new()),
+            cached: Arc::new(CacheBytes::new(budget, cached)),
         }
     }
 
@@ -53,16 +107,29 @@ impl SharedBuffers {
         len.div_ceil(self.unit_size).max(1)
     }
 
-    /// Units one queue pair may hold at once.
-    pub fn per_queue_units(&self, max_io_size: u32) -> u32 {
+    /// Units the queue pairs of one host may hold at once.
+    pub fn per_host_units(&self, max_io_size: u32) -> u32 {
         (self.total_units / 2).max(self.units_for(max_io_size))
+    }
+
+    /// The share of `hostnqn` (one semaphore for all its queue pairs; gone
+    /// when the last of them is).
+    fn host_share(&self, hostnqn: &str, max_io_size: u32) -> Arc<Semaphore> {
+        let mut hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(s) = hosts.get(hostnqn).and_then(Weak::upgrade) {
+            return s;
+        }
+        hosts.retain(|_, w| w.strong_count() > 0);
+        let s = Arc::new(Semaphore::new(self.per_host_units(max_io_size) as usize));
+        hosts.insert(hostnqn.to_owned(), Arc::downgrade(&s));
+        s
     }
 }
 
 /// Units granted to one command; given back when dropped.
 pub struct Grant {
     _shared: OwnedSemaphorePermit,
-    _queue: OwnedSemaphorePermit,
+    _host: OwnedSemaphorePermit,
     bytes: i64,
     in_use: Arc<Gauge>,
 }
@@ -76,56 +143,55 @@ impl Drop for Grant {
 /// What waiting for a grant needs, without borrowing the connection.
 pub type GrantHandles = (Arc<Semaphore>, Arc<SharedBuffers>);
 
-/// One queue pair's view of the budget: its own share and the target's.
+/// One queue pair's view of the budget: its host's share and the target's.
 pub struct QueueBuffers {
     shared: Arc<SharedBuffers>,
-    queue: Arc<Semaphore>,
+    host: Arc<Semaphore>,
 }
 
 impl QueueBuffers {
-    /// A queue's share of `shared`.
-    pub fn new(shared: Arc<SharedBuffers>, max_io_size: u32) -> Self {
-        let per_queue = shared.per_queue_units(max_io_size);
-        Self {
-            shared,
-            queue: Arc::new(Semaphore::new(per_queue as usize)),
-        }
+    /// A queue pair of `hostnqn`: its units count against the host's share
+    /// of `shared`.
+    pub fn new(shared: Arc<SharedBuffers>, hostnqn: &str, max_io_size: u32) -> Self {
+        let host = shared.host_share(hostnqn, max_io_size);
+        Self { shared, host }
     }
 
-    fn grant(&self, q: OwnedSemaphorePermit, s: OwnedSemaphorePermit, units: u32) -> Grant {
+    fn grant(&self, h: OwnedSemaphorePermit, s: OwnedSemaphorePermit, units: u32) -> Grant {
         let bytes = i64::from(units) * i64::from(self.shared.unit_size);
         self.shared.in_use.add(bytes);
         Grant {
             _shared: s,
-            _queue: q,
+            _host: h,
             bytes,
             in_use: self.shared.in_use.clone(),
         }
     }
 
-    /// Units for `len` bytes if both the queue's share and the target's
+    /// Units for `len` bytes if both the host's share and the target's
     /// budget have them now.
     pub fn try_grant(&self, len: u32) -> Option<Grant> {
         let units = self.shared.units_for(len);
-        let q = self.queue.clone().try_acquire_many_owned(units).ok()?;
+        let h = self.host.clone().try_acquire_many_owned(units).ok()?;
         let s = self
             .shared
             .units
             .clone()
             .try_acquire_many_owned(units)
             .ok()?;
-        Some(self.grant(q, s, units))
+        Some(self.grant(h, s, units))
     }
 
-    /// Waits for units for `len` bytes (queue share first, then the
-    /// target's budget, each in FIFO order).
+    /// Waits for units for `len` bytes (host share first, then the
+    /// target's budget, each in FIFO order). Dropping the future gives back
+    /// what it had and its place in line: keep it across turns.
     pub async fn grant_when_free(
-        queue: Arc<Semaphore>,
+        host: Arc<Semaphore>,
         shared: Arc<SharedBuffers>,
         len: u32,
     ) -> Grant {
         let units = shared.units_for(len);
-        let q = queue
+        let h = host
             .clone()
             .acquire_many_owned(units)
             .await
@@ -136,14 +202,14 @@ impl QueueBuffers {
             .acquire_many_owned(units)
             .await
             .expect("the semaphore is never closed");
-        let qb = QueueBuffers { shared, queue };
-        qb.grant(q, s, units)
+        let qb = QueueBuffers { shared, host };
+        qb.grant(h, s, units)
     }
 
     /// Handles for [`QueueBuffers::grant_when_free`] (a future that must
     /// not borrow the connection).
     pub fn handles(&self) -> GrantHandles {
-        (self.queue.clone(), self.shared.clone())
+        (self.host.clone(), self.shared.clone())
     }
 }
 
@@ -152,21 +218,24 @@ pub struct BufPool {
     free: Vec<DmaBuf>,
     bytes: usize,
     max: usize,
+    /// The target-wide count and cap of cached bytes.
+    all: Arc<CacheBytes>,
 }
 
 impl Default for BufPool {
     fn default() -> Self {
-        Self::new(32)
+        Self::new(32, Arc::new(CacheBytes::new(usize::MAX, Arc::default())))
     }
 }
 
 impl BufPool {
-    /// A cache keeping up to `max` buffers.
-    pub fn new(max: usize) -> Self {
+    /// A cache keeping up to `max` buffers, within the target-wide `all`.
+    pub fn new(max: usize, all: Arc<CacheBytes>) -> Self {
         Self {
             free: Vec::new(),
             bytes: 0,
             max,
+            all,
         }
     }
 
@@ -175,18 +244,27 @@ impl BufPool {
         if let Some(i) = self.free.iter().position(|b| b.capacity() >= len) {
             let mut b = self.free.swap_remove(i);
             self.bytes -= b.capacity();
+            self.all.sub(b.capacity());
             b.set_len(len);
             return b;
         }
         DmaBuf::new(len)
     }
 
-    /// Returns a buffer for reuse (dropped when the pool is full).
+    /// Returns a buffer for reuse (dropped when this cache or all caches
+    /// together are full).
     pub fn give(&mut self, b: DmaBuf) {
-        if self.free.len() < self.max && self.bytes + b.capacity() <= MAX_POOLED_BYTES {
-            self.bytes += b.capacity();
+        let n = b.capacity();
+        if self.free.len() < self.max && self.bytes + n <= MAX_POOLED_BYTES && self.all.try_add(n) {
+            self.bytes += n;
             self.free.push(b);
         }
+    }
+}
+
+impl Drop for BufPool {
+    fn drop(&mut self) {
+        self.all.sub(self.bytes);
     }
 }
 
@@ -211,15 +289,37 @@ mod tests {
     }
 
     #[test]
-    fn grants_stay_within_the_queue_share_and_the_budget() {
+    fn all_caches_together_stay_within_their_cap() {
         let gauge = Arc::new(Gauge::default());
-        let shared = Arc::new(SharedBuffers::new(8, 4096, gauge.clone()));
-        // Half the budget per queue, at least one 8 KiB transfer.
-        let a = QueueBuffers::new(shared.clone(), 8192);
-        let b = QueueBuffers::new(shared.clone(), 8192);
+        let all = Arc::new(CacheBytes::new(3 * 4096, gauge.clone()));
+        let mut pools: Vec<BufPool> = (0..4).map(|_| BufPool::new(32, all.clone())).collect();
+        for p in &mut pools {
+            let b = p.take(4096);
+            p.give(b);
+        }
+        assert_eq!(all.get(), 3 * 4096, "the fourth buffer is not kept");
+        assert_eq!(gauge.get(), 3 * 4096);
+        let b = pools[0].take(4096);
+        assert_eq!(all.get(), 2 * 4096);
+        pools[3].give(b);
+        assert_eq!(all.get(), 3 * 4096);
+        pools.clear();
+        assert_eq!((all.get(), gauge.get()), (0, 0));
+    }
+
+    #[test]
+    fn grants_stay_within_the_host_share_and_the_budget() {
+        let gauge = Arc::new(Gauge::default());
+        let shared = Arc::new(SharedBuffers::new(8, 4096, gauge.clone(), Arc::default()));
+        // Half the budget per host, at least one 8 KiB transfer, shared
+        // by all its queue pairs.
+        let a = QueueBuffers::new(shared.clone(), "host-a", 8192);
+        let a_too = QueueBuffers::new(shared.clone(), "host-a", 8192);
+        let b = QueueBuffers::new(shared.clone(), "host-b", 8192);
         let a1 = a.try_grant(8192).unwrap();
-        let a2 = a.try_grant(8192).unwrap();
-        assert!(a.try_grant(4096).is_none(), "queue a holds its share");
+        let a2 = a_too.try_grant(8192).unwrap();
+        assert!(a.try_grant(4096).is_none(), "host a holds its share");
+        assert!(a_too.try_grant(4096).is_none(), "on every queue");
         assert_eq!(gauge.get(), 4 * 4096);
         let b1 = b.try_grant(16384).unwrap();
         assert!(b.try_grant(1).is_none(), "budget spent");

@@ -5,26 +5,33 @@
 //! One task per connection runs [`serve`]: a loop that
 //! 1. hands newly submitted bdev operations to a `FuturesUnordered`,
 //! 2. writes everything queued in the [`Outbox`] (one batch per turn;
-//!    bounded by the write timeout, and given up when the controller is
-//!    torn down or its keep-alive expires: a host that does not read cannot
-//!    hold the queue),
+//!    given up when no byte moves for the write timeout, when the
+//!    controller is torn down or its keep-alive expires, or when a drain
+//!    started by shutdown times out: a host that does not read cannot hold
+//!    the queue),
 //! 3. waits for whichever comes first: bytes from the socket (all complete
 //!    PDUs in the buffer are processed at once), a bdev completion (all
 //!    ready ones are taken at once), the controller's teardown, target
 //!    shutdown, the keep-alive deadline (admin queue), a pending
 //!    asynchronous event (admin queue with AERs outstanding), buffer units
-//!    for the oldest request in `AwaitingBuffer`, the H2CData timeout, or
-//!    the release of a parked Connect.
+//!    for the oldest request in `AwaitingBuffer` (one acquisition kept
+//!    across turns, so the request keeps its place in line), the deadline
+//!    of the oldest request waiting for buffers or for H2CData, or the
+//!    release of a parked Connect.
 //!
 //! When the loop ends, the operations already handed to bdevs are waited
-//! for (up to the drain timeout) before the queue pair is closed and its
-//! controller released.
+//! for (up to the drain timeout) before the queue pair is closed. Those
+//! still running then are abandoned (counted) but still awaited by a
+//! detached task: the controller is released (a reconnecting host's parked
+//! Connect proceeds) only once the last of them has completed.
 //!
 //! Request slots are indexed by the transfer tag sent in R2Ts, so an
 //! H2CData PDU finds its request without a search.
 
 use std::collections::VecDeque;
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -45,7 +52,7 @@ use tokio::time::Instant;
 
 use crate::bufpool::{BufPool, Grant, QueueBuffers};
 use crate::controller::{CcTransition, Controller, CSTS_RDY};
-use crate::outbox::{Outbox, INLINE_DATA_MAX};
+use crate::outbox::{Outbox, Progress, Tracked, INLINE_DATA_MAX};
 use crate::stats::SubsystemStats;
 use crate::subsystem::{Namespace, NamespaceMap, RegisterError, Subsystem};
 use crate::target::Inner;
@@ -123,8 +130,9 @@ struct Parked {
 pub enum ReqState {
     /// Unused.
     Free,
-    /// Waiting for data buffer units (the target's budget or the queue's
-    /// share is spent): no buffer is allocated and no R2T sent yet.
+    /// Waiting for data buffer units (the target's budget or the host's
+    /// share is spent): no buffer is allocated and no R2T sent yet. After
+    /// the H2CData timeout it is completed with Command Interrupted.
     AwaitingBuffer,
     /// R2T sent: H2CData PDUs are filling the request's buffer.
     AwaitingH2cData,
@@ -170,6 +178,11 @@ pub(crate) struct Request {
     pub(crate) pending: Pending,
     /// When the command capsule arrived (for the latency histograms).
     pub(crate) started: Instant,
+    /// When the request entered `AwaitingBuffer` or `AwaitingH2cData` (the
+    /// R2T is sent then): its deadline counts from here.
+    since: Instant,
+    /// Which use of the slot this is (a slot is reused; its waits are not).
+    seq: u64,
 }
 
 impl Request {
@@ -188,6 +201,8 @@ impl Request {
                 fua: false,
             },
             started: Instant::now(),
+            since: Instant::now(),
+            seq: 0,
         }
     }
 }
@@ -417,9 +432,11 @@ pub(crate) struct Connection {
     pub(crate) bufs: QueueBuffers,
     /// Requests in `AwaitingBuffer`, oldest first.
     pub(crate) waiting: VecDeque<u16>,
-    /// When a request last started waiting for H2CData with none waiting
-    /// before, or H2CData last arrived.
-    h2c_progress: Instant,
+    /// Requests sent an R2T, oldest first, as (slot, seq); entries of
+    /// requests no longer waiting are skipped when the deadline is computed.
+    h2c_order: VecDeque<(u16, u64)>,
+    /// The next request's `seq`.
+    next_seq: u64,
     /// A Connect waiting for the host's previous controller to drain.
     parked: Option<Parked>,
     pub(crate) out: Outbox,
@@ -437,8 +454,12 @@ pub(crate) struct Connection {
 
 impl Connection {
     fn new(target: Arc<Inner>, peer: SocketAddr, listen: SocketAddr) -> Self {
-        let pool = BufPool::new(target.opts.buf_cache_size as usize);
-        let bufs = QueueBuffers::new(target.buffers.clone(), target.opts.max_io_size);
+        let pool = BufPool::new(
+            target.opts.buf_cache_size as usize,
+            target.buffers.cached.clone(),
+        );
+        // Replaced by the host's share at Connect; nothing is granted before.
+        let bufs = QueueBuffers::new(target.buffers.clone(), "", target.opts.max_io_size);
         let max_plen = target
             .opts
             .max_h2c_data
@@ -463,7 +484,8 @@ impl Connection {
             pool,
             bufs,
             waiting: VecDeque::new(),
-            h2c_progress: Instant::now(),
+            h2c_order: VecDeque::new(),
+            next_seq: 0,
             parked: None,
             out: Outbox::default(),
             submit: Vec::new(),
@@ -478,10 +500,11 @@ impl Connection {
     /// Moves `slot` to `new`, keeping the per-state counts.
     pub(crate) fn set_state(&mut self, slot: u16, new: ReqState) {
         let r = &mut self.slots[slot as usize];
-        if new == ReqState::AwaitingH2cData
-            && self.state_counts[ReqState::AwaitingH2cData.index()] == 0
-        {
-            self.h2c_progress = Instant::now();
+        if matches!(new, ReqState::AwaitingH2cData | ReqState::AwaitingBuffer) {
+            r.since = Instant::now();
+        }
+        if new == ReqState::AwaitingH2cData {
+            self.h2c_order.push_back((slot, r.seq));
         }
         self.state_counts[r.state.index()] -= 1;
         self.state_counts[new.index()] += 1;
@@ -514,6 +537,8 @@ impl Connection {
         r.received = 0;
         r.len = 0;
         r.started = Instant::now();
+        r.seq = self.next_seq;
+        self.next_seq += 1;
         // Counted as Free until the caller sets the real state.
         Some(slot)
     }
@@ -850,7 +875,6 @@ impl Connection {
             buf[at..at + data.len()].copy_from_slice(data);
         }
         r.received += d.datal;
-        self.h2c_progress = Instant::now();
         if !data_ok {
             r.failed = Some(status::TRANSIENT_TRANSPORT_ERROR);
         }
@@ -1130,6 +1154,12 @@ impl Connection {
         self.state_counts = [0; REQ_STATES];
         self.state_counts[ReqState::Free.index()] = entries as u32;
         let stats = sub.stats.clone();
+        // Every queue pair of this host draws on one share of the budget.
+        self.bufs = QueueBuffers::new(
+            self.target.buffers.clone(),
+            &d.hostnqn,
+            self.target.opts.max_io_size,
+        );
         self.target.queue_opened(&ctrl);
         stats.connections_total.inc();
         stats.connections.add(1);
@@ -1178,19 +1208,67 @@ impl Connection {
         }
     }
 
-    /// Ends the queue pair once its commands have drained: an admin queue
-    /// tears its controller down, and the controller is released (a
-    /// reconnecting host's parked Connect proceeds) when its last queue
-    /// pair is closed.
-    fn close(&mut self) {
-        let Some(b) = self.bound.take() else { return };
+    /// Ends the queue pair once its commands have drained or been
+    /// abandoned: an admin queue tears its controller down. Returns the
+    /// controller, to be released with `Inner::queue_closed` (a
+    /// reconnecting host's parked Connect proceeds when its last queue pair
+    /// is released) once nothing this queue started runs any more.
+    fn unbind(&mut self) -> Option<Arc<Controller>> {
+        let b = self.bound.take()?;
         b.stats.connections.add(-1);
         if b.qid == 0 {
             b.ctrl.tear_down("admin queue closed");
         } else {
             b.ctrl.detach_io_queue(b.qid);
         }
-        self.target.queue_closed(&b.ctrl);
+        Some(b.ctrl)
+    }
+
+    /// When the oldest request sent an R2T must have all its data (each
+    /// request has its own deadline: data for one does not extend
+    /// another's). Forgets requests no longer waiting.
+    fn h2c_deadline(&mut self, timeout: Duration) -> Option<Instant> {
+        while let Some(&(slot, seq)) = self.h2c_order.front() {
+            let r = &self.slots[slot as usize];
+            if r.state == ReqState::AwaitingH2cData && r.seq == seq {
+                return r.since.checked_add(timeout);
+            }
+            self.h2c_order.pop_front();
+        }
+        None
+    }
+
+    /// When the oldest request waiting for buffer units gives up.
+    fn buffer_deadline(&self, timeout: Duration) -> Option<Instant> {
+        let &slot = self.waiting.front()?;
+        self.slots[slot as usize].since.checked_add(timeout)
+    }
+
+    /// Fails every request that has waited for buffer units for `timeout`
+    /// with Command Interrupted (the host retries it later).
+    fn expire_waiting(&mut self, timeout: Duration) {
+        let now = Instant::now();
+        while let Some(&slot) = self.waiting.front() {
+            let r = &self.slots[slot as usize];
+            if r.since.checked_add(timeout).is_some_and(|d| d > now) {
+                break;
+            }
+            let cid = r.cid;
+            self.waiting.pop_front();
+            tracing::warn!(peer = %self.peer, cid, ?timeout, "no data buffer units in time: command interrupted");
+            self.complete(cid, status::COMMAND_INTERRUPTED);
+            self.set_state(slot, ReqState::Free);
+        }
+    }
+}
+
+/// A queue pair that ends in any way, a panic included, releases its
+/// controller: a reconnecting host is never left waiting for it.
+impl Drop for Connection {
+    fn drop(&mut self) {
+        if let Some(ctrl) = self.unbind() {
+            self.target.queue_closed(&ctrl);
+        }
     }
 }
 
@@ -1219,23 +1297,18 @@ async fn notified(ctrl: Option<&Controller>) {
     }
 }
 
-/// Budget units for the oldest waiting request (its length and the
-/// handles of [`QueueBuffers::grant_when_free`]), when one waits.
-async fn grant_for(head: Option<(u32, crate::bufpool::GrantHandles)>) -> Grant {
-    match head {
-        Some((len, (queue, shared))) => QueueBuffers::grant_when_free(queue, shared, len).await,
-        None => std::future::pending().await,
-    }
-}
+/// A wait for budget units that lives across loop turns.
+type GrantWait = Pin<Box<dyn Future<Output = Grant> + Send>>;
 
-/// Resolves when a parked Connect may proceed: the earlier controller has
-/// drained, or `bound` has passed (its drain is bounded by the drain
-/// timeout; this only guards against a bookkeeping slip).
-async fn released(rx: Option<watch::Receiver<bool>>, bound: Duration) {
+/// Resolves when a parked Connect may proceed: true once the earlier
+/// controller has been released, false when `bound` has passed first (its
+/// abandoned commands may still be running: the Connect is then refused
+/// with Controller Busy, and the host retries).
+async fn released(rx: Option<watch::Receiver<bool>>, bound: Duration) -> bool {
     match rx {
-        Some(mut rx) => {
-            let _ = tokio::time::timeout(bound, crate::target::until_true(&mut rx)).await;
-        }
+        Some(mut rx) => tokio::time::timeout(bound, crate::target::until_true(&mut rx))
+            .await
+            .is_ok(),
         None => std::future::pending().await,
     }
 }
@@ -1260,9 +1333,10 @@ async fn drain<F: std::future::Future>(
 /// tests and the fuzzer), `listen` the address it arrived on.
 ///
 /// However the queue pair ends, the commands it already handed to a bdev
-/// are waited for (up to the drain timeout) before its controller is
-/// released: librbd and io_uring keep executing a submitted write, and a
-/// reconnecting host must not have its new writes overtaken by stale ones.
+/// are waited for before its controller is released: librbd, io_uring and
+/// the delay bdev keep executing a submitted write, and a reconnecting host
+/// must not have its new writes overtaken by stale ones. After the drain
+/// timeout the queue pair closes and the rest is awaited in the background.
 pub(crate) async fn serve<R, W>(
     mut rd: R,
     mut wr: W,
@@ -1287,6 +1361,13 @@ pub(crate) async fn serve<R, W>(
     let mut inflight = FuturesUnordered::new();
     let mut teardown: Option<watch::Receiver<bool>> = None;
     let mut drain_deadline: Option<Instant> = None;
+    let progress = Progress::default();
+    // The wait for the oldest `AwaitingBuffer` request's units, and which
+    // request (slot, seq) it is for. Kept until that request stops being
+    // the oldest: dropping it would give back units it was partly assigned
+    // and its place in line.
+    let mut grant_wait: GrantWait = Box::pin(std::future::pending());
+    let mut grant_key: Option<(u16, u64)> = None;
     loop {
         for op in conn.submit.drain(..) {
             inflight.push(execute(op));
@@ -1303,27 +1384,47 @@ pub(crate) async fn serve<R, W>(
         };
         if !conn.out.is_empty() {
             // A host that stops reading must not hold the queue pair (and
-            // with it keep-alive expiry, teardown and draining) forever.
-            // Biased: the write usually completes at once, before the
-            // timers are polled (and registered).
-            let ended: Option<&str> = tokio::select! {
-                biased;
-                r = conn.out.flush(&mut wr, &mut conn.pool) => match r {
-                    Ok(()) => None,
-                    Err(e) => {
-                        tracing::debug!(%peer, "write: {e}");
-                        Some("socket write failed")
+            // with it keep-alive expiry, teardown, draining and target
+            // shutdown) forever; one that reads slowly keeps it as long as
+            // bytes move. Biased: the write usually completes at once,
+            // before the timers are polled (and registered).
+            progress.mark();
+            let mut shutdown_seen = false;
+            let ended: Option<&str> = {
+                let mut w = Tracked::new(&mut wr, &progress);
+                let flush = conn.out.flush(&mut w, &mut conn.pool);
+                tokio::pin!(flush);
+                loop {
+                    tokio::select! {
+                        biased;
+                        r = &mut flush => break match r {
+                            Ok(()) => None,
+                            Err(e) => {
+                                tracing::debug!(%peer, "write: {e}");
+                                Some("socket write failed")
+                            }
+                        },
+                        _ = progress.stalled_for(write_timeout) => break Some("write made no progress: the host is not reading"),
+                        _ = wait_torn_down(&mut teardown) => break Some("controller torn down during a write"),
+                        _ = sleep_until(ka_deadline) => {
+                            if let Some(c) = &ctrl {
+                                c.tear_down("keep-alive timeout");
+                            }
+                            break Some("keep-alive timeout during a write");
+                        }
+                        // Shutdown starts the drain while the write goes
+                        // on; the drain's deadline ends it.
+                        _ = crate::target::until_true(&mut shutdown), if drain_deadline.is_none() => {
+                            shutdown_seen = true;
+                            drain_deadline = Some(Instant::now() + drain_timeout);
+                        }
+                        _ = sleep_until(drain_deadline) => break Some("drain timed out during a write"),
                     }
-                },
-                _ = tokio::time::sleep(write_timeout) => Some("write timed out: the host is not reading"),
-                _ = wait_torn_down(&mut teardown) => Some("controller torn down during a write"),
-                _ = sleep_until(ka_deadline) => {
-                    if let Some(c) = &ctrl {
-                        c.tear_down("keep-alive timeout");
-                    }
-                    Some("keep-alive timeout during a write")
                 }
             };
+            if shutdown_seen {
+                conn.begin_drain();
+            }
             if let Some(why) = ended {
                 tracing::info!(%peer, "queue pair ends: {why}");
                 break;
@@ -1340,12 +1441,23 @@ pub(crate) async fn serve<R, W>(
             .filter(|_| is_admin && !conn.aers.is_empty());
         let draining = conn.state == ConnState::Draining;
         let reading = conn.state != ConnState::HostClosed && conn.parked.is_none();
-        let h2c_deadline = (conn.state_counts[ReqState::AwaitingH2cData.index()] > 0)
-            .then(|| conn.h2c_progress + h2c_timeout);
+        let h2c_deadline = conn.h2c_deadline(h2c_timeout);
+        let buffer_deadline = conn.buffer_deadline(h2c_timeout);
         let head = conn
             .waiting
             .front()
-            .map(|&s| (conn.slots[s as usize].len, conn.bufs.handles()));
+            .map(|&s| (s, conn.slots[s as usize].seq));
+        if head != grant_key {
+            grant_key = head;
+            grant_wait = match head {
+                Some((s, _)) => {
+                    let (host, shared) = conn.bufs.handles();
+                    let len = conn.slots[s as usize].len;
+                    Box::pin(QueueBuffers::grant_when_free(host, shared, len))
+                }
+                None => Box::pin(std::future::pending()),
+            };
+        }
         let parked = conn.parked.as_ref().map(|p| p.released.clone());
         tokio::select! {
             Some(done) = inflight.next(), if !inflight.is_empty() => {
@@ -1382,21 +1494,34 @@ pub(crate) async fn serve<R, W>(
                 }
             }
             _ = notified(events_ctrl) => conn.deliver_events(),
-            g = grant_for(head) => {
+            g = &mut grant_wait, if grant_key.is_some() => {
+                // `grant_key` is the front of `waiting` (checked above).
+                grant_key = None;
+                grant_wait = Box::pin(std::future::pending());
                 if let Some(slot) = conn.waiting.pop_front() {
                     conn.start_with(slot, g);
                 }
                 conn.start_waiting();
             }
+            _ = sleep_until(buffer_deadline) => conn.expire_waiting(h2c_timeout),
             _ = sleep_until(h2c_deadline) => {
                 if h2c_deadline.is_some_and(|d| d <= Instant::now()) {
-                    tracing::warn!(%peer, timeout = ?h2c_timeout, "the host sent no H2CData for a solicited write in time: closing the queue pair");
+                    // Ending the queue pair rather than failing the one
+                    // command: its transfer tag stays the host's until the
+                    // host is told, and the host's transport recovery
+                    // (reconnect and retry) is the spec's answer.
+                    tracing::warn!(%peer, timeout = ?h2c_timeout, "a solicited write's data did not all arrive in time: closing the queue pair");
                     conn.state = ConnState::Closing;
                 }
             }
-            _ = released(parked, drain_timeout + drain_timeout) => {
+            ok = released(parked, drain_timeout + drain_timeout) => {
                 if let Some(p) = conn.parked.take() {
-                    conn.connect(&p.sqe, &p.data);
+                    if ok {
+                        conn.connect(&p.sqe, &p.data);
+                    } else {
+                        tracing::warn!(%peer, "the host's previous controller still has commands running: Connect refused with Controller Busy");
+                        conn.respond(Cqe::new(p.sqe.cid(), status::CONNECT_CONTROLLER_BUSY));
+                    }
                     // A Connect that finds the host's controller draining
                     // again parks again; the bound above keeps this finite.
                     // Then what the host sent after it.
@@ -1410,14 +1535,23 @@ pub(crate) async fn serve<R, W>(
             _ = sleep_until(drain_deadline) => break,
         }
     }
+    drop(grant_wait);
     let deadline = drain_deadline.unwrap_or_else(|| Instant::now() + drain_timeout);
     let abandoned = drain(&mut inflight, deadline).await;
+    let ctrl = conn.unbind();
     if abandoned > 0 {
         conn.target.abandoned.add(abandoned);
-        tracing::warn!(%peer, abandoned, "queue pair closed with commands still running on the bdev after the drain timeout");
+        tracing::warn!(%peer, abandoned, "queue pair closed with commands still running on the bdev after the drain timeout; the controller is released once they end");
+        let target = conn.target.clone();
+        tokio::spawn(async move {
+            while inflight.next().await.is_some() {}
+            if let Some(c) = ctrl {
+                target.queue_closed(&c);
+            }
+        });
+    } else if let Some(c) = ctrl {
+        conn.target.queue_closed(&c);
     }
-    drop(inflight);
-    conn.close();
 }
 
 #[cfg(test)]
@@ -1489,6 +1623,36 @@ mod tests {
         assert_eq!(f.err.status, TermStatus::PduSequenceError);
         c.terminate(&f);
         assert_eq!(c.state, ConnState::Terminating);
+    }
+
+    /// A connection dropped without `serve` reaching its end (its task
+    /// panicked) still releases its controller.
+    #[tokio::test]
+    async fn a_dropped_connection_releases_its_controller() {
+        use loadgen::wire;
+        const NQN: &str = "nqn.2016-06.io.rackcache:drop";
+        const HOST: &str = "nqn.2014-08.org.nvmexpress:uuid:0f0e0d0c-0000-4000-8000-00000000d00d";
+        let t = Target::new(TransportOptions::default(), metrics::Registry::new()).unwrap();
+        let mut cfg = SubsystemConfig::new(NQN);
+        cfg.allow_any_host = true;
+        let sub = t.add_subsystem(cfg).unwrap();
+        let listen = t
+            .add_listener(NQN, "127.0.0.1:0".parse().unwrap(), None, None)
+            .await
+            .unwrap();
+        let mut c = Connection::new(t.inner(), "127.0.0.1:1".parse().unwrap(), listen);
+        let mut input = wire::ic_req(wire::Digests::default()).to_vec();
+        let (sqe, data) = wire::connect(1, NQN, HOST, [1; 16], 0, 32, 0xffff, 0);
+        wire::put_command(&mut input, &sqe, Some(&data), wire::Digests::default());
+        feed(&mut c, &input).unwrap();
+        assert_eq!(c.state, ConnState::Serving);
+        assert_eq!(sub.live_controllers().len(), 1);
+        drop(c);
+        assert!(sub.live_controllers().is_empty(), "controller torn down");
+        assert!(
+            t.inner().releasing(NQN, HOST).is_none(),
+            "a reconnect of the host need not wait"
+        );
     }
 
     #[test]

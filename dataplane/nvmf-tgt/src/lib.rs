@@ -44,7 +44,7 @@ mod target;
 
 pub use controller::{Controller, QpairCountsSnapshot, QpairPath, Revocation};
 pub use subsystem::{ListenAddress, Namespace, Subsystem, SubsystemConfig, DISCOVERY_NQN};
-pub use target::{Target, TargetStats, TransportOptions};
+pub use target::{Target, TargetStats, TransportOptions, MAX_TIMEOUT};
 
 /// Errors of configuration calls.
 #[derive(Debug, thiserror::Error)]

@@ -3,8 +3,14 @@
 //! copy, and the whole batch goes out with as few writes as possible once
 //! the connection has nothing more to process.
 
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
 use bdev::DmaBuf;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::time::Instant;
 
 use crate::bufpool::{BufPool, Grant};
 
@@ -94,6 +100,82 @@ impl Outbox {
         }
         self.bytes.clear();
         result
+    }
+}
+
+/// When a writer last made progress: the write timeout counts from there,
+/// so a slow reader is not cut off while a long batch moves at all.
+pub struct Progress {
+    base: Instant,
+    /// Nanoseconds after `base` of the last write that moved bytes.
+    last_ns: AtomicU64,
+}
+
+impl Default for Progress {
+    fn default() -> Self {
+        Self {
+            base: Instant::now(),
+            last_ns: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Progress {
+    /// Records progress now.
+    pub fn mark(&self) {
+        let ns = self.base.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64;
+        self.last_ns.store(ns, Ordering::Relaxed);
+    }
+
+    /// Resolves once no progress has been recorded for `timeout`.
+    pub async fn stalled_for(&self, timeout: Duration) {
+        loop {
+            let last = self.base + Duration::from_nanos(self.last_ns.load(Ordering::Relaxed));
+            let Some(deadline) = last.checked_add(timeout) else {
+                return std::future::pending().await;
+            };
+            if Instant::now() >= deadline {
+                return;
+            }
+            tokio::time::sleep_until(deadline).await;
+        }
+    }
+}
+
+/// A writer that records its [`Progress`].
+pub struct Tracked<'a, W> {
+    inner: &'a mut W,
+    progress: &'a Progress,
+}
+
+impl<'a, W> Tracked<'a, W> {
+    /// Tracks writes to `inner` in `progress`.
+    pub fn new(inner: &'a mut W, progress: &'a Progress) -> Self {
+        Self { inner, progress }
+    }
+}
+
+impl<W: AsyncWrite + Unpin> AsyncWrite for Tracked<'_, W> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut *self.inner).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = r {
+            if n > 0 {
+                self.progress.mark();
+            }
+        }
+        r
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut *self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut *self.inner).poll_shutdown(cx)
     }
 }
 

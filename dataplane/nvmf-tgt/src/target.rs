@@ -18,6 +18,10 @@ use crate::stats::SubsystemStats;
 use crate::subsystem::{validate_nqn, ListenAddress, Subsystem, SubsystemConfig, DISCOVERY_NQN};
 use crate::TargetError;
 
+/// The longest timeout an option may set: deadlines computed from them
+/// stay far from overflow, and a host waits an hour at most.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
+
 /// Transport parameters (SPDK `nvmf_create_transport` for TCP).
 #[derive(Clone, Debug)]
 pub struct TransportOptions {
@@ -47,12 +51,16 @@ pub struct TransportOptions {
     /// io_unit_size` bytes.
     pub num_shared_buffers: u32,
     /// Freed buffers each queue pair keeps for reuse (SPDK's
-    /// `buf_cache_size`; here per queue pair, holding no budget units).
+    /// `buf_cache_size`; here per queue pair, holding no budget units; all
+    /// caches together keep at most the budget's bytes).
     pub buf_cache_size: u32,
     /// Bytes of one buffer unit (SPDK's `io_unit_size`).
     pub io_unit_size: u32,
-    /// A write whose data the host does not send (no H2CData PDU) for this
-    /// long ends its queue pair, freeing its buffers.
+    /// A write whose data has not all arrived this long after its R2T was
+    /// sent ends its queue pair, freeing its buffers (each request has its
+    /// own deadline: data for one does not extend another's). A command
+    /// that has waited this long for buffer units is failed with Command
+    /// Interrupted (the host retries it).
     pub h2c_data_timeout: Duration,
     /// A socket write that makes no progress for this long (the host does
     /// not read) ends the queue pair.
@@ -149,8 +157,12 @@ impl TransportOptions {
             ("write_timeout", self.write_timeout),
             ("drain_timeout", self.drain_timeout),
         ] {
-            if d.is_zero() {
-                return bad(format!("{what} must not be 0"));
+            if d.is_zero() || d > MAX_TIMEOUT {
+                return bad(format!(
+                    "{what} {} ms must be from 1 ms to {} ms",
+                    d.as_millis(),
+                    MAX_TIMEOUT.as_millis()
+                ));
             }
         }
         Ok(())
@@ -353,10 +365,18 @@ impl Target {
                 &[],
             )
             .map_err(|e| TargetError::InvalidArgument(format!("metrics: {e}")))?;
+        let cached = metrics
+            .gauge(
+                "rackcache_nvmf_buffer_bytes_cached",
+                "Bytes of freed NVMe/TCP data buffers kept for reuse (at most the budget).",
+                &[],
+            )
+            .map_err(|e| TargetError::InvalidArgument(format!("metrics: {e}")))?;
         let buffers = Arc::new(SharedBuffers::new(
             opts.num_shared_buffers,
             opts.io_unit_size,
             in_use,
+            cached,
         ));
         let discovery = Arc::new(Subsystem::new(
             dcfg,
@@ -393,6 +413,11 @@ impl Target {
     /// Bytes of the data buffer budget granted to commands now.
     pub fn buffer_bytes_in_use(&self) -> i64 {
         self.inner.buffers.in_use.get()
+    }
+
+    /// Bytes of freed data buffers the connections keep for reuse now.
+    pub fn buffer_cache_bytes(&self) -> usize {
+        self.inner.buffers.cached.get()
     }
 
     #[cfg(test)]
@@ -783,4 +808,37 @@ async fn accept_loop(
 pub(crate) async fn until_true(rx: &mut watch::Receiver<bool>) {
     // The guard `wait_for` returns is not Send: drop it here.
     let _ = rx.wait_for(|v| *v).await.is_ok();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeouts_are_bounded() {
+        let ok = TransportOptions {
+            h2c_data_timeout: MAX_TIMEOUT,
+            write_timeout: MAX_TIMEOUT,
+            drain_timeout: MAX_TIMEOUT,
+            ..TransportOptions::default()
+        };
+        ok.validate().unwrap();
+        // u64::MAX ms (as `rackcache_h2c_data_timeout_ms` may say) would
+        // overflow a deadline computed from it.
+        for set in [
+            |o: &mut TransportOptions, d| o.h2c_data_timeout = d,
+            |o: &mut TransportOptions, d| o.write_timeout = d,
+            |o: &mut TransportOptions, d| o.drain_timeout = d,
+        ] {
+            for d in [
+                Duration::from_millis(u64::MAX),
+                MAX_TIMEOUT + Duration::from_millis(1),
+            ] {
+                let mut o = TransportOptions::default();
+                set(&mut o, d);
+                let e = o.validate().unwrap_err().to_string();
+                assert!(e.contains("must be from 1 ms to 3600000 ms"), "{e}");
+            }
+        }
+    }
 }

@@ -83,6 +83,9 @@ pub fn load_tls(cert: &Path, key: &Path) -> Result<TlsAcceptor, String> {
     Ok(TlsAcceptor::from(Arc::new(config)))
 }
 
+/// How long the accept loop waits after a failed accept.
+const ACCEPT_BACKOFF: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// Serves until `shutdown` turns true.
 pub async fn serve_tcp<D: Dispatch>(
     listener: TcpListener,
@@ -97,7 +100,11 @@ pub async fn serve_tcp<D: Dispatch>(
                 let (stream, peer) = match accepted {
                     Ok(a) => a,
                     Err(e) => {
+                        // EMFILE and the like persist until something
+                        // closes: retrying at once would spin a CPU (the
+                        // NVMe/TCP accept loop waits the same).
                         tracing::warn!(error = %e, "rpc over tcp: accept failed");
+                        tokio::time::sleep(ACCEPT_BACKOFF).await;
                         continue;
                     }
                 };
