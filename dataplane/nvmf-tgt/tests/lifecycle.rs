@@ -264,7 +264,7 @@ async fn stalled_r2t_writes_stay_within_the_buffer_budget() {
         let sqe = MemHost::write_sqe(i * 64, 32 << 10, BS, false);
         hog.submit(sqe, None).await.unwrap();
     }
-    // Only what the queue's share of the budget (half) allows gets an R2T.
+    // Only what the host's share of the budget (half) allows gets an R2T.
     let mut r2ts = 0;
     while let Ok(Ok(Event::R2t(_))) =
         tokio::time::timeout(Duration::from_millis(100), hog.recv()).await
