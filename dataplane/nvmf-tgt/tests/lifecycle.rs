@@ -396,13 +396,20 @@ async fn deleting_the_subsystem_drains_io_in_flight_before_its_queues_close() {
 }
 
 /// A controller already torn down (its host went away) whose writes are
-/// still in flight: removing the host answers only once they have landed,
-/// so the volume can be handed to another node safely.
-#[tokio::test(start_paused = true)]
-async fn remove_host_waits_for_a_torn_down_controller_still_draining() {
+/// still in flight: a revocation answers only once they have landed, so the
+/// volume can be handed to another node safely. `listed`: the host is on
+/// the subsystem's list (otherwise it connects through allow_any_host).
+async fn revocation_waits_for_a_draining_controller(
+    listed: bool,
+    revoke: impl FnOnce(&Fixture) -> nvmf_tgt::Revocation,
+) {
     let f = fixture(options(), Duration::from_secs(2)).await;
     let sub = f.target.subsystem(NQN).unwrap();
-    sub.add_host(HOST).unwrap();
+    if listed {
+        sub.add_host(HOST).unwrap();
+    } else {
+        f.target.set_allow_any_host(NQN, true).unwrap();
+    }
     let (admin, mut io, admin_task, io_task) = controller(&f, HOST, 0, 1 << 20).await;
     for i in 0..4u64 {
         let sqe = MemHost::write_sqe(64 + i * 8, 4096, BS, true);
@@ -412,16 +419,44 @@ async fn remove_host_waits_for_a_torn_down_controller_still_draining() {
     drop((admin, io));
     until(Duration::from_secs(1), || sub.live_controllers().is_empty()).await;
     assert_eq!(base_block(&f, 64).await, 0, "writes still in flight");
-    let r = f.target.remove_host(NQN, HOST).unwrap();
+    let r = revoke(&f);
     assert_eq!(r.len(), 0, "nothing live to tear down");
     assert!(r.wait(Duration::from_secs(60)).await);
     for i in 0..4u64 {
         assert_eq!(
             base_block(&f, 64 + i * 8).await,
             0xC3,
-            "write landed before remove_host returned"
+            "write landed before the revocation returned"
         );
     }
     admin_task.await.unwrap();
     io_task.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn remove_host_waits_for_a_torn_down_controller_still_draining() {
+    revocation_waits_for_a_draining_controller(true, |f| f.target.remove_host(NQN, HOST).unwrap())
+        .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn remove_listener_waits_for_a_torn_down_controller_still_draining() {
+    revocation_waits_for_a_draining_controller(true, |f| {
+        f.target.remove_listener(NQN, f.listen).unwrap()
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn delete_subsystem_waits_for_a_torn_down_controller_still_draining() {
+    revocation_waits_for_a_draining_controller(true, |f| f.target.remove_subsystem(NQN).unwrap())
+        .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn allow_any_host_off_waits_for_a_torn_down_controller_still_draining() {
+    revocation_waits_for_a_draining_controller(false, |f| {
+        f.target.set_allow_any_host(NQN, false).unwrap()
+    })
+    .await;
 }
