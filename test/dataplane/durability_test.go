@@ -152,25 +152,13 @@ func TestKernelInitiatorDurability(t *testing.T) {
 		dp.Call(t, "bdev_malloc_create", map[string]any{"name": m, "num_blocks": 16384, "block_size": 4096}, nil)
 	}
 	dp.Call(t, "bdev_aio_create", map[string]any{"name": "DurAio", "filename": file, "block_size": 4096}, nil)
-	dp.Call(t, "bdev_rbd_register_cluster", map[string]any{
-		"name":         "ceph0",
-		"user_id":      ceph.User,
-		"config_param": map[string]string{"mon_host": ceph.MonHost, "key": ceph.Key},
-	}, nil)
-	dp.Call(t, "bdev_rbd_create", map[string]any{
-		"name": "DurRbd", "cluster_name": "ceph0", "pool_name": ceph.Pool, "rbd_name": image, "block_size": 4096,
-	}, nil)
+	createRbdBdev(t, dp, ceph, "DurRbd", image)
 	dp.Call(t, "nvmf_create_transport", map[string]any{"trtype": "TCP"}, nil)
 	subsystems := map[string]string{
 		durFuaNQN: "DurFua", durFlushNQN: "DurFlush", durVwcNQN: "DurVwc", durAioNQN: "DurAio", durRbdNQN: "DurRbd",
 	}
 	for nqn, bdev := range subsystems {
-		dp.Call(t, "nvmf_create_subsystem", map[string]any{
-			"nqn": nqn, "serial_number": "RC" + bdev, "model_number": "rackcache durability",
-		}, nil)
-		dp.Call(t, "nvmf_subsystem_add_ns", map[string]any{"nqn": nqn, "namespace": map[string]any{"bdev_name": bdev}}, nil)
-		dp.Call(t, "nvmf_subsystem_add_host", map[string]any{"nqn": nqn, "host": hostNQN}, nil)
-		dp.Call(t, "nvmf_subsystem_add_listener", listenerParams(nqn, port), nil)
+		exportToGuest(t, dp, nqn, bdev, "rackcache durability", port, hostNQN)
 	}
 
 	pattern := make([]byte, 16*4096)

@@ -40,24 +40,38 @@ func serveOverNVMeTCP(t *testing.T, dp *framework.Dataplane, ceph *framework.Cep
 	dp.Call(t, "nvmf_create_transport", map[string]any{"trtype": "TCP"}, nil)
 	subsystems := map[string]string{mallocNQN: "Malloc0"}
 	if ceph != nil {
-		dp.Call(t, "bdev_rbd_register_cluster", map[string]any{
-			"name":         "ceph0",
-			"user_id":      ceph.User,
-			"config_param": map[string]string{"mon_host": ceph.MonHost, "key": ceph.Key},
-		}, nil)
-		dp.Call(t, "bdev_rbd_create", map[string]any{
-			"name": "Rbd0", "cluster_name": "ceph0", "pool_name": ceph.Pool, "rbd_name": image, "block_size": 4096,
-		}, nil)
+		createRbdBdev(t, dp, ceph, "Rbd0", image)
 		subsystems[rbdNQN] = "Rbd0"
 	}
 	for nqn, bdev := range subsystems {
-		dp.Call(t, "nvmf_create_subsystem", map[string]any{
-			"nqn": nqn, "serial_number": "RC" + strings.ToUpper(bdev), "model_number": "rackcache test",
-		}, nil)
-		dp.Call(t, "nvmf_subsystem_add_ns", map[string]any{"nqn": nqn, "namespace": map[string]any{"bdev_name": bdev}}, nil)
-		dp.Call(t, "nvmf_subsystem_add_host", map[string]any{"nqn": nqn, "host": hostNQN}, nil)
-		dp.Call(t, "nvmf_subsystem_add_listener", listenerParams(nqn, port), nil)
+		exportToGuest(t, dp, nqn, bdev, "rackcache test", port, hostNQN)
 	}
+}
+
+// createRbdBdev registers ceph as cluster "ceph0" (cephx, the restricted
+// user) and opens image as the rbd bdev name.
+func createRbdBdev(t *testing.T, dp *framework.Dataplane, ceph *framework.Ceph, name, image string) {
+	t.Helper()
+	dp.Call(t, "bdev_rbd_register_cluster", map[string]any{
+		"name":         "ceph0",
+		"user_id":      ceph.User,
+		"config_param": map[string]string{"mon_host": ceph.MonHost, "key": ceph.Key},
+	}, nil)
+	dp.Call(t, "bdev_rbd_create", map[string]any{
+		"name": name, "cluster_name": "ceph0", "pool_name": ceph.Pool, "rbd_name": image, "block_size": 4096,
+	}, nil)
+}
+
+// exportToGuest serves bdev as the only namespace of subsystem nqn, to
+// hostNQN only, on 127.0.0.1:port advertised as the guest reaches it.
+func exportToGuest(t *testing.T, dp *framework.Dataplane, nqn, bdev, model string, port int, hostNQN string) {
+	t.Helper()
+	dp.Call(t, "nvmf_create_subsystem", map[string]any{
+		"nqn": nqn, "serial_number": "RC" + strings.ToUpper(bdev), "model_number": model,
+	}, nil)
+	dp.Call(t, "nvmf_subsystem_add_ns", map[string]any{"nqn": nqn, "namespace": map[string]any{"bdev_name": bdev}}, nil)
+	dp.Call(t, "nvmf_subsystem_add_host", map[string]any{"nqn": nqn, "host": hostNQN}, nil)
+	dp.Call(t, "nvmf_subsystem_add_listener", listenerParams(nqn, port), nil)
 }
 
 // The guest job: discovery, then for each subsystem connect with two I/O

@@ -14,7 +14,8 @@ const NQN: &str = "nqn.2016-06.io.rackcache:persist";
 const HOST: &str = "nqn.2014-08.org.nvmexpress:uuid:8a1c0e2e-0000-4000-8000-0000000000c3";
 const BS: usize = 512;
 
-fn connect_host(port: u16) -> Result<HostController, String> {
+/// HOST's controller on NQN at 127.0.0.1:`port` with `io_queues` I/O queues.
+fn connect_host(port: u16, io_queues: u16) -> Result<HostController, String> {
     let p = ConnectParams {
         addr: format!("127.0.0.1:{port}"),
         subnqn: NQN.into(),
@@ -23,7 +24,7 @@ fn connect_host(port: u16) -> Result<HostController, String> {
         queue_size: 32,
         kato_ms: 0,
     };
-    HostController::connect(&p, 1).map_err(|e| format!("{e:?}"))
+    HostController::connect(&p, io_queues).map_err(|e| format!("{e:?}"))
 }
 
 /// What the restored daemon must show again.
@@ -75,7 +76,7 @@ fn kill_9_and_restart_restores_everything() {
     // The last change before the crash is a deletion: it must stick too.
     call("bdev_malloc_delete", json!({"name": "Malloc1"}));
 
-    let mut c = connect_host(port).expect("the host connects");
+    let mut c = connect_host(port, 1).expect("the host connects");
     let data = vec![0x5au8; 4096];
     c.io[0].write_blocks(1, 0, BS, &data, 4096).unwrap();
     drop(c);
@@ -93,7 +94,7 @@ fn kill_9_and_restart_restores_everything() {
     // Restarted with the same flags only: everything is back.
     let d = Daemon::start_with(&socket, None, &persist);
     assert_eq!(observable(&socket), before);
-    let mut c = connect_host(port).expect("the host connects to the restored target");
+    let mut c = connect_host(port, 1).expect("the host connects to the restored target");
     let mut back = vec![0u8; 4096];
     c.io[0].read_blocks(1, 0, BS, &mut back).unwrap();
     drop(c);
@@ -181,15 +182,7 @@ fn a_host_removal_that_times_out_is_persisted() {
         "bdev_error_inject_error",
         json!({"name": "EE_Malloc0", "io_type": "write", "error_type": "pending", "num": 1}),
     );
-    let p = ConnectParams {
-        addr: format!("127.0.0.1:{port}"),
-        subnqn: NQN.into(),
-        hostnqn: HOST.into(),
-        host_id: [0xc3; 16],
-        queue_size: 32,
-        kato_ms: 0,
-    };
-    let mut c = HostController::connect(&p, 2).expect("the host connects");
+    let mut c = connect_host(port, 2).expect("the host connects");
     // One write on each I/O queue: once one has completed, the other is
     // the one held.
     let (tx, rx) = std::sync::mpsc::channel();
@@ -237,6 +230,9 @@ fn a_host_removal_that_times_out_is_persisted() {
         .find(|s| s["nqn"] == json!(NQN))
         .expect("the subsystem is restored");
     assert_eq!(sub["hosts"], json!([]), "{sub}");
-    assert!(connect_host(port).is_err(), "the removed host is refused");
+    assert!(
+        connect_host(port, 1).is_err(),
+        "the removed host is refused"
+    );
     d.stop();
 }

@@ -4,85 +4,17 @@
 //! depend on the host reading its socket, and data buffers stay within the
 //! configured budget.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bdev::delay::{DelayBdev, Latencies, LatencyKind};
-use bdev::malloc::MallocBdev;
-use bdev::{Bdev, CountedBdev, DmaBuf};
-use nvmf_harness::mem::{Event, MemHost, Params};
-use nvmf_tgt::{SubsystemConfig, Target, TransportOptions};
+use bdev::delay::LatencyKind;
+use bdev::Bdev;
+use nvmf_harness::mem::{Event, MemHost};
+use nvmf_tgt::TransportOptions;
 
-const NQN: &str = "nqn.2016-06.io.rackcache:lifecycle";
-const HOST: &str = "nqn.2014-08.org.nvmexpress:uuid:11111111-0000-4000-8000-000000000001";
-const OTHER_HOST: &str = "nqn.2014-08.org.nvmexpress:uuid:22222222-0000-4000-8000-000000000002";
-const BS: usize = 512;
-const BLOCKS: u64 = 1024;
+mod paused;
 
-fn options() -> TransportOptions {
-    TransportOptions {
-        max_queue_depth: 64,
-        in_capsule_data_size: 4096,
-        max_io_size: 32 << 10,
-        max_h2c_data: 8192,
-        drain_timeout: Duration::from_secs(5),
-        ..TransportOptions::default()
-    }
-}
-
-struct Fixture {
-    target: Target,
-    listen: SocketAddr,
-    /// The malloc bdev under the delay bdev.
-    base: CountedBdev,
-    /// The delay bdev, when namespace 1 is one.
-    delay: Option<Arc<Bdev>>,
-}
-
-/// A target whose namespace 1 is a delay bdev over malloc, with a listener
-/// on an ephemeral 127.0.0.1 port (in-memory connections count as arriving
-/// there).
-async fn fixture(opts: TransportOptions, write_latency: Duration) -> Fixture {
-    let target = Target::new(opts, metrics::Registry::new()).unwrap();
-    let mut cfg = SubsystemConfig::new(NQN);
-    cfg.allow_any_host = true;
-    let sub = target.add_subsystem(cfg).unwrap();
-    let base = CountedBdev::from(Arc::new(Bdev::Malloc(
-        MallocBdev::new("Malloc0", BLOCKS, BS as u32).unwrap(),
-    )));
-    let us = write_latency.as_micros() as u64;
-    let lat = Latencies {
-        avg_write_us: us,
-        p99_write_us: us,
-        ..Latencies::default()
-    };
-    let delay = Arc::new(Bdev::Delay(
-        DelayBdev::new("Delay0", base.clone(), lat).unwrap(),
-    ));
-    sub.add_namespace(Some(1), delay.clone(), None, None)
-        .unwrap();
-    // Port 0 binds an ephemeral port; in-memory connections name it.
-    let listen = target
-        .add_listener(NQN, "127.0.0.1:0".parse().unwrap(), None, None)
-        .await
-        .unwrap();
-    Fixture {
-        target,
-        listen,
-        base,
-        delay: Some(delay),
-    }
-}
-
-fn params(hostnqn: &str, kato_ms: u32) -> Params {
-    Params {
-        subnqn: NQN.into(),
-        hostnqn: hostnqn.into(),
-        entries: 64,
-        kato_ms,
-    }
-}
+use paused::{fixture, options, until, Fixture, BS, HOST, NQN, OTHER_HOST};
 
 /// An enabled controller: its admin queue and one I/O queue, with the
 /// tasks serving them.
@@ -97,41 +29,9 @@ async fn controller(
     tokio::task::JoinHandle<()>,
     tokio::task::JoinHandle<()>,
 ) {
-    let (mut admin, at) = MemHost::open(&f.target, f.listen, 64 << 10);
-    let c = admin
-        .connect(&params(hostnqn, kato_ms), 0, 0)
-        .await
-        .unwrap();
-    assert!(c.status.is_success(), "admin Connect: {c:?}");
-    assert!(admin.enable().await.unwrap().status.is_success());
-    let (mut io, it) = MemHost::open(&f.target, f.listen, pipe);
-    let c = io
-        .connect(&params(hostnqn, 0), 1, admin.cntlid)
-        .await
-        .unwrap();
-    assert!(c.status.is_success(), "I/O Connect: {c:?}");
+    let ((admin, at), mut ios) = paused::controller(f, hostnqn, kato_ms, 1, pipe).await;
+    let (io, it) = ios.pop().expect("one I/O queue");
     (admin, io, at, it)
-}
-
-async fn base_block(f: &Fixture, slba: u64) -> u8 {
-    let (buf, r) = f.base.read(slba * BS as u64, DmaBuf::new(BS)).await;
-    r.unwrap();
-    assert!(
-        buf.iter().all(|&b| b == buf[0]),
-        "block {slba} is one pattern"
-    );
-    buf[0]
-}
-
-/// Waits (on paused time) until `cond` holds; panics after `limit`.
-async fn until(limit: Duration, mut cond: impl FnMut() -> bool) {
-    let r = tokio::time::timeout(limit, async {
-        while !cond() {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await;
-    assert!(r.is_ok(), "condition not reached within {limit:?}");
 }
 
 #[tokio::test(start_paused = true)]
@@ -150,11 +50,10 @@ async fn stale_writes_drain_before_a_reconnected_host_rewrites() {
     drop((admin, io));
     until(Duration::from_secs(1), || sub.live_controllers().is_empty()).await;
     // Later I/O is fast: a stale write would now land after the rewrite.
-    let Some(Bdev::Delay(d)) = f.delay.as_deref() else {
-        unreachable!("namespace 1 is a delay bdev")
-    };
-    d.update(LatencyKind::AvgWrite, 0).unwrap();
-    d.update(LatencyKind::P99Write, 0).unwrap();
+    f.latency(
+        [LatencyKind::AvgWrite, LatencyKind::P99Write],
+        Duration::ZERO,
+    );
     // It reconnects and rewrites the same blocks with 0xBB.
     let (_admin2, mut io2, _, _) = controller(&f, HOST, 0, 1 << 20).await;
     for i in 0..N {
@@ -166,7 +65,7 @@ async fn stale_writes_drain_before_a_reconnected_host_rewrites() {
     tokio::time::sleep(Duration::from_secs(10)).await;
     for i in 0..N {
         assert_eq!(
-            base_block(&f, i * 8).await,
+            f.base_block(i * 8).await,
             0xBB,
             "block {} is the rewrite",
             i * 8
@@ -189,7 +88,7 @@ async fn keep_alive_expiry_drains_io_in_flight_before_the_queue_closes() {
     admin_task.await.unwrap();
     io_task.await.unwrap();
     assert!(start.elapsed() >= Duration::from_secs(3));
-    assert_eq!(base_block(&f, 16).await, 0x5A, "write landed before close");
+    assert_eq!(f.base_block(16).await, 0x5A, "write landed before close");
     assert_eq!(f.target.abandoned_requests(), 0);
     assert!(f
         .target
@@ -222,7 +121,10 @@ async fn keep_alives_keep_an_idle_controller_and_their_absence_ends_it() {
     io_task.await.unwrap();
     assert!(io.keep_alive().await.is_err(), "I/O queue closed");
     let (mut again, _) = MemHost::open(&f.target, f.listen, 64 << 10);
-    let c = again.connect(&params(HOST, 0), 1, cntlid).await.unwrap();
+    let c = again
+        .connect(&paused::params(HOST, 0), 1, cntlid)
+        .await
+        .unwrap();
     assert!(!c.status.is_success(), "controller {cntlid} is gone");
 }
 
@@ -304,28 +206,12 @@ async fn stalled_r2t_writes_stay_within_the_buffer_budget() {
 #[tokio::test(start_paused = true)]
 async fn a_command_that_never_completes_is_abandoned_and_counted() {
     use bdev::error_inject::{ErrorBdev, ErrorType, IoTypeSel};
-    let target = Target::new(options(), metrics::Registry::new()).unwrap();
-    let mut cfg = SubsystemConfig::new(NQN);
-    cfg.allow_any_host = true;
-    let sub = target.add_subsystem(cfg).unwrap();
-    let base = CountedBdev::from(Arc::new(Bdev::Malloc(
-        MallocBdev::new("Malloc0", BLOCKS, BS as u32).unwrap(),
-    )));
+    let base = paused::malloc();
     let ee = ErrorBdev::new("EE_Malloc0", base.clone());
     ee.inject(IoTypeSel::Kind(bdev::IoKind::Write), ErrorType::Pending, 1)
         .unwrap();
-    sub.add_namespace(Some(1), Arc::new(Bdev::Error(ee)), None, None)
-        .unwrap();
-    let listen = target
-        .add_listener(NQN, "127.0.0.1:0".parse().unwrap(), None, None)
-        .await
-        .unwrap();
-    let f = Fixture {
-        target: target.clone(),
-        listen,
-        delay: None,
-        base,
-    };
+    let f = paused::with_namespace(options(), base, Arc::new(Bdev::Error(ee))).await;
+    let target = f.target.clone();
     let (admin, mut io, admin_task, io_task) = controller(&f, HOST, 0, 1 << 20).await;
     io.submit(MemHost::write_sqe(0, 4096, BS, true), Some(&[1; 4096]))
         .await
@@ -370,7 +256,7 @@ async fn a_reconnecting_hosts_connect_waits_for_its_old_controller_to_drain() {
                 if cids.is_empty() {
                     // Answered only once the stale write has landed.
                     assert!(start.elapsed() >= Duration::from_millis(1900));
-                    assert_eq!(base_block(&f, 40).await, 0x77);
+                    assert_eq!(f.base_block(40).await, 0x77);
                 }
                 cids.push(c.cid);
             }
@@ -391,7 +277,7 @@ async fn deleting_the_subsystem_drains_io_in_flight_before_its_queues_close() {
     f.target.remove_subsystem(NQN).unwrap();
     admin_task.await.unwrap();
     io_task.await.unwrap();
-    assert_eq!(base_block(&f, 24).await, 0x3C, "write landed before close");
+    assert_eq!(f.base_block(24).await, 0x3C, "write landed before close");
     assert_eq!(f.target.abandoned_requests(), 0);
 }
 
@@ -418,13 +304,13 @@ async fn revocation_waits_for_a_draining_controller(
     tokio::time::sleep(Duration::from_millis(50)).await;
     drop((admin, io));
     until(Duration::from_secs(1), || sub.live_controllers().is_empty()).await;
-    assert_eq!(base_block(&f, 64).await, 0, "writes still in flight");
+    assert_eq!(f.base_block(64).await, 0, "writes still in flight");
     let r = revoke(&f);
     assert_eq!(r.len(), 0, "nothing live to tear down");
     assert!(r.wait(Duration::from_secs(60)).await);
     for i in 0..4u64 {
         assert_eq!(
-            base_block(&f, 64 + i * 8).await,
+            f.base_block(64 + i * 8).await,
             0xC3,
             "write landed before the revocation returned"
         );

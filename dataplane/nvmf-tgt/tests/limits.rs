@@ -5,116 +5,23 @@
 //! from the last progress, shutdown that a blocked write cannot hold, and a
 //! reconnect that cannot be overtaken by abandoned writes.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bdev::delay::{DelayBdev, Latencies, LatencyKind};
-use bdev::malloc::MallocBdev;
-use bdev::{Bdev, CountedBdev, DmaBuf};
+use bdev::delay::LatencyKind;
 use loadgen::wire;
 use nvmf::sqe::{opcode, Sqe};
-use nvmf_harness::mem::{Event, MemHost, Params};
-use nvmf_tgt::{SubsystemConfig, Target, TransportOptions};
+use nvmf_harness::mem::{Event, MemHost};
+use nvmf_tgt::TransportOptions;
 
-const NQN: &str = "nqn.2016-06.io.rackcache:limits";
-const HOST: &str = "nqn.2014-08.org.nvmexpress:uuid:11111111-0000-4000-8000-000000000001";
-const OTHER_HOST: &str = "nqn.2014-08.org.nvmexpress:uuid:22222222-0000-4000-8000-000000000002";
-const BS: usize = 512;
-const BLOCKS: u64 = 1024;
+mod paused;
 
-fn options() -> TransportOptions {
-    TransportOptions {
-        max_queue_depth: 64,
-        in_capsule_data_size: 4096,
-        max_io_size: 32 << 10,
-        max_h2c_data: 8192,
-        drain_timeout: Duration::from_secs(5),
-        ..TransportOptions::default()
-    }
-}
-
-struct Fixture {
-    target: Target,
-    listen: SocketAddr,
-    base: CountedBdev,
-    delay: Arc<Bdev>,
-}
-
-impl Fixture {
-    fn latency(&self, kinds: [LatencyKind; 2], d: Duration) {
-        let Bdev::Delay(b) = &*self.delay else {
-            unreachable!("namespace 1 is a delay bdev")
-        };
-        for k in kinds {
-            b.update(k, d.as_micros() as u64).unwrap();
-        }
-    }
-}
-
-/// A target whose namespace 1 is a delay bdev (`write_latency`) over malloc.
-async fn fixture(opts: TransportOptions, write_latency: Duration) -> Fixture {
-    let target = Target::new(opts, metrics::Registry::new()).unwrap();
-    let mut cfg = SubsystemConfig::new(NQN);
-    cfg.allow_any_host = true;
-    let sub = target.add_subsystem(cfg).unwrap();
-    let base = CountedBdev::from(Arc::new(Bdev::Malloc(
-        MallocBdev::new("Malloc0", BLOCKS, BS as u32).unwrap(),
-    )));
-    let us = write_latency.as_micros() as u64;
-    let lat = Latencies {
-        avg_write_us: us,
-        p99_write_us: us,
-        ..Latencies::default()
-    };
-    let delay = Arc::new(Bdev::Delay(
-        DelayBdev::new("Delay0", base.clone(), lat).unwrap(),
-    ));
-    sub.add_namespace(Some(1), delay.clone(), None, None)
-        .unwrap();
-    let listen = target
-        .add_listener(NQN, "127.0.0.1:0".parse().unwrap(), None, None)
-        .await
-        .unwrap();
-    Fixture {
-        target,
-        listen,
-        base,
-        delay,
-    }
-}
-
-fn params(hostnqn: &str) -> Params {
-    Params {
-        subnqn: NQN.into(),
-        hostnqn: hostnqn.into(),
-        entries: 64,
-        kato_ms: 0,
-    }
-}
+use paused::{fixture, options, Fixture, Queue, BS, HOST, NQN, OTHER_HOST};
 
 /// An enabled controller of `hostnqn` (no keep-alive timeout) and `ios`
 /// I/O queues, with the tasks serving the I/O queues.
-async fn controller(
-    f: &Fixture,
-    hostnqn: &str,
-    ios: u16,
-    pipe: usize,
-) -> (MemHost, Vec<(MemHost, tokio::task::JoinHandle<()>)>) {
-    let (mut admin, _) = MemHost::open(&f.target, f.listen, 64 << 10);
-    let c = admin.connect(&params(hostnqn), 0, 0).await.unwrap();
-    assert!(c.status.is_success(), "admin Connect: {c:?}");
-    assert!(admin.enable().await.unwrap().status.is_success());
-    let mut queues = Vec::new();
-    for qid in 1..=ios {
-        let (mut io, task) = MemHost::open(&f.target, f.listen, pipe);
-        let c = io
-            .connect(&params(hostnqn), qid, admin.cntlid)
-            .await
-            .unwrap();
-        assert!(c.status.is_success(), "I/O Connect {qid}: {c:?}");
-        queues.push((io, task));
-    }
+async fn controller(f: &Fixture, hostnqn: &str, ios: u16, pipe: usize) -> (MemHost, Vec<Queue>) {
+    let ((admin, _), queues) = paused::controller(f, hostnqn, 0, ios, pipe).await;
     (admin, queues)
 }
 
@@ -127,12 +34,6 @@ async fn r2ts(h: &mut MemHost) -> Vec<nvmf::pdu::R2t> {
         v.push(r);
     }
     v
-}
-
-async fn base_block(f: &Fixture, slba: u64) -> u8 {
-    let (buf, r) = f.base.read(slba * BS as u64, DmaBuf::new(BS)).await;
-    r.unwrap();
-    buf[0]
 }
 
 #[tokio::test(start_paused = true)]
@@ -409,7 +310,7 @@ async fn shutdown_is_not_held_by_a_queue_blocked_writing() {
     // An admin queue (nothing else would tear its controller down) with a
     // 4 KiB pipe towards a host that never reads it.
     let (mut admin, task) = MemHost::open(&f.target, f.listen, 4096);
-    let c = admin.connect(&params(HOST), 0, 0).await.unwrap();
+    let c = admin.connect(&paused::params(HOST, 0), 0, 0).await.unwrap();
     assert!(c.status.is_success());
     assert!(admin.enable().await.unwrap().status.is_success());
     for _ in 0..8 {
@@ -465,7 +366,7 @@ async fn a_reconnect_waits_for_writes_abandoned_by_the_drain() {
     let mut busy = 0;
     let (mut admin, _) = loop {
         let (mut h, t) = MemHost::open(&f.target, f.listen, 64 << 10);
-        let c = h.connect(&params(HOST), 0, 0).await.unwrap();
+        let c = h.connect(&paused::params(HOST, 0), 0, 0).await.unwrap();
         if c.status.is_success() {
             break (h, t);
         }
@@ -483,7 +384,10 @@ async fn a_reconnect_waits_for_writes_abandoned_by_the_drain() {
     );
     assert!(admin.enable().await.unwrap().status.is_success());
     let (mut io, _) = MemHost::open(&f.target, f.listen, 1 << 20);
-    let c = io.connect(&params(HOST), 1, admin.cntlid).await.unwrap();
+    let c = io
+        .connect(&paused::params(HOST, 0), 1, admin.cntlid)
+        .await
+        .unwrap();
     assert!(c.status.is_success());
     for i in 0..N {
         let sqe = MemHost::write_sqe(i * 8, 4096, BS, true);
@@ -493,7 +397,7 @@ async fn a_reconnect_waits_for_writes_abandoned_by_the_drain() {
     tokio::time::sleep(Duration::from_secs(30)).await;
     for i in 0..N {
         assert_eq!(
-            base_block(&f, i * 8).await,
+            f.base_block(i * 8).await,
             0xBB,
             "block {} is the rewrite",
             i * 8
