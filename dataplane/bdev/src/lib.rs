@@ -20,7 +20,8 @@
 //! block device, O_DIRECT where the filesystem allows it), [`rbd`] (Ceph RBD
 //! through librbd's C API, cephx), and two wrappers of another bdev for
 //! fault injection: [`delay`] (added latency) and [`error_inject`]
-//! (failing, hanging or corrupting I/O). A wrapper's operations box the
+//! (failing, hanging or corrupting I/O); [`layered`]: bdevs of other crates
+//! built on these (cached volumes). A wrapper's operations box the
 //! base's future (the enum is recursive through them). [`stats`]: per-bdev I/O counters and
 //! [`CountedBdev`], the counted handle the daemon and the NVMe-oF target
 //! use.
@@ -30,6 +31,7 @@ pub mod delay;
 pub mod error;
 pub mod error_inject;
 pub mod file;
+pub mod layered;
 pub mod malloc;
 pub mod rbd;
 pub mod stats;
@@ -114,6 +116,8 @@ pub enum Bdev {
     Delay(delay::DelayBdev),
     /// Another bdev with injectable errors.
     Error(error_inject::ErrorBdev),
+    /// A bdev of another crate built on bdevs of this one (cached volumes).
+    Layered(Box<dyn layered::LayeredBdev>),
 }
 
 macro_rules! dispatch {
@@ -124,6 +128,7 @@ macro_rules! dispatch {
             Bdev::Rbd($b) => $e,
             Bdev::Delay($b) => $e,
             Bdev::Error($b) => $e,
+            Bdev::Layered($b) => $e,
         }
     };
 }

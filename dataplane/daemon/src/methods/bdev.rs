@@ -406,6 +406,9 @@ fn describe(r: &RegisteredBdev, claimed: bool) -> Value {
             json!({ "rbd": { "pool_name": pool, "rbd_name": image, "cluster_name": r.cluster } })
         }
         Bdev::Delay(_) | Bdev::Error(_) => super::fault::driver_specific(&r.bdev),
+        // Layered bdevs describe themselves through their own RPCs
+        // (bdev_adacache_get_bdevs); this will hold their summary.
+        Bdev::Layered(_) => json!({}),
     };
     let mut d = json!({
         "name": info.name,

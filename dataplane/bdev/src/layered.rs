@@ -1,0 +1,34 @@
+//! Bdevs built in other crates on top of bdevs of this one (the cached
+//! volume in `dataplane/cache`): the [`Bdev::Layered`](crate::Bdev::Layered)
+//! variant holds them behind this trait, so that this crate needs no
+//! dependency on theirs and the NVMe-oF target exports them like any bdev.
+//!
+//! Operations return boxed futures (the trait is object safe); their
+//! contract is [`Bdev`](crate::Bdev)'s: ranges are checked by the caller
+//! before they get here, buffers come back with the result.
+
+use crate::{BdevInfo, BoxFuture, DmaBuf, IoKind, Result};
+
+/// A bdev implemented outside this crate.
+pub trait LayeredBdev: Send + Sync {
+    /// Name, size, block size and identity.
+    fn info(&self) -> &BdevInfo;
+    /// Whether the device supports `kind`.
+    fn supports(&self, kind: IoKind) -> bool;
+    /// The names of the bdevs it is built on (they are claimed by it).
+    fn base_names(&self) -> Vec<String>;
+    /// Reads `buf.len()` bytes at `offset`.
+    fn read(&self, offset: u64, buf: DmaBuf) -> BoxFuture<'_, (DmaBuf, Result<()>)>;
+    /// Writes `buf` at `offset`.
+    fn write(&self, offset: u64, buf: DmaBuf) -> BoxFuture<'_, (DmaBuf, Result<()>)>;
+    /// Writes `buf` at `offset`, durable before it completes (FUA).
+    fn write_fua(&self, offset: u64, buf: DmaBuf) -> BoxFuture<'_, (DmaBuf, Result<()>)>;
+    /// Makes every completed write durable.
+    fn flush(&self) -> BoxFuture<'_, Result<()>>;
+    /// Zeroes a range.
+    fn write_zeroes(&self, offset: u64, len: u64) -> BoxFuture<'_, Result<()>>;
+    /// Deallocates a range; it reads as zeroes after.
+    fn unmap(&self, offset: u64, len: u64) -> BoxFuture<'_, Result<()>>;
+    /// The concrete type, for the crate that made it (RPC handlers).
+    fn as_any(&self) -> &dyn std::any::Any;
+}

@@ -1,0 +1,1 @@
+//! A cache device shared by cached volumes (see `docs/cache-format.md`).

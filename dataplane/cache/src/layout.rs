@@ -1,0 +1,1 @@
+//! The on-device format of a cache device (see `docs/cache-format.md`).
