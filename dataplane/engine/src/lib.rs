@@ -63,6 +63,7 @@ pub mod config;
 mod engine;
 pub mod eviction;
 pub mod flush;
+pub mod names;
 mod group;
 mod index;
 mod lru;

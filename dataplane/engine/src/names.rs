@@ -1,0 +1,168 @@
+//! Policy names as written on the simulator's command line, in the
+//! dataplane's `bdev_adacache_*` RPCs (and, later, in CachePool
+//! specs): `nhit:2`, `tinylfu`, `lazy:2:1.0`, `write-back`, ...
+
+use crate::{AdmissionConfig, EvictionConfig, SizeAwareConfig, WriteMissFill, WriteMode};
+
+/// Parses an admission policy: `always`, `nhit[:N]` (default N 2),
+/// `tinylfu[:strict]` (`strict` rejects ties), `size-aware`.
+pub fn parse_admission(s: &str) -> Result<AdmissionConfig, String> {
+    let (name, arg) = split(s);
+    match (name, arg) {
+        ("always", None) => Ok(AdmissionConfig::Always),
+        ("nhit", arg) => {
+            let n = match arg {
+                None => 2,
+                Some(a) => a
+                    .parse()
+                    .ok()
+                    .filter(|&n: &u32| n >= 1)
+                    .ok_or_else(|| format!("admission '{s}': N must be a whole number >= 1"))?,
+            };
+            Ok(AdmissionConfig::NHit {
+                n,
+                table_slots: 1 << 20,
+            })
+        }
+        ("tinylfu", arg @ (None | Some("strict"))) => Ok(AdmissionConfig::TinyLfu {
+            width: 1 << 20,
+            sample_size: 10 << 20,
+            admit_on_tie: arg.is_none(),
+        }),
+        ("size-aware", None) => Ok(AdmissionConfig::SizeAware(SizeAwareConfig::default())),
+        _ => Err(format!(
+            "unknown admission policy '{s}' (always, nhit[:N], tinylfu[:strict], size-aware)"
+        )),
+    }
+}
+
+/// Parses an eviction policy: `lru2` (two-level LRU) or `lazy[:PARA[:K]]`
+/// (LEA; defaults PARA 2, K 1).
+pub fn parse_eviction(s: &str) -> Result<EvictionConfig, String> {
+    let mut parts = s.split(':');
+    match parts.next() {
+        Some("lru2") if parts.next().is_none() => Ok(EvictionConfig::TwoLevelLru),
+        Some("lazy") => {
+            let bad =
+                || format!("eviction '{s}': expected lazy[:PARA[:K]] with PARA >= 1 and K > 0");
+            let para = match parts.next() {
+                None => 2,
+                Some(p) => p.parse().ok().filter(|&p: &u32| p >= 1).ok_or_else(bad)?,
+            };
+            let k = match parts.next() {
+                None => 1.0,
+                Some(k) => k.parse().ok().filter(|&k: &f64| k > 0.0).ok_or_else(bad)?,
+            };
+            if parts.next().is_some() {
+                return Err(bad());
+            }
+            Ok(EvictionConfig::Lazy { para, k })
+        }
+        _ => Err(format!(
+            "unknown eviction policy '{s}' (lru2, lazy[:PARA[:K]])"
+        )),
+    }
+}
+
+/// Parses a write mode: `write-back`, `write-through`, `write-around`.
+pub fn parse_write_mode(s: &str) -> Result<WriteMode, String> {
+    match s {
+        "write-back" => Ok(WriteMode::WriteBack),
+        "write-through" => Ok(WriteMode::WriteThrough),
+        "write-around" => Ok(WriteMode::WriteAround),
+        _ => Err(format!(
+            "unknown write mode '{s}' (write-back, write-through, write-around)"
+        )),
+    }
+}
+
+/// Parses how partial write misses are filled: `whole-block` (AdaCache),
+/// `head-tail`, `sparse`.
+pub fn parse_write_miss_fill(s: &str) -> Result<WriteMissFill, String> {
+    match s {
+        "whole-block" => Ok(WriteMissFill::WholeBlock),
+        "head-tail" => Ok(WriteMissFill::HeadTail),
+        "sparse" => Ok(WriteMissFill::Sparse),
+        _ => Err(format!(
+            "unknown write-miss fill '{s}' (whole-block, head-tail, sparse)"
+        )),
+    }
+}
+
+fn split(s: &str) -> (&str, Option<&str>) {
+    match s.split_once(':') {
+        Some((a, b)) => (a, Some(b)),
+        None => (s, None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn admission() {
+        assert_eq!(parse_admission("always"), Ok(AdmissionConfig::Always));
+        assert!(matches!(
+            parse_admission("nhit"),
+            Ok(AdmissionConfig::NHit { n: 2, .. })
+        ));
+        assert!(matches!(
+            parse_admission("nhit:3"),
+            Ok(AdmissionConfig::NHit { n: 3, .. })
+        ));
+        assert!(parse_admission("nhit:0").unwrap_err().contains(">= 1"));
+        assert!(matches!(
+            parse_admission("tinylfu"),
+            Ok(AdmissionConfig::TinyLfu {
+                admit_on_tie: true,
+                ..
+            })
+        ));
+        assert!(matches!(
+            parse_admission("tinylfu:strict"),
+            Ok(AdmissionConfig::TinyLfu {
+                admit_on_tie: false,
+                ..
+            })
+        ));
+        assert!(matches!(
+            parse_admission("size-aware"),
+            Ok(AdmissionConfig::SizeAware(_))
+        ));
+        assert!(parse_admission("lfu")
+            .unwrap_err()
+            .contains("unknown admission"));
+        assert!(parse_admission("always:1").is_err());
+    }
+
+    #[test]
+    fn eviction() {
+        assert_eq!(parse_eviction("lru2"), Ok(EvictionConfig::TwoLevelLru));
+        assert_eq!(
+            parse_eviction("lazy"),
+            Ok(EvictionConfig::Lazy { para: 2, k: 1.0 })
+        );
+        assert_eq!(
+            parse_eviction("lazy:3:0.5"),
+            Ok(EvictionConfig::Lazy { para: 3, k: 0.5 })
+        );
+        assert!(parse_eviction("lazy:0").is_err());
+        assert!(parse_eviction("lazy:2:-1").is_err());
+        assert!(parse_eviction("lazy:2:1:9").is_err());
+        assert!(parse_eviction("lru2:1").is_err());
+        assert!(parse_eviction("arc").is_err());
+    }
+
+    #[test]
+    fn write_modes() {
+        assert_eq!(parse_write_mode("write-back"), Ok(WriteMode::WriteBack));
+        assert_eq!(parse_write_mode("write-around"), Ok(WriteMode::WriteAround));
+        assert!(parse_write_mode("wb").is_err());
+        assert_eq!(
+            parse_write_miss_fill("head-tail"),
+            Ok(WriteMissFill::HeadTail)
+        );
+        assert!(parse_write_miss_fill("none").is_err());
+    }
+}
