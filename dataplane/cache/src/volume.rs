@@ -1,1 +1,0 @@
-//! One cached volume.

@@ -1,0 +1,343 @@
+//! Executing one plan's I/O against the core bdev and the cache device.
+//!
+//! Runs outside the owner task (spawned per plan), so the owner keeps
+//! planning while devices work. Order, as the engine's `Plan` documents:
+//! write-backs run beside everything else (their blocks stay readable);
+//! fills, cache reads and core reads produce the host's read data; fills
+//! run before cache writes only when the plan says they overlap.
+
+use std::sync::Arc;
+
+use bdev::{BdevError, CountedBdev, DmaBuf};
+use engine::{CacheIo, Extent, Plan};
+use futures_util::future::join_all;
+
+use super::stats::Errors;
+use crate::device::CacheDevice;
+use crate::layout::{VolumeRegion, UNIT_SIZE};
+
+/// The devices a plan runs against.
+pub(crate) struct Devices {
+    pub core: CountedBdev,
+    pub cache: Arc<CacheDevice>,
+}
+
+/// What became of a plan's I/O.
+pub(crate) struct Outcome {
+    /// The host's buffer (read data filled in).
+    pub buf: Option<DmaBuf>,
+    /// Every I/O of the request's own work succeeded.
+    pub request_ok: bool,
+    /// Every write-back succeeded.
+    pub writeback_ok: bool,
+    /// The first error, for the host's status.
+    pub error: Option<BdevError>,
+    /// Errors by device.
+    pub errors: Errors,
+    /// A cache-device I/O failed.
+    pub cache_failed: bool,
+    /// Bytes written back.
+    pub written_back: u64,
+}
+
+#[derive(Clone, Copy)]
+enum Dev {
+    CoreRd,
+    CoreWr,
+    CacheRd,
+    CacheWr,
+}
+
+struct Tally {
+    errors: Errors,
+    first: Option<BdevError>,
+    cache_failed: bool,
+}
+
+impl Tally {
+    fn new() -> Tally {
+        Tally {
+            errors: Errors::default(),
+            first: None,
+            cache_failed: false,
+        }
+    }
+
+    fn note(&mut self, dev: Dev, r: Result<(), BdevError>) -> bool {
+        let Err(e) = r else { return true };
+        match dev {
+            Dev::CoreRd => self.errors.core_volume_rd += 1,
+            Dev::CoreWr => self.errors.core_volume_wr += 1,
+            Dev::CacheRd => self.errors.cache_volume_rd += 1,
+            Dev::CacheWr => self.errors.cache_volume_wr += 1,
+        }
+        self.errors.total += 1;
+        if matches!(dev, Dev::CacheRd | Dev::CacheWr) {
+            self.cache_failed = true;
+        }
+        self.first.get_or_insert(e);
+        false
+    }
+}
+
+/// Reads `len` bytes of the volume's cache space at `addr`.
+pub(crate) async fn cache_read(
+    dev: &CacheDevice,
+    region: &VolumeRegion,
+    addr: u64,
+    len: u64,
+) -> (DmaBuf, Result<(), BdevError>) {
+    let mut out = DmaBuf::new(len as usize);
+    let mut done = 0u64;
+    while done < len {
+        let a = addr + done;
+        let n = (UNIT_SIZE - a % UNIT_SIZE).min(len - done);
+        if done == 0 && n == len {
+            return dev.bdev().read(region.data_offset(a), out).await;
+        }
+        let (piece, r) = dev
+            .bdev()
+            .read(region.data_offset(a), DmaBuf::new(n as usize))
+            .await;
+        if r.is_err() {
+            return (out, r);
+        }
+        out[done as usize..(done + n) as usize].copy_from_slice(&piece);
+        done += n;
+    }
+    (out, Ok(()))
+}
+
+/// Writes `data` into the volume's cache space at `addr`.
+pub(crate) async fn cache_write(
+    dev: &CacheDevice,
+    region: &VolumeRegion,
+    addr: u64,
+    data: &[u8],
+    fua: bool,
+) -> Result<(), BdevError> {
+    let mut done = 0usize;
+    while done < data.len() {
+        let a = addr + done as u64;
+        let n = ((UNIT_SIZE - a % UNIT_SIZE) as usize).min(data.len() - done);
+        let buf = DmaBuf::from_slice(&data[done..done + n]);
+        let (_, r) = if fua {
+            dev.bdev().write_fua(region.data_offset(a), buf).await
+        } else {
+            dev.bdev().write(region.data_offset(a), buf).await
+        };
+        r?;
+        done += n;
+    }
+    Ok(())
+}
+
+async fn core_write(core: &CountedBdev, offset: u64, data: &[u8], fua: bool) -> Result<(), BdevError> {
+    let buf = DmaBuf::from_slice(data);
+    let (_, r) = if fua {
+        core.write_fua(offset, buf).await
+    } else {
+        core.write(offset, buf).await
+    };
+    r
+}
+
+/// Copies the write-backs: cache -> core.
+async fn writebacks(d: &Devices, region: &VolumeRegion, list: &[CacheIo]) -> (Tally, u64) {
+    let mut t = Tally::new();
+    let mut bytes = 0;
+    let results = join_all(list.iter().map(|w| async move {
+        let (buf, r) = cache_read(&d.cache, region, w.cache_addr, w.len).await;
+        if r.is_err() {
+            return (Dev::CacheRd, r, 0);
+        }
+        let (_, r) = d.core.write(w.offset, buf).await;
+        (Dev::CoreWr, r, w.len)
+    }))
+    .await;
+    for (dev, r, n) in results {
+        if t.note(dev, r) {
+            bytes += n;
+        }
+    }
+    (t, bytes)
+}
+
+/// Where `e` lies in the request's buffer.
+fn in_request(req: Extent, off: u64, len: u64) -> std::ops::Range<usize> {
+    let s = (off - req.offset) as usize;
+    s..s + len as usize
+}
+
+/// Runs the read side of `plan` into `buf` (the request's length).
+async fn read_side(d: &Devices, region: &VolumeRegion, plan: &Plan, buf: &mut DmaBuf, t: &mut Tally) {
+    let req = plan.request;
+    let hits = join_all(plan.cache_reads.iter().map(|c| async move {
+        let (b, r) = cache_read(&d.cache, region, c.cache_addr, c.len).await;
+        (c.offset, b, r)
+    }));
+    let cores = join_all(plan.core_reads.iter().map(|e| async move {
+        let (b, r) = d.core.read(e.offset, DmaBuf::new(e.len as usize)).await;
+        (e.offset, b, r)
+    }));
+    let fills = join_all(plan.fills.iter().map(|f| async move {
+        let (b, r) = d.core.read(f.offset, DmaBuf::new(f.len as usize)).await;
+        if r.is_err() {
+            return (f.offset, b, Dev::CoreRd, r);
+        }
+        let w = cache_write(&d.cache, region, f.cache_addr, &b, false).await;
+        (f.offset, b, Dev::CacheWr, w)
+    }));
+    let (hits, cores, fills) = futures_util::join!(hits, cores, fills);
+    for (off, b, r) in hits {
+        if t.note(Dev::CacheRd, r) {
+            buf[in_request(req, off, b.len() as u64)].copy_from_slice(&b);
+        }
+    }
+    for (off, b, r) in cores {
+        if t.note(Dev::CoreRd, r) {
+            buf[in_request(req, off, b.len() as u64)].copy_from_slice(&b);
+        }
+    }
+    for (off, b, dev, r) in fills {
+        // A failed cache write still read the right data from core, but the
+        // request fails: the engine rolls the block back either way.
+        if t.note(dev, r) {
+            let s = off.max(req.offset);
+            let e = (off + b.len() as u64).min(req.end());
+            if s < e {
+                buf[in_request(req, s, e - s)]
+                    .copy_from_slice(&b[(s - off) as usize..(e - off) as usize]);
+            }
+        }
+    }
+}
+
+/// Runs fills of a write plan (head/tail or whole-block completions of new
+/// blocks): core -> cache.
+async fn write_fills(d: &Devices, region: &VolumeRegion, plan: &Plan, t: &mut Tally) {
+    let rs = join_all(plan.fills.iter().map(|f| async move {
+        let (b, r) = d.core.read(f.offset, DmaBuf::new(f.len as usize)).await;
+        if r.is_err() {
+            return (Dev::CoreRd, r);
+        }
+        (Dev::CacheWr, cache_write(&d.cache, region, f.cache_addr, &b, false).await)
+    }))
+    .await;
+    for (dev, r) in rs {
+        t.note(dev, r);
+    }
+}
+
+/// Runs the write side of `plan` from `data` (the request's bytes).
+async fn write_side(d: &Devices, region: &VolumeRegion, plan: &Plan, data: &[u8], fua: bool, t: &mut Tally) {
+    let req = plan.request;
+    if plan.fills_before_cache_writes {
+        write_fills(d, region, plan, t).await;
+    }
+    let caches = join_all(plan.cache_writes.iter().map(|c| async move {
+        let bytes = &data[in_request(req, c.offset, c.len)];
+        cache_write(&d.cache, region, c.cache_addr, bytes, fua).await
+    }));
+    let cores = join_all(plan.core_writes.iter().map(|e| async move {
+        core_write(&d.core, e.offset, &data[in_request(req, e.offset, e.len)], fua).await
+    }));
+    let fills = async {
+        if !plan.fills_before_cache_writes {
+            let mut t2 = Tally::new();
+            write_fills(d, region, plan, &mut t2).await;
+            Some(t2)
+        } else {
+            None
+        }
+    };
+    let (caches, cores, t2) = futures_util::join!(caches, cores, fills);
+    for r in caches {
+        t.note(Dev::CacheWr, r);
+    }
+    for r in cores {
+        t.note(Dev::CoreWr, r);
+    }
+    if let Some(t2) = t2 {
+        merge(t, t2);
+    }
+}
+
+fn merge(t: &mut Tally, o: Tally) {
+    let e = &mut t.errors;
+    e.core_volume_rd += o.errors.core_volume_rd;
+    e.core_volume_wr += o.errors.core_volume_wr;
+    e.cache_volume_rd += o.errors.cache_volume_rd;
+    e.cache_volume_wr += o.errors.cache_volume_wr;
+    e.total += o.errors.total;
+    t.cache_failed |= o.cache_failed;
+    if t.first.is_none() {
+        t.first = o.first;
+    }
+}
+
+/// Deallocates the plan's core ranges and zeroes the cache ranges it asks.
+async fn discard_side(d: &Devices, region: &VolumeRegion, plan: &Plan, t: &mut Tally) {
+    let cores = join_all(plan.discards.iter().map(|e| d.core.unmap(e.offset, e.len))).await;
+    for r in cores {
+        t.note(Dev::CoreWr, r);
+    }
+    let zeroes = join_all(plan.cache_zeroes.iter().map(|c| async move {
+        let z = vec![0u8; c.len as usize];
+        cache_write(&d.cache, region, c.cache_addr, &z, false).await
+    }))
+    .await;
+    for r in zeroes {
+        t.note(Dev::CacheWr, r);
+    }
+}
+
+/// Runs every I/O of `plan`. `buf` is the host's buffer: read data goes
+/// into it, write data comes from it.
+pub(crate) async fn execute(
+    d: &Devices,
+    region: &VolumeRegion,
+    plan: &Plan,
+    mut buf: Option<DmaBuf>,
+    fua: bool,
+) -> Outcome {
+    let wb = async {
+        if plan.writebacks.is_empty() {
+            (Tally::new(), 0)
+        } else {
+            writebacks(d, region, &plan.writebacks).await
+        }
+    };
+    let work = async {
+        let mut t = Tally::new();
+        match plan.op {
+            engine::Op::Read => {
+                if let Some(b) = buf.as_mut() {
+                    read_side(d, region, plan, b, &mut t).await;
+                }
+            }
+            engine::Op::Write => {
+                if let Some(b) = buf.as_ref() {
+                    write_side(d, region, plan, b, fua, &mut t).await;
+                } else {
+                    // A flush plan: only write-backs.
+                }
+            }
+            engine::Op::Deallocate => discard_side(d, region, plan, &mut t).await,
+        }
+        t
+    };
+    let ((wt, bytes), mut t) = futures_util::join!(wb, work);
+    let writeback_ok = wt.first.is_none();
+    let request_ok = t.first.is_none();
+    merge(&mut t, wt);
+    Outcome {
+        buf,
+        request_ok,
+        writeback_ok,
+        error: t.first,
+        errors: t.errors,
+        cache_failed: t.cache_failed,
+        written_back: bytes,
+    }
+}

@@ -1,0 +1,451 @@
+//! One cached volume: the bdev `bdev_adacache_create` makes.
+//!
+//! [`CachedVolume`] is a cheap handle: the NVMe-oF namespace holds one (as a
+//! [`bdev::Bdev::Layered`]), the RPC handlers another. Every request goes to
+//! the volume's owner task ([`owner`]), which alone runs the engine.
+//!
+//! - [`params`]: what it is created with (SPDK-style JSON).
+//! - [`owner`]: planning, completing, ordering, flushing, control.
+//! - [`exec`]: running a plan's I/O against core and the cache device.
+//! - [`meta`]: the persisted block table and its durability rules.
+//! - [`clean`]: when background cleaning runs.
+//! - [`stats`]: `bdev_adacache_get_stats`.
+
+mod clean;
+mod exec;
+mod load;
+mod meta;
+mod owner;
+pub mod params;
+pub mod stats;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use bdev::layered::LayeredBdev;
+use bdev::{BdevError, BdevInfo, BoxFuture, CountedBdev, DmaBuf, IoKind};
+use serde::Serialize;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::device::{CacheDevice, DeviceError};
+use crate::layout::{VolumeRegion, UNIT_SIZE};
+use owner::{HostIo, HostOp, Msg};
+pub use params::{CacheMode, Cleaning, SeqCutoff, VolumeParams};
+pub use stats::VolumeStats;
+
+/// Why a cached-volume operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum VolumeError {
+    /// A parameter cannot work.
+    #[error("{0}")]
+    Invalid(String),
+    /// The cache device refused or failed.
+    #[error(transparent)]
+    Device(#[from] DeviceError),
+    /// The on-device cache could not be attached.
+    #[error("cannot load the cache of {name}: {reason}")]
+    Load {
+        /// The cached bdev.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+    /// Not possible in the volume's current state.
+    #[error("{0}")]
+    Busy(String),
+    /// Writing dirty data back failed.
+    #[error("flushing dirty data to core failed: {0}")]
+    Flush(String),
+    /// The volume is stopping or stopped.
+    #[error("cached bdev {0} is stopped")]
+    Stopped(String),
+}
+
+/// `bdev_adacache_flush_status`.
+#[derive(Clone, Debug, Serialize)]
+pub struct FlushStatus {
+    /// A flush is running.
+    pub in_progress: bool,
+    /// Dirty bytes left.
+    pub dirty_bytes: u64,
+    /// Bytes the current (or last) flush wrote back.
+    pub flushed_bytes: u64,
+    /// Time since the current (or last) flush started.
+    pub elapsed_ms: u64,
+    /// The last write-back error, if any.
+    pub error: Option<String>,
+}
+
+/// `bdev_adacache_set_policy`: what changes (cached blocks stay).
+#[derive(Clone, Debug, Default)]
+pub struct PolicyChange {
+    /// Admission policy name.
+    pub admission: Option<String>,
+    /// Eviction policy name.
+    pub eviction: Option<String>,
+    /// Cleaning policy.
+    pub cleaning: Option<Cleaning>,
+    /// Sequential cutoff.
+    pub seq_cutoff: Option<SeqCutoff>,
+}
+
+/// Control calls the owner runs between requests.
+pub(crate) enum Control {
+    Stats(oneshot::Sender<VolumeStats>),
+    ResetStats(oneshot::Sender<()>),
+    StartFlush(oneshot::Sender<()>),
+    FlushAll(oneshot::Sender<Result<(), VolumeError>>),
+    FlushStatus(oneshot::Sender<FlushStatus>),
+    SetMode(CacheMode, oneshot::Sender<Result<(), VolumeError>>),
+    SetPolicy(PolicyChange, oneshot::Sender<Result<(), VolumeError>>),
+    Resize {
+        capacity: u64,
+        region: Arc<VolumeRegion>,
+        reply: oneshot::Sender<Result<(), VolumeError>>,
+    },
+    Stop {
+        flush: bool,
+        reply: oneshot::Sender<Result<(), VolumeError>>,
+    },
+}
+
+/// State the handle reads without asking the owner.
+pub(crate) struct Shared {
+    mode: AtomicU8,
+    degraded: AtomicBool,
+    params: Mutex<VolumeParams>,
+    host_flushes: AtomicU64,
+}
+
+impl Shared {
+    fn mode(&self) -> CacheMode {
+        match self.mode.load(Relaxed) {
+            0 => CacheMode::Wt,
+            1 => CacheMode::Wb,
+            2 => CacheMode::Wa,
+            _ => CacheMode::Pt,
+        }
+    }
+
+    pub(crate) fn set_mode(&self, m: CacheMode) {
+        self.mode.store(m as u8, Relaxed);
+    }
+
+    pub(crate) fn is_degraded(&self) -> bool {
+        self.degraded.load(Relaxed)
+    }
+
+    pub(crate) fn set_params(&self, p: &VolumeParams) {
+        *self.params.lock().expect("params lock") = p.clone();
+    }
+}
+
+struct Inner {
+    info: BdevInfo,
+    tx: mpsc::UnboundedSender<Msg>,
+    shared: Arc<Shared>,
+    core: CountedBdev,
+    cache: Arc<CacheDevice>,
+}
+
+/// A cached volume (clones share it).
+#[derive(Clone)]
+pub struct CachedVolume {
+    inner: Arc<Inner>,
+}
+
+impl CachedVolume {
+    /// Creates (or, with `params.load`, attaches to) the cache of volume
+    /// `params.name` on `cache`, in front of `core`, and starts its owner.
+    pub async fn create(
+        params: VolumeParams,
+        core: CountedBdev,
+        cache: Arc<CacheDevice>,
+    ) -> Result<CachedVolume, VolumeError> {
+        params.validate().map_err(|e| VolumeError::Invalid(e.0))?;
+        let loaded = load::open_region(&params, &core, &cache).await?;
+        let shared = Arc::new(Shared {
+            mode: AtomicU8::new(params.write_mode as u8),
+            degraded: AtomicBool::new(false),
+            params: Mutex::new(params.clone()),
+            host_flushes: AtomicU64::new(0),
+        });
+        let ci = core.info();
+        let info = BdevInfo {
+            name: params.name.clone(),
+            product_name: "AdaCache disk",
+            block_size: ci.block_size,
+            num_blocks: ci.num_blocks,
+            uuid: bdev::uuid_from_name("adacache", &params.name),
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        let devices = Arc::new(exec::Devices {
+            core: core.clone(),
+            cache: cache.clone(),
+        });
+        let o = owner::Owner::new(
+            loaded.engine,
+            params,
+            shared.clone(),
+            devices,
+            Arc::new(loaded.region),
+            loaded.meta,
+            rx,
+            tx.clone(),
+        );
+        tokio::spawn(o.run());
+        Ok(CachedVolume {
+            inner: Arc::new(Inner {
+                info,
+                tx,
+                shared,
+                core,
+                cache,
+            }),
+        })
+    }
+
+    /// The bdev to register (shares this volume).
+    pub fn bdev(&self) -> bdev::Bdev {
+        bdev::Bdev::Layered(Box::new(self.clone()))
+    }
+
+    /// The parameters as they are now (what `save_config` records; `load`
+    /// is set so that a restored configuration attaches, never formats).
+    pub fn params(&self) -> VolumeParams {
+        let mut p = self.inner.shared.params.lock().expect("params lock").clone();
+        p.load = true;
+        p
+    }
+
+    /// The core bdev's name.
+    pub fn core_name(&self) -> String {
+        self.inner.core.info().name.clone()
+    }
+
+    /// The cache device's bdev name.
+    pub fn cache_name(&self) -> String {
+        self.inner.cache.name()
+    }
+
+    /// The cache device.
+    pub fn cache_device(&self) -> &Arc<CacheDevice> {
+        &self.inner.cache
+    }
+
+    /// The cache device failed and the volume runs in pass-through.
+    pub fn degraded(&self) -> bool {
+        self.inner.shared.is_degraded()
+    }
+
+    async fn ask<T>(&self, f: impl FnOnce(oneshot::Sender<T>) -> Control) -> Result<T, VolumeError> {
+        let (tx, rx) = oneshot::channel();
+        self.inner
+            .tx
+            .send(Msg::Ctl(f(tx)))
+            .map_err(|_| VolumeError::Stopped(self.inner.info.name.clone()))?;
+        rx.await
+            .map_err(|_| VolumeError::Stopped(self.inner.info.name.clone()))
+    }
+
+    /// `bdev_adacache_get_stats`.
+    pub async fn stats(&self) -> Result<VolumeStats, VolumeError> {
+        let mut s = self.ask(Control::Stats).await?;
+        s.requests.flushes = self.inner.shared.host_flushes.load(Relaxed);
+        Ok(s)
+    }
+
+    /// `bdev_adacache_reset_stats`.
+    pub async fn reset_stats(&self) -> Result<(), VolumeError> {
+        self.inner.shared.host_flushes.store(0, Relaxed);
+        self.ask(Control::ResetStats).await
+    }
+
+    /// `bdev_adacache_flush`: starts writing every dirty block back.
+    pub async fn start_flush(&self) -> Result<(), VolumeError> {
+        self.ask(Control::StartFlush).await
+    }
+
+    /// Writes every dirty block back and waits.
+    pub async fn flush_all(&self) -> Result<(), VolumeError> {
+        self.ask(Control::FlushAll).await?
+    }
+
+    /// `bdev_adacache_flush_status`.
+    pub async fn flush_status(&self) -> Result<FlushStatus, VolumeError> {
+        self.ask(Control::FlushStatus).await
+    }
+
+    /// `bdev_adacache_set_mode`: leaving write-back flushes first.
+    pub async fn set_mode(&self, mode: CacheMode) -> Result<(), VolumeError> {
+        self.ask(|r| Control::SetMode(mode, r)).await?
+    }
+
+    /// `bdev_adacache_set_policy`.
+    pub async fn set_policy(&self, change: PolicyChange) -> Result<(), VolumeError> {
+        self.ask(|r| Control::SetPolicy(change, r)).await?
+    }
+
+    /// `bdev_adacache_resize`: the volume's share of the cache device
+    /// becomes `mib` MiB. Shrinking writes dirty data back first and evicts
+    /// what no longer fits; growing keeps every cached block.
+    pub async fn resize(&self, mib: u64) -> Result<(), VolumeError> {
+        let name = self.inner.info.name.clone();
+        let dev = &self.inner.cache;
+        let region = dev
+            .find_volume(&name)
+            .ok_or_else(|| VolumeError::Stopped(name.clone()))?;
+        let units = u32::try_from(mib)
+            .ok()
+            .filter(|&u| u > 0)
+            .ok_or_else(|| VolumeError::Invalid(format!("cache_size_mib {mib} out of range")))?;
+        let cur = region.units.len() as u32;
+        if units > cur {
+            let grown = dev.resize_volume(&name, units).await?;
+            let capacity = grown.cache_bytes();
+            return self
+                .ask(|reply| Control::Resize {
+                    capacity,
+                    region: Arc::new(grown),
+                    reply,
+                })
+                .await?;
+        }
+        if units < cur {
+            self.flush_all().await?;
+            let mut shrunk = region.clone();
+            shrunk.units.truncate(units as usize);
+            let capacity = u64::from(units) * UNIT_SIZE;
+            self.ask(|reply| Control::Resize {
+                capacity,
+                region: Arc::new(shrunk),
+                reply,
+            })
+            .await??;
+            dev.resize_volume(&name, units).await?;
+        }
+        Ok(())
+    }
+
+    /// Stops the volume: with `flush`, every dirty block is written back
+    /// first; in-flight requests finish and metadata is made durable. The
+    /// cache stays on the device (a later create with `load` attaches).
+    pub async fn stop(&self, flush: bool) -> Result<(), VolumeError> {
+        match self.ask(|reply| Control::Stop { flush, reply }).await {
+            Ok(r) => r?,
+            Err(VolumeError::Stopped(_)) => return Ok(()),
+            Err(e) => return Err(e),
+        }
+        self.inner.cache.flush().await?;
+        Ok(())
+    }
+
+    /// `bdev_adacache_delete`: writes dirty data back (unless `force`,
+    /// which discards it), stops, and frees the volume's cache space.
+    pub async fn delete(&self, force: bool) -> Result<(), VolumeError> {
+        self.stop(!force).await?;
+        self.inner.cache.delete_volume(&self.inner.info.name).await?;
+        Ok(())
+    }
+
+    async fn io(&self, op: HostOp, offset: u64, len: u64, buf: Option<DmaBuf>) -> (Option<DmaBuf>, bdev::Result<()>) {
+        let (reply, rx) = oneshot::channel();
+        let io = HostIo {
+            op,
+            offset,
+            len,
+            buf,
+            reply,
+            arrived: Instant::now(),
+        };
+        if let Err(mpsc::error::SendError(Msg::Io(io))) = self.inner.tx.send(Msg::Io(io)) {
+            return (io.buf, Err(stopped(&self.inner.info.name)));
+        }
+        match rx.await {
+            Ok(r) => r,
+            Err(_) => (None, Err(stopped(&self.inner.info.name))),
+        }
+    }
+
+    async fn data_io(&self, op: HostOp, offset: u64, buf: DmaBuf) -> (DmaBuf, bdev::Result<()>) {
+        let len = buf.len();
+        let (b, r) = self.io(op, offset, len as u64, Some(buf)).await;
+        // The owner always hands the buffer back unless it stopped.
+        (b.unwrap_or_else(|| DmaBuf::new(len)), r)
+    }
+}
+
+fn stopped(name: &str) -> BdevError {
+    BdevError::InvalidArgument(format!("cached bdev {name} is stopped"))
+}
+
+/// Largest write a Write Zeroes is cut into.
+const ZEROES_CHUNK: u64 = 1 << 20;
+
+impl LayeredBdev for CachedVolume {
+    fn info(&self) -> &BdevInfo {
+        &self.inner.info
+    }
+
+    fn supports(&self, kind: IoKind) -> bool {
+        matches!(
+            kind,
+            IoKind::Read | IoKind::Write | IoKind::Flush | IoKind::WriteZeroes | IoKind::Unmap
+        )
+    }
+
+    fn base_names(&self) -> Vec<String> {
+        vec![self.core_name(), self.cache_name()]
+    }
+
+    fn read(&self, offset: u64, buf: DmaBuf) -> BoxFuture<'_, (DmaBuf, bdev::Result<()>)> {
+        Box::pin(self.data_io(HostOp::Read, offset, buf))
+    }
+
+    fn write(&self, offset: u64, buf: DmaBuf) -> BoxFuture<'_, (DmaBuf, bdev::Result<()>)> {
+        Box::pin(self.data_io(HostOp::Write { fua: false }, offset, buf))
+    }
+
+    fn write_fua(&self, offset: u64, buf: DmaBuf) -> BoxFuture<'_, (DmaBuf, bdev::Result<()>)> {
+        Box::pin(self.data_io(HostOp::Write { fua: true }, offset, buf))
+    }
+
+    fn flush(&self) -> BoxFuture<'_, bdev::Result<()>> {
+        Box::pin(async move {
+            self.inner.shared.host_flushes.fetch_add(1, Relaxed);
+            // Write-back: acknowledged writes are on the cache device with
+            // durable-on-completion metadata; the device's write cache is
+            // what a Flush must empty. Other modes acknowledge writes only
+            // once core has them: flush core.
+            if self.inner.shared.mode() == CacheMode::Wb {
+                self.inner.cache.bdev().flush().await
+            } else {
+                self.inner.core.flush().await
+            }
+        })
+    }
+
+    fn write_zeroes(&self, offset: u64, len: u64) -> BoxFuture<'_, bdev::Result<()>> {
+        Box::pin(async move {
+            let mut done = 0;
+            while done < len {
+                let n = (len - done).min(ZEROES_CHUNK);
+                let (_, r) = self
+                    .data_io(HostOp::Write { fua: false }, offset + done, DmaBuf::new(n as usize))
+                    .await;
+                r?;
+                done += n;
+            }
+            Ok(())
+        })
+    }
+
+    fn unmap(&self, offset: u64, len: u64) -> BoxFuture<'_, bdev::Result<()>> {
+        Box::pin(async move { self.io(HostOp::Deallocate, offset, len, None).await.1 })
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}

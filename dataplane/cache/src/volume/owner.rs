@@ -1,0 +1,846 @@
+//! The owner task of one cached volume: the only place its engine runs.
+//!
+//! Queue pairs send requests here ([`Msg::Io`]); the owner plans them,
+//! spawns their I/O ([`super::exec`]), and gets the outcome back as
+//! [`Msg::Done`] to complete the engine's tickets, record what is now on the
+//! device ([`super::meta`]) and answer the host. Requests the engine refuses
+//! for now (`Retry`) wait in arrival order and are planned again after each
+//! completion. Control calls (stats, flush, mode, policy, resize, stop)
+//! arrive as [`Msg::Ctl`] and run between requests.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Instant;
+
+use bdev::{BdevError, DmaBuf};
+use engine::{Completion, Engine, Extent, FlushKind, Op, Plan, PlanStatus, Stats, Ticket};
+use tokio::sync::{mpsc, oneshot};
+
+use super::clean::Cleaner;
+use super::exec::{self, Devices, Outcome};
+use super::meta::{Durability, MetaTable};
+use super::params::{CacheMode, SeqCutoffPolicy, VolumeParams};
+use super::stats::{RuntimeCounters, StatsInput, VolumeStats};
+use super::{Control, FlushStatus, Shared, VolumeError};
+use crate::layout::VolumeRegion;
+
+/// A host operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum HostOp {
+    Read,
+    Write { fua: bool },
+    Deallocate,
+}
+
+/// The answer to a host request.
+pub(crate) type Reply = oneshot::Sender<(Option<DmaBuf>, Result<(), BdevError>)>;
+
+/// A host request on its way to the owner.
+pub(crate) struct HostIo {
+    pub op: HostOp,
+    pub offset: u64,
+    pub len: u64,
+    pub buf: Option<DmaBuf>,
+    pub reply: Reply,
+    pub arrived: Instant,
+}
+
+/// What the owner receives.
+pub(crate) enum Msg {
+    Io(HostIo),
+    Ctl(Control),
+    Done(u64, Outcome),
+    MetaDone { unit: u32, version: u64, ok: bool },
+    BypassDone(u64, Option<DmaBuf>, Result<(), BdevError>),
+}
+
+/// A request whose plan runs (or waits to run).
+struct Running {
+    op: HostOp,
+    reply: Option<Reply>,
+    arrived: Instant,
+    ticket: Option<Ticket>,
+    writeback_ticket: Option<Ticket>,
+    /// Every byte came from the cache.
+    hit: bool,
+    /// Volume ranges whose blocks to re-record when it completes.
+    touched: Vec<Extent>,
+    /// A cleaning or flush plan (no host).
+    cleaning: bool,
+}
+
+/// A request whose plan waits for durable metadata before its I/O.
+struct BlockedStart {
+    id: u64,
+    need: Durability,
+    plan: Plan,
+    buf: Option<DmaBuf>,
+    fua: bool,
+}
+
+/// A completed request waiting for durable metadata before its answer.
+struct BlockedAck {
+    need: Durability,
+    reply: Reply,
+    buf: Option<DmaBuf>,
+    fua: bool,
+}
+
+/// Control work that waits for every dirty block to be written back.
+enum AfterFlush {
+    Reply(oneshot::Sender<Result<(), VolumeError>>),
+    SetMode(CacheMode, oneshot::Sender<Result<(), VolumeError>>),
+    Stop {
+        reply: oneshot::Sender<Result<(), VolumeError>>,
+    },
+}
+
+pub(crate) struct Owner {
+    pub engine: Engine,
+    pub params: VolumeParams,
+    pub mode: CacheMode,
+    pub shared: Arc<Shared>,
+    pub devices: Arc<Devices>,
+    pub region: Arc<VolumeRegion>,
+    pub meta: MetaTable,
+    pub rx: mpsc::UnboundedReceiver<Msg>,
+    pub tx: mpsc::UnboundedSender<Msg>,
+    pub cleaner: Cleaner,
+    rt: RuntimeCounters,
+    base: Stats,
+    waiting: VecDeque<HostIo>,
+    running: HashMap<u64, Running>,
+    blocked_start: Vec<BlockedStart>,
+    blocked_ack: Vec<BlockedAck>,
+    bypass: Vec<(u64, Extent)>,
+    next_id: u64,
+    /// A flush-everything is under way, and what waits for it.
+    flushing: bool,
+    after_flush: Vec<AfterFlush>,
+    flush_started: Option<Instant>,
+    flush_done_bytes: u64,
+    flush_error: Option<String>,
+    /// A cleaning or flush plan runs.
+    cleaning_running: bool,
+    /// Sequential-cutoff stream state.
+    seq_end: u64,
+    seq_bytes: u64,
+    stopping: bool,
+    stop_reply: Option<oneshot::Sender<Result<(), VolumeError>>>,
+    last_io: Instant,
+    plan: Plan,
+    blocks: Vec<engine::BlockInfo>,
+}
+
+impl Owner {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        engine: Engine,
+        params: VolumeParams,
+        shared: Arc<Shared>,
+        devices: Arc<Devices>,
+        region: Arc<VolumeRegion>,
+        meta: MetaTable,
+        rx: mpsc::UnboundedReceiver<Msg>,
+        tx: mpsc::UnboundedSender<Msg>,
+    ) -> Owner {
+        let cleaner = Cleaner::new(params.cleaning.clone());
+        Owner {
+            mode: params.write_mode,
+            base: Stats::default(),
+            engine,
+            params,
+            shared,
+            devices,
+            region,
+            meta,
+            rx,
+            tx,
+            cleaner,
+            rt: RuntimeCounters::default(),
+            waiting: VecDeque::new(),
+            running: HashMap::new(),
+            blocked_start: Vec::new(),
+            blocked_ack: Vec::new(),
+            bypass: Vec::new(),
+            next_id: 0,
+            flushing: false,
+            after_flush: Vec::new(),
+            flush_started: None,
+            flush_done_bytes: 0,
+            flush_error: None,
+            cleaning_running: false,
+            seq_end: u64::MAX,
+            seq_bytes: 0,
+            stopping: false,
+            stop_reply: None,
+            last_io: Instant::now(),
+            plan: Plan::new(),
+            blocks: Vec::new(),
+        }
+    }
+
+    /// Runs until stopped.
+    pub async fn run(mut self) {
+        let mut tick = tokio::time::interval(self.cleaner.tick());
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                m = self.rx.recv() => {
+                    let Some(m) = m else { return };
+                    self.handle(m);
+                }
+                _ = tick.tick() => self.clean_tick(),
+            }
+            self.pump();
+            if self.finished() {
+                return;
+            }
+        }
+    }
+
+    fn handle(&mut self, m: Msg) {
+        match m {
+            Msg::Io(io) => {
+                self.last_io = Instant::now();
+                if self.stopping {
+                    let _ = io.reply.send((io.buf, Err(gone(&self.params.name))));
+                    return;
+                }
+                self.submit(io);
+            }
+            Msg::Ctl(c) => self.control(c),
+            Msg::Done(id, out) => self.done(id, out),
+            Msg::MetaDone { unit, version, ok } => {
+                self.rt.meta_writes += 1;
+                if !ok {
+                    self.rt.errors.cache_volume_wr += 1;
+                    self.rt.errors.total += 1;
+                    self.degrade("metadata write failed");
+                }
+                self.meta.write_done(unit, version, ok);
+            }
+            Msg::BypassDone(id, buf, r) => {
+                self.bypass.retain(|(i, _)| *i != id);
+                if let Some(run) = self.running.remove(&id) {
+                    if let Some(reply) = run.reply {
+                        let _ = reply.send((buf, r));
+                    }
+                }
+                self.retry_waiting();
+            }
+        }
+    }
+
+    // ------------------------------------------------------------ requests
+
+    fn submit(&mut self, io: HostIo) {
+        let ext = Extent {
+            offset: io.offset,
+            len: io.len,
+        };
+        // Requests overlapping a bypassing one wait for it: a fill planned
+        // now could read core before the bypassing write lands.
+        if self.bypass.iter().any(|(_, e)| overlaps(*e, ext)) {
+            self.waiting.push_back(io);
+            return;
+        }
+        if self.should_bypass(&io) {
+            self.start_bypass(io);
+            return;
+        }
+        let op = match io.op {
+            HostOp::Read => Op::Read,
+            HostOp::Write { .. } => Op::Write,
+            HostOp::Deallocate => Op::Deallocate,
+        };
+        let mut plan = std::mem::take(&mut self.plan);
+        if let Err(e) = self.engine.plan(op, io.offset, io.len, &mut plan) {
+            self.plan = plan;
+            let _ = io.reply.send((io.buf, Err(BdevError::InvalidArgument(e.to_string()))));
+            return;
+        }
+        if plan.status == PlanStatus::Retry {
+            self.plan = plan;
+            self.waiting.push_back(io);
+            return;
+        }
+        let id = self.id();
+        let fua = matches!(io.op, HostOp::Write { fua: true });
+        let mut touched = vec![ext];
+        touched.extend(plan.fills.iter().map(|f| Extent {
+            offset: f.offset,
+            len: f.len,
+        }));
+        let hit = plan.fills.is_empty() && plan.core_reads.is_empty() && op == Op::Read;
+        self.running.insert(
+            id,
+            Running {
+                op: io.op,
+                reply: Some(io.reply),
+                arrived: io.arrived,
+                ticket: plan.ticket,
+                writeback_ticket: plan.writeback_ticket,
+                hit,
+                touched,
+                cleaning: false,
+            },
+        );
+        let need = self.prepare_slots(&plan);
+        self.launch(id, plan, io.buf, fua, need);
+        self.plan = Plan::new();
+    }
+
+    /// Takes out of the persisted table every entry the plan's data will
+    /// overwrite or that left the cache, and says what must be durable
+    /// before the plan's I/O may start.
+    fn prepare_slots(&mut self, plan: &Plan) -> Option<Durability> {
+        for e in &plan.evicted {
+            self.meta.remove(e.cache_addr, e.offset);
+        }
+        for c in plan.fills.iter().chain(&plan.cache_writes) {
+            self.blocks.clear();
+            self.engine.blocks_in(c.offset, c.len, &mut self.blocks);
+            for b in &self.blocks {
+                self.meta
+                    .clear_cache_range(b.cache_addr, u64::from(b.size), Some((b.offset, b.size)));
+            }
+        }
+        let writes_anything = !plan.fills.is_empty()
+            || !plan.cache_writes.is_empty()
+            || !plan.core_writes.is_empty()
+            || !plan.discards.is_empty()
+            || !plan.cache_zeroes.is_empty();
+        if !writes_anything {
+            return None;
+        }
+        let need = Durability {
+            units: Vec::new(),
+            removals: self.meta.removal_mark(),
+        };
+        (!self.meta.satisfied(&need)).then_some(need)
+    }
+
+    fn launch(&mut self, id: u64, plan: Plan, buf: Option<DmaBuf>, fua: bool, need: Option<Durability>) {
+        if let Some(need) = need {
+            self.blocked_start.push(BlockedStart {
+                id,
+                need,
+                plan,
+                buf,
+                fua,
+            });
+            return;
+        }
+        let devices = self.devices.clone();
+        let region = self.region.clone();
+        let tx = self.tx.clone();
+        tokio::spawn(async move {
+            let out = exec::execute(&devices, &region, &plan, buf, fua).await;
+            let _ = tx.send(Msg::Done(id, out));
+        });
+    }
+
+    fn done(&mut self, id: u64, out: Outcome) {
+        let Some(run) = self.running.remove(&id) else {
+            return;
+        };
+        let result = if out.request_ok {
+            Completion::Ok
+        } else {
+            Completion::Failed
+        };
+        if let Some(t) = run.ticket {
+            let _ = self.engine.complete(t, result);
+        }
+        if let Some(t) = run.writeback_ticket {
+            let r = if out.writeback_ok {
+                Completion::Ok
+            } else {
+                Completion::Failed
+            };
+            let _ = self.engine.complete(t, r);
+        }
+        self.add_errors(&out);
+        self.rt.flushed_bytes += out.written_back;
+        if run.cleaning {
+            self.cleaning_running = false;
+            self.flush_done_bytes += out.written_back;
+            if let Some(e) = &out.error {
+                self.flush_error = Some(e.to_string());
+            }
+        }
+        // Record what is now on the device: blocks the request filled,
+        // wrote or trimmed, and blocks its write-backs cleaned.
+        let mut units = Vec::new();
+        for e in &run.touched {
+            self.blocks.clear();
+            self.engine.blocks_in(e.offset, e.len, &mut self.blocks);
+            for b in &self.blocks {
+                if let Some(u) = self.meta.record(b) {
+                    units.push(u);
+                }
+            }
+        }
+        let elapsed = run.arrived.elapsed().as_nanos() as u64;
+        match run.op {
+            HostOp::Read if !run.cleaning => {
+                if run.hit {
+                    self.rt.read_hit.add(elapsed)
+                } else {
+                    self.rt.read_miss.add(elapsed)
+                }
+            }
+            HostOp::Write { .. } if !run.cleaning => self.rt.write.add(elapsed),
+            _ => {}
+        }
+        if let Some(reply) = run.reply {
+            let r = match out.error {
+                Some(e) if !out.request_ok => Err(e),
+                _ => Ok(()),
+            };
+            let fua = matches!(run.op, HostOp::Write { fua: true });
+            // A write-back write is acknowledged once the entry that finds
+            // its data is durable; every write waits for removals planned
+            // before it (a stale entry must not outlive the write).
+            let dirty_write =
+                matches!(run.op, HostOp::Write { .. }) && self.mode == CacheMode::Wb;
+            let need = Durability {
+                units: if dirty_write { units } else { Vec::new() },
+                removals: if run.op == HostOp::Read {
+                    0
+                } else {
+                    self.meta.removal_mark()
+                },
+            };
+            if r.is_ok() && (!self.meta.satisfied(&need) || (fua && dirty_write)) {
+                self.blocked_ack.push(BlockedAck {
+                    need,
+                    reply,
+                    buf: out.buf,
+                    fua: fua && dirty_write,
+                });
+            } else {
+                let _ = reply.send((out.buf, r));
+            }
+        }
+        self.retry_waiting();
+    }
+
+    fn add_errors(&mut self, out: &Outcome) {
+        let (a, b) = (&mut self.rt.errors, &out.errors);
+        a.core_volume_rd += b.core_volume_rd;
+        a.core_volume_wr += b.core_volume_wr;
+        a.cache_volume_rd += b.cache_volume_rd;
+        a.cache_volume_wr += b.cache_volume_wr;
+        a.total += b.total;
+        if out.cache_failed {
+            self.degrade("cache device I/O failed");
+        }
+    }
+
+    /// A failing cache device: the volume stops using it (pass-through);
+    /// dirty data stays reported and is not dropped.
+    fn degrade(&mut self, why: &str) {
+        if self.shared.degraded.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
+        tracing::error!(bdev = %self.params.name, reason = why, dirty_bytes = self.engine.stats().dirty_bytes,
+            "cache device failing: volume falls back to pass-through");
+        if self.mode != CacheMode::Wb || self.engine.stats().dirty_bytes == 0 {
+            self.set_mode_now(CacheMode::Pt);
+        }
+    }
+
+    fn retry_waiting(&mut self) {
+        let n = self.waiting.len();
+        for _ in 0..n {
+            let Some(io) = self.waiting.pop_front() else { break };
+            self.submit(io);
+        }
+    }
+
+    fn id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    // ----------------------------------------------------------- bypassing
+
+    /// Pass-through mode and the sequential cutoff send a request straight
+    /// to core when no cached block overlaps it.
+    fn should_bypass(&mut self, io: &HostIo) -> bool {
+        if io.op == HostOp::Deallocate {
+            return false;
+        }
+        // Sequential stream tracking (OCF's seq-cutoff).
+        if io.offset == self.seq_end {
+            self.seq_bytes += io.len;
+        } else {
+            self.seq_bytes = io.len;
+        }
+        self.seq_end = io.offset + io.len;
+        let seq = &self.params.seq_cutoff;
+        let cut = self.seq_bytes >= seq.threshold_kib * 1024
+            && match seq.policy {
+                SeqCutoffPolicy::Always => true,
+                SeqCutoffPolicy::Full => {
+                    self.engine.stats().cached_bytes + u64::from(self.region.group_size)
+                        > self.engine.capacity()
+                }
+                SeqCutoffPolicy::Never => false,
+            };
+        if !(cut || self.mode == CacheMode::Pt) {
+            return false;
+        }
+        self.blocks.clear();
+        self.engine.blocks_in(io.offset, io.len, &mut self.blocks);
+        self.blocks.is_empty()
+    }
+
+    fn start_bypass(&mut self, io: HostIo) {
+        let id = self.id();
+        let ext = Extent {
+            offset: io.offset,
+            len: io.len,
+        };
+        match io.op {
+            HostOp::Read => {
+                self.rt.pt_reads += 1;
+                self.rt.pt_read_bytes += io.len;
+            }
+            _ => {
+                self.rt.pt_writes += 1;
+                self.rt.pt_write_bytes += io.len;
+            }
+        }
+        self.bypass.push((id, ext));
+        self.running.insert(
+            id,
+            Running {
+                op: io.op,
+                reply: Some(io.reply),
+                arrived: io.arrived,
+                ticket: None,
+                writeback_ticket: None,
+                hit: false,
+                touched: Vec::new(),
+                cleaning: false,
+            },
+        );
+        let core = self.devices.core.clone();
+        let tx = self.tx.clone();
+        let (op, offset) = (io.op, io.offset);
+        let buf = io.buf;
+        tokio::spawn(async move {
+            let (buf, r) = match (op, buf) {
+                (HostOp::Read, Some(b)) => core.read(offset, b).await,
+                (HostOp::Write { fua }, Some(b)) => core.write_maybe_fua(offset, b, fua).await,
+                (_, b) => {
+                    let _ = tx.send(Msg::BypassDone(id, b, Ok(())));
+                    return;
+                }
+            };
+            let _ = tx.send(Msg::BypassDone(id, Some(buf), r));
+        });
+    }
+
+    // ------------------------------------------------------------ flushing
+
+    fn start_cleaning_plan(&mut self, kind: FlushKind) -> u32 {
+        let mut plan = std::mem::take(&mut self.plan);
+        let n = self.engine.plan_flush(kind, &mut plan);
+        if plan.writeback_ticket.is_none() {
+            self.plan = plan;
+            return 0;
+        }
+        let id = self.id();
+        let touched = plan
+            .writebacks
+            .iter()
+            .map(|w| Extent {
+                offset: w.offset,
+                len: w.len,
+            })
+            .collect();
+        self.running.insert(
+            id,
+            Running {
+                op: HostOp::Write { fua: false },
+                reply: None,
+                arrived: Instant::now(),
+                ticket: plan.ticket,
+                writeback_ticket: plan.writeback_ticket,
+                hit: false,
+                touched,
+                cleaning: true,
+            },
+        );
+        self.cleaning_running = true;
+        self.launch(id, plan, None, false, None);
+        self.plan = Plan::new();
+        n
+    }
+
+    fn clean_tick(&mut self) {
+        if self.flushing || self.cleaning_running || self.stopping {
+            return;
+        }
+        let busy = self.running.len();
+        if let Some(kind) = self.cleaner.due(
+            Instant::now(),
+            self.last_io,
+            busy,
+            self.engine.stats().dirty_bytes,
+        ) {
+            self.start_cleaning_plan(kind);
+        }
+    }
+
+    /// Drives a flush-everything and the work waiting for it.
+    fn pump_flush(&mut self) {
+        if !self.flushing || self.cleaning_running {
+            return;
+        }
+        if self.engine.stats().dirty_bytes > 0 {
+            self.start_cleaning_plan(FlushKind::All);
+            return;
+        }
+        if self.engine.writebacks_inflight() > 0 {
+            return;
+        }
+        self.flushing = false;
+        for w in std::mem::take(&mut self.after_flush) {
+            self.after_flush_step(w);
+        }
+    }
+
+    fn after_flush_step(&mut self, w: AfterFlush) {
+        match w {
+            AfterFlush::Reply(r) => {
+                let _ = r.send(match &self.flush_error {
+                    Some(e) => Err(VolumeError::Flush(e.clone())),
+                    None => Ok(()),
+                });
+            }
+            AfterFlush::SetMode(m, r) => {
+                let res = self.set_mode_now(m);
+                let _ = r.send(res);
+            }
+            AfterFlush::Stop { reply } => {
+                self.stopping = true;
+                self.stop_reply = Some(reply);
+            }
+        }
+    }
+
+    fn begin_flush(&mut self, then: AfterFlush) {
+        if !self.flushing {
+            self.flushing = true;
+            self.flush_started = Some(Instant::now());
+            self.flush_done_bytes = 0;
+            self.flush_error = None;
+        }
+        self.after_flush.push(then);
+    }
+
+    fn set_mode_now(&mut self, m: CacheMode) -> Result<(), VolumeError> {
+        self.engine
+            .set_write_mode(m.engine_mode())
+            .map_err(|e| VolumeError::Busy(e.to_string()))?;
+        self.mode = m;
+        self.params.write_mode = m;
+        self.shared.set_mode(m);
+        Ok(())
+    }
+
+    // ------------------------------------------------------------- control
+
+    fn control(&mut self, c: Control) {
+        match c {
+            Control::Stats(r) => {
+                let _ = r.send(self.stats());
+            }
+            Control::ResetStats(r) => {
+                self.base = self.engine.stats().clone();
+                self.rt = RuntimeCounters::default();
+                let _ = r.send(());
+            }
+            Control::StartFlush(r) => {
+                let (tx, _rx) = oneshot::channel();
+                self.begin_flush(AfterFlush::Reply(tx));
+                let _ = r.send(());
+            }
+            Control::FlushAll(r) => self.begin_flush(AfterFlush::Reply(r)),
+            Control::FlushStatus(r) => {
+                let _ = r.send(FlushStatus {
+                    in_progress: self.flushing,
+                    dirty_bytes: self.engine.stats().dirty_bytes,
+                    flushed_bytes: self.flush_done_bytes,
+                    elapsed_ms: self
+                        .flush_started
+                        .map(|s| s.elapsed().as_millis() as u64)
+                        .unwrap_or(0),
+                    error: self.flush_error.clone(),
+                });
+            }
+            Control::SetMode(m, r) => {
+                if self.mode == CacheMode::Wb && m != CacheMode::Wb {
+                    // Leaving write-back: every dirty block goes to core
+                    // first, and writes keep going to the cache meanwhile.
+                    self.begin_flush(AfterFlush::SetMode(m, r));
+                } else {
+                    let _ = r.send(self.set_mode_now(m));
+                }
+            }
+            Control::SetPolicy(p, r) => {
+                let _ = r.send(self.set_policy(p));
+            }
+            Control::Resize { capacity, region, reply } => {
+                let _ = reply.send(self.apply_resize(capacity, region));
+            }
+            Control::Stop { flush, reply } => {
+                if flush {
+                    self.begin_flush(AfterFlush::Stop { reply });
+                } else {
+                    self.stopping = true;
+                    self.stop_reply = Some(reply);
+                }
+            }
+        }
+    }
+
+    fn set_policy(&mut self, p: super::PolicyChange) -> Result<(), VolumeError> {
+        let mut params = self.params.clone();
+        if let Some(a) = p.admission {
+            params.admission = a;
+        }
+        if let Some(e) = p.eviction {
+            params.eviction = e;
+        }
+        if let Some(c) = p.cleaning {
+            params.cleaning = c;
+        }
+        if let Some(s) = p.seq_cutoff {
+            params.seq_cutoff = s;
+        }
+        params.validate().map_err(|e| VolumeError::Invalid(e.0))?;
+        let cfg = params
+            .engine_config(
+                self.region.volume_size,
+                self.region.sector_size,
+                self.engine.capacity(),
+            )
+            .map_err(|e| VolumeError::Invalid(e.0))?;
+        self.engine.set_admission(cfg.admission);
+        self.engine.set_eviction(cfg.eviction);
+        self.engine.set_flush(cfg.flush);
+        self.cleaner = Cleaner::new(params.cleaning.clone());
+        self.params = params;
+        self.shared.set_params(&self.params);
+        Ok(())
+    }
+
+    fn apply_resize(&mut self, capacity: u64, region: Arc<VolumeRegion>) -> Result<(), VolumeError> {
+        let mut evicted = Vec::new();
+        self.engine
+            .resize(capacity, &mut evicted)
+            .map_err(|e| VolumeError::Busy(e.to_string()))?;
+        for e in &evicted {
+            self.meta.remove(e.cache_addr, e.offset);
+        }
+        self.meta
+            .resize(region.units.len(), region.entries_per_unit());
+        self.region = region;
+        self.params.cache_size_mib = capacity >> 20;
+        self.shared.set_params(&self.params);
+        Ok(())
+    }
+
+    fn stats(&self) -> VolumeStats {
+        let md = self.engine.metadata().total() + self.meta.memory_bytes();
+        VolumeStats::build(StatsInput {
+            name: &self.params.name,
+            mode: self.mode.name(),
+            degraded: self.shared.is_degraded(),
+            capacity: self.engine.capacity(),
+            engine: self.engine.stats(),
+            base: &self.base,
+            rt: &self.rt,
+            metadata_bytes: md as u64,
+        })
+    }
+
+    // ---------------------------------------------------------------- pump
+
+    /// After every event: start metadata writes, release requests whose
+    /// durability holds, drive flushing and stopping.
+    fn pump(&mut self) {
+        for (unit, version, snap) in self.meta.take_writes() {
+            let dev = self.devices.cache.clone();
+            let region = self.region.clone();
+            let tx = self.tx.clone();
+            tokio::spawn(async move {
+                let ok = dev
+                    .write_unit_meta(&region, unit, &snap, false)
+                    .await
+                    .inspect_err(|e| tracing::error!(error = %e, unit, "metadata write failed"))
+                    .is_ok();
+                let _ = tx.send(Msg::MetaDone { unit, version, ok });
+            });
+        }
+        let starts = std::mem::take(&mut self.blocked_start);
+        for b in starts {
+            if self.meta.satisfied(&b.need) {
+                self.launch(b.id, b.plan, b.buf, b.fua, None);
+            } else {
+                self.blocked_start.push(b);
+            }
+        }
+        let acks = std::mem::take(&mut self.blocked_ack);
+        for b in acks {
+            if !self.meta.satisfied(&b.need) {
+                self.blocked_ack.push(b);
+                continue;
+            }
+            if b.fua {
+                // FUA in write-back: the cache device's own write cache is
+                // flushed before the answer (data and metadata both).
+                let dev = self.devices.cache.clone();
+                tokio::spawn(async move {
+                    let r = dev.bdev().flush().await;
+                    let _ = b.reply.send((b.buf, r));
+                });
+            } else {
+                let _ = b.reply.send((b.buf, Ok(())));
+            }
+        }
+        self.pump_flush();
+    }
+
+    /// Stopping and nothing left: make metadata durable and leave.
+    fn finished(&mut self) -> bool {
+        if !self.stopping
+            || !self.running.is_empty()
+            || !self.blocked_start.is_empty()
+            || !self.blocked_ack.is_empty()
+            || !self.waiting.is_empty()
+            || !self.meta.is_clean()
+        {
+            return false;
+        }
+        if let Some(reply) = self.stop_reply.take() {
+            let _ = reply.send(Ok(()));
+        }
+        true
+    }
+}
+
+fn overlaps(a: Extent, b: Extent) -> bool {
+    a.offset < b.end() && b.offset < a.end()
+}
+
+fn gone(name: &str) -> BdevError {
+    BdevError::InvalidArgument(format!("cached bdev {name} is being deleted"))
+}
+
