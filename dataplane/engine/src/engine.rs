@@ -126,6 +126,8 @@ pub struct Engine {
     wb_ticket: Option<u32>,
     /// Where flushing resumes its scan: (class, slot).
     pub(crate) flush_cursor: (usize, u32),
+    /// Blocks the last `complete` dropped.
+    dropped: Vec<Evicted>,
 }
 
 impl fmt::Debug for Engine {
@@ -170,6 +172,7 @@ impl Engine {
             cover: Vec::new(),
             wb_ticket: None,
             flush_cursor: (0, 0),
+            dropped: Vec::new(),
             cfg,
         })
     }
@@ -217,6 +220,7 @@ impl Engine {
                 })
                 .sum::<usize>()
             + self.free_tickets.capacity() * 4
+            + self.dropped.capacity() * std::mem::size_of::<Evicted>()
             + self.segs.capacity() * std::mem::size_of::<Seg>()
             + self.cover.capacity() * 16;
         Metadata {
@@ -311,6 +315,8 @@ impl Engine {
                 let exclusive = self.needs_exclusive(op, id, start, offset, len);
                 if pin.exclusive || (exclusive && pin.shared > 0) {
                     plan.status = PlanStatus::Retry;
+                    plan.retry_after = self.holder(id).map(Ticket);
+                    debug_assert!(plan.retry_after.is_some(), "pinned without a ticket");
                     self.stats.retries += 1;
                     self.segs = segs;
                     return Ok(());
@@ -373,6 +379,15 @@ impl Engine {
         }
         self.count_volumes(plan);
         Ok(())
+    }
+
+    /// A ticket in flight that pins `id`. Only asked on a retry, so a scan of
+    /// the tickets costs nothing on the hot path and no per-pin memory.
+    fn holder(&self, id: u32) -> Option<u32> {
+        self.inflight
+            .iter()
+            .position(|r| r.active && r.pins.iter().any(|&(p, _)| p == id))
+            .map(|t| t as u32)
     }
 
     /// Reads need a block exclusively only to complete a partial block.
@@ -578,6 +593,11 @@ impl Engine {
             let b = ((de - start) >> s) as u16;
             let (vl, vh) = (ex.valid_lo, ex.valid_hi);
             let (nl, nh) = if a <= vl && b >= vh {
+                plan.evicted.push(Evicted {
+                    offset: start,
+                    size: self.blocks.size(id),
+                    cache_addr: self.blocks.cache_addr(id),
+                });
                 self.remove_block(id, true);
                 self.stats.invalidated_blocks += 1;
                 continue;
@@ -637,6 +657,7 @@ impl Engine {
             return Err(CompletionError::UnknownTicket);
         }
         let mut rec = std::mem::take(&mut self.inflight[t]);
+        self.dropped.clear();
         if outcome == Completion::Failed {
             self.stats.failed_completions += 1;
         }
@@ -656,13 +677,11 @@ impl Engine {
             }
             if outcome == Completion::Failed {
                 for &id in &rec.new_blocks {
-                    self.remove_block(id, true);
-                    self.stats.invalidated_blocks += 1;
+                    self.drop_block(id);
                 }
                 for u in &rec.undo {
                     if rec.op == Some(Op::Write) && !u.before.is_dirty() {
-                        self.remove_block(u.id, true);
-                        self.stats.invalidated_blocks += 1;
+                        self.drop_block(u.id);
                     } else {
                         self.set_ext(u.id, u.before);
                     }
@@ -676,6 +695,24 @@ impl Engine {
         self.inflight[t] = rec;
         self.free_tickets.push(t as u32);
         Ok(())
+    }
+
+    /// The blocks the last [`Engine::complete`] dropped (a failed ticket's
+    /// new blocks, and clean blocks a failed write touched). The runtime
+    /// persists their removal like a plan's `evicted`.
+    pub fn dropped(&self) -> &[Evicted] {
+        &self.dropped
+    }
+
+    /// Invalidates a block a failed ticket leaves undefined.
+    fn drop_block(&mut self, id: u32) {
+        self.dropped.push(Evicted {
+            offset: self.blocks.offset(id),
+            size: self.blocks.size(id),
+            cache_addr: self.blocks.cache_addr(id),
+        });
+        self.remove_block(id, true);
+        self.stats.invalidated_blocks += 1;
     }
 
     /// The pins of every ticket in flight (for the invariant checker).
@@ -898,6 +935,7 @@ impl Engine {
         plan.evicted.push(Evicted {
             offset: self.blocks.offset(id),
             size,
+            cache_addr: self.blocks.cache_addr(id),
         });
         self.stats.evicted_blocks += 1;
         self.stats.evicted_bytes += size as u64;

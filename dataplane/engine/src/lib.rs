@@ -81,3 +81,5 @@ pub use stats::{AllocStats, Metadata, OpStats, Stats};
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_runtime;

@@ -180,6 +180,14 @@ impl World {
         }
     }
 
+    /// A refused request names a ticket in flight to wait for.
+    fn check_retry(&self) -> Result<(), String> {
+        match self.plan.retry_after {
+            Some(t) if self.tickets.iter().any(|x| x.0 == t) => Ok(()),
+            other => Err(format!("retry after {other:?}, not a ticket in flight")),
+        }
+    }
+
     fn read(&mut self, offset: u64, len: u64, fate: u8) -> Result<(), String> {
         let mut plan = std::mem::take(&mut self.plan);
         self.engine
@@ -187,11 +195,7 @@ impl World {
             .map_err(|e| e.to_string())?;
         self.plan = plan;
         if self.plan.status == PlanStatus::Retry {
-            return if self.tickets.is_empty() {
-                Err("retry with nothing in flight".into())
-            } else {
-                Ok(())
-            };
+            return self.check_retry();
         }
         // fate % 8 == 0: the request's I/O fails before doing anything.
         let execute = !fate.is_multiple_of(8);
@@ -252,11 +256,7 @@ impl World {
             .map_err(|e| e.to_string())?;
         self.plan = plan;
         if self.plan.status == PlanStatus::Retry {
-            return if self.tickets.is_empty() {
-                Err("retry with nothing in flight".into())
-            } else {
-                Ok(())
-            };
+            return self.check_retry();
         }
         self.writebacks(fate % 16 != 1);
         self.version += 1;
@@ -315,7 +315,7 @@ impl World {
             .map_err(|e| e.to_string())?;
         self.plan = plan;
         if self.plan.status == PlanStatus::Retry {
-            return Ok(());
+            return self.check_retry();
         }
         if self.plan.ticket.is_some() || self.plan.writeback_ticket.is_some() {
             return Err("deallocate holds a ticket".into());
