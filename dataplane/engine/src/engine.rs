@@ -247,17 +247,6 @@ impl Engine {
             })
     }
 
-    /// Every cached block, in no particular order.
-    pub fn cached_blocks(&self) -> Vec<BlockInfo> {
-        let mut out = Vec::with_capacity(self.stats.cached_blocks as usize);
-        for (c, class) in self.blocks.classes.iter().enumerate() {
-            for slot in class.index.slots() {
-                out.push(self.block_info(make_id(c, slot)));
-            }
-        }
-        out
-    }
-
     pub(crate) fn block_info(&self, id: u32) -> BlockInfo {
         let start = self.blocks.offset(id);
         let e = self.blocks.ext(id);
@@ -1013,7 +1002,7 @@ impl Engine {
         self.count_volumes(plan);
     }
 
-    fn insert_block(&mut self, id: u32, key: u32) {
+    pub(crate) fn insert_block(&mut self, id: u32, key: u32) {
         let class = id_class(id);
         let idx = id_index(id);
         let c = &mut self.blocks.classes[class];

@@ -99,3 +99,183 @@ fn retry_names_the_ticket_to_wait_for() {
     assert_eq!(p.status, PlanStatus::Ready);
     assert_eq!(p.retry_after, None);
 }
+
+fn rb(offset: u64, size: u32, cache_addr: u64) -> RestoredBlock {
+    RestoredBlock {
+        offset,
+        size,
+        cache_addr,
+        valid: Extent {
+            offset,
+            len: size as u64,
+        },
+        dirty: None,
+    }
+}
+
+#[test]
+fn restore_puts_blocks_at_their_addresses_in_lru_order() {
+    // Two 256 KiB groups; 32 KiB blocks in the second, a 64 KiB one in the first.
+    let mut e = Engine::new(Config::adaptive(1 << 30, 512 * K)).unwrap();
+    let mut dirty = rb(1 << 20, 64 << 10, 0);
+    dirty.valid = Extent {
+        offset: (1 << 20) + 4 * K,
+        len: 32 * K,
+    };
+    dirty.dirty = Some(Extent {
+        offset: (1 << 20) + 8 * K,
+        len: 8 * K,
+    });
+    let given = [
+        rb(0, 32 << 10, 256 * K + 64 * K),
+        dirty,
+        rb(64 * K, 32 << 10, 256 * K),
+    ];
+    e.restore(&given).unwrap();
+    e.check_invariants().unwrap();
+    let got: Vec<RestoredBlock> = e.cached_blocks().into_iter().map(Into::into).collect();
+    assert_eq!(got, given, "same blocks, same LRU order");
+    assert_eq!(e.stats().cached_blocks, 3);
+    assert_eq!(e.stats().dirty_bytes, 8 * K);
+    // The 32 KiB slot between the two given ones is a hole, reused first.
+    let p = run(&mut e, Op::Read, 8 << 20, 32 * K);
+    assert_eq!(p.fills[0].cache_addr, 256 * K + 32 * K);
+    // The 64 KiB group's other slots are holes too.
+    let p = run(&mut e, Op::Read, 16 << 20, 64 * K);
+    assert_eq!(p.fills[0].cache_addr, 64 * K);
+    // A read of the restored dirty block hits its valid bytes.
+    let p = run(&mut e, Op::Read, (1 << 20) + 8 * K, 4 * K);
+    assert_eq!(p.cache_reads[0].cache_addr, 8 * K);
+}
+
+#[test]
+fn restore_refuses_inconsistent_input_and_changes_nothing() {
+    use RestoreError::*;
+    let cfg = Config::adaptive(1 << 30, 512 * K);
+    let ok = rb(0, 32 << 10, 0);
+    let mut bad_valid = rb(64 * K, 32 << 10, 32 * K);
+    bad_valid.valid.len = 40 * K;
+    let mut bad_dirty = rb(64 * K, 32 << 10, 32 * K);
+    bad_dirty.valid.len = 8 * K;
+    bad_dirty.dirty = Some(Extent {
+        offset: 68 * K,
+        len: 8 * K,
+    });
+    let cases: Vec<(RestoredBlock, RestoreError)> = vec![
+        (
+            rb(64 * K, 16 << 10, 32 * K),
+            SizeNotConfigured {
+                index: 1,
+                size: 16 << 10,
+            },
+        ),
+        (
+            rb(48 * K, 32 << 10, 32 * K),
+            MisalignedOffset {
+                index: 1,
+                offset: 48 * K,
+            },
+        ),
+        (
+            rb((1 << 30) - 32 * K, 64 << 10, 64 * K),
+            MisalignedOffset {
+                index: 1,
+                offset: (1 << 30) - 32 * K,
+            },
+        ),
+        (
+            rb(64 * K, 32 << 10, 40 * K),
+            MisalignedCacheAddr {
+                index: 1,
+                cache_addr: 40 * K,
+            },
+        ),
+        (
+            rb(64 * K, 32 << 10, 512 * K),
+            BeyondCapacity {
+                index: 1,
+                cache_addr: 512 * K,
+            },
+        ),
+        (
+            rb(128 * K, 64 << 10, 64 * K),
+            MixedGroup {
+                index: 1,
+                group_addr: 0,
+            },
+        ),
+        (
+            rb(0, 32 << 10, 32 * K),
+            OverlapInVolume {
+                first: 0,
+                second: 1,
+            },
+        ),
+        (
+            rb(64 * K, 32 << 10, 0),
+            OverlapInCache {
+                first: 0,
+                second: 1,
+            },
+        ),
+        (
+            bad_valid,
+            BadExtent {
+                index: 1,
+                why: "valid extent empty, unaligned or outside the block",
+            },
+        ),
+        (
+            bad_dirty,
+            BadExtent {
+                index: 1,
+                why: "dirty extent empty, unaligned or not inside the valid extent",
+            },
+        ),
+    ];
+    for (block, want) in cases {
+        let mut e = Engine::new(cfg.clone()).unwrap();
+        assert_eq!(e.restore(&[ok, block]), Err(want), "{block:?}");
+        assert!(!want.to_string().is_empty());
+        assert_eq!(e.stats().cached_blocks, 0);
+        assert!(e.cached_blocks().is_empty());
+        e.check_invariants().unwrap();
+        // Nothing changed: a correct restore still works.
+        e.restore(&[ok]).unwrap();
+        e.check_invariants().unwrap();
+    }
+    // Only before anything is cached.
+    let mut e = Engine::new(cfg).unwrap();
+    run(&mut e, Op::Read, 0, 4 * K);
+    assert_eq!(e.restore(&[]), Err(NotFresh));
+    // Beyond the volume.
+    let mut e = Engine::new(Config::adaptive(1 << 20, 512 * K)).unwrap();
+    assert_eq!(
+        e.restore(&[rb(1 << 20, 32 << 10, 0)]),
+        Err(BeyondVolume {
+            index: 0,
+            offset: 1 << 20
+        })
+    );
+}
+
+#[test]
+fn blocks_in_lists_the_blocks_overlapping_a_range() {
+    let mut e = Engine::new(Config::adaptive(1 << 30, 1 << 20)).unwrap();
+    // 32 KiB at 32 KiB, 64 KiB at 64 KiB, 128 KiB at 128 KiB (figure 5).
+    run(&mut e, Op::Read, 128 * K, 128 * K);
+    run(&mut e, Op::Read, 48 * K, 184 * K);
+    let mut out = Vec::with_capacity(8);
+    e.blocks_in(60 * K, 72 * K, &mut out);
+    let got: Vec<(u64, u32)> = out.iter().map(|b| (b.offset, b.size)).collect();
+    assert_eq!(
+        got,
+        vec![(32 * K, 32 << 10), (64 * K, 64 << 10), (128 * K, 128 << 10)]
+    );
+    assert_eq!(out[1], e.lookup(64 * K).unwrap());
+    out.clear();
+    e.blocks_in(0, 32 * K, &mut out);
+    assert!(out.is_empty());
+    e.blocks_in(256 * K, 1 << 20, &mut out);
+    assert!(out.is_empty());
+}
