@@ -128,6 +128,8 @@ pub struct Engine {
     pub(crate) flush_cursor: (usize, u32),
     /// Blocks the last `complete` dropped.
     dropped: Vec<Evicted>,
+    /// Write-back tickets in flight.
+    wb_inflight: u32,
 }
 
 impl fmt::Debug for Engine {
@@ -173,6 +175,7 @@ impl Engine {
             wb_ticket: None,
             flush_cursor: (0, 0),
             dropped: Vec::new(),
+            wb_inflight: 0,
             cfg,
         })
     }
@@ -205,6 +208,12 @@ impl Engine {
     /// Tickets in flight.
     pub fn inflight(&self) -> usize {
         self.inflight.len() - self.free_tickets.len()
+    }
+
+    /// Write-back tickets (flush or eviction) in flight. With
+    /// [`Engine::dirty_bytes`] zero too, the cache holds no data core lacks.
+    pub fn writebacks_inflight(&self) -> u32 {
+        self.wb_inflight
     }
 
     /// Exact bytes of the engine's structures.
@@ -651,6 +660,7 @@ impl Engine {
             self.stats.failed_completions += 1;
         }
         if rec.writeback {
+            self.wb_inflight -= 1;
             for &(id, _) in &rec.pins {
                 if outcome == Completion::Ok {
                     let mut e = self.blocks.ext(id);
@@ -720,6 +730,7 @@ impl Engine {
                 self.inflight.len() as u32 - 1
             }
         };
+        self.wb_inflight += writeback as u32;
         let r = &mut self.inflight[t as usize];
         r.active = true;
         r.writeback = writeback;

@@ -279,3 +279,52 @@ fn blocks_in_lists_the_blocks_overlapping_a_range() {
     e.blocks_in(256 * K, 1 << 20, &mut out);
     assert!(out.is_empty());
 }
+
+#[test]
+fn flush_all_drains_every_dirty_block_in_batches() {
+    let mut cfg = Config::fixed(1 << 30, 1 << 20, 32 << 10);
+    cfg.flush.batch_blocks = 3;
+    cfg.flush.dirty_ratio = 0.9;
+    let mut e = Engine::new(cfg).unwrap();
+    for i in 0..10 {
+        run(&mut e, Op::Write, i * 64 * K, 4 * K);
+    }
+    assert_eq!(e.dirty_bytes(), 40 * K);
+    // Aggressive flushing does nothing below its threshold; All does.
+    let mut p = Plan::new();
+    assert_eq!(e.plan_flush(FlushKind::Aggressive, &mut p), 0);
+    // A write in flight owns one dirty block: the drain skips it and waits.
+    let mut w = Plan::new();
+    e.plan(Op::Write, 0, 4 * K, &mut w).unwrap();
+    let mut batches = Vec::new();
+    let mut waited = false;
+    while e.dirty_bytes() > 0 || e.writebacks_inflight() > 0 {
+        // Two batches in flight at once: the second takes other blocks.
+        let n = e.plan_flush(FlushKind::All, &mut p);
+        assert!(n <= 3);
+        let first = p.writeback_ticket;
+        let mut q = Plan::new();
+        let m = e.plan_flush(FlushKind::All, &mut q);
+        for a in &p.writebacks {
+            assert!(q.writebacks.iter().all(|b| b.offset != a.offset));
+        }
+        assert_eq!(e.writebacks_inflight(), (n > 0) as u32 + (m > 0) as u32);
+        e.check_invariants().unwrap();
+        if n + m == 0 {
+            // Only the block the write owns is dirty.
+            assert_eq!(e.dirty_bytes(), 4 * K);
+            e.complete(w.ticket.take().unwrap(), Completion::Ok)
+                .unwrap();
+            waited = true;
+            continue;
+        }
+        for t in [first, q.writeback_ticket].into_iter().flatten() {
+            e.complete(t, Completion::Ok).unwrap();
+        }
+        batches.push(n + m);
+    }
+    assert!(waited);
+    assert_eq!(batches.iter().sum::<u32>(), 10);
+    assert_eq!(e.writebacks_inflight(), 0);
+    e.check_invariants().unwrap();
+}
