@@ -126,6 +126,10 @@ pub struct Engine {
     wb_ticket: Option<u32>,
     /// Where flushing resumes its scan: (class, slot).
     pub(crate) flush_cursor: (usize, u32),
+    /// Blocks the last `complete` dropped.
+    dropped: Vec<Evicted>,
+    /// Write-back tickets in flight.
+    wb_inflight: u32,
 }
 
 impl fmt::Debug for Engine {
@@ -170,6 +174,8 @@ impl Engine {
             cover: Vec::new(),
             wb_ticket: None,
             flush_cursor: (0, 0),
+            dropped: Vec::new(),
+            wb_inflight: 0,
             cfg,
         })
     }
@@ -204,6 +210,12 @@ impl Engine {
         self.inflight.len() - self.free_tickets.len()
     }
 
+    /// Write-back tickets (flush or eviction) in flight. With
+    /// [`Engine::dirty_bytes`] zero too, the cache holds no data core lacks.
+    pub fn writebacks_inflight(&self) -> u32 {
+        self.wb_inflight
+    }
+
     /// Exact bytes of the engine's structures.
     pub fn metadata(&self) -> Metadata {
         let inflight = self.inflight.capacity() * std::mem::size_of::<Inflight>()
@@ -217,6 +229,7 @@ impl Engine {
                 })
                 .sum::<usize>()
             + self.free_tickets.capacity() * 4
+            + self.dropped.capacity() * std::mem::size_of::<Evicted>()
             + self.segs.capacity() * std::mem::size_of::<Seg>()
             + self.cover.capacity() * 16;
         Metadata {
@@ -241,17 +254,6 @@ impl Engine {
                     .lookup((offset >> class.shift) as u32)
                     .map(|slot| self.block_info(make_id(c, slot)))
             })
-    }
-
-    /// Every cached block, in no particular order.
-    pub fn cached_blocks(&self) -> Vec<BlockInfo> {
-        let mut out = Vec::with_capacity(self.stats.cached_blocks as usize);
-        for (c, class) in self.blocks.classes.iter().enumerate() {
-            for slot in class.index.slots() {
-                out.push(self.block_info(make_id(c, slot)));
-            }
-        }
-        out
     }
 
     pub(crate) fn block_info(&self, id: u32) -> BlockInfo {
@@ -311,6 +313,8 @@ impl Engine {
                 let exclusive = self.needs_exclusive(op, id, start, offset, len);
                 if pin.exclusive || (exclusive && pin.shared > 0) {
                     plan.status = PlanStatus::Retry;
+                    plan.retry_after = self.holder(id).map(Ticket);
+                    debug_assert!(plan.retry_after.is_some(), "pinned without a ticket");
                     self.stats.retries += 1;
                     self.segs = segs;
                     return Ok(());
@@ -373,6 +377,15 @@ impl Engine {
         }
         self.count_volumes(plan);
         Ok(())
+    }
+
+    /// A ticket in flight that pins `id`. Only asked on a retry, so a scan of
+    /// the tickets costs nothing on the hot path and no per-pin memory.
+    fn holder(&self, id: u32) -> Option<u32> {
+        self.inflight
+            .iter()
+            .position(|r| r.active && r.pins.iter().any(|&(p, _)| p == id))
+            .map(|t| t as u32)
     }
 
     /// Reads need a block exclusively only to complete a partial block.
@@ -578,6 +591,11 @@ impl Engine {
             let b = ((de - start) >> s) as u16;
             let (vl, vh) = (ex.valid_lo, ex.valid_hi);
             let (nl, nh) = if a <= vl && b >= vh {
+                plan.evicted.push(Evicted {
+                    offset: start,
+                    size: self.blocks.size(id),
+                    cache_addr: self.blocks.cache_addr(id),
+                });
                 self.remove_block(id, true);
                 self.stats.invalidated_blocks += 1;
                 continue;
@@ -637,10 +655,12 @@ impl Engine {
             return Err(CompletionError::UnknownTicket);
         }
         let mut rec = std::mem::take(&mut self.inflight[t]);
+        self.dropped.clear();
         if outcome == Completion::Failed {
             self.stats.failed_completions += 1;
         }
         if rec.writeback {
+            self.wb_inflight -= 1;
             for &(id, _) in &rec.pins {
                 if outcome == Completion::Ok {
                     let mut e = self.blocks.ext(id);
@@ -656,13 +676,11 @@ impl Engine {
             }
             if outcome == Completion::Failed {
                 for &id in &rec.new_blocks {
-                    self.remove_block(id, true);
-                    self.stats.invalidated_blocks += 1;
+                    self.drop_block(id);
                 }
                 for u in &rec.undo {
                     if rec.op == Some(Op::Write) && !u.before.is_dirty() {
-                        self.remove_block(u.id, true);
-                        self.stats.invalidated_blocks += 1;
+                        self.drop_block(u.id);
                     } else {
                         self.set_ext(u.id, u.before);
                     }
@@ -676,6 +694,24 @@ impl Engine {
         self.inflight[t] = rec;
         self.free_tickets.push(t as u32);
         Ok(())
+    }
+
+    /// The blocks the last [`Engine::complete`] dropped (a failed ticket's
+    /// new blocks, and clean blocks a failed write touched). The runtime
+    /// persists their removal like a plan's `evicted`.
+    pub fn dropped(&self) -> &[Evicted] {
+        &self.dropped
+    }
+
+    /// Invalidates a block a failed ticket leaves undefined.
+    fn drop_block(&mut self, id: u32) {
+        self.dropped.push(Evicted {
+            offset: self.blocks.offset(id),
+            size: self.blocks.size(id),
+            cache_addr: self.blocks.cache_addr(id),
+        });
+        self.remove_block(id, true);
+        self.stats.invalidated_blocks += 1;
     }
 
     /// The pins of every ticket in flight (for the invariant checker).
@@ -694,6 +730,7 @@ impl Engine {
                 self.inflight.len() as u32 - 1
             }
         };
+        self.wb_inflight += writeback as u32;
         let r = &mut self.inflight[t as usize];
         r.active = true;
         r.writeback = writeback;
@@ -898,6 +935,7 @@ impl Engine {
         plan.evicted.push(Evicted {
             offset: self.blocks.offset(id),
             size,
+            cache_addr: self.blocks.cache_addr(id),
         });
         self.stats.evicted_blocks += 1;
         self.stats.evicted_bytes += size as u64;
@@ -975,7 +1013,7 @@ impl Engine {
         self.count_volumes(plan);
     }
 
-    fn insert_block(&mut self, id: u32, key: u32) {
+    pub(crate) fn insert_block(&mut self, id: u32, key: u32) {
         let class = id_class(id);
         let idx = id_index(id);
         let c = &mut self.blocks.classes[class];

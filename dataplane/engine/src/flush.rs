@@ -9,6 +9,16 @@
 //!   writes; it writes back a batch only while dirty bytes exceed
 //!   `dirty_ratio` of the capacity (OpenCAS's ACP, dm-cache's default).
 //!
+//! - [`FlushKind::All`]: write back every dirty block, a batch per call,
+//!   whatever the dirty ratio: the drain before a volume is deleted,
+//!   snapshotted, switched out of write-back or shrunk. The runtime loops
+//!   "plan, execute, complete" until [`Engine::dirty_bytes`] and
+//!   [`Engine::writebacks_inflight`] are both zero; a call that selects
+//!   nothing while dirty bytes remain means every dirty block is owned by
+//!   in-flight work (its write-back, or a write): wait for a completion. New
+//!   writes keep adding dirty data, so the runtime holds them back while
+//!   draining.
+//!
 //! Blocks are chosen by a clock hand over the slabs, so consecutive calls
 //! continue where the previous one stopped and every dirty block is reached
 //! within one lap. Blocks being written back stay readable; writes to them
@@ -25,9 +35,17 @@ pub enum FlushKind {
     Lazy,
     /// Threshold flushing: write back a batch while above the dirty ratio.
     Aggressive,
+    /// Drain: write back a batch of the dirty blocks not already being
+    /// written back, whatever the ratio; call until clean.
+    All,
 }
 
 impl Engine {
+    /// Dirty bytes in the cache (not yet written back).
+    pub fn dirty_bytes(&self) -> u64 {
+        self.stats.dirty_bytes
+    }
+
     /// Dirty bytes over capacity.
     pub fn dirty_ratio(&self) -> f64 {
         self.stats.dirty_bytes as f64 / self.capacity as f64

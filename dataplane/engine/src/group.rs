@@ -103,6 +103,22 @@ impl Groups {
         self.groups[g as usize] = Group::FREE;
     }
 
+    /// Makes the free group `g` (already off the free list) an in-use group
+    /// of `class` with `cursor` slots handed out, at the LRU head.
+    pub fn restore(&mut self, g: u32, class: usize, chunk: u32, cursor: u16, open: bool) {
+        self.groups[g as usize] = Group {
+            class: class as u8,
+            in_use: true,
+            cursor,
+            chunk,
+            ..Group::FREE
+        };
+        self.lru.push_front(&mut self.groups[..], g);
+        if open {
+            self.open[class] = g;
+        }
+    }
+
     pub fn release(&mut self, g: u32) {
         self.unlink(g);
         self.free.push(g);

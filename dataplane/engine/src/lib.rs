@@ -69,6 +69,7 @@ mod index;
 mod lru;
 mod map;
 pub mod plan;
+mod restore;
 pub mod stats;
 
 pub use config::{
@@ -78,7 +79,10 @@ pub use config::{
 pub use engine::{BlockInfo, CompletionError, Engine, RequestError};
 pub use flush::FlushKind;
 pub use plan::{CacheIo, Completion, Evicted, Extent, Op, Plan, PlanStatus, Ticket};
+pub use restore::{RestoreError, RestoredBlock};
 pub use stats::{AllocStats, Metadata, OpStats, Stats};
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_runtime;

@@ -49,13 +49,24 @@ impl CacheIo {
     }
 }
 
-/// A block that left the cache while planning (for tracing and tests).
+/// A block that left the cache.
+///
+/// Contract: every block that leaves the cache while a plan is made (block
+/// LRU replacement, group reclaim, deallocate invalidation, any other
+/// invalidation) is listed in that plan's `evicted`, and every block a
+/// failed completion drops is listed in [`crate::Engine::dropped`]. A plan
+/// may reuse the slot at `cache_addr` for a new block (its fills and cache
+/// writes name the same address): the runtime persists the removal before
+/// it issues the plan's I/O, so a restart never finds the old block's
+/// record over the new block's data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Evicted {
     /// Volume byte offset of the block.
     pub offset: u64,
     /// Block size in bytes.
     pub size: u32,
+    /// Byte address the block had in the volume's cache space.
+    pub cache_addr: u64,
 }
 
 /// Identifies in-flight work whose completion the runtime reports with
@@ -68,8 +79,9 @@ pub struct Ticket(pub(crate) u32);
 pub enum PlanStatus {
     /// Execute the plan.
     Ready,
-    /// The request touches blocks that in-flight work owns; nothing changed.
-    /// Queue the request and plan it again after the next completion.
+    /// The request touches blocks that in-flight work owns; nothing changed
+    /// (except fairness marks, see `docs/engine.md`). Queue the request and
+    /// plan it again after `Plan::retry_after` completes.
     Retry,
 }
 
@@ -106,6 +118,9 @@ pub struct Plan {
     pub ticket: Option<Ticket>,
     /// Completion handle of `writebacks`, if there are any.
     pub writeback_ticket: Option<Ticket>,
+    /// On `Retry`: an in-flight ticket the request waits for; plan the
+    /// request again once it completes (it may then wait for another).
+    pub retry_after: Option<Ticket>,
     /// Host read data served by the cache.
     pub cache_reads: Vec<CacheIo>,
     /// Read from core, write the same bytes to the cache; for reads the host's
@@ -143,6 +158,7 @@ impl Plan {
             request: Extent { offset: 0, len: 0 },
             ticket: None,
             writeback_ticket: None,
+            retry_after: None,
             cache_reads: Vec::new(),
             fills: Vec::new(),
             core_reads: Vec::new(),
@@ -161,6 +177,7 @@ impl Plan {
         self.request = Extent { offset, len };
         self.ticket = None;
         self.writeback_ticket = None;
+        self.retry_after = None;
         self.cache_reads.clear();
         self.fills.clear();
         self.core_reads.clear();

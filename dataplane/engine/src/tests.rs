@@ -143,7 +143,8 @@ fn two_level_replacement() {
         p.evicted,
         vec![Evicted {
             offset: 1 << 20,
-            size: 32 << 10
+            size: 32 << 10,
+            cache_addr: 256 * K,
         }]
     );
     assert_eq!(e.stats().replaced_blocks, 1);
@@ -156,7 +157,8 @@ fn two_level_replacement() {
         p.evicted,
         vec![Evicted {
             offset: 0,
-            size: 256 << 10
+            size: 256 << 10,
+            cache_addr: 0,
         }]
     );
     assert_eq!(e.stats().evicted_groups, 1);

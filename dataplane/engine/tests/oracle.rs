@@ -23,7 +23,7 @@ enum Step {
     Write { sector: u64, sectors: u64, fate: u8 },
     Deallocate { sector: u64, sectors: u64 },
     Complete { pick: usize, ok: bool },
-    Flush { aggressive: bool, fate: u8 },
+    Flush { kind: u8, fate: u8 },
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -38,7 +38,7 @@ fn step() -> impl Strategy<Value = Step> {
         4 => (place.clone(), any::<u8>()).prop_map(|((sector, sectors), fate)| Step::Write { sector, sectors, fate }),
         1 => place.prop_map(|(sector, sectors)| Step::Deallocate { sector, sectors }),
         4 => (any::<usize>(), prop::bool::weighted(0.85)).prop_map(|(pick, ok)| Step::Complete { pick, ok }),
-        1 => (any::<bool>(), any::<u8>()).prop_map(|(aggressive, fate)| Step::Flush { aggressive, fate }),
+        1 => (0..3u8, any::<u8>()).prop_map(|(kind, fate)| Step::Flush { kind, fate }),
     ]
 }
 
@@ -180,6 +180,14 @@ impl World {
         }
     }
 
+    /// A refused request names a ticket in flight to wait for.
+    fn check_retry(&self) -> Result<(), String> {
+        match self.plan.retry_after {
+            Some(t) if self.tickets.iter().any(|x| x.0 == t) => Ok(()),
+            other => Err(format!("retry after {other:?}, not a ticket in flight")),
+        }
+    }
+
     fn read(&mut self, offset: u64, len: u64, fate: u8) -> Result<(), String> {
         let mut plan = std::mem::take(&mut self.plan);
         self.engine
@@ -187,11 +195,7 @@ impl World {
             .map_err(|e| e.to_string())?;
         self.plan = plan;
         if self.plan.status == PlanStatus::Retry {
-            return if self.tickets.is_empty() {
-                Err("retry with nothing in flight".into())
-            } else {
-                Ok(())
-            };
+            return self.check_retry();
         }
         // fate % 8 == 0: the request's I/O fails before doing anything.
         let execute = !fate.is_multiple_of(8);
@@ -252,11 +256,7 @@ impl World {
             .map_err(|e| e.to_string())?;
         self.plan = plan;
         if self.plan.status == PlanStatus::Retry {
-            return if self.tickets.is_empty() {
-                Err("retry with nothing in flight".into())
-            } else {
-                Ok(())
-            };
+            return self.check_retry();
         }
         self.writebacks(fate % 16 != 1);
         self.version += 1;
@@ -315,7 +315,7 @@ impl World {
             .map_err(|e| e.to_string())?;
         self.plan = plan;
         if self.plan.status == PlanStatus::Retry {
-            return Ok(());
+            return self.check_retry();
         }
         if self.plan.ticket.is_some() || self.plan.writeback_ticket.is_some() {
             return Err("deallocate holds a ticket".into());
@@ -330,12 +330,8 @@ impl World {
         Ok(())
     }
 
-    fn flush(&mut self, aggressive: bool, fate: u8) -> Result<(), String> {
-        let kind = if aggressive {
-            FlushKind::Aggressive
-        } else {
-            FlushKind::Lazy
-        };
+    fn flush(&mut self, kind: u8, fate: u8) -> Result<(), String> {
+        let kind = [FlushKind::Lazy, FlushKind::Aggressive, FlushKind::All][kind as usize % 3];
         let mut plan = std::mem::take(&mut self.plan);
         let n = self.engine.plan_flush(kind, &mut plan);
         self.plan = plan;
@@ -398,7 +394,7 @@ impl World {
                 let t = self.tickets[pick % self.tickets.len()].0;
                 self.finish(t, ok)
             }
-            Step::Flush { aggressive, fate } => self.flush(aggressive, fate),
+            Step::Flush { kind, fate } => self.flush(kind, fate),
         }?;
         self.engine.check_invariants()?;
         if self.engine.inflight() != self.tickets.len() {
@@ -417,10 +413,10 @@ impl World {
             self.finish(t, true)?;
         }
         for _ in 0..10_000 {
-            if self.engine.stats().dirty_bytes == 0 {
+            if self.engine.dirty_bytes() == 0 {
                 break;
             }
-            self.flush(false, 1)?;
+            self.flush(2, 1)?;
             while let Some(&(t, ..)) = self.tickets.first() {
                 self.finish(t, true)?;
             }
@@ -434,7 +430,7 @@ impl World {
                 st.failed_completions, st.invalidated_blocks, st.no_victim, st.admission_rejects, st.read.hit_requests
             );
         }
-        if self.engine.stats().dirty_bytes != 0 {
+        if self.engine.dirty_bytes() != 0 || self.engine.writebacks_inflight() != 0 {
             return Err("flushing did not clean the cache".into());
         }
         for s in 0..VOLUME_SECTORS as usize {
