@@ -206,7 +206,9 @@ impl CacheDevice {
                 Geometry::for_units(1).device_bytes()
             )));
         }
-        let (buf, r) = bdev.read(0, DmaBuf::new(layout::HEADER_AREA as usize)).await;
+        let (buf, r) = bdev
+            .read(0, DmaBuf::new(layout::HEADER_AREA as usize))
+            .await;
         r.map_err(|source| DeviceError::Io {
             device: name.clone(),
             what: "reading the superblock copies".into(),
@@ -330,13 +332,20 @@ impl CacheDevice {
 
     /// The volume table as committed on the device.
     pub fn volumes(&self) -> Vec<VolumeRegion> {
-        self.snapshot().volumes.iter().map(|v| self.region(v)).collect()
+        self.snapshot()
+            .volumes
+            .iter()
+            .map(|v| self.region(v))
+            .collect()
     }
 
     /// The volume `name` as committed on the device.
     pub fn find_volume(&self, name: &str) -> Option<VolumeRegion> {
         let sb = self.snapshot();
-        sb.volumes.iter().find(|v| v.name == name).map(|v| self.region(v))
+        sb.volumes
+            .iter()
+            .find(|v| v.name == name)
+            .map(|v| self.region(v))
     }
 
     fn region(&self, v: &VolumeRegion) -> VolumeRegion {
@@ -384,13 +393,12 @@ impl CacheDevice {
         if sb.volumes.iter().any(|v| v.name == spec.name) {
             return Err(DeviceError::VolumeExists(spec.name));
         }
-        region.units = alloc::allocate(&self.used(&sb), spec.units, None).ok_or(
-            DeviceError::NoSpace {
+        region.units =
+            alloc::allocate(&self.used(&sb), spec.units, None).ok_or(DeviceError::NoSpace {
                 name: spec.name.clone(),
                 wanted: spec.units,
                 free: self.free_units(),
-            },
-        )?;
+            })?;
         region.id = loop {
             let id = getrandom::u64().map_err(|e| DeviceError::Random {
                 what: "a volume id",
@@ -445,7 +453,13 @@ impl CacheDevice {
         let mut volumes = sb.volumes.clone();
         volumes[pos] = region.clone();
         self.check_fits(&st, &volumes)?;
-        let given: Vec<(u32, u32)> = region.units.iter().copied().zip(0..).skip(have as usize).collect();
+        let given: Vec<(u32, u32)> = region
+            .units
+            .iter()
+            .copied()
+            .zip(0..)
+            .skip(have as usize)
+            .collect();
         self.empty_units(&region, &given).await?;
         self.commit(&mut st, volumes).await?;
         self.forget_units(&dropped);
@@ -472,7 +486,10 @@ impl CacheDevice {
     /// know it: use this rather than the bdev's flush).
     pub async fn flush(&self) -> Result<(), DeviceError> {
         let n = self.flushes_started.fetch_add(1, Ordering::SeqCst) + 1;
-        self.bdev.flush().await.map_err(|source| self.io("flushing", source))?;
+        self.bdev
+            .flush()
+            .await
+            .map_err(|source| self.io("flushing", source))?;
         self.flushes_done.fetch_max(n, Ordering::SeqCst);
         Ok(())
     }
@@ -509,7 +526,11 @@ impl CacheDevice {
 
     /// Writes the table `volumes` into the copy not holding the newest
     /// version and flushes: the commit point of every table change.
-    async fn commit(&self, st: &mut TableState, volumes: Vec<VolumeRegion>) -> Result<(), DeviceError> {
+    async fn commit(
+        &self,
+        st: &mut TableState,
+        volumes: Vec<VolumeRegion>,
+    ) -> Result<(), DeviceError> {
         let sb = self.next_table(st, volumes);
         let target = 1 - st.copy;
         let rec = layout::encode_superblock(&sb);
@@ -517,7 +538,12 @@ impl CacheDevice {
         let at = target as u64 * layout::SB_COPY_SIZE;
         let copy = if target == 0 { 'A' } else { 'B' };
         let (_, r) = self.bdev.write(at, buf).await;
-        r.map_err(|s| self.io(format!("writing superblock copy {copy} (seq {})", sb.seq), s))?;
+        r.map_err(|s| {
+            self.io(
+                format!("writing superblock copy {copy} (seq {})", sb.seq),
+                s,
+            )
+        })?;
         self.flush().await?;
         st.seq = sb.seq;
         st.copy = target;

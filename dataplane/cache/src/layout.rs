@@ -310,7 +310,9 @@ pub fn decode_superblock(buf: &[u8], max_units: u32) -> Result<Superblock, Decod
         data_offset,
     };
     if geometry != Geometry::for_units(units) {
-        return Err(malformed("metadata/data offsets do not match the unit count"));
+        return Err(malformed(
+            "metadata/data offsets do not match the unit count",
+        ));
     }
     check_table(&volumes, units)?;
     Ok(Superblock {
@@ -353,7 +355,10 @@ fn decode_volume(
         }
         units.extend(start..end);
     }
-    let block_sizes: Vec<u32> = (0..32).filter(|k| mask & (1 << k) != 0).map(|k| 1 << k).collect();
+    let block_sizes: Vec<u32> = (0..32)
+        .filter(|k| mask & (1 << k) != 0)
+        .map(|k| 1 << k)
+        .collect();
     let v = VolumeRegion {
         name,
         id,
@@ -424,7 +429,10 @@ pub fn check_volume(v: &VolumeRegion) -> Result<(), String> {
 fn check_table(volumes: &[VolumeRegion], units: u32) -> Result<(), DecodeError> {
     let mut owner = vec![false; units as usize];
     for (i, v) in volumes.iter().enumerate() {
-        if volumes[..i].iter().any(|w| w.name == v.name || w.id == v.id) {
+        if volumes[..i]
+            .iter()
+            .any(|w| w.name == v.name || w.id == v.id)
+        {
             return Err(malformed(format!("volume {:?} recorded twice", v.name)));
         }
         for &u in &v.units {
@@ -526,7 +534,10 @@ pub fn decode_unit_meta(buf: &[u8]) -> Result<(UnitHeader, UnitMeta), DecodeErro
 pub fn check_unit_meta(v: &VolumeRegion, meta: &UnitMeta) -> Result<(), String> {
     let n = v.entries_per_unit();
     if meta.entries.len() != n {
-        return Err(format!("{} entries, the volume has {n} per unit", meta.entries.len()));
+        return Err(format!(
+            "{} entries, the volume has {n} per unit",
+            meta.entries.len()
+        ));
     }
     let min = v.min_block as usize;
     let mut covered_until = 0usize; // first entry not inside the previous block
@@ -535,22 +546,34 @@ pub fn check_unit_meta(v: &VolumeRegion, meta: &UnitMeta) -> Result<(), String> 
             continue;
         }
         if i < covered_until {
-            return Err(format!("entry {i} lies inside the block of an earlier entry"));
+            return Err(format!(
+                "entry {i} lies inside the block of an earlier entry"
+            ));
         }
         if !v.has_block_size(e.size) {
             return Err(format!("entry {i}: {} is not a block size", e.size));
         }
+        // Engine blocks sit at multiples of their size inside a group, and
+        // groups at multiples of the group size inside a unit.
         let span = e.size as usize / min;
-        if i + span > n {
-            return Err(format!("entry {i}: block runs past the unit"));
+        if i % span != 0 {
+            return Err(format!(
+                "entry {i}: cache address not a multiple of {}",
+                e.size
+            ));
         }
         if !e.offset.is_multiple_of(u64::from(e.size)) || e.offset >= v.volume_size {
-            return Err(format!("entry {i}: offset {} unaligned or past the volume", e.offset));
+            return Err(format!(
+                "entry {i}: offset {} unaligned or past the volume",
+                e.offset
+            ));
         }
         let sectors = e.size / v.sector_size;
         for (what, (lo, hi)) in [("valid", e.valid), ("dirty", e.dirty)] {
             if lo > hi || u32::from(hi) > sectors {
-                return Err(format!("entry {i}: {what} range {lo}..{hi} outside the block"));
+                return Err(format!(
+                    "entry {i}: {what} range {lo}..{hi} outside the block"
+                ));
             }
         }
         covered_until = i + span;
@@ -629,14 +652,20 @@ impl<'a> Reader<'a> {
     }
 
     fn u16(&mut self) -> Result<u16, DecodeError> {
-        Ok(u16::from_le_bytes(self.bytes(2)?.try_into().expect("2 bytes")))
+        Ok(u16::from_le_bytes(
+            self.bytes(2)?.try_into().expect("2 bytes"),
+        ))
     }
 
     fn u32(&mut self) -> Result<u32, DecodeError> {
-        Ok(u32::from_le_bytes(self.bytes(4)?.try_into().expect("4 bytes")))
+        Ok(u32::from_le_bytes(
+            self.bytes(4)?.try_into().expect("4 bytes"),
+        ))
     }
 
     fn u64(&mut self) -> Result<u64, DecodeError> {
-        Ok(u64::from_le_bytes(self.bytes(8)?.try_into().expect("8 bytes")))
+        Ok(u64::from_le_bytes(
+            self.bytes(8)?.try_into().expect("8 bytes"),
+        ))
     }
 }

@@ -32,10 +32,9 @@ pub(crate) fn allocate(used: &[bool], n: u32, last: Option<u32>) -> Option<Vec<u
             .or_else(|| runs.iter().max_by_key(|r| r.1))
             .copied()
             .expect("enough free units were counted");
-        for u in start..start + len.min(want) {
-            used[u] = true;
-            out.push(u as u32);
-        }
+        let take = start..start + len.min(want);
+        used[take.clone()].fill(true);
+        out.extend(take.map(|u| u as u32));
     }
     Some(out)
 }
@@ -71,9 +70,15 @@ mod tests {
         // Units 2..4 free after the volume's last unit 1.
         assert_eq!(allocate(&used("xx..x..."), 2, Some(1)), Some(vec![2, 3]));
         // In place only partly: the rest from the smallest run that holds it.
-        assert_eq!(allocate(&used("xx.x..x..."), 3, Some(1)), Some(vec![2, 4, 5]));
+        assert_eq!(
+            allocate(&used("xx.x..x..."), 3, Some(1)),
+            Some(vec![2, 4, 5])
+        );
         // No run holds 4: largest runs first.
-        assert_eq!(allocate(&used(".x..x...x"), 4, None), Some(vec![5, 6, 7, 0]));
+        assert_eq!(
+            allocate(&used(".x..x...x"), 4, None),
+            Some(vec![5, 6, 7, 0])
+        );
         assert_eq!(allocate(&used("x.x"), 2, None), None);
         assert_eq!(allocate(&used("..."), 0, None), Some(vec![]));
     }

@@ -21,7 +21,10 @@ impl CacheDevice {
 
     /// Every unit's metadata of the volume, in unit order (read a bounded
     /// number at a time).
-    pub async fn read_volume_meta(&self, region: &VolumeRegion) -> Result<Vec<UnitMeta>, DeviceError> {
+    pub async fn read_volume_meta(
+        &self,
+        region: &VolumeRegion,
+    ) -> Result<Vec<UnitMeta>, DeviceError> {
         futures_util::stream::iter(0..region.units.len() as u32)
             .map(|i| self.read_unit_meta(region, i))
             .buffered(CONCURRENCY)
@@ -188,8 +191,16 @@ impl CacheDevice {
         unit: u32,
     ) -> Result<(UnitState, UnitMeta), DeviceError> {
         let at = self.geometry.meta_copy_offset(unit, 0);
-        let (buf, r) = self.bdev.read(at, DmaBuf::new(layout::META_PER_UNIT as usize)).await;
-        r.map_err(|s| self.io(format!("reading metadata of unit {index} of volume {}", region.name), s))?;
+        let (buf, r) = self
+            .bdev
+            .read(at, DmaBuf::new(layout::META_PER_UNIT as usize))
+            .await;
+        r.map_err(|s| {
+            self.io(
+                format!("reading metadata of unit {index} of volume {}", region.name),
+                s,
+            )
+        })?;
         let half = layout::META_COPY_SIZE as usize;
         let mut best: Option<(usize, u64, UnitMeta)> = None;
         for copy in 0..2 {
