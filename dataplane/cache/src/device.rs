@@ -1,1 +1,576 @@
-//! A cache device shared by cached volumes (see `docs/cache-format.md`).
+//! A cache device shared by cached volumes (see `docs/cache-format.md`):
+//! formatting and loading, the volume table with its allocator of 1 MiB
+//! units, and the per-unit metadata records the volumes persist their
+//! blocks in.
+//!
+//! Table changes are serialized by one async mutex and committed by writing
+//! the superblock copy that does not hold the newest version, then flushing.
+//! Unit metadata alternates between two copies the same way; the device
+//! remembers per unit which copy is newest and whether it is durable yet.
+
+mod alloc;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use bdev::{BdevError, CountedBdev, DmaBuf};
+use futures_util::{StreamExt, TryStreamExt};
+
+use crate::layout::{self, DecodeError, Geometry, Superblock, UnitHeader};
+pub use crate::layout::{MetaEntry, UnitMeta, VolumeRegion, UNIT_SIZE};
+
+/// Unit-metadata reads or writes in flight at once for one operation.
+const CONCURRENCY: usize = 32;
+
+/// What failed on a cache device, and why.
+#[derive(Debug, thiserror::Error)]
+pub enum DeviceError {
+    /// An I/O on the device failed.
+    #[error("cache device {device}: {what}: {source}")]
+    Io {
+        /// The bdev's name.
+        device: String,
+        /// What was being read or written.
+        what: String,
+        /// The bdev's error.
+        source: BdevError,
+    },
+    /// No valid superblock copy, and formatting was not asked for.
+    #[error("cache device {0} is not formatted (no valid superblock copy)")]
+    Unformatted(String),
+    /// A superblock of another format version: never reformatted.
+    #[error("cache device {device}: {source}")]
+    Version {
+        /// The bdev's name.
+        device: String,
+        /// The version error.
+        source: DecodeError,
+    },
+    /// A superblock with a valid checksum but inconsistent contents (or
+    /// that does not fit the device): refused, never reformatted.
+    #[error("cache device {device}: superblock unusable: {reason}")]
+    Corrupt {
+        /// The bdev's name.
+        device: String,
+        /// Why.
+        reason: String,
+    },
+    /// The bdev cannot hold the format.
+    #[error("cache device {device}: {reason}")]
+    Unsuitable {
+        /// The bdev's name.
+        device: String,
+        /// Why.
+        reason: String,
+    },
+    /// A volume of that name is on the device already.
+    #[error("cache volume {0} already exists on the device")]
+    VolumeExists(String),
+    /// No volume of that name.
+    #[error("no cache volume {0} on the device")]
+    NoSuchVolume(String),
+    /// Too few free units.
+    #[error("cache volume {name}: {wanted} more units needed, {free} free")]
+    NoSpace {
+        /// The volume.
+        name: String,
+        /// Units asked for.
+        wanted: u32,
+        /// Units free.
+        free: u32,
+    },
+    /// Invalid volume parameters.
+    #[error("cache volume {name}: {reason}")]
+    InvalidSpec {
+        /// The volume.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+    /// The volume table would not fit one superblock copy (too fragmented).
+    #[error("the volume table would take {bytes} bytes, a superblock copy holds {max}")]
+    TableFull {
+        /// Bytes needed.
+        bytes: usize,
+        /// Bytes available.
+        max: u64,
+    },
+    /// A unit index outside the volume, or a region no longer current.
+    #[error("cache volume {name}: unit {index} is not the volume's (stale region or bad index)")]
+    NotOwned {
+        /// The volume.
+        name: String,
+        /// The unit index in the volume.
+        index: u32,
+    },
+    /// Metadata that the volume cannot have.
+    #[error("cache volume {name}: unit {index} metadata refused: {reason}")]
+    InvalidMeta {
+        /// The volume.
+        name: String,
+        /// The unit index in the volume.
+        index: u32,
+        /// Why.
+        reason: String,
+    },
+    /// The operating system gave no random numbers.
+    #[error("random number for {what}: {reason}")]
+    Random {
+        /// What it was for.
+        what: &'static str,
+        /// Why not.
+        reason: String,
+    },
+}
+
+/// Parameters of a new volume.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VolumeSpec {
+    /// Unique name on the device (1 to 255 bytes of UTF-8).
+    pub name: String,
+    /// Size of the cached volume in bytes.
+    pub volume_size: u64,
+    /// Host sector size.
+    pub sector_size: u32,
+    /// Engine block sizes (powers of two, 4 KiB to 1 MiB).
+    pub block_sizes: Vec<u32>,
+    /// Engine group size (a power of two up to 1 MiB).
+    pub group_size: u32,
+    /// Units of cache space.
+    pub units: u32,
+}
+
+/// The newest table on the device and where it is.
+struct TableState {
+    seq: u64,
+    /// The copy (0 = A, 1 = B) holding `seq`; the next write goes to the other.
+    copy: usize,
+}
+
+/// What the device knows of one unit's metadata copies.
+#[derive(Clone, Copy, Debug)]
+struct UnitState {
+    /// Seq of the newest valid copy of the owner (0 if none).
+    seq: u64,
+    /// The copy holding it, if any.
+    copy: Option<usize>,
+    /// For a write not yet known durable: the flushes started when it
+    /// completed (a flush started after that makes it durable). Copies
+    /// read from the device are durable: `open` flushes.
+    unflushed: Option<u64>,
+    /// A write failed: the copies must be read again before the next one.
+    reread: bool,
+}
+
+/// A formatted cache device. Shared by its volumes as `Arc`.
+pub struct CacheDevice {
+    bdev: CountedBdev,
+    name: String,
+    uuid: [u8; 16],
+    geometry: Geometry,
+    block_size: u64,
+    /// Serializes table changes.
+    table: tokio::sync::Mutex<TableState>,
+    /// The committed table, for the synchronous getters.
+    current: RwLock<Arc<Superblock>>,
+    /// Per device unit, once read or written.
+    units: Mutex<HashMap<u32, UnitState>>,
+    flushes_started: AtomicU64,
+    flushes_done: AtomicU64,
+}
+
+impl CacheDevice {
+    /// Loads the format from `bdev` if a valid superblock exists, else
+    /// formats it (`format` false refuses an unformatted device instead).
+    /// A superblock of another version, or one that is valid but does not
+    /// fit, is refused and never reformatted.
+    pub async fn open(bdev: CountedBdev, format: bool) -> Result<Arc<CacheDevice>, DeviceError> {
+        let name = bdev.info().name.clone();
+        let block_size = u64::from(bdev.info().block_size);
+        let unsuitable = |reason: String| DeviceError::Unsuitable {
+            device: name.clone(),
+            reason,
+        };
+        if block_size > layout::META_COPY_SIZE {
+            return Err(unsuitable(format!(
+                "block size {block_size} is larger than a metadata copy ({})",
+                layout::META_COPY_SIZE
+            )));
+        }
+        let max = Geometry::for_device(bdev.info().size_bytes());
+        if max.units == 0 {
+            return Err(unsuitable(format!(
+                "{} bytes hold no unit (at least {} needed)",
+                bdev.info().size_bytes(),
+                Geometry::for_units(1).device_bytes()
+            )));
+        }
+        let (buf, r) = bdev
+            .read(0, DmaBuf::new(layout::HEADER_AREA as usize))
+            .await;
+        r.map_err(|source| DeviceError::Io {
+            device: name.clone(),
+            what: "reading the superblock copies".into(),
+            source,
+        })?;
+        let half = layout::SB_COPY_SIZE as usize;
+        let copies = [
+            layout::decode_superblock(&buf[..half], max.units),
+            layout::decode_superblock(&buf[half..], max.units),
+        ];
+        let newest = (0..2)
+            .filter_map(|c| copies[c].as_ref().ok().map(|sb| (c, sb)))
+            .max_by_key(|(_, sb)| sb.seq);
+        let (copy, sb) = match newest {
+            Some((c, sb)) => (c, sb.clone()),
+            None => {
+                for e in copies.iter().filter_map(|c| c.as_ref().err()) {
+                    match e {
+                        DecodeError::Version(_) => {
+                            return Err(DeviceError::Version {
+                                device: name,
+                                source: e.clone(),
+                            })
+                        }
+                        DecodeError::Malformed(reason) => {
+                            return Err(DeviceError::Corrupt {
+                                device: name,
+                                reason: reason.clone(),
+                            })
+                        }
+                        DecodeError::BadMagic | DecodeError::BadCrc => {}
+                    }
+                }
+                if !format {
+                    return Err(DeviceError::Unformatted(name));
+                }
+                return Self::format(bdev, max).await;
+            }
+        };
+        // Whatever the device holds now (a previous process may have left
+        // writes in its volatile cache) is durable from here on: a unit's
+        // metadata copy read later may have its twin overwritten at once.
+        bdev.flush().await.map_err(|source| DeviceError::Io {
+            device: name.clone(),
+            what: "flushing after load".into(),
+            source,
+        })?;
+        tracing::info!(device = %name, uuid = %uuid::Uuid::from_bytes(sb.uuid),
+            units = sb.geometry.units, volumes = sb.volumes.len(), seq = sb.seq,
+            copy, "cache device loaded");
+        Ok(Arc::new(Self::new(bdev, sb, copy)))
+    }
+
+    fn new(bdev: CountedBdev, sb: Superblock, copy: usize) -> Self {
+        Self {
+            name: bdev.info().name.clone(),
+            block_size: u64::from(bdev.info().block_size),
+            bdev,
+            uuid: sb.uuid,
+            geometry: sb.geometry,
+            table: tokio::sync::Mutex::new(TableState { seq: sb.seq, copy }),
+            current: RwLock::new(Arc::new(sb)),
+            units: Mutex::new(HashMap::new()),
+            flushes_started: AtomicU64::new(0),
+            flushes_done: AtomicU64::new(0),
+        }
+    }
+
+    /// Writes an empty table (seq 1, copy A) with a new identity. Only
+    /// called when neither copy is valid, so nothing valid is overwritten;
+    /// stale unit metadata needs no clearing (see `create_volume`).
+    async fn format(bdev: CountedBdev, geometry: Geometry) -> Result<Arc<Self>, DeviceError> {
+        let mut uuid = [0u8; 16];
+        getrandom::fill(&mut uuid).map_err(|e| DeviceError::Random {
+            what: "the device uuid",
+            reason: e.to_string(),
+        })?;
+        let uuid = *uuid::Builder::from_random_bytes(uuid).as_uuid().as_bytes();
+        let empty = Superblock {
+            seq: 0,
+            uuid,
+            geometry,
+            volumes: Vec::new(),
+        };
+        // Copy B "holds" seq 0, so the first commit writes A with seq 1.
+        let dev = Self::new(bdev, empty, 1);
+        let mut st = dev.table.lock().await;
+        dev.commit(&mut st, Vec::new()).await?;
+        drop(st);
+        tracing::info!(device = %dev.name, uuid = %uuid::Uuid::from_bytes(uuid),
+            units = geometry.units, "cache device formatted");
+        Ok(Arc::new(dev))
+    }
+
+    /// The device's bdev.
+    pub fn bdev(&self) -> &CountedBdev {
+        &self.bdev
+    }
+
+    /// The bdev's name.
+    pub fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    /// The identity written when the device was formatted.
+    pub fn uuid(&self) -> [u8; 16] {
+        self.uuid
+    }
+
+    /// Units of the data area.
+    pub fn total_units(&self) -> u32 {
+        self.geometry.units
+    }
+
+    /// Units no volume has.
+    pub fn free_units(&self) -> u32 {
+        let sb = self.snapshot();
+        let used: usize = sb.volumes.iter().map(|v| v.units.len()).sum();
+        self.geometry.units - used as u32
+    }
+
+    /// The volume table as committed on the device.
+    pub fn volumes(&self) -> Vec<VolumeRegion> {
+        self.snapshot()
+            .volumes
+            .iter()
+            .map(|v| self.region(v))
+            .collect()
+    }
+
+    /// The volume `name` as committed on the device.
+    pub fn find_volume(&self, name: &str) -> Option<VolumeRegion> {
+        let sb = self.snapshot();
+        sb.volumes
+            .iter()
+            .find(|v| v.name == name)
+            .map(|v| self.region(v))
+    }
+
+    fn region(&self, v: &VolumeRegion) -> VolumeRegion {
+        VolumeRegion {
+            data_start: self.geometry.data_offset,
+            ..v.clone()
+        }
+    }
+
+    fn snapshot(&self) -> Arc<Superblock> {
+        Arc::clone(&self.current.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Byte offset on the bdev of `cache_offset` inside the volume's cache
+    /// space. Panics if `cache_offset` is beyond the region (a caller bug).
+    pub fn data_offset(region: &VolumeRegion, cache_offset: u64) -> u64 {
+        region.data_offset(cache_offset)
+    }
+
+    /// Allocates `spec.units` units for a new volume. Their metadata is
+    /// emptied (both copies, stamped with the new volume's id) and flushed
+    /// before the table that gives them to the volume is written, so stale
+    /// metadata of a previous owner is never read as the new volume's.
+    /// Refusals change nothing.
+    pub async fn create_volume(&self, spec: VolumeSpec) -> Result<VolumeRegion, DeviceError> {
+        let mut st = self.table.lock().await;
+        let sb = self.snapshot();
+        let mut block_sizes = spec.block_sizes.clone();
+        block_sizes.sort_unstable();
+        let mut region = VolumeRegion {
+            name: spec.name.clone(),
+            id: 0,
+            volume_size: spec.volume_size,
+            sector_size: spec.sector_size,
+            min_block: block_sizes.first().copied().unwrap_or(0),
+            block_sizes,
+            group_size: spec.group_size,
+            units: vec![0; spec.units as usize],
+            data_start: self.geometry.data_offset,
+        };
+        layout::check_volume(&region).map_err(|reason| DeviceError::InvalidSpec {
+            name: spec.name.clone(),
+            reason,
+        })?;
+        if sb.volumes.iter().any(|v| v.name == spec.name) {
+            return Err(DeviceError::VolumeExists(spec.name));
+        }
+        region.units =
+            alloc::allocate(&self.used(&sb), spec.units, None).ok_or(DeviceError::NoSpace {
+                name: spec.name.clone(),
+                wanted: spec.units,
+                free: self.free_units(),
+            })?;
+        region.id = loop {
+            let id = getrandom::u64().map_err(|e| DeviceError::Random {
+                what: "a volume id",
+                reason: e.to_string(),
+            })?;
+            if !sb.volumes.iter().any(|v| v.id == id) {
+                break id;
+            }
+        };
+        let mut volumes = sb.volumes.clone();
+        volumes.push(region.clone());
+        self.check_fits(&st, &volumes)?;
+        let given: Vec<(u32, u32)> = region.units.iter().copied().zip(0..).collect();
+        self.empty_units(&region, &given).await?;
+        self.commit(&mut st, volumes).await?;
+        tracing::info!(device = %self.name, volume = %region.name, id = region.id,
+            units = spec.units, "cache volume created");
+        Ok(region)
+    }
+
+    /// Grows (appends units, their metadata emptied first as in
+    /// `create_volume`) or shrinks (drops the last units) volume `name` to
+    /// `units` units. The table write is the commit point.
+    pub async fn resize_volume(&self, name: &str, units: u32) -> Result<VolumeRegion, DeviceError> {
+        let mut st = self.table.lock().await;
+        let sb = self.snapshot();
+        let pos = sb.volumes.iter().position(|v| v.name == name);
+        let pos = pos.ok_or_else(|| DeviceError::NoSuchVolume(name.to_owned()))?;
+        let mut region = self.region(&sb.volumes[pos]);
+        let have = region.units.len() as u32;
+        if units == 0 {
+            return Err(DeviceError::InvalidSpec {
+                name: name.to_owned(),
+                reason: "a volume needs at least one unit (delete it instead)".into(),
+            });
+        }
+        if units == have {
+            return Ok(region);
+        }
+        let dropped: Vec<u32> = if units > have {
+            let more = alloc::allocate(&self.used(&sb), units - have, region.units.last().copied());
+            let more = more.ok_or(DeviceError::NoSpace {
+                name: name.to_owned(),
+                wanted: units - have,
+                free: self.free_units(),
+            })?;
+            region.units.extend(more);
+            Vec::new()
+        } else {
+            region.units.split_off(units as usize)
+        };
+        let mut volumes = sb.volumes.clone();
+        volumes[pos] = region.clone();
+        self.check_fits(&st, &volumes)?;
+        let given: Vec<(u32, u32)> = region
+            .units
+            .iter()
+            .copied()
+            .zip(0..)
+            .skip(have as usize)
+            .collect();
+        self.empty_units(&region, &given).await?;
+        self.commit(&mut st, volumes).await?;
+        self.forget_units(&dropped);
+        tracing::info!(device = %self.name, volume = %name, from = have, to = units,
+            "cache volume resized");
+        Ok(region)
+    }
+
+    /// Removes volume `name` from the table; its units become free.
+    pub async fn delete_volume(&self, name: &str) -> Result<(), DeviceError> {
+        let mut st = self.table.lock().await;
+        let sb = self.snapshot();
+        let pos = sb.volumes.iter().position(|v| v.name == name);
+        let pos = pos.ok_or_else(|| DeviceError::NoSuchVolume(name.to_owned()))?;
+        let mut volumes = sb.volumes.clone();
+        let gone = volumes.remove(pos);
+        self.commit(&mut st, volumes).await?;
+        self.forget_units(&gone.units);
+        tracing::info!(device = %self.name, volume = %name, "cache volume deleted");
+        Ok(())
+    }
+
+    /// Makes every completed write durable (and lets later metadata writes
+    /// know it: use this rather than the bdev's flush).
+    pub async fn flush(&self) -> Result<(), DeviceError> {
+        let n = self.flushes_started.fetch_add(1, Ordering::SeqCst) + 1;
+        self.bdev
+            .flush()
+            .await
+            .map_err(|source| self.io("flushing", source))?;
+        self.flushes_done.fetch_max(n, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Which units some volume has.
+    fn used(&self, sb: &Superblock) -> Vec<bool> {
+        let mut used = vec![false; self.geometry.units as usize];
+        for u in sb.volumes.iter().flat_map(|v| &v.units) {
+            used[*u as usize] = true;
+        }
+        used
+    }
+
+    /// Refuses a table that would not fit a superblock copy.
+    fn check_fits(&self, st: &TableState, volumes: &[VolumeRegion]) -> Result<(), DeviceError> {
+        let bytes = layout::superblock_len(&self.next_table(st, volumes.to_vec()));
+        if bytes as u64 > layout::SB_COPY_SIZE {
+            return Err(DeviceError::TableFull {
+                bytes,
+                max: layout::SB_COPY_SIZE,
+            });
+        }
+        Ok(())
+    }
+
+    fn next_table(&self, st: &TableState, volumes: Vec<VolumeRegion>) -> Superblock {
+        Superblock {
+            seq: st.seq + 1,
+            uuid: self.uuid,
+            geometry: self.geometry,
+            volumes,
+        }
+    }
+
+    /// Writes the table `volumes` into the copy not holding the newest
+    /// version and flushes: the commit point of every table change.
+    async fn commit(
+        &self,
+        st: &mut TableState,
+        volumes: Vec<VolumeRegion>,
+    ) -> Result<(), DeviceError> {
+        let sb = self.next_table(st, volumes);
+        let target = 1 - st.copy;
+        let rec = layout::encode_superblock(&sb);
+        let buf = self.padded(&rec);
+        let at = target as u64 * layout::SB_COPY_SIZE;
+        let copy = if target == 0 { 'A' } else { 'B' };
+        let (_, r) = self.bdev.write(at, buf).await;
+        r.map_err(|s| {
+            self.io(
+                format!("writing superblock copy {copy} (seq {})", sb.seq),
+                s,
+            )
+        })?;
+        self.flush().await?;
+        st.seq = sb.seq;
+        st.copy = target;
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(sb);
+        Ok(())
+    }
+
+    fn padded(&self, rec: &[u8]) -> DmaBuf {
+        let mut buf = DmaBuf::new((rec.len() as u64).next_multiple_of(self.block_size) as usize);
+        buf[..rec.len()].copy_from_slice(rec);
+        buf
+    }
+
+    fn io(&self, what: impl Into<String>, source: BdevError) -> DeviceError {
+        DeviceError::Io {
+            device: self.name.clone(),
+            what: what.into(),
+            source,
+        }
+    }
+
+    fn forget_units(&self, units: &[u32]) {
+        let mut map = self.units.lock().unwrap_or_else(|p| p.into_inner());
+        for u in units {
+            map.remove(u);
+        }
+    }
+}
+
+mod meta;
