@@ -188,7 +188,7 @@ async fn read_side(d: &Devices, region: &VolumeRegion, plan: &Plan, buf: &mut Dm
         let w = cache_write(&d.cache, region, f.cache_addr, &b, false).await;
         (f.offset, b, Dev::CacheWr, w)
     }));
-    let (hits, cores, fills) = futures_util::join!(hits, cores, fills);
+    let (hits, cores, fills) = tokio::join!(hits, cores, fills);
     for (off, b, r) in hits {
         if t.note(Dev::CacheRd, r) {
             buf[in_request(req, off, b.len() as u64)].copy_from_slice(&b);
@@ -251,7 +251,7 @@ async fn write_side(d: &Devices, region: &VolumeRegion, plan: &Plan, data: &[u8]
             None
         }
     };
-    let (caches, cores, t2) = futures_util::join!(caches, cores, fills);
+    let (caches, cores, t2) = tokio::join!(caches, cores, fills);
     for r in caches {
         t.note(Dev::CacheWr, r);
     }
@@ -282,7 +282,7 @@ async fn discard_side(d: &Devices, region: &VolumeRegion, plan: &Plan, t: &mut T
     for r in cores {
         t.note(Dev::CoreWr, r);
     }
-    let zeroes = join_all(plan.cache_zeroes.iter().map(|c| async move {
+    let zeroes = join_all(super::pending_engine::cache_zeroes(plan).iter().map(|c| async move {
         let z = vec![0u8; c.len as usize];
         cache_write(&d.cache, region, c.cache_addr, &z, false).await
     }))
@@ -327,7 +327,7 @@ pub(crate) async fn execute(
         }
         t
     };
-    let ((wt, bytes), mut t) = futures_util::join!(wb, work);
+    let ((wt, bytes), mut t) = tokio::join!(wb, work);
     let writeback_ok = wt.first.is_none();
     let request_ok = t.first.is_none();
     merge(&mut t, wt);

@@ -16,6 +16,7 @@ mod exec;
 mod load;
 mod meta;
 mod owner;
+mod pending_engine;
 pub mod params;
 pub mod stats;
 

@@ -310,7 +310,7 @@ impl Owner {
             || !plan.cache_writes.is_empty()
             || !plan.core_writes.is_empty()
             || !plan.discards.is_empty()
-            || !plan.cache_zeroes.is_empty();
+            || crate::volume::pending_engine::has_cache_zeroes(plan);
         if !writes_anything {
             return None;
         }
@@ -448,7 +448,8 @@ impl Owner {
         tracing::error!(bdev = %self.params.name, reason = why, dirty_bytes = self.engine.stats().dirty_bytes,
             "cache device failing: volume falls back to pass-through");
         if self.mode != CacheMode::Wb || self.engine.stats().dirty_bytes == 0 {
-            self.set_mode_now(CacheMode::Pt);
+            // Cannot fail: pass-through leaves no dirty data behind.
+            let _ = self.set_mode_now(CacheMode::Pt);
         }
     }
 
@@ -645,9 +646,7 @@ impl Owner {
     }
 
     fn set_mode_now(&mut self, m: CacheMode) -> Result<(), VolumeError> {
-        self.engine
-            .set_write_mode(m.engine_mode())
-            .map_err(|e| VolumeError::Busy(e.to_string()))?;
+        crate::volume::pending_engine::set_write_mode(&mut self.engine, m.engine_mode())?;
         self.mode = m;
         self.params.write_mode = m;
         self.shared.set_mode(m);
@@ -732,9 +731,7 @@ impl Owner {
                 self.engine.capacity(),
             )
             .map_err(|e| VolumeError::Invalid(e.0))?;
-        self.engine.set_admission(cfg.admission);
-        self.engine.set_eviction(cfg.eviction);
-        self.engine.set_flush(cfg.flush);
+        crate::volume::pending_engine::set_policies(&mut self.engine, cfg)?;
         self.cleaner = Cleaner::new(params.cleaning.clone());
         self.params = params;
         self.shared.set_params(&self.params);
@@ -743,9 +740,7 @@ impl Owner {
 
     fn apply_resize(&mut self, capacity: u64, region: Arc<VolumeRegion>) -> Result<(), VolumeError> {
         let mut evicted = Vec::new();
-        self.engine
-            .resize(capacity, &mut evicted)
-            .map_err(|e| VolumeError::Busy(e.to_string()))?;
+        crate::volume::pending_engine::resize(&mut self.engine, capacity, &mut evicted)?;
         for e in &evicted {
             self.meta.remove(e.cache_addr, e.offset);
         }
