@@ -1,7 +1,7 @@
-//! I/O buffers aligned for O_DIRECT, and [`IoBuf`], the one internal
+//! I/O buffers aligned for O_DIRECT, and `IoBuf`, the one internal
 //! interface every bdev kind's read and write code is written against, so
-//! that whole buffers ([`DmaBuf`]) and views of them
-//! ([`BufView`](crate::BufView)) take the same path to the device.
+//! that whole buffers ([`DmaBuf`]) and views of them ([`BufView`]) take the
+//! same path to the device.
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ptr::NonNull;

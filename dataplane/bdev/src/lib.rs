@@ -17,8 +17,8 @@
 //!   and [`BufView::reunite`] gives the whole buffer back once every view
 //!   has returned ([`view`] has the soundness argument). Both kinds of
 //!   buffer take one path through each bdev kind (an internal buffer
-//!   trait), so views cost nothing extra; a view must start at a multiple
-//!   of the block size (at most 4096) for O_DIRECT.
+//!   trait), so views cost nothing extra. A view must start at a multiple
+//!   of the block size (of 4096 for larger blocks), as O_DIRECT needs.
 //! - Completions from librbd's threads wake the waiting task through a
 //!   oneshot channel; nothing on the I/O path takes a lock shared by queues.
 //! - Offsets and lengths are bytes and must be multiples of the block size

@@ -23,7 +23,7 @@
 //!    it creates a view. A `BufView` is not `Clone` and nothing else
 //!    creates one over an existing allocation, so the `&mut [u8]` a view
 //!    gives out through `DerefMut` is the only reference to its bytes,
-//!    like a `&mut` obtained from `split_at_mut`. The shared [`Owner`] is
+//!    like a `&mut` obtained from `split_at_mut`. The shared `Owner` is
 //!    never dereferenced while views exist: views reach their bytes through
 //!    a pointer computed at the split.
 //! 2. **The memory lives as long as any view.** Each view holds an `Arc`
@@ -306,6 +306,8 @@ impl std::fmt::Debug for BufView {
 }
 
 #[cfg(test)]
+// `[a..b]` is a list of one view's range here, not a range to collect.
+#[allow(clippy::single_range_in_vec_init)]
 mod tests {
     use super::*;
 

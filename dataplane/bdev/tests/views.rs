@@ -4,6 +4,9 @@
 //! operation its caller abandoned keeps the buffer from being reunited
 //! (or freed) until the device is done with it.
 
+// `[a..b]` is a list of one view's range here, not a range to collect.
+#![allow(clippy::single_range_in_vec_init)]
+
 use std::sync::Arc;
 use std::time::Duration;
 
