@@ -80,20 +80,18 @@ impl DmaBuf {
 /// [`BufView`]. Each kind's I/O code is generic over it (one path for
 /// both); what must be type-erased (the state a completion thread or
 /// librbd's callback receives) holds an [`AnyBuf`].
-pub(crate) trait IoBuf: std::ops::DerefMut<Target = [u8]> + Send + Sync + 'static {
+pub(crate) trait IoBuf:
+    std::ops::DerefMut<Target = [u8]> + Sized + Send + Sync + 'static
+{
     /// The type-erased form.
     fn into_any(self) -> AnyBuf;
     /// Back from [`IoBuf::into_any`]; `None` only for the other kind,
     /// which no operation gives back for this one.
-    fn from_any(any: AnyBuf) -> Option<Self>
-    where
-        Self: Sized;
+    fn from_any(any: AnyBuf) -> Option<Self>;
     /// A zeroed buffer of `len` bytes returned with the error of an
     /// operation that lost its buffer (a blocking task that did not
     /// finish): an I/O path never panics.
-    fn stand_in(len: usize) -> Self
-    where
-        Self: Sized;
+    fn stand_in(len: usize) -> Self;
     /// Refuses a buffer whose memory is not aligned for a bdev with
     /// `block_size`-byte blocks (O_DIRECT); a `DmaBuf` always is.
     fn check_aligned(&self, block_size: u32) -> Result<()>;
@@ -102,18 +100,14 @@ pub(crate) trait IoBuf: std::ops::DerefMut<Target = [u8]> + Send + Sync + 'stati
         l: &dyn LayeredBdev,
         offset: u64,
         buf: Self,
-    ) -> BoxFuture<'_, (Self, Result<()>)>
-    where
-        Self: Sized;
+    ) -> BoxFuture<'_, (Self, Result<()>)>;
     /// [`LayeredBdev`]'s write (durable before completion when `fua`).
     fn layered_write(
         l: &dyn LayeredBdev,
         offset: u64,
         buf: Self,
         fua: bool,
-    ) -> BoxFuture<'_, (Self, Result<()>)>
-    where
-        Self: Sized;
+    ) -> BoxFuture<'_, (Self, Result<()>)>;
 }
 
 /// The buffer, of either kind, that a pending io_uring or librbd operation

@@ -5,7 +5,9 @@
 //!
 //! I/O goes through io_uring ([`crate::uring`]) where the kernel offers it,
 //! and otherwise as positional reads and writes on tokio's blocking pool,
-//! the portable path. [`FileBdev::engine`] says which.
+//! the portable path. [`FileBdev::engine`] says which. Views of a buffer
+//! ([`crate::BufView`]) take the same path on the view's pointer; O_DIRECT
+//! needs that aligned to the block, which [`crate::Bdev`] checks first.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
