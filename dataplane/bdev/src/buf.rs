@@ -1,7 +1,13 @@
-//! I/O buffers aligned for O_DIRECT.
+//! I/O buffers aligned for O_DIRECT, and `IoBuf`, the one internal
+//! interface every bdev kind's read and write code is written against, so
+//! that whole buffers ([`DmaBuf`]) and views of them ([`BufView`]) take the
+//! same path to the device.
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ptr::NonNull;
+
+use crate::layered::LayeredBdev;
+use crate::{BdevError, BoxFuture, BufView, Result};
 
 /// Alignment of every [`DmaBuf`]: enough for O_DIRECT on any device with a
 /// logical block size up to 4 KiB.
@@ -60,6 +66,162 @@ impl DmaBuf {
     /// Bytes allocated.
     pub fn capacity(&self) -> usize {
         self.cap
+    }
+
+    /// The allocation's first byte, without creating a reference to the
+    /// bytes (views use it while others write through theirs).
+    pub(crate) fn base_ptr(&self) -> NonNull<u8> {
+        self.ptr
+    }
+}
+
+/// A buffer a bdev operation owns while the device reads or writes it
+/// through a raw pointer, and gives back with the result: [`DmaBuf`] or
+/// [`BufView`]. Each kind's I/O code is generic over it (one path for
+/// both); what must be type-erased (the state a completion thread or
+/// librbd's callback receives) holds an [`AnyBuf`].
+pub(crate) trait IoBuf:
+    std::ops::DerefMut<Target = [u8]> + Sized + Send + Sync + 'static
+{
+    /// The type-erased form.
+    fn into_any(self) -> AnyBuf;
+    /// Back from [`IoBuf::into_any`]; `None` only for the other kind,
+    /// which no operation gives back for this one.
+    fn from_any(any: AnyBuf) -> Option<Self>;
+    /// A zeroed buffer of `len` bytes returned with the error of an
+    /// operation that lost its buffer (a blocking task that did not
+    /// finish): an I/O path never panics.
+    fn stand_in(len: usize) -> Self;
+    /// Refuses a buffer whose memory is not aligned for a bdev with
+    /// `block_size`-byte blocks (O_DIRECT); a `DmaBuf` always is.
+    fn check_aligned(&self, block_size: u32) -> Result<()>;
+    /// [`LayeredBdev`]'s read for this kind of buffer.
+    fn layered_read(
+        l: &dyn LayeredBdev,
+        offset: u64,
+        buf: Self,
+    ) -> BoxFuture<'_, (Self, Result<()>)>;
+    /// [`LayeredBdev`]'s write (durable before completion when `fua`).
+    fn layered_write(
+        l: &dyn LayeredBdev,
+        offset: u64,
+        buf: Self,
+        fua: bool,
+    ) -> BoxFuture<'_, (Self, Result<()>)>;
+}
+
+/// The buffer, of either kind, that a pending io_uring or librbd operation
+/// owns until its completion.
+pub(crate) enum AnyBuf {
+    Dma(DmaBuf),
+    View(BufView),
+}
+
+impl AnyBuf {
+    /// The first byte, for the device; stays valid while the buffer moves
+    /// (its bytes are on the heap).
+    pub(crate) fn as_mut_ptr(&mut self) -> *mut u8 {
+        match self {
+            Self::Dma(b) => b.as_mut_ptr(),
+            Self::View(v) => v.as_mut_ptr(),
+        }
+    }
+
+    /// Length in bytes.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Self::Dma(b) => b.len(),
+            Self::View(v) => v.len(),
+        }
+    }
+}
+
+/// The buffer an operation gave back, or a stand-in of `len` bytes if it
+/// lost it.
+pub(crate) fn back<B: IoBuf>(any: Option<AnyBuf>, len: usize) -> B {
+    any.and_then(B::from_any)
+        .unwrap_or_else(|| B::stand_in(len))
+}
+
+impl IoBuf for DmaBuf {
+    fn into_any(self) -> AnyBuf {
+        AnyBuf::Dma(self)
+    }
+    fn from_any(any: AnyBuf) -> Option<Self> {
+        match any {
+            AnyBuf::Dma(b) => Some(b),
+            AnyBuf::View(_) => None,
+        }
+    }
+    fn stand_in(len: usize) -> Self {
+        DmaBuf::new(len)
+    }
+    fn check_aligned(&self, _block_size: u32) -> Result<()> {
+        Ok(())
+    }
+    fn layered_read(
+        l: &dyn LayeredBdev,
+        offset: u64,
+        buf: Self,
+    ) -> BoxFuture<'_, (Self, Result<()>)> {
+        l.read(offset, buf)
+    }
+    fn layered_write(
+        l: &dyn LayeredBdev,
+        offset: u64,
+        buf: Self,
+        fua: bool,
+    ) -> BoxFuture<'_, (Self, Result<()>)> {
+        if fua {
+            l.write_fua(offset, buf)
+        } else {
+            l.write(offset, buf)
+        }
+    }
+}
+
+impl IoBuf for BufView {
+    fn into_any(self) -> AnyBuf {
+        AnyBuf::View(self)
+    }
+    fn from_any(any: AnyBuf) -> Option<Self> {
+        match any {
+            AnyBuf::View(v) => Some(v),
+            AnyBuf::Dma(_) => None,
+        }
+    }
+    fn stand_in(len: usize) -> Self {
+        BufView::detached(len)
+    }
+    fn check_aligned(&self, block_size: u32) -> Result<()> {
+        if self.aligned_for(block_size) {
+            return Ok(());
+        }
+        Err(BdevError::InvalidArgument(format!(
+            "a view starting at byte {} of its buffer is not aligned for I/O on a bdev of \
+             {block_size}-byte blocks (it must start at a multiple of the block size, or of \
+             {DMA_ALIGN} for larger blocks)",
+            self.range().start
+        )))
+    }
+    fn layered_read(
+        l: &dyn LayeredBdev,
+        offset: u64,
+        buf: Self,
+    ) -> BoxFuture<'_, (Self, Result<()>)> {
+        l.read_view(offset, buf)
+    }
+    fn layered_write(
+        l: &dyn LayeredBdev,
+        offset: u64,
+        buf: Self,
+        fua: bool,
+    ) -> BoxFuture<'_, (Self, Result<()>)> {
+        if fua {
+            l.write_fua_view(offset, buf)
+        } else {
+            l.write_view(offset, buf)
+        }
     }
 }
 

@@ -16,6 +16,7 @@ use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::buf::IoBuf;
 use crate::{BdevError, BdevInfo, BoxFuture, CountedBdev, DmaBuf, IoKind, Result};
 
 /// Which latency an update sets (SPDK's `latency_type`).
@@ -168,41 +169,43 @@ impl DelayBdev {
 
     /// Reads from the base after the read latency.
     pub fn read(&self, offset: u64, buf: DmaBuf) -> BoxFuture<'_, (DmaBuf, Result<()>)> {
-        let base = self.base.clone();
-        let len = buf.len();
-        let wait = self.delay(false);
-        Box::pin(async move {
-            let r = Self::later(wait, async move { base.read(offset, buf).await }).await;
-            r.unwrap_or_else(|| (DmaBuf::new(len), Err(gone("read"))))
-        })
+        self.read_buf(offset, buf)
     }
 
     /// Writes to the base after the write latency.
     pub fn write(&self, offset: u64, buf: DmaBuf) -> BoxFuture<'_, (DmaBuf, Result<()>)> {
-        self.write_with(offset, buf, false)
+        self.write_buf(offset, buf, false)
     }
 
     /// Writes durably (FUA) to the base after the write latency.
     pub fn write_fua(&self, offset: u64, buf: DmaBuf) -> BoxFuture<'_, (DmaBuf, Result<()>)> {
-        self.write_with(offset, buf, true)
+        self.write_buf(offset, buf, true)
     }
 
-    fn write_with(
+    /// Reads a buffer or view from the base after the read latency.
+    pub(crate) fn read_buf<B: IoBuf>(&self, offset: u64, buf: B) -> BoxFuture<'_, (B, Result<()>)> {
+        let base = self.base.clone();
+        let len = buf.len();
+        let wait = self.delay(false);
+        Box::pin(async move {
+            let r = Self::later(wait, async move { base.read_buf(offset, buf).await }).await;
+            r.unwrap_or_else(|| (B::stand_in(len), Err(gone("read"))))
+        })
+    }
+
+    /// Writes a buffer or view to the base after the write latency.
+    pub(crate) fn write_buf<B: IoBuf>(
         &self,
         offset: u64,
-        buf: DmaBuf,
+        buf: B,
         fua: bool,
-    ) -> BoxFuture<'_, (DmaBuf, Result<()>)> {
+    ) -> BoxFuture<'_, (B, Result<()>)> {
         let base = self.base.clone();
         let len = buf.len();
         let wait = self.delay(true);
         Box::pin(async move {
-            let r = Self::later(
-                wait,
-                async move { base.write_maybe_fua(offset, buf, fua).await },
-            )
-            .await;
-            r.unwrap_or_else(|| (DmaBuf::new(len), Err(gone("write"))))
+            let r = Self::later(wait, async move { base.write_buf(offset, buf, fua).await }).await;
+            r.unwrap_or_else(|| (B::stand_in(len), Err(gone("write"))))
         })
     }
 

@@ -18,6 +18,7 @@
 
 use std::sync::Mutex;
 
+use crate::buf::IoBuf;
 use crate::{BdevError, BdevInfo, BoxFuture, CountedBdev, DmaBuf, IoKind, Result};
 
 /// What happens to an affected I/O.
@@ -202,43 +203,50 @@ impl ErrorBdev {
 
     /// Reads from the base unless an error is injected.
     pub fn read(&self, offset: u64, buf: DmaBuf) -> BoxFuture<'_, (DmaBuf, Result<()>)> {
+        self.read_buf(offset, buf)
+    }
+
+    /// Writes to the base unless an error is injected.
+    pub fn write(&self, offset: u64, buf: DmaBuf) -> BoxFuture<'_, (DmaBuf, Result<()>)> {
+        self.write_buf(offset, buf, false)
+    }
+
+    /// Writes durably (FUA) to the base unless an error is injected.
+    pub fn write_fua(&self, offset: u64, buf: DmaBuf) -> BoxFuture<'_, (DmaBuf, Result<()>)> {
+        self.write_buf(offset, buf, true)
+    }
+
+    /// Reads a buffer or view from the base unless an error is injected.
+    pub(crate) fn read_buf<B: IoBuf>(&self, offset: u64, buf: B) -> BoxFuture<'_, (B, Result<()>)> {
         Box::pin(async move {
             let armed = self.arm();
             match self.take(IoKind::Read) {
-                None => self.base.read(offset, buf).await,
+                None => self.base.read_buf(offset, buf).await,
                 Some(ErrorType::CorruptData { offset: at, value }) => {
-                    let (mut buf, r) = self.base.read(offset, buf).await;
+                    let (mut buf, r) = self.base.read_buf(offset, buf).await;
                     if r.is_ok() {
                         corrupt(&mut buf, at, value);
                     }
                     (buf, r)
                 }
                 Some(e) => match self.fail("read", e, armed).await {
-                    Ok(()) => self.base.read(offset, buf).await,
+                    Ok(()) => self.base.read_buf(offset, buf).await,
                     Err(err) => (buf, Err(err)),
                 },
             }
         })
     }
 
-    /// Writes to the base unless an error is injected.
-    pub fn write(&self, offset: u64, buf: DmaBuf) -> BoxFuture<'_, (DmaBuf, Result<()>)> {
-        self.write_with(offset, buf, false)
-    }
-
-    /// Writes durably (FUA) to the base unless an error is injected.
-    pub fn write_fua(&self, offset: u64, buf: DmaBuf) -> BoxFuture<'_, (DmaBuf, Result<()>)> {
-        self.write_with(offset, buf, true)
-    }
-
-    fn write_with(
+    /// Writes a buffer or view to the base (durably when `fua`) unless an
+    /// error is injected.
+    pub(crate) fn write_buf<B: IoBuf>(
         &self,
         offset: u64,
-        mut buf: DmaBuf,
+        mut buf: B,
         fua: bool,
-    ) -> BoxFuture<'_, (DmaBuf, Result<()>)> {
+    ) -> BoxFuture<'_, (B, Result<()>)> {
         Box::pin(async move {
-            let to_base = |buf| self.base.write_maybe_fua(offset, buf, fua);
+            let to_base = |buf| self.base.write_buf(offset, buf, fua);
             let armed = self.arm();
             match self.take(IoKind::Write) {
                 None => to_base(buf).await,
@@ -300,7 +308,7 @@ impl ErrorBdev {
     }
 }
 
-fn corrupt(buf: &mut DmaBuf, at: u64, value: u8) {
+fn corrupt(buf: &mut [u8], at: u64, value: u8) {
     if let Some(b) = usize::try_from(at).ok().and_then(|i| buf.get_mut(i)) {
         *b ^= value;
     }

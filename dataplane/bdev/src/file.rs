@@ -5,7 +5,9 @@
 //!
 //! I/O goes through io_uring ([`crate::uring`]) where the kernel offers it,
 //! and otherwise as positional reads and writes on tokio's blocking pool,
-//! the portable path. [`FileBdev::engine`] says which.
+//! the portable path. [`FileBdev::engine`] says which. Views of a buffer
+//! ([`crate::BufView`]) take the same path on the view's pointer; O_DIRECT
+//! needs that aligned to the block, which [`crate::Bdev`] checks first.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
@@ -13,6 +15,7 @@ use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::buf::{back, IoBuf};
 use crate::uring::{Uring, UringOp};
 use crate::{uuid_from_name, BdevError, BdevInfo, DmaBuf, IoKind, Result};
 
@@ -214,15 +217,17 @@ impl FileBdev {
 
     /// Runs `op` on the ring and maps a short transfer or a negative result
     /// to an error.
-    async fn ring_io(
+    async fn ring_io<B: IoBuf>(
         &self,
         ring: &Uring,
         what: &'static str,
         op: UringOp,
-        buf: Option<DmaBuf>,
+        buf: Option<B>,
         len: usize,
-    ) -> (Option<DmaBuf>, Result<()>) {
+    ) -> (Option<B>, Result<()>) {
+        let buf = buf.map(B::into_any);
         let (res, buf) = ring.run(self.file.as_raw_fd(), op, buf).await;
+        let buf = buf.map(|b| back(Some(b), len));
         let r = if res < 0 {
             Err(os_err(
                 what,
@@ -246,30 +251,43 @@ impl FileBdev {
 
     /// Positional read.
     pub async fn read(&self, offset: u64, buf: DmaBuf) -> (DmaBuf, Result<()>) {
-        if let Some(ring) = &self.uring {
-            let len = buf.len();
-            let (b, r) = self
-                .ring_io(ring, "read", UringOp::Read { offset }, Some(buf), len)
-                .await;
-            return (b.unwrap_or_else(|| DmaBuf::new(len)), r);
-        }
-        self.blocking_buf("read", buf, move |f, buf| f.read_exact_at(buf, offset))
-            .await
+        self.read_buf(offset, buf).await
     }
 
     /// Positional write.
     pub async fn write(&self, offset: u64, buf: DmaBuf) -> (DmaBuf, Result<()>) {
-        self.write_with(offset, buf, false).await
+        self.write_buf(offset, buf, false).await
     }
 
     /// Positional write that is durable when it completes: RWF_DSYNC on
     /// the ring (the kernel writes with FUA or flushes the device cache), or
     /// write then fdatasync on the blocking pool.
     pub async fn write_fua(&self, offset: u64, buf: DmaBuf) -> (DmaBuf, Result<()>) {
-        self.write_with(offset, buf, true).await
+        self.write_buf(offset, buf, true).await
     }
 
-    async fn write_with(&self, offset: u64, buf: DmaBuf, dsync: bool) -> (DmaBuf, Result<()>) {
+    /// Positional read into a buffer or view (whose memory the caller
+    /// checked is aligned for O_DIRECT).
+    pub(crate) async fn read_buf<B: IoBuf>(&self, offset: u64, buf: B) -> (B, Result<()>) {
+        if let Some(ring) = &self.uring {
+            let len = buf.len();
+            let (b, r) = self
+                .ring_io(ring, "read", UringOp::Read { offset }, Some(buf), len)
+                .await;
+            return (b.unwrap_or_else(|| B::stand_in(len)), r);
+        }
+        self.blocking_buf("read", buf, move |f, buf| f.read_exact_at(buf, offset))
+            .await
+    }
+
+    /// Positional write from a buffer or view, durable on completion when
+    /// `dsync` (see [`FileBdev::write_fua`]).
+    pub(crate) async fn write_buf<B: IoBuf>(
+        &self,
+        offset: u64,
+        buf: B,
+        dsync: bool,
+    ) -> (B, Result<()>) {
         if let Err(e) = self.writable(IoKind::Write) {
             return (buf, Err(e));
         }
@@ -277,7 +295,7 @@ impl FileBdev {
             let len = buf.len();
             let op = UringOp::Write { offset, dsync };
             let (b, r) = self.ring_io(ring, "write", op, Some(buf), len).await;
-            let b = b.unwrap_or_else(|| DmaBuf::new(len));
+            let b = b.unwrap_or_else(|| B::stand_in(len));
             // A kernel that refuses RWF_DSYNC on the ring: the data is
             // written or not, so write again the portable way, which is
             // idempotent for the same buffer.
@@ -291,7 +309,7 @@ impl FileBdev {
         self.blocking_write(offset, buf, dsync).await
     }
 
-    async fn blocking_write(&self, offset: u64, buf: DmaBuf, dsync: bool) -> (DmaBuf, Result<()>) {
+    async fn blocking_write<B: IoBuf>(&self, offset: u64, buf: B, dsync: bool) -> (B, Result<()>) {
         self.blocking_buf("write", buf, move |f, buf| {
             f.write_all_at(buf, offset)?;
             if dsync {
@@ -302,16 +320,16 @@ impl FileBdev {
         .await
     }
 
-    /// Runs `f` on the blocking pool with the buffer and gives the buffer
-    /// back. If the task cannot finish (the runtime is shutting down, or it
-    /// panicked) the request fails with an error and a fresh buffer of the
-    /// same length: an I/O path never panics.
-    async fn blocking_buf(
+    /// Runs `f` on the blocking pool with the buffer's bytes and gives the
+    /// buffer back. If the task cannot finish (the runtime is shutting
+    /// down, or it panicked) the request fails with an error and a fresh
+    /// buffer of the same length: an I/O path never panics.
+    async fn blocking_buf<B: IoBuf>(
         &self,
         op: &'static str,
-        buf: DmaBuf,
-        f: impl FnOnce(&File, &mut DmaBuf) -> std::io::Result<()> + Send + 'static,
-    ) -> (DmaBuf, Result<()>) {
+        buf: B,
+        f: impl FnOnce(&File, &mut [u8]) -> std::io::Result<()> + Send + 'static,
+    ) -> (B, Result<()>) {
         let len = buf.len();
         let file = Arc::clone(&self.file);
         let joined = tokio::task::spawn_blocking(move || {
@@ -327,7 +345,7 @@ impl FileBdev {
     pub async fn flush(&self) -> Result<()> {
         if let Some(ring) = &self.uring {
             return self
-                .ring_io(ring, "fdatasync", UringOp::Fdatasync, None, 0)
+                .ring_io::<DmaBuf>(ring, "fdatasync", UringOp::Fdatasync, None, 0)
                 .await
                 .1;
         }
@@ -378,16 +396,16 @@ impl FileBdev {
 
 /// The result of a blocking-pool I/O task, or an error when the task did
 /// not finish (then the buffer is lost with it and a fresh one stands in).
-fn joined_io(
+fn joined_io<B: IoBuf>(
     op: &'static str,
     path: &Path,
     len: usize,
-    joined: std::result::Result<(DmaBuf, std::io::Result<()>), tokio::task::JoinError>,
-) -> (DmaBuf, Result<()>) {
+    joined: std::result::Result<(B, std::io::Result<()>), tokio::task::JoinError>,
+) -> (B, Result<()>) {
     match joined {
         Ok((buf, r)) => (buf, r.map_err(|e| os_err(op, path, e))),
         Err(join) => (
-            DmaBuf::new(len),
+            B::stand_in(len),
             Err(os_err(
                 op,
                 path,

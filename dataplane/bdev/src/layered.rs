@@ -6,8 +6,13 @@
 //! Operations return boxed futures (the trait is object safe); their
 //! contract is [`Bdev`](crate::Bdev)'s: ranges are checked by the caller
 //! before they get here, buffers come back with the result.
+//!
+//! The operations on views ([`BufView`]) have default methods that go
+//! through a temporary [`DmaBuf`] and a copy, so an implementor need not
+//! write them; one that can do better (a cached volume splitting the view
+//! further) overrides them.
 
-use crate::{BdevInfo, BoxFuture, DmaBuf, IoKind, Result};
+use crate::{BdevInfo, BoxFuture, BufView, DmaBuf, IoKind, Result};
 
 /// A bdev implemented outside this crate.
 pub trait LayeredBdev: Send + Sync {
@@ -23,6 +28,32 @@ pub trait LayeredBdev: Send + Sync {
     fn write(&self, offset: u64, buf: DmaBuf) -> BoxFuture<'_, (DmaBuf, Result<()>)>;
     /// Writes `buf` at `offset`, durable before it completes (FUA).
     fn write_fua(&self, offset: u64, buf: DmaBuf) -> BoxFuture<'_, (DmaBuf, Result<()>)>;
+    /// Reads `view.len()` bytes at `offset` into the view. By default
+    /// into a temporary buffer, copied into the view on success.
+    fn read_view(&self, offset: u64, mut view: BufView) -> BoxFuture<'_, (BufView, Result<()>)> {
+        Box::pin(async move {
+            let (tmp, r) = self.read(offset, DmaBuf::new(view.len())).await;
+            if r.is_ok() {
+                view.copy_from_slice(&tmp);
+            }
+            (view, r)
+        })
+    }
+    /// Writes the view at `offset`. By default from a temporary copy.
+    fn write_view(&self, offset: u64, view: BufView) -> BoxFuture<'_, (BufView, Result<()>)> {
+        Box::pin(async move {
+            let (_, r) = self.write(offset, DmaBuf::from_slice(&view)).await;
+            (view, r)
+        })
+    }
+    /// Writes the view at `offset`, durable before it completes (FUA). By
+    /// default from a temporary copy.
+    fn write_fua_view(&self, offset: u64, view: BufView) -> BoxFuture<'_, (BufView, Result<()>)> {
+        Box::pin(async move {
+            let (_, r) = self.write_fua(offset, DmaBuf::from_slice(&view)).await;
+            (view, r)
+        })
+    }
     /// Makes every completed write durable.
     fn flush(&self) -> BoxFuture<'_, Result<()>>;
     /// Zeroes a range.

@@ -10,6 +10,15 @@
 //!   io_uring keep writing into a buffer until they complete, so a future that
 //!   is dropped early must not free memory still in use. The bdev holds the
 //!   buffer until the device is done with it, then hands it back.
+//! - One host buffer can serve several concurrent operations without a
+//!   copy: [`DmaBuf::into_views`] splits it into disjoint [`BufView`]s that
+//!   move into [`Bdev::read_view`], [`Bdev::write_view`] and
+//!   [`Bdev::write_fua_view`] (same contract as the `DmaBuf` operations),
+//!   and [`BufView::reunite`] gives the whole buffer back once every view
+//!   has returned ([`view`] has the soundness argument). Both kinds of
+//!   buffer take one path through each bdev kind (an internal buffer
+//!   trait), so views cost nothing extra. A view must start at a multiple
+//!   of the block size (of 4096 for larger blocks), as O_DIRECT needs.
 //! - Completions from librbd's threads wake the waiting task through a
 //!   oneshot channel; nothing on the I/O path takes a lock shared by queues.
 //! - Offsets and lengths are bytes and must be multiples of the block size
@@ -36,8 +45,11 @@ pub mod malloc;
 pub mod rbd;
 pub mod stats;
 mod uring;
+pub mod view;
 
 pub use buf::DmaBuf;
+use buf::IoBuf;
+pub use view::{BufView, ReuniteError, SplitError, ViewError};
 
 /// A boxed, sendable future: what the wrapper bdevs' operations return, so
 /// that the recursive `Bdev` enum (a wrapper's future awaits its base's)
@@ -146,27 +158,81 @@ impl Bdev {
 
     /// Reads `buf.len()` bytes at `offset` into `buf`, returning the buffer.
     pub async fn read(&self, offset: u64, buf: DmaBuf) -> (DmaBuf, Result<()>) {
-        if let Err(e) = self.info().check_range(offset, buf.len() as u64) {
-            return (buf, Err(e));
-        }
-        dispatch!(self, b => b.read(offset, buf).await)
+        self.read_buf(offset, buf).await
     }
 
     /// Writes `buf` at `offset`, returning the buffer.
     pub async fn write(&self, offset: u64, buf: DmaBuf) -> (DmaBuf, Result<()>) {
-        if let Err(e) = self.info().check_range(offset, buf.len() as u64) {
-            return (buf, Err(e));
-        }
-        dispatch!(self, b => b.write(offset, buf).await)
+        self.write_buf(offset, buf, false).await
     }
 
     /// Writes `buf` at `offset` and makes it durable before returning
     /// (NVMe Force Unit Access): on stable media, not in a volatile cache.
     pub async fn write_fua(&self, offset: u64, buf: DmaBuf) -> (DmaBuf, Result<()>) {
-        if let Err(e) = self.info().check_range(offset, buf.len() as u64) {
+        self.write_buf(offset, buf, true).await
+    }
+
+    /// [`Bdev::read`] into a view of a buffer, which comes back with the
+    /// result (other views of the same buffer may be in other operations
+    /// meanwhile). The view must start at a multiple of the block size (or
+    /// of 4096 for larger blocks), else [`BdevError::InvalidArgument`]. If
+    /// the device lost the view with a failure, the error comes with a
+    /// stand-in view of a new buffer, which [`BufView::reunite`] refuses.
+    pub async fn read_view(&self, offset: u64, view: BufView) -> (BufView, Result<()>) {
+        self.read_buf(offset, view).await
+    }
+
+    /// [`Bdev::write`] from a view of a buffer; as [`Bdev::read_view`].
+    pub async fn write_view(&self, offset: u64, view: BufView) -> (BufView, Result<()>) {
+        self.write_buf(offset, view, false).await
+    }
+
+    /// [`Bdev::write_fua`] from a view of a buffer; as [`Bdev::read_view`].
+    pub async fn write_fua_view(&self, offset: u64, view: BufView) -> (BufView, Result<()>) {
+        self.write_buf(offset, view, true).await
+    }
+
+    /// The one read path, for whole buffers and views.
+    pub(crate) async fn read_buf<B: IoBuf>(&self, offset: u64, buf: B) -> (B, Result<()>) {
+        if let Err(e) = self.check_io(offset, &buf) {
             return (buf, Err(e));
         }
-        dispatch!(self, b => b.write_fua(offset, buf).await)
+        match self {
+            Bdev::Malloc(b) => b.read_buf(offset, buf).await,
+            Bdev::File(b) => b.read_buf(offset, buf).await,
+            Bdev::Rbd(b) => b.read_buf(offset, buf).await,
+            Bdev::Delay(b) => b.read_buf(offset, buf).await,
+            Bdev::Error(b) => b.read_buf(offset, buf).await,
+            Bdev::Layered(b) => B::layered_read(b.as_ref(), offset, buf).await,
+        }
+    }
+
+    /// The one write path, durable before completion when `fua`.
+    pub(crate) async fn write_buf<B: IoBuf>(
+        &self,
+        offset: u64,
+        buf: B,
+        fua: bool,
+    ) -> (B, Result<()>) {
+        if let Err(e) = self.check_io(offset, &buf) {
+            return (buf, Err(e));
+        }
+        match self {
+            Bdev::Malloc(b) => b.write_buf(offset, buf, fua).await,
+            Bdev::File(b) => b.write_buf(offset, buf, fua).await,
+            Bdev::Rbd(b) => b.write_buf(offset, buf, fua).await,
+            Bdev::Delay(b) => b.write_buf(offset, buf, fua).await,
+            Bdev::Error(b) => b.write_buf(offset, buf, fua).await,
+            Bdev::Layered(b) => B::layered_write(b.as_ref(), offset, buf, fua).await,
+        }
+    }
+
+    /// The range is block-aligned and inside the device, and the memory
+    /// aligned for it.
+    fn check_io<B: IoBuf>(&self, offset: u64, buf: &B) -> Result<()> {
+        let info = self.info();
+        info.check_range(offset, buf.len() as u64)?;
+        buf.check_aligned(info.block_size)
     }
 
     /// Makes every completed write durable.

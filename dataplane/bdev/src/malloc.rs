@@ -2,6 +2,7 @@
 
 use std::sync::RwLock;
 
+use crate::buf::IoBuf;
 use crate::{uuid_from_name, BdevError, BdevInfo, DmaBuf, IoKind, Result};
 
 /// Memory is kept in chunks, each behind its own lock, so that concurrent
@@ -80,7 +81,22 @@ impl MallocBdev {
     }
 
     /// Copies out of RAM.
-    pub async fn read(&self, offset: u64, mut buf: DmaBuf) -> (DmaBuf, Result<()>) {
+    pub async fn read(&self, offset: u64, buf: DmaBuf) -> (DmaBuf, Result<()>) {
+        self.read_buf(offset, buf).await
+    }
+
+    /// Copies into RAM.
+    pub async fn write(&self, offset: u64, buf: DmaBuf) -> (DmaBuf, Result<()>) {
+        self.write_buf(offset, buf, false).await
+    }
+
+    /// A write to RAM is as durable as this device gets: complete at once.
+    pub async fn write_fua(&self, offset: u64, buf: DmaBuf) -> (DmaBuf, Result<()>) {
+        self.write_buf(offset, buf, true).await
+    }
+
+    /// Copies out of RAM into a buffer or view.
+    pub(crate) async fn read_buf<B: IoBuf>(&self, offset: u64, mut buf: B) -> (B, Result<()>) {
         let len = buf.len();
         self.for_each_chunk(offset, len, |idx, at, range| {
             let chunk = self.chunks[idx].read().unwrap_or_else(|p| p.into_inner());
@@ -90,19 +106,20 @@ impl MallocBdev {
         (buf, Ok(()))
     }
 
-    /// Copies into RAM.
-    pub async fn write(&self, offset: u64, buf: DmaBuf) -> (DmaBuf, Result<()>) {
+    /// Copies into RAM from a buffer or view; `_fua` changes nothing (RAM
+    /// is as durable as this device gets).
+    pub(crate) async fn write_buf<B: IoBuf>(
+        &self,
+        offset: u64,
+        buf: B,
+        _fua: bool,
+    ) -> (B, Result<()>) {
         self.for_each_chunk(offset, buf.len(), |idx, at, range| {
             let mut chunk = self.chunks[idx].write().unwrap_or_else(|p| p.into_inner());
             let n = range.len();
             chunk[at..at + n].copy_from_slice(&buf[range]);
         });
         (buf, Ok(()))
-    }
-
-    /// A write to RAM is as durable as this device gets: complete at once.
-    pub async fn write_fua(&self, offset: u64, buf: DmaBuf) -> (DmaBuf, Result<()>) {
-        self.write(offset, buf).await
     }
 
     /// RAM is as durable as it gets here.

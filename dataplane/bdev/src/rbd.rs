@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use tokio::sync::oneshot;
 
+use crate::buf::{back, AnyBuf, IoBuf};
 use crate::{uuid_from_name, BdevError, BdevInfo, DmaBuf, IoKind, Result};
 
 #[allow(non_camel_case_types)]
@@ -251,8 +252,8 @@ unsafe impl Sync for RbdBdev {}
 /// and where to send the result. Owning the buffer here, not in the waiting
 /// future, means a cancelled future cannot free memory librbd still writes.
 struct Pending {
-    tx: oneshot::Sender<(isize, Option<DmaBuf>)>,
-    buf: Option<DmaBuf>,
+    tx: oneshot::Sender<(isize, Option<AnyBuf>)>,
+    buf: Option<AnyBuf>,
 }
 
 extern "C" fn on_complete(c: ffi::rbd_completion_t, arg: *mut c_void) {
@@ -357,9 +358,9 @@ impl RbdBdev {
     async fn submit(
         &self,
         what: &'static str,
-        buf: Option<DmaBuf>,
+        buf: Option<AnyBuf>,
         start: impl FnOnce(ffi::rbd_image_t, ffi::rbd_completion_t, *mut c_char) -> c_int,
-    ) -> (Option<DmaBuf>, Result<isize>) {
+    ) -> (Option<AnyBuf>, Result<isize>) {
         // Submission is synchronous, so no raw pointer lives across the await
         // and the future stays Send.
         let rx = match self.start_op(buf, start) {
@@ -376,9 +377,9 @@ impl RbdBdev {
     #[allow(clippy::type_complexity)]
     fn start_op(
         &self,
-        mut buf: Option<DmaBuf>,
+        mut buf: Option<AnyBuf>,
         start: impl FnOnce(ffi::rbd_image_t, ffi::rbd_completion_t, *mut c_char) -> c_int,
-    ) -> std::result::Result<oneshot::Receiver<(isize, Option<DmaBuf>)>, (Option<DmaBuf>, c_int)>
+    ) -> std::result::Result<oneshot::Receiver<(isize, Option<AnyBuf>)>, (Option<AnyBuf>, c_int)>
     {
         let data = buf
             .as_mut()
@@ -393,8 +394,8 @@ impl RbdBdev {
             let p = unsafe { Box::from_raw(arg as *mut Pending) };
             return Err((p.buf, rc));
         }
-        // The buffer's heap memory did not move when the DmaBuf moved into
-        // the box, so `data` is still valid.
+        // The buffer's heap memory did not move when the buffer (or view)
+        // moved into the box, so `data` is still valid.
         let rc = start(self.image, c, data);
         if rc < 0 {
             // Submission failed: librbd will not call back.
@@ -418,9 +419,19 @@ impl RbdBdev {
     /// Reads through librbd into `buf`, which is returned when librbd has
     /// completed.
     pub async fn read(&self, offset: u64, buf: DmaBuf) -> (DmaBuf, Result<()>) {
+        self.read_buf(offset, buf).await
+    }
+
+    /// Writes `buf` through librbd.
+    pub async fn write(&self, offset: u64, buf: DmaBuf) -> (DmaBuf, Result<()>) {
+        self.write_buf(offset, buf, false).await
+    }
+
+    /// Reads into a buffer or view (librbd takes a pointer and a length).
+    pub(crate) async fn read_buf<B: IoBuf>(&self, offset: u64, buf: B) -> (B, Result<()>) {
         let len = buf.len();
-        let (back, r) = self
-            .submit("read", Some(buf), |image, c, p| {
+        let (any, r) = self
+            .submit("read", Some(buf.into_any()), |image, c, p| {
                 // SAFETY: p points at len bytes owned by the pending operation.
                 unsafe { ffi::rbd_aio_read(image, offset, len, p, c) }
             })
@@ -432,19 +443,29 @@ impl RbdBdev {
                 Err(self.ceph_err("short read", -libc::EIO))
             }
         });
-        (back.unwrap_or_else(|| DmaBuf::new(len)), r)
+        (back(any, len), r)
     }
 
-    /// Writes `buf` through librbd.
-    pub async fn write(&self, offset: u64, buf: DmaBuf) -> (DmaBuf, Result<()>) {
+    /// Writes a buffer or view, then flushes when `fua` (see
+    /// [`RbdBdev::write_fua`]).
+    pub(crate) async fn write_buf<B: IoBuf>(
+        &self,
+        offset: u64,
+        buf: B,
+        fua: bool,
+    ) -> (B, Result<()>) {
         let len = buf.len();
-        let (back, r) = self
-            .submit("write", Some(buf), |image, c, p| {
-                // SAFETY: as in `read`.
+        let (any, r) = self
+            .submit("write", Some(buf.into_any()), |image, c, p| {
+                // SAFETY: as in `read_buf`.
                 unsafe { ffi::rbd_aio_write(image, offset, len, p, c) }
             })
             .await;
-        (back.unwrap_or_else(|| DmaBuf::new(len)), r.map(|_| ()))
+        let buf = back(any, len);
+        if r.is_err() || !fua {
+            return (buf, r.map(|_| ()));
+        }
+        (buf, self.flush().await)
     }
 
     /// Writes `buf` and makes it durable before returning: the write, then
@@ -452,11 +473,7 @@ impl RbdBdev {
     /// write alone is already on the OSDs; the flush keeps that true even if
     /// a librbd layer caches after all.
     pub async fn write_fua(&self, offset: u64, buf: DmaBuf) -> (DmaBuf, Result<()>) {
-        let (buf, r) = self.write(offset, buf).await;
-        if r.is_err() {
-            return (buf, r);
-        }
-        (buf, self.flush().await)
+        self.write_buf(offset, buf, true).await
     }
 
     /// Flushes librbd's cache to the OSDs.

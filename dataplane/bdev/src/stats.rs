@@ -12,7 +12,8 @@ use std::time::Instant;
 
 use metrics::{Counter, Histogram, Registry};
 
-use crate::{Bdev, BdevInfo, DmaBuf, IoKind, Result};
+use crate::buf::IoBuf;
+use crate::{Bdev, BdevInfo, BufView, DmaBuf, IoKind, Result};
 
 /// I/O counters of one bdev. Successful operations count bytes, operations
 /// and latency; failed ones count only `io_errors`. Write Zeroes moves no
@@ -161,8 +162,59 @@ impl CountedBdev {
 
     /// [`Bdev::read`], counted.
     pub async fn read(&self, offset: u64, buf: DmaBuf) -> (DmaBuf, Result<()>) {
+        self.read_buf(offset, buf).await
+    }
+
+    /// [`Bdev::write`], counted.
+    pub async fn write(&self, offset: u64, buf: DmaBuf) -> (DmaBuf, Result<()>) {
+        self.write_buf(offset, buf, false).await
+    }
+
+    /// [`Bdev::write_fua`], counted as a write and as a durable write.
+    pub async fn write_fua(&self, offset: u64, buf: DmaBuf) -> (DmaBuf, Result<()>) {
+        self.write_buf(offset, buf, true).await
+    }
+
+    /// [`Self::write_fua`] if `fua`, else [`Self::write`]: for callers that
+    /// pass a command's FUA bit through.
+    pub async fn write_maybe_fua(
+        &self,
+        offset: u64,
+        buf: DmaBuf,
+        fua: bool,
+    ) -> (DmaBuf, Result<()>) {
+        self.write_buf(offset, buf, fua).await
+    }
+
+    /// [`Bdev::read_view`], counted as a read.
+    pub async fn read_view(&self, offset: u64, view: BufView) -> (BufView, Result<()>) {
+        self.read_buf(offset, view).await
+    }
+
+    /// [`Bdev::write_view`], counted as a write.
+    pub async fn write_view(&self, offset: u64, view: BufView) -> (BufView, Result<()>) {
+        self.write_buf(offset, view, false).await
+    }
+
+    /// [`Bdev::write_fua_view`], counted as a write and a durable write.
+    pub async fn write_fua_view(&self, offset: u64, view: BufView) -> (BufView, Result<()>) {
+        self.write_buf(offset, view, true).await
+    }
+
+    /// [`Self::write_fua_view`] if `fua`, else [`Self::write_view`].
+    pub async fn write_maybe_fua_view(
+        &self,
+        offset: u64,
+        view: BufView,
+        fua: bool,
+    ) -> (BufView, Result<()>) {
+        self.write_buf(offset, view, fua).await
+    }
+
+    /// The counted read of a buffer or view.
+    pub(crate) async fn read_buf<B: IoBuf>(&self, offset: u64, buf: B) -> (B, Result<()>) {
         let (start, len) = (Instant::now(), buf.len() as u64);
-        let (buf, r) = self.bdev.read(offset, buf).await;
+        let (buf, r) = self.bdev.read_buf(offset, buf).await;
         let s = &*self.stats;
         s.count(
             &r,
@@ -174,30 +226,15 @@ impl CountedBdev {
         (buf, r)
     }
 
-    /// [`Bdev::write`], counted.
-    pub async fn write(&self, offset: u64, buf: DmaBuf) -> (DmaBuf, Result<()>) {
-        self.write_maybe_fua(offset, buf, false).await
-    }
-
-    /// [`Bdev::write_fua`], counted as a write and as a durable write.
-    pub async fn write_fua(&self, offset: u64, buf: DmaBuf) -> (DmaBuf, Result<()>) {
-        self.write_maybe_fua(offset, buf, true).await
-    }
-
-    /// [`Self::write_fua`] if `fua`, else [`Self::write`]: for callers that
-    /// pass a command's FUA bit through.
-    pub async fn write_maybe_fua(
+    /// The counted write of a buffer or view (durable when `fua`).
+    pub(crate) async fn write_buf<B: IoBuf>(
         &self,
         offset: u64,
-        buf: DmaBuf,
+        buf: B,
         fua: bool,
-    ) -> (DmaBuf, Result<()>) {
+    ) -> (B, Result<()>) {
         let (start, len) = (Instant::now(), buf.len() as u64);
-        let (buf, r) = if fua {
-            self.bdev.write_fua(offset, buf).await
-        } else {
-            self.bdev.write(offset, buf).await
-        };
+        let (buf, r) = self.bdev.write_buf(offset, buf, fua).await;
         let s = &*self.stats;
         s.count(
             &r,

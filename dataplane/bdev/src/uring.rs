@@ -16,14 +16,14 @@ use std::thread::JoinHandle;
 use io_uring::{opcode, squeue, types, IoUring};
 use tokio::sync::oneshot;
 
-use crate::DmaBuf;
+use crate::buf::AnyBuf;
 
 /// user_data of the no-op that tells the completion thread to stop.
 const SHUTDOWN: u64 = u64::MAX;
 
 struct Pending {
-    tx: oneshot::Sender<(i32, Option<DmaBuf>)>,
-    buf: Option<DmaBuf>,
+    tx: oneshot::Sender<(i32, Option<AnyBuf>)>,
+    buf: Option<AnyBuf>,
 }
 
 struct Shared {
@@ -81,8 +81,8 @@ impl Uring {
         &self,
         fd: RawFd,
         op: UringOp,
-        mut buf: Option<DmaBuf>,
-    ) -> (i32, Option<DmaBuf>) {
+        mut buf: Option<AnyBuf>,
+    ) -> (i32, Option<AnyBuf>) {
         let (ptr, len) = match buf.as_mut() {
             Some(b) => (b.as_mut_ptr(), b.len() as u32),
             None => (std::ptr::null_mut(), 0),

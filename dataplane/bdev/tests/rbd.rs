@@ -218,3 +218,65 @@ fn dropping_an_image_with_a_stuck_write_does_not_block() {
     dropper.join().unwrap();
     assert!(returned, "dropping the bdev blocked on rbd_close");
 }
+
+/// One buffer, two views, two concurrent librbd reads from different
+/// places of the image into it; then writes from views (plain and FUA)
+/// that Ceph's own copy shows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rbd_reads_and_writes_views_of_one_buffer() {
+    let ceph = Ceph::start();
+    ceph.admin("rbd", &["create", "--size", "8M", "rbd/views"]);
+    let cfg = ClusterConfig {
+        user: ceph.var("RACKCACHE_CEPH_USER").into(),
+        mon_host: Some(ceph.var("RACKCACHE_CEPH_MON_HOST").into()),
+        key: Some(ceph.var("RACKCACHE_CEPH_KEY").into()),
+        ..Default::default()
+    };
+    let cluster = RbdCluster::connect("test", &cfg).unwrap();
+    let rbd = RbdBdev::open("rbd0", Arc::clone(&cluster), "rbd", "views", 4096).unwrap();
+    let b = bdev::CountedBdev::from(Arc::new(Bdev::Rbd(rbd)));
+
+    let disk: Vec<u8> = (0..1 << 20)
+        .map(|i: u32| (i % 253) as u8 ^ (i >> 12) as u8)
+        .collect();
+    let (_, r) = b.write(0, DmaBuf::from_slice(&disk)).await;
+    r.unwrap();
+
+    // The host buffer's first 8 KiB come from offset 512 KiB, the last
+    // 8 KiB from offset 4 KiB, read at the same time.
+    let buf = DmaBuf::new(16384);
+    let base = buf.as_ptr();
+    let mut views = buf.into_views([0..8192, 8192..16384]).unwrap();
+    let last = views.pop().unwrap();
+    let first = views.pop().unwrap();
+    let (b1, b2) = (b.clone(), b.clone());
+    let r1 = tokio::spawn(async move { b1.read_view(512 << 10, first).await });
+    let r2 = tokio::spawn(async move { b2.read_view(4096, last).await });
+    let (first, e1) = r1.await.unwrap();
+    let (last, e2) = r2.await.unwrap();
+    e1.unwrap();
+    e2.unwrap();
+    let got = bdev::BufView::reunite(vec![first, last]).unwrap();
+    assert_eq!(got.as_ptr(), base, "the same buffer");
+    assert_eq!(&got[..8192], &disk[512 << 10..(512 << 10) + 8192]);
+    assert_eq!(&got[8192..], &disk[4096..12288]);
+    assert_eq!(b.stats().num_read_ops.get(), 2);
+
+    // Write the two halves back swapped, one of them FUA, concurrently.
+    let mut views = got.into_views([0..8192, 8192..16384]).unwrap();
+    let last = views.pop().unwrap();
+    let first = views.pop().unwrap();
+    let (b1, b2) = (b.clone(), b.clone());
+    let w1 = tokio::spawn(async move { b1.write_fua_view(65536, last).await });
+    let w2 = tokio::spawn(async move { b2.write_view(65536 + 8192, first).await });
+    w1.await.unwrap().1.unwrap();
+    w2.await.unwrap().1.unwrap();
+    let copy = ceph_copy(&ceph, "rbd/views", 65536, 16384);
+    assert_eq!(&copy[..8192], &disk[4096..12288], "the FUA view");
+    assert_eq!(
+        &copy[8192..],
+        &disk[512 << 10..(512 << 10) + 8192],
+        "the view"
+    );
+    assert_eq!(b.stats().num_fua_write_ops.get(), 1);
+}
