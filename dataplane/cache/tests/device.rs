@@ -601,3 +601,25 @@ async fn a_non_durable_copy_is_flushed_before_its_twin_is_overwritten() {
     dev.write_unit_meta(&v, 1, &meta(4), false).await.unwrap();
     assert_eq!(flushes(), f0 + 2, "other units are independent");
 }
+
+/// Volumes share the device across tasks: it and its futures are Send.
+#[test]
+fn device_and_its_futures_are_send() {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>(_: &T) {}
+    send_sync::<CacheDevice>();
+    let b = malloc("m12", 8);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let dev = rt.block_on(open(&b, true)).unwrap();
+    let v = rt.block_on(dev.create_volume(spec("v", 1))).unwrap();
+    let m = UnitMeta::empty(256);
+    send(&dev.write_unit_meta(&v, 0, &m, true));
+    send(&dev.read_unit_meta(&v, 0));
+    send(&dev.load_volume_blocks(&v));
+    send(&dev.resize_volume("v", 2));
+    send(&dev.create_volume(spec("w", 1)));
+    send(&dev.delete_volume("v"));
+    send(&CacheDevice::open(CountedBdev::from(b), false));
+}

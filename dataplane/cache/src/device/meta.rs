@@ -132,8 +132,8 @@ impl CacheDevice {
     ) -> Result<(), DeviceError> {
         let empty = UnitMeta::empty(region.entries_per_unit());
         let half = layout::META_COPY_SIZE as usize;
-        futures_util::stream::iter(given)
-            .map(|&(unit, index)| {
+        futures_util::stream::iter(given.iter().copied())
+            .map(|(unit, index)| {
                 let mut buf = DmaBuf::new(layout::META_PER_UNIT as usize);
                 for (copy, seq) in [(0, 1), (1, 2)] {
                     let h = UnitHeader {
