@@ -219,28 +219,38 @@ impl CacheDevice {
             layout::decode_superblock(&buf[..half], max.units),
             layout::decode_superblock(&buf[half..], max.units),
         ];
+        // A copy of another version (a newer build wrote it) is never
+        // overwritten by this one, even if the other copy is readable.
+        if let Some(e) = copies.iter().find_map(|c| match c {
+            Err(e @ DecodeError::Version(_)) => Some(e.clone()),
+            _ => None,
+        }) {
+            return Err(DeviceError::Version {
+                device: name,
+                source: e,
+            });
+        }
+        for (c, e) in copies.iter().enumerate() {
+            if let Err(DecodeError::Malformed(reason)) = e {
+                tracing::warn!(device = %name, copy = c, %reason, "superblock copy ignored");
+            }
+        }
         let newest = (0..2)
             .filter_map(|c| copies[c].as_ref().ok().map(|sb| (c, sb)))
             .max_by_key(|(_, sb)| sb.seq);
         let (copy, sb) = match newest {
             Some((c, sb)) => (c, sb.clone()),
             None => {
-                for e in copies.iter().filter_map(|c| c.as_ref().err()) {
-                    match e {
-                        DecodeError::Version(_) => {
-                            return Err(DeviceError::Version {
-                                device: name,
-                                source: e.clone(),
-                            })
-                        }
-                        DecodeError::Malformed(reason) => {
-                            return Err(DeviceError::Corrupt {
-                                device: name,
-                                reason: reason.clone(),
-                            })
-                        }
-                        DecodeError::BadMagic | DecodeError::BadCrc => {}
-                    }
+                // Recognisably ours but unusable (e.g. the bdev shrank):
+                // refuse rather than format over the volumes' data.
+                if let Some(reason) = copies.iter().find_map(|c| match c {
+                    Err(DecodeError::Malformed(r)) => Some(r.clone()),
+                    _ => None,
+                }) {
+                    return Err(DeviceError::Corrupt {
+                        device: name,
+                        reason,
+                    });
                 }
                 if !format {
                     return Err(DeviceError::Unformatted(name));

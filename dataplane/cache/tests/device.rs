@@ -319,6 +319,19 @@ async fn other_version_or_inconsistent_superblock_is_never_reformatted() {
     let e = open(&b, true).await.err().expect("refused");
     assert!(matches!(e, DeviceError::Version { .. }), "{e}");
     assert_eq!(raw(&b, 0, 512).await, h, "not reformatted");
+    // Also when the other copy is one this build reads: no downgrade.
+    let mut other = h.clone();
+    other[8] = 1;
+    other[16] = 0; // seq 0
+    let crc = {
+        other[12..16].fill(0);
+        crc32c::crc32c(&other[..len])
+    };
+    other[12..16].copy_from_slice(&crc.to_le_bytes());
+    poke(&b, layout::SB_COPY_SIZE, &other).await;
+    assert_eq!(sb_seqs(&b).await[1], Some(0));
+    let e = open(&b, true).await.err().expect("refused");
+    assert!(matches!(e, DeviceError::Version { .. }), "{e}");
     // A valid table for a bigger device than this one.
     let sb = layout::Superblock {
         seq: 9,
@@ -329,8 +342,15 @@ async fn other_version_or_inconsistent_superblock_is_never_reformatted() {
     let mut rec = layout::encode_superblock(&sb);
     rec.resize(512, 0);
     poke(&b, 0, &rec).await;
+    // Beside a usable copy, it is ignored ...
+    let dev = open(&b, false).await.unwrap();
+    assert_eq!(dev.total_units(), 62);
+    drop(dev);
+    // ... alone, it is refused, not formatted over.
+    garble(&b, layout::SB_COPY_SIZE).await;
     let e = open(&b, true).await.err().expect("refused");
     assert!(matches!(e, DeviceError::Corrupt { .. }), "{e}");
+    assert_eq!(raw(&b, 0, 512).await, rec);
 }
 
 async fn volume_with_meta(b: &Arc<Bdev>) -> (Arc<CacheDevice>, VolumeRegion) {
