@@ -643,3 +643,22 @@ fn device_and_its_futures_are_send() {
     send(&dev.delete_volume("v"));
     send(&CacheDevice::open(CountedBdev::from(b), false));
 }
+
+/// 4 KiB device blocks: every record write is rounded up to whole blocks.
+#[tokio::test]
+async fn four_kib_blocks() {
+    let b = Arc::new(Bdev::Malloc(
+        MallocBdev::new("m4k", 16 * 256, 4096).unwrap(),
+    ));
+    let dev = open(&b, true).await.unwrap();
+    assert_eq!(dev.total_units(), 14);
+    let v = dev.create_volume(spec("v", 14)).await.unwrap();
+    dev.write_unit_meta(&v, 13, &meta(7), false).await.unwrap();
+    dev.write_unit_meta(&v, 13, &meta(8), false).await.unwrap();
+    dev.flush().await.unwrap();
+    drop(dev);
+    let dev = open(&b, false).await.unwrap();
+    assert_eq!(dev.volumes(), vec![v.clone()]);
+    assert_eq!(dev.read_unit_meta(&v, 13).await.unwrap(), meta(8));
+    assert_eq!(dev.free_units(), 0);
+}
