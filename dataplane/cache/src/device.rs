@@ -9,6 +9,8 @@
 //! remembers per unit which copy is newest and whether it is durable yet.
 
 mod alloc;
+mod error;
+mod meta;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,110 +21,10 @@ use futures_util::{StreamExt, TryStreamExt};
 
 use crate::layout::{self, DecodeError, Geometry, Superblock, UnitHeader};
 pub use crate::layout::{MetaEntry, UnitMeta, VolumeRegion, UNIT_SIZE};
+pub use error::DeviceError;
 
 /// Unit-metadata reads or writes in flight at once for one operation.
 const CONCURRENCY: usize = 32;
-
-/// What failed on a cache device, and why.
-#[derive(Debug, thiserror::Error)]
-pub enum DeviceError {
-    /// An I/O on the device failed.
-    #[error("cache device {device}: {what}: {source}")]
-    Io {
-        /// The bdev's name.
-        device: String,
-        /// What was being read or written.
-        what: String,
-        /// The bdev's error.
-        source: BdevError,
-    },
-    /// No valid superblock copy, and formatting was not asked for.
-    #[error("cache device {0} is not formatted (no valid superblock copy)")]
-    Unformatted(String),
-    /// A superblock of another format version: never reformatted.
-    #[error("cache device {device}: {source}")]
-    Version {
-        /// The bdev's name.
-        device: String,
-        /// The version error.
-        source: DecodeError,
-    },
-    /// A superblock with a valid checksum but inconsistent contents (or
-    /// that does not fit the device): refused, never reformatted.
-    #[error("cache device {device}: superblock unusable: {reason}")]
-    Corrupt {
-        /// The bdev's name.
-        device: String,
-        /// Why.
-        reason: String,
-    },
-    /// The bdev cannot hold the format.
-    #[error("cache device {device}: {reason}")]
-    Unsuitable {
-        /// The bdev's name.
-        device: String,
-        /// Why.
-        reason: String,
-    },
-    /// A volume of that name is on the device already.
-    #[error("cache volume {0} already exists on the device")]
-    VolumeExists(String),
-    /// No volume of that name.
-    #[error("no cache volume {0} on the device")]
-    NoSuchVolume(String),
-    /// Too few free units.
-    #[error("cache volume {name}: {wanted} more units needed, {free} free")]
-    NoSpace {
-        /// The volume.
-        name: String,
-        /// Units asked for.
-        wanted: u32,
-        /// Units free.
-        free: u32,
-    },
-    /// Invalid volume parameters.
-    #[error("cache volume {name}: {reason}")]
-    InvalidSpec {
-        /// The volume.
-        name: String,
-        /// Why.
-        reason: String,
-    },
-    /// The volume table would not fit one superblock copy (too fragmented).
-    #[error("the volume table would take {bytes} bytes, a superblock copy holds {max}")]
-    TableFull {
-        /// Bytes needed.
-        bytes: usize,
-        /// Bytes available.
-        max: u64,
-    },
-    /// A unit index outside the volume, or a region no longer current.
-    #[error("cache volume {name}: unit {index} is not the volume's (stale region or bad index)")]
-    NotOwned {
-        /// The volume.
-        name: String,
-        /// The unit index in the volume.
-        index: u32,
-    },
-    /// Metadata that the volume cannot have.
-    #[error("cache volume {name}: unit {index} metadata refused: {reason}")]
-    InvalidMeta {
-        /// The volume.
-        name: String,
-        /// The unit index in the volume.
-        index: u32,
-        /// Why.
-        reason: String,
-    },
-    /// The operating system gave no random numbers.
-    #[error("random number for {what}: {reason}")]
-    Random {
-        /// What it was for.
-        what: &'static str,
-        /// Why not.
-        reason: String,
-    },
-}
 
 /// Parameters of a new volume.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -219,28 +121,38 @@ impl CacheDevice {
             layout::decode_superblock(&buf[..half], max.units),
             layout::decode_superblock(&buf[half..], max.units),
         ];
+        // A copy of another version (a newer build wrote it) is never
+        // overwritten by this one, even if the other copy is readable.
+        if let Some(e) = copies.iter().find_map(|c| match c {
+            Err(e @ DecodeError::Version(_)) => Some(e.clone()),
+            _ => None,
+        }) {
+            return Err(DeviceError::Version {
+                device: name,
+                source: e,
+            });
+        }
+        for (c, e) in copies.iter().enumerate() {
+            if let Err(DecodeError::Malformed(reason)) = e {
+                tracing::warn!(device = %name, copy = c, %reason, "superblock copy ignored");
+            }
+        }
         let newest = (0..2)
             .filter_map(|c| copies[c].as_ref().ok().map(|sb| (c, sb)))
             .max_by_key(|(_, sb)| sb.seq);
         let (copy, sb) = match newest {
             Some((c, sb)) => (c, sb.clone()),
             None => {
-                for e in copies.iter().filter_map(|c| c.as_ref().err()) {
-                    match e {
-                        DecodeError::Version(_) => {
-                            return Err(DeviceError::Version {
-                                device: name,
-                                source: e.clone(),
-                            })
-                        }
-                        DecodeError::Malformed(reason) => {
-                            return Err(DeviceError::Corrupt {
-                                device: name,
-                                reason: reason.clone(),
-                            })
-                        }
-                        DecodeError::BadMagic | DecodeError::BadCrc => {}
-                    }
+                // Recognisably ours but unusable (e.g. the bdev shrank):
+                // refuse rather than format over the volumes' data.
+                if let Some(reason) = copies.iter().find_map(|c| match c {
+                    Err(DecodeError::Malformed(r)) => Some(r.clone()),
+                    _ => None,
+                }) {
+                    return Err(DeviceError::Corrupt {
+                        device: name,
+                        reason,
+                    });
                 }
                 if !format {
                     return Err(DeviceError::Unformatted(name));
@@ -572,5 +484,3 @@ impl CacheDevice {
         }
     }
 }
-
-mod meta;

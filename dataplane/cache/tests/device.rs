@@ -319,6 +319,19 @@ async fn other_version_or_inconsistent_superblock_is_never_reformatted() {
     let e = open(&b, true).await.err().expect("refused");
     assert!(matches!(e, DeviceError::Version { .. }), "{e}");
     assert_eq!(raw(&b, 0, 512).await, h, "not reformatted");
+    // Also when the other copy is one this build reads: no downgrade.
+    let mut other = h.clone();
+    other[8] = 1;
+    other[16] = 0; // seq 0
+    let crc = {
+        other[12..16].fill(0);
+        crc32c::crc32c(&other[..len])
+    };
+    other[12..16].copy_from_slice(&crc.to_le_bytes());
+    poke(&b, layout::SB_COPY_SIZE, &other).await;
+    assert_eq!(sb_seqs(&b).await[1], Some(0));
+    let e = open(&b, true).await.err().expect("refused");
+    assert!(matches!(e, DeviceError::Version { .. }), "{e}");
     // A valid table for a bigger device than this one.
     let sb = layout::Superblock {
         seq: 9,
@@ -329,8 +342,15 @@ async fn other_version_or_inconsistent_superblock_is_never_reformatted() {
     let mut rec = layout::encode_superblock(&sb);
     rec.resize(512, 0);
     poke(&b, 0, &rec).await;
+    // Beside a usable copy, it is ignored ...
+    let dev = open(&b, false).await.unwrap();
+    assert_eq!(dev.total_units(), 62);
+    drop(dev);
+    // ... alone, it is refused, not formatted over.
+    garble(&b, layout::SB_COPY_SIZE).await;
     let e = open(&b, true).await.err().expect("refused");
     assert!(matches!(e, DeviceError::Corrupt { .. }), "{e}");
+    assert_eq!(raw(&b, 0, 512).await, rec);
 }
 
 async fn volume_with_meta(b: &Arc<Bdev>) -> (Arc<CacheDevice>, VolumeRegion) {
@@ -600,4 +620,45 @@ async fn a_non_durable_copy_is_flushed_before_its_twin_is_overwritten() {
     assert_eq!(flushes(), f0 + 2, "meta(3) was written with FUA");
     dev.write_unit_meta(&v, 1, &meta(4), false).await.unwrap();
     assert_eq!(flushes(), f0 + 2, "other units are independent");
+}
+
+/// Volumes share the device across tasks: it and its futures are Send.
+#[test]
+fn device_and_its_futures_are_send() {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>(_: &T) {}
+    send_sync::<CacheDevice>();
+    let b = malloc("m12", 8);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let dev = rt.block_on(open(&b, true)).unwrap();
+    let v = rt.block_on(dev.create_volume(spec("v", 1))).unwrap();
+    let m = UnitMeta::empty(256);
+    send(&dev.write_unit_meta(&v, 0, &m, true));
+    send(&dev.read_unit_meta(&v, 0));
+    send(&dev.load_volume_blocks(&v));
+    send(&dev.resize_volume("v", 2));
+    send(&dev.create_volume(spec("w", 1)));
+    send(&dev.delete_volume("v"));
+    send(&CacheDevice::open(CountedBdev::from(b), false));
+}
+
+/// 4 KiB device blocks: every record write is rounded up to whole blocks.
+#[tokio::test]
+async fn four_kib_blocks() {
+    let b = Arc::new(Bdev::Malloc(
+        MallocBdev::new("m4k", 16 * 256, 4096).unwrap(),
+    ));
+    let dev = open(&b, true).await.unwrap();
+    assert_eq!(dev.total_units(), 14);
+    let v = dev.create_volume(spec("v", 14)).await.unwrap();
+    dev.write_unit_meta(&v, 13, &meta(7), false).await.unwrap();
+    dev.write_unit_meta(&v, 13, &meta(8), false).await.unwrap();
+    dev.flush().await.unwrap();
+    drop(dev);
+    let dev = open(&b, false).await.unwrap();
+    assert_eq!(dev.volumes(), vec![v.clone()]);
+    assert_eq!(dev.read_unit_meta(&v, 13).await.unwrap(), meta(8));
+    assert_eq!(dev.free_units(), 0);
 }

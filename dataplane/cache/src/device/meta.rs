@@ -14,8 +14,17 @@ impl CacheDevice {
     ) -> Result<UnitMeta, DeviceError> {
         let unit = self.owned_unit(region, index)?;
         let (state, meta) = self.read_copies(region, index, unit).await?;
-        // What the device remembers is at least as new as what it read.
-        self.lock_units().entry(unit).or_insert(state);
+        // What the device remembers is at least as new as what it read,
+        // unless a failed write left it unsure; durability is kept.
+        let mut units = self.lock_units();
+        let known = units.entry(unit).or_insert(state);
+        if known.reread {
+            *known = UnitState {
+                unflushed: known.unflushed,
+                ..state
+            };
+        }
+        drop(units);
         Ok(meta)
     }
 
@@ -132,8 +141,8 @@ impl CacheDevice {
     ) -> Result<(), DeviceError> {
         let empty = UnitMeta::empty(region.entries_per_unit());
         let half = layout::META_COPY_SIZE as usize;
-        futures_util::stream::iter(given)
-            .map(|&(unit, index)| {
+        futures_util::stream::iter(given.iter().copied())
+            .map(|(unit, index)| {
                 let mut buf = DmaBuf::new(layout::META_PER_UNIT as usize);
                 for (copy, seq) in [(0, 1), (1, 2)] {
                     let h = UnitHeader {
