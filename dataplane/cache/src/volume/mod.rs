@@ -377,6 +377,11 @@ impl CachedVolume {
     }
 }
 
+/// A cache-device failure as the host sees it.
+pub(crate) fn device_io(e: DeviceError) -> BdevError {
+    BdevError::InvalidArgument(e.to_string())
+}
+
 fn stopped(name: &str) -> BdevError {
     BdevError::InvalidArgument(format!("cached bdev {name} is stopped"))
 }
@@ -420,7 +425,7 @@ impl LayeredBdev for CachedVolume {
             // what a Flush must empty. Other modes acknowledge writes only
             // once core has them: flush core.
             if self.inner.shared.mode() == CacheMode::Wb {
-                self.inner.cache.bdev().flush().await
+                self.inner.cache.flush().await.map_err(device_io)
             } else {
                 self.inner.core.flush().await
             }

@@ -803,7 +803,7 @@ impl Owner {
                 // flushed before the answer (data and metadata both).
                 let dev = self.devices.cache.clone();
                 tokio::spawn(async move {
-                    let r = dev.bdev().flush().await;
+                    let r = dev.flush().await.map_err(super::device_io);
                     let _ = b.reply.send((b.buf, r));
                 });
             } else {
