@@ -118,11 +118,9 @@ impl ReplayOptions {
             return Err(format!("queue depth {} is not in 1..=1023", self.queue_depth).into());
         }
         if !self.sector_size.is_power_of_two() || !(512..=4096).contains(&self.sector_size) {
-            return Err(format!(
-                "sector size {} is not 512, 1K, 2K or 4K",
-                self.sector_size
-            )
-            .into());
+            return Err(
+                format!("sector size {} is not 512, 1K, 2K or 4K", self.sector_size).into(),
+            );
         }
         if !self.speedup.is_finite() || self.speedup < 0.0 {
             return Err(format!("speed-up {} is not a number >= 0", self.speedup).into());

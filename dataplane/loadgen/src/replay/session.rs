@@ -190,12 +190,12 @@ impl Session {
             self.lim.lba_size as usize,
             kind,
         );
-        let data: &[u8] = if self.tracker.is_some() {
-            &self.bufs[cid as usize][..len]
-        } else {
-            &self.pattern[..len]
+        let data: Option<&[u8]> = match (in_capsule, self.tracker.is_some()) {
+            (false, _) => None,
+            (true, true) => Some(&self.bufs[cid as usize][..len]),
+            (true, false) => Some(&self.pattern[..len]),
         };
-        self.q.queue_command(&sqe, in_capsule.then_some(data));
+        self.q.queue_command(&sqe, data);
         self.cmds[cid as usize] = Some(cmd);
         self.outstanding += 1;
     }
@@ -303,7 +303,10 @@ impl Session {
             return Ok(());
         }
         let c = &mut self.counters;
-        let ns = now.duration_since(req.started).as_nanos().min(u32::MAX as u128) as u32;
+        let ns = now
+            .duration_since(req.started)
+            .as_nanos()
+            .min(u32::MAX as u128) as u32;
         if req.failed {
             c.errors += 1;
         } else if req.write {

@@ -146,7 +146,10 @@ mod tests {
         let want = t.read_sent(11, 1);
         let err = t.check(11, &want, &buf[512..]).unwrap_err();
         assert!(err.contains("LBA 11 write 1"), "{err}");
-        assert!(t.check(11, &want, &vec![0; 512]).unwrap_err().contains("zeroes"));
+        assert!(t
+            .check(11, &want, &vec![0; 512])
+            .unwrap_err()
+            .contains("zeroes"));
     }
 
     #[test]
