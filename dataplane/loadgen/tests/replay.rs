@@ -9,6 +9,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bdev::delay::{DelayBdev, Latencies};
 use bdev::malloc::MallocBdev;
 use bdev::{Bdev, CountedBdev, IoStats};
 use loadgen::host::{ConnectParams, HostController};
@@ -32,6 +33,12 @@ struct Tgt {
 impl Tgt {
     /// A target exporting a zeroed malloc bdev of `bytes` (512-byte blocks).
     fn start(bytes: u64, max_io_size: u32) -> Self {
+        Self::start_with(bytes, max_io_size, None)
+    }
+
+    /// [`Tgt::start`], with a delay bdev of `delay` over the malloc one
+    /// (whose counters [`Tgt::seen`] still reads).
+    fn start_with(bytes: u64, max_io_size: u32, delay: Option<Latencies>) -> Self {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -49,8 +56,14 @@ impl Tgt {
             MallocBdev::new("Malloc0", bytes / 512, 512).unwrap(),
         ));
         let stats = Arc::new(IoStats::default());
-        sub.add_namespace(Some(1), CountedBdev::new(bdev, stats.clone()), None, None)
-            .unwrap();
+        let counted = CountedBdev::new(bdev, stats.clone());
+        let exported = match delay {
+            None => counted,
+            Some(l) => CountedBdev::from(Arc::new(Bdev::Delay(
+                DelayBdev::new("Delay0", counted, l).unwrap(),
+            ))),
+        };
+        sub.add_namespace(Some(1), exported, None, None).unwrap();
         let addr = rt
             .block_on(target.add_listener(NQN, "127.0.0.1:0".parse().unwrap(), None, None))
             .unwrap();
@@ -280,6 +293,64 @@ fn paced_replay_holds_requests_until_their_trace_time() {
     let r = run(&o).unwrap();
     assert!(r.elapsed_s >= 0.1, "elapsed {}", r.elapsed_s);
     assert_eq!((r.requests, r.verify_errors, r.verified_blocks), (3, 0, 8));
+    t.stop();
+}
+
+#[test]
+fn paced_replay_handles_completions_while_it_waits() {
+    let dir = TempDir::new("loadgen-replay");
+    // Reads 10 ms apart on a bdev that takes 50 ms: while the replay waits
+    // for each next request's time, earlier ones are in flight.
+    let trace = msr_trace(
+        dir.path(),
+        &[
+            (0, 0, "Read", 0, 4096),
+            (100_000, 0, "Read", 4096, 4096),
+            (200_000, 0, "Read", 8192, 4096),
+            (300_000, 0, "Write", 12288, 4096),
+        ],
+    );
+    let l = Latencies {
+        avg_read_us: 50_000,
+        p99_read_us: 50_000,
+        avg_write_us: 50_000,
+        p99_write_us: 50_000,
+    };
+    let t = Tgt::start_with(1 << 20, SMALL_MDTS, Some(l));
+    let mut o = t.options(&trace);
+    o.speedup = 1.0;
+    o.queue_depth = 4;
+    let r = run(&o).unwrap();
+    assert_eq!((r.requests, r.errors), (4, 0));
+    assert_eq!(t.seen(), (3, 12288, 1, 4096));
+    // The last request is due at 30 ms and takes 50 ms.
+    assert!(r.elapsed_s >= 0.08, "elapsed {}", r.elapsed_s);
+    assert!(r.read_latency.p50_us >= 50_000.0, "{:?}", r.read_latency);
+    t.stop();
+}
+
+#[test]
+fn max_seconds_stops_a_paced_replay_and_bounds_its_prediction() {
+    let dir = TempDir::new("loadgen-replay");
+    // The second request is due 100 s after the first.
+    let trace = msr_trace(
+        dir.path(),
+        &[
+            (0, 0, "Write", 0, 4096),
+            (1_000_000_000, 0, "Read", 0, 4096),
+        ],
+    );
+    let t = Tgt::start(1 << 20, SMALL_MDTS);
+    let mut o = t.options(&trace);
+    o.speedup = 1.0;
+    o.max_duration = Some(Duration::from_millis(50));
+    let r = run(&o).unwrap();
+    assert_eq!((r.requests, r.writes, r.stopped_by), (1, 1, "max-seconds"));
+    assert_eq!(t.seen(), (0, 0, 1, 4096));
+    let p = predict_run(&o, &fixed_64k(), &r).unwrap();
+    assert_eq!((p.requests, p.report.reads, p.report.writes), (1, 0, 1));
+    // The layout is still the whole selection's.
+    assert_eq!(predict(&o, &fixed_64k()).unwrap().report.reads, 1);
     t.stop();
 }
 

@@ -248,7 +248,7 @@ pub fn run_with(
     admin.set_queue_count(1)?;
     let info = identify(&mut admin, opts.nsid)?;
     let lba = u64::from(info.lba_size);
-    if opts.sector_size % lba != 0 {
+    if !opts.sector_size.is_multiple_of(lba) {
         return Err(format!(
             "namespace {} has {lba}-byte LBAs, larger than the {}-byte sectors requests are widened to (raise --sector-size)",
             opts.nsid, opts.sector_size
