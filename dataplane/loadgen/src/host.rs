@@ -361,6 +361,32 @@ impl HostQueue {
         }
     }
 
+    /// Receives the next event, or `None` when none arrives within `wait`
+    /// (for a host that paces its submissions). A PDU received in part
+    /// stays buffered for the next call. Not for busy-polling queues.
+    pub fn recv_timeout(&mut self, wait: Duration) -> Result<Option<Event>> {
+        if self.pdu_buffered() {
+            return self.recv().map(Some);
+        }
+        // A zero timeout means "block forever" to the socket.
+        self.stream
+            .set_read_timeout(Some(wait.max(Duration::from_micros(1))))?;
+        let r = self.recv();
+        self.stream.set_read_timeout(Some(self.read_timeout))?;
+        match r {
+            Ok(e) => Ok(Some(e)),
+            Err(HostError::Io(e))
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// Runs one command to completion: sends `write` data (in the capsule
     /// when the SQE says so, else answering R2Ts) and copies read data into
     /// `read`.

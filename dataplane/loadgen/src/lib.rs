@@ -9,8 +9,11 @@
 //!   test harness.
 //! - [`workload`]: the pipelined load loop and its latency statistics.
 //! - [`run`]: a whole run (controller, namespace, queues in threads).
+//! - [`replay`]: a block I/O trace replayed against a namespace, laid out
+//!   as the simulator lays it out, and the simulator's prediction for it.
 
 pub mod host;
+pub mod replay;
 pub mod run;
 pub mod wire;
 pub mod workload;

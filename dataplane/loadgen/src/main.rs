@@ -1,10 +1,13 @@
 //! `rackcache-loadgen`: drive an NVMe/TCP target from userspace and report
-//! IOPS, throughput and latency percentiles.
+//! IOPS, throughput and latency percentiles; `rackcache-loadgen replay`
+//! replays a block I/O trace (see docs/loadgen.md).
+
+mod replay_cli;
 
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Parser, ValueEnum};
+use clap::{Parser, Subcommand, ValueEnum};
 use loadgen::run::{Report, RunError, RunParams, DEFAULT_HOSTNQN};
 use loadgen::workload::Pattern;
 
@@ -18,7 +21,27 @@ enum PatternArg {
 
 /// Load generator for NVMe/TCP targets (a userspace host).
 #[derive(Parser)]
-#[command(version)]
+#[command(
+    version,
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    run: Option<Args>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Replay a block I/O trace against a namespace, laid out as
+    /// rackcache-sim lays it out, optionally with the simulator's prediction.
+    Replay(Box<replay_cli::ReplayArgs>),
+}
+
+/// A synthetic workload (the default command).
+#[derive(clap::Args)]
 struct Args {
     /// Target address (host:port).
     #[arg(long, default_value = "127.0.0.1:4420")]
@@ -57,7 +80,14 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let cli = Cli::parse();
+    if let Some(Command::Replay(r)) = &cli.command {
+        return replay_cli::main(r);
+    }
+    let Some(args) = cli.run else {
+        eprintln!("rackcache-loadgen: --nqn is required");
+        return ExitCode::FAILURE;
+    };
     match run(&args) {
         Ok(r) => {
             if args.json {
@@ -106,4 +136,33 @@ fn run(args: &Args) -> Result<Report, RunError> {
         duration: Duration::from_secs_f64(args.seconds),
         busy_poll: args.busy_poll,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn arguments_are_consistent() {
+        Cli::command().debug_assert();
+        // The synthetic workload needs no subcommand, replay no --nqn twice.
+        assert!(Cli::try_parse_from(["rackcache-loadgen", "--nqn", "n"]).is_ok());
+        assert!(Cli::try_parse_from(["rackcache-loadgen"]).is_err());
+        let c = Cli::try_parse_from([
+            "rackcache-loadgen",
+            "replay",
+            "--nqn",
+            "n",
+            "--trace",
+            "t.csv",
+            "--predict",
+            "--mode",
+            "fixed",
+            "--block-sizes",
+            "64K",
+        ])
+        .unwrap();
+        assert!(matches!(c.command, Some(Command::Replay(_))));
+    }
 }

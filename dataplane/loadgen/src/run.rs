@@ -65,6 +65,59 @@ pub struct Report {
 /// Errors of a run (Send, so runs can happen on pinned threads).
 pub type RunError = Box<dyn std::error::Error + Send + Sync>;
 
+/// What a host learns from Identify and CAP before sending I/O.
+#[derive(Clone, Copy, Debug)]
+pub struct TargetInfo {
+    /// Largest write sent in the capsule (IOCCSZ less the SQE).
+    pub in_capsule_max: usize,
+    /// Largest transfer of one command in bytes (MDTS), `None` when the
+    /// target sets no limit.
+    pub max_transfer: Option<u64>,
+    /// Largest I/O queue the target accepts, entries (CAP.MQES + 1).
+    pub max_queue_entries: u32,
+    /// Namespace size in LBAs.
+    pub ns_lbas: u64,
+    /// LBA size of the namespace.
+    pub lba_size: u32,
+}
+
+/// Reads CAP, Identify Controller and Identify Namespace `nsid` on an
+/// enabled admin queue.
+pub fn identify(admin: &mut HostQueue, nsid: u32) -> Result<TargetInfo, RunError> {
+    let cap = admin.property_get(crate::wire::prop::CAP, true)?;
+    let ctrl = admin.admin_read(
+        opcode::IDENTIFY,
+        0,
+        [1, 0, 0, 0, 0, 0],
+        4096,
+        "Identify Controller",
+    )?;
+    let ioccsz = u32::from_le_bytes(ctrl[1792..1796].try_into()?) as usize;
+    let mdts = ctrl[77];
+    // MDTS counts pages of CAP.MPSMIN.
+    let page = 4096u64 << ((cap >> 48) & 0xf);
+    let ns = admin.admin_read(
+        opcode::IDENTIFY,
+        nsid,
+        [0, 0, 0, 0, 0, 0],
+        4096,
+        "Identify Namespace",
+    )?;
+    let ns_lbas = u64::from_le_bytes(ns[0..8].try_into()?);
+    let lbaf = (ns[26] & 0x0f) as usize;
+    let lba_size = 1u32 << ns[128 + lbaf * 4 + 2];
+    if ns_lbas == 0 {
+        return Err(format!("namespace {nsid} is not active").into());
+    }
+    Ok(TargetInfo {
+        in_capsule_max: (ioccsz * 16).saturating_sub(64),
+        max_transfer: (mdts != 0).then(|| page << mdts),
+        max_queue_entries: (cap & 0xffff) as u32 + 1,
+        ns_lbas,
+        lba_size,
+    })
+}
+
 /// Runs `p` to completion.
 pub fn run(p: &RunParams) -> Result<Report, RunError> {
     if p.queues == 0 || p.queue_depth == 0 || p.block_size == 0 {
@@ -88,27 +141,12 @@ pub fn run(p: &RunParams) -> Result<Report, RunError> {
         )
         .into());
     }
-    let ctrl = admin.admin_read(
-        opcode::IDENTIFY,
-        0,
-        [1, 0, 0, 0, 0, 0],
-        4096,
-        "Identify Controller",
-    )?;
-    let ioccsz = u32::from_le_bytes(ctrl[1792..1796].try_into()?) as usize;
-    let ns = admin.admin_read(
-        opcode::IDENTIFY,
-        p.nsid,
-        [0, 0, 0, 0, 0, 0],
-        4096,
-        "Identify Namespace",
-    )?;
-    let ns_lbas = u64::from_le_bytes(ns[0..8].try_into()?);
-    let lbaf = (ns[26] & 0x0f) as usize;
-    let lba_size = 1u32 << ns[128 + lbaf * 4 + 2];
-    if ns_lbas == 0 {
-        return Err(format!("namespace {} is not active", p.nsid).into());
-    }
+    let TargetInfo {
+        in_capsule_max,
+        ns_lbas,
+        lba_size,
+        ..
+    } = identify(&mut admin, p.nsid)?;
     if !p.block_size.is_multiple_of(lba_size as usize) {
         return Err(format!(
             "block size {} is not a multiple of the {lba_size}-byte LBA",
@@ -126,7 +164,7 @@ pub fn run(p: &RunParams) -> Result<Report, RunError> {
         lba_size,
         ns_lbas,
         seed: 0,
-        in_capsule_max: (ioccsz * 16).saturating_sub(64),
+        in_capsule_max,
     };
     let cntlid = admin.cntlid;
     let busy_poll = p.busy_poll;

@@ -216,7 +216,7 @@ pub fn run_queue(q: &mut HostQueue, job: &Job) -> Result<QueueResult> {
 }
 
 /// Latency summary in microseconds.
-#[derive(Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct LatencySummary {
     /// Mean.
     pub avg_us: f64,

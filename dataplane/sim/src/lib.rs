@@ -8,9 +8,11 @@
 //!   configuration).
 //! - [`report`]: the metrics of one configuration and the table they print as.
 //! - [`plot`]: PNG charts in the manner of the paper's Figures 10-13.
-//! - [`options`], [`size`]: command-line values.
+//! - [`options`], [`size`]: command-line values; [`cache_args`]: the cache
+//!   options as one clap group (shared with `rackcache-loadgen replay`).
 //! - [`latency`]: the per-request time histogram.
 
+pub mod cache_args;
 pub mod latency;
 pub mod options;
 pub mod plot;

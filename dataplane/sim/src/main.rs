@@ -7,15 +7,10 @@ use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
-use engine::{Config, FlushConfig};
-use rackcache_sim::options::{
-    parse_admission, parse_eviction, parse_write_miss_fill, parse_write_mode,
-};
-use rackcache_sim::replay::{comparison_set, replay, FlushPolicy, Profile, SimConfig, TraceSpec};
+use rackcache_sim::cache_args::CacheArgs;
+use rackcache_sim::replay::{replay_from, Profile, SimConfig, TraceSpec};
 use rackcache_sim::report::{render_ratios, render_table, Report};
-use rackcache_sim::size::{
-    format_bytes, parse_block_sizes, parse_bytes, parse_cache_size, CacheSize,
-};
+use rackcache_sim::size::{format_bytes, parse_bytes};
 
 /// Replays a block I/O trace through rackcache's cache engine and prints the
 /// AdaCache paper's metrics.
@@ -37,58 +32,8 @@ struct Args {
     #[arg(long, default_value_t = 1)]
     oracle_id_unit: u64,
 
-    /// Cache size: bytes (256MiB, 2G, ...) or a percentage of the trace's
-    /// working set (10%).
-    #[arg(long, default_value = "10%", value_parser = parse_cache_size)]
-    cache_size: CacheSize,
-
-    /// Block sizes, comma-separated powers of two from 4KiB to 1MiB.
-    #[arg(long, default_value = "32K,64K,128K,256K", value_parser = block_size_list)]
-    block_sizes: BlockSizes,
-
-    /// adaptive (AdaCache's allocation over --block-sizes) or fixed (exactly
-    /// one block size).
-    #[arg(long, default_value = "adaptive", value_parser = ["adaptive", "fixed"])]
-    mode: String,
-
-    /// Run fixed 32/64/128/256 KiB and adaptive side by side (ignores --mode
-    /// and --block-sizes).
-    #[arg(long)]
-    compare: bool,
-
-    /// write-back, write-through or write-around.
-    #[arg(long, default_value = "write-back", value_parser = parse_write_mode)]
-    write_mode: engine::WriteMode,
-
-    /// How a write miss fills the rest of its new block: whole-block (the
-    /// paper), head-tail or sparse.
-    #[arg(long, default_value = "sparse", value_parser = parse_write_miss_fill)]
-    write_miss_fill: engine::WriteMissFill,
-
-    /// Admission: always, nhit[:N], tinylfu[:strict], size-aware.
-    #[arg(long, default_value = "always", value_parser = parse_admission)]
-    admission: engine::AdmissionConfig,
-
-    /// Eviction: lru2 (two-level LRU) or lazy[:PARA[:K]] (LEA).
-    #[arg(long, default_value = "lru2", value_parser = parse_eviction)]
-    eviction: engine::EvictionConfig,
-
-    /// Flushing besides eviction: none, lazy (a batch when the trace is idle
-    /// for --idle-ms) or aggressive (a batch per request above --dirty-ratio).
-    #[arg(long, default_value = "none", value_parser = ["none", "lazy", "aggressive"])]
-    flush: String,
-
-    /// Trace time between two requests that counts as idle (lazy flushing).
-    #[arg(long, default_value_t = 100)]
-    idle_ms: u64,
-
-    /// Dirty bytes over capacity above which aggressive flushing writes back.
-    #[arg(long, default_value_t = 0.2)]
-    dirty_ratio: f64,
-
-    /// Blocks per flush batch.
-    #[arg(long, default_value_t = 128)]
-    flush_batch: u32,
+    #[command(flatten)]
+    cache: CacheArgs,
 
     /// Sector size requests are aligned to (trace requests are widened).
     #[arg(long, default_value = "4K", value_parser = parse_bytes)]
@@ -102,6 +47,11 @@ struct Args {
     #[arg(long)]
     limit: Option<u64>,
 
+    /// Replay the first N requests (of those --limit allows) to warm the
+    /// cache without counting them in the figures.
+    #[arg(long, default_value_t = 0)]
+    warmup: u64,
+
     /// Print JSON instead of the table.
     #[arg(long)]
     json: bool,
@@ -110,15 +60,6 @@ struct Args {
     /// size) into this directory.
     #[arg(long)]
     plot: Option<PathBuf>,
-}
-
-/// A parsed `--block-sizes` list (a newtype: clap would take a bare `Vec`
-/// for a repeated option).
-#[derive(Clone, Debug)]
-struct BlockSizes(Vec<u64>);
-
-fn block_size_list(s: &str) -> Result<BlockSizes, String> {
-    parse_block_sizes(s).map(BlockSizes)
 }
 
 /// What `--json` prints.
@@ -162,7 +103,7 @@ fn run(args: &Args) -> Result<(), String> {
     let configs = configurations(args)?;
 
     let profile = Profile::scan(&spec, args.sector_size).map_err(|e| e.to_string())?;
-    let cache_bytes = args.cache_size.resolve(profile.working_set_bytes);
+    let cache_bytes = args.cache.cache_size.resolve(profile.working_set_bytes);
     if !args.json {
         println!(
             "trace {}: {} requests, {} volume(s), working set {}, read {}, written {}",
@@ -176,19 +117,21 @@ fn run(args: &Args) -> Result<(), String> {
         println!(
             "cache {} ({}), write mode {:?}, admission {}, eviction {}, flush {}\n",
             format_bytes(cache_bytes),
-            args.cache_size,
-            args.write_mode,
-            policy_name(&format!("{:?}", args.admission)),
-            policy_name(&format!("{:?}", args.eviction)),
-            args.flush,
+            args.cache.cache_size,
+            args.cache.write_mode,
+            policy_name(&format!("{:?}", args.cache.admission)),
+            policy_name(&format!("{:?}", args.cache.eviction)),
+            args.cache.flush,
         );
     }
 
     let mut reports = Vec::with_capacity(configs.len());
     for sim in &configs {
         let bar = progress_bar(profile.requests, &sim.label);
-        let report = replay(&spec, &profile, sim, cache_bytes, |n| bar.set_position(n))
-            .map_err(|e| e.to_string())?;
+        let report = replay_from(&spec, &profile, sim, cache_bytes, args.warmup, |n| {
+            bar.set_position(n)
+        })
+        .map_err(|e| e.to_string())?;
         bar.finish_and_clear();
         reports.push(report);
     }
@@ -235,45 +178,7 @@ fn run(args: &Args) -> Result<(), String> {
 
 /// The configurations the arguments ask for.
 fn configurations(args: &Args) -> Result<Vec<SimConfig>, String> {
-    let flush = match args.flush.as_str() {
-        "lazy" => FlushPolicy::Lazy {
-            idle_ns: args.idle_ms.saturating_mul(1_000_000),
-        },
-        "aggressive" => FlushPolicy::Aggressive,
-        _ => FlushPolicy::None,
-    };
-    // volume_size and capacity are set from the trace by replay().
-    let mut base = Config::adaptive(1, 1);
-    base.write_mode = args.write_mode;
-    base.write_miss_fill = args.write_miss_fill;
-    base.admission = args.admission.clone();
-    base.eviction = args.eviction.clone();
-    base.flush = FlushConfig {
-        dirty_ratio: args.dirty_ratio,
-        batch_blocks: args.flush_batch,
-    };
-    if args.compare {
-        return Ok(comparison_set(&base, flush));
-    }
-    let sizes: Vec<u32> = args.block_sizes.0.iter().map(|&b| b as u32).collect();
-    let largest = *sizes
-        .last()
-        .expect("parse_block_sizes returns at least one size");
-    let label = if args.mode == "fixed" {
-        if sizes.len() != 1 {
-            return Err("--mode fixed needs exactly one --block-sizes value".into());
-        }
-        format!("fixed-{}", format_bytes(largest as u64))
-    } else {
-        "adaptive".to_string()
-    };
-    base.block_sizes = sizes;
-    base.group_size = largest.max(256 << 10);
-    Ok(vec![SimConfig {
-        label,
-        engine: base,
-        flush,
-    }])
+    args.cache.configurations()
 }
 
 /// `NHit { n: 2, table_slots: .. }` -> `NHit { n: 2, .. }`-ish short names

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use engine::{Completion, Config, Engine, FlushKind, Plan, PlanStatus};
+use engine::{Completion, Config, Engine, FlushKind, OpStats, Plan, PlanStatus, Stats};
 use traces::{Format, OpenOptions, Request, TraceReader, WorkingSet};
 
 use crate::latency::Histogram;
@@ -100,14 +100,17 @@ impl TraceSpec {
         Ok(o.open(&self.path)?)
     }
 
-    /// Streams the selected requests to `f`.
-    fn for_each(
+    /// Streams the selected requests to `f` with their index (0-based,
+    /// after the volume filter); the first error `f` returns stops the
+    /// stream. Any replay of the same spec sees the same requests in the
+    /// same order (the load generator's replay relies on it).
+    pub fn for_each<E: From<SimError>>(
         &self,
-        mut f: impl FnMut(u64, &Request) -> Result<(), SimError>,
-    ) -> Result<(), SimError> {
+        mut f: impl FnMut(u64, &Request) -> Result<(), E>,
+    ) -> Result<(), E> {
         let mut reader = self.open()?;
         let mut index = 0;
-        while let Some(r) = reader.next_request()? {
+        while let Some(r) = reader.next_request().map_err(SimError::from)? {
             if self.volume.is_some_and(|v| v != r.volume) {
                 continue;
             }
@@ -147,7 +150,7 @@ impl Profile {
         let mut ws = WorkingSet::new(WORKING_SET_BLOCK);
         let mut extent: BTreeMap<u32, u64> = BTreeMap::new();
         let mut requests = 0;
-        spec.for_each(|_, r| {
+        spec.for_each(|_, r| -> Result<(), SimError> {
             ws.add(r);
             let end = round_up(r.end(), sector_size);
             let e = extent.entry(r.volume).or_insert(0);
@@ -175,8 +178,9 @@ impl Profile {
         })
     }
 
-    /// The request's aligned range in the engine's address space.
-    fn place(&self, r: &Request) -> (u64, u64) {
+    /// The request's aligned range (offset, length) in the engine's address
+    /// space: its volume's base plus its offset, widened to `sector_size`.
+    pub fn place(&self, r: &Request) -> (u64, u64) {
         let base = self.volume_base[&r.volume];
         let start = r.offset / self.sector_size * self.sector_size;
         let end = round_up(r.end(), self.sector_size);
@@ -223,6 +227,21 @@ pub fn replay(
     profile: &Profile,
     sim: &SimConfig,
     cache_bytes: u64,
+    progress: impl FnMut(u64),
+) -> Result<Report, SimError> {
+    replay_from(spec, profile, sim, cache_bytes, 0, progress)
+}
+
+/// [`replay`], with the first `warmup` requests replayed but left out of
+/// the request counts, hit ratios and I/O volumes (as a run whose counters
+/// are reset after a warm-up). `spec` may select fewer requests than
+/// `profile` was scanned from: the layout stays that of the profile.
+pub fn replay_from(
+    spec: &TraceSpec,
+    profile: &Profile,
+    sim: &SimConfig,
+    cache_bytes: u64,
+    warmup: u64,
     mut progress: impl FnMut(u64),
 ) -> Result<Report, SimError> {
     let mut cfg = sim.engine.clone();
@@ -255,7 +274,11 @@ pub fn replay(
         message,
     };
 
-    spec.for_each(|index, r| {
+    let mut base = Stats::default();
+    spec.for_each(|index, r| -> Result<(), SimError> {
+        if index == warmup && warmup > 0 {
+            base = engine.stats().clone();
+        }
         if let (FlushPolicy::Lazy { idle_ns }, Some(prev)) = (sim.flush, last_ts) {
             if r.timestamp_ns.saturating_sub(prev) >= idle_ns {
                 flush_once(&mut engine, FlushKind::Lazy, &mut flush_plan)
@@ -307,7 +330,7 @@ pub fn replay(
     meta_peak = meta_peak.max(m);
     progress(profile.requests);
 
-    let s = engine.stats();
+    let s = &since(engine.stats(), &base);
     let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
     let meta = engine.metadata();
     Ok(Report {
@@ -334,6 +357,31 @@ pub fn replay(
         plan_ns_p99: times.quantile(0.99),
         plan_ns_mean: times.mean(),
     })
+}
+
+/// The counters the report uses, accumulated since `base` was taken.
+fn since(now: &Stats, base: &Stats) -> Stats {
+    let op = |n: &OpStats, b: &OpStats| OpStats {
+        requests: n.requests - b.requests,
+        hit_requests: n.hit_requests - b.hit_requests,
+        miss_requests: n.miss_requests - b.miss_requests,
+        bytes: n.bytes - b.bytes,
+        hit_bytes: n.hit_bytes - b.hit_bytes,
+        miss_bytes: n.miss_bytes - b.miss_bytes,
+    };
+    let mut s = now.clone();
+    s.read = op(&now.read, &base.read);
+    s.write = op(&now.write, &base.write);
+    s.read_from_core -= base.read_from_core;
+    s.write_to_core -= base.write_to_core;
+    s.read_from_cache -= base.read_from_cache;
+    s.write_to_cache -= base.write_to_cache;
+    s.missed_requests -= base.missed_requests;
+    s.missed_request_bytes -= base.missed_request_bytes;
+    for (a, b) in s.alloc.iter_mut().zip(&base.alloc) {
+        a.blocks -= b.blocks;
+    }
+    s
 }
 
 /// Plans one flush batch and completes it.
@@ -440,6 +488,30 @@ mod tests {
         assert_eq!(r.read_from_core, 64 << 10);
         assert!(r.metadata_peak > 0 && r.plan_ns_median > 0);
         assert_eq!(r.dirty_bytes_end, 4096);
+    }
+
+    #[test]
+    fn warmup_requests_are_replayed_but_not_counted() {
+        let dir = tempdir();
+        let spec = TraceSpec::new(fixture(&dir));
+        let profile = Profile::scan(&spec, 4096).unwrap();
+        let sim = SimConfig {
+            label: "fixed-32KiB".into(),
+            engine: Config::fixed(1, 1, 32 << 10),
+            flush: FlushPolicy::None,
+        };
+        // The first two reads fill and hit; what is left is the write and
+        // two reads that hit.
+        let r = replay_from(&spec, &profile, &sim, 1 << 20, 2, |_| {}).unwrap();
+        assert_eq!((r.reads, r.writes), (2, 1));
+        assert_eq!(r.read_hit_ratio, 1.0);
+        assert_eq!(r.read_from_core, 0);
+        assert_eq!(r.write_to_cache, 4096);
+        // A shorter spec over the same profile replays only its requests.
+        let mut short = spec.clone();
+        short.limit = Some(3);
+        let r = replay_from(&short, &profile, &sim, 1 << 20, 2, |_| {}).unwrap();
+        assert_eq!((r.reads, r.writes), (0, 1));
     }
 
     #[test]

@@ -1,0 +1,124 @@
+//! The cache configuration options of `rackcache-sim`, as one clap group so
+//! that every tool replaying a trace through the engine (the simulator, and
+//! `rackcache-loadgen replay --predict`) takes the same names and builds the
+//! same [`SimConfig`]s from them.
+
+use clap::Args;
+
+use engine::{Config, FlushConfig};
+
+use crate::options::{parse_admission, parse_eviction, parse_write_miss_fill, parse_write_mode};
+use crate::replay::{comparison_set, FlushPolicy, SimConfig};
+use crate::size::{format_bytes, parse_block_sizes, parse_cache_size, CacheSize};
+
+/// A cache to simulate: size, block sizes, policies.
+#[derive(Args, Clone, Debug)]
+pub struct CacheArgs {
+    /// Cache size: bytes (256MiB, 2G, ...) or a percentage of the trace's
+    /// working set (10%).
+    #[arg(long, default_value = "10%", value_parser = parse_cache_size)]
+    pub cache_size: CacheSize,
+
+    /// Block sizes, comma-separated powers of two from 4KiB to 1MiB.
+    #[arg(long, default_value = "32K,64K,128K,256K", value_parser = block_size_list)]
+    pub block_sizes: BlockSizes,
+
+    /// adaptive (AdaCache's allocation over --block-sizes) or fixed (exactly
+    /// one block size).
+    #[arg(long, default_value = "adaptive", value_parser = ["adaptive", "fixed"])]
+    pub mode: String,
+
+    /// Run fixed 32/64/128/256 KiB and adaptive side by side (ignores --mode
+    /// and --block-sizes).
+    #[arg(long)]
+    pub compare: bool,
+
+    /// write-back, write-through or write-around.
+    #[arg(long, default_value = "write-back", value_parser = parse_write_mode)]
+    pub write_mode: engine::WriteMode,
+
+    /// How a write miss fills the rest of its new block: whole-block (the
+    /// paper), head-tail or sparse.
+    #[arg(long, default_value = "sparse", value_parser = parse_write_miss_fill)]
+    pub write_miss_fill: engine::WriteMissFill,
+
+    /// Admission: always, nhit[:N], tinylfu[:strict], size-aware.
+    #[arg(long, default_value = "always", value_parser = parse_admission)]
+    pub admission: engine::AdmissionConfig,
+
+    /// Eviction: lru2 (two-level LRU) or lazy[:PARA[:K]] (LEA).
+    #[arg(long, default_value = "lru2", value_parser = parse_eviction)]
+    pub eviction: engine::EvictionConfig,
+
+    /// Flushing besides eviction: none, lazy (a batch when the trace is idle
+    /// for --idle-ms) or aggressive (a batch per request above --dirty-ratio).
+    #[arg(long, default_value = "none", value_parser = ["none", "lazy", "aggressive"])]
+    pub flush: String,
+
+    /// Trace time between two requests that counts as idle (lazy flushing).
+    #[arg(long, default_value_t = 100)]
+    pub idle_ms: u64,
+
+    /// Dirty bytes over capacity above which aggressive flushing writes back.
+    #[arg(long, default_value_t = 0.2)]
+    pub dirty_ratio: f64,
+
+    /// Blocks per flush batch.
+    #[arg(long, default_value_t = 128)]
+    pub flush_batch: u32,
+}
+
+/// A parsed `--block-sizes` list (a newtype: clap would take a bare `Vec`
+/// for a repeated option).
+#[derive(Clone, Debug)]
+pub struct BlockSizes(pub Vec<u64>);
+
+fn block_size_list(s: &str) -> Result<BlockSizes, String> {
+    parse_block_sizes(s).map(BlockSizes)
+}
+
+impl CacheArgs {
+    /// The configurations the arguments ask for: one, or the `--compare`
+    /// set.
+    pub fn configurations(&self) -> Result<Vec<SimConfig>, String> {
+        let flush = match self.flush.as_str() {
+            "lazy" => FlushPolicy::Lazy {
+                idle_ns: self.idle_ms.saturating_mul(1_000_000),
+            },
+            "aggressive" => FlushPolicy::Aggressive,
+            _ => FlushPolicy::None,
+        };
+        // volume_size and capacity are set from the trace by replay().
+        let mut base = Config::adaptive(1, 1);
+        base.write_mode = self.write_mode;
+        base.write_miss_fill = self.write_miss_fill;
+        base.admission = self.admission.clone();
+        base.eviction = self.eviction.clone();
+        base.flush = FlushConfig {
+            dirty_ratio: self.dirty_ratio,
+            batch_blocks: self.flush_batch,
+        };
+        if self.compare {
+            return Ok(comparison_set(&base, flush));
+        }
+        let sizes: Vec<u32> = self.block_sizes.0.iter().map(|&b| b as u32).collect();
+        let largest = *sizes
+            .last()
+            .expect("parse_block_sizes returns at least one size");
+        let label = if self.mode == "fixed" {
+            if sizes.len() != 1 {
+                return Err("--mode fixed needs exactly one --block-sizes value".into());
+            }
+            format!("fixed-{}", format_bytes(largest as u64))
+        } else {
+            "adaptive".to_string()
+        };
+        base.block_sizes = sizes;
+        base.group_size = largest.max(256 << 10);
+        Ok(vec![SimConfig {
+            label,
+            engine: base,
+            flush,
+        }])
+    }
+}
