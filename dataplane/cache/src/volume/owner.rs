@@ -67,12 +67,18 @@ struct Running {
     touched: Vec<Extent>,
     /// A cleaning or flush plan (no host).
     cleaning: bool,
+    /// Core ranges its plan writes (host writes to core, deallocates):
+    /// fills planned later must not read them before they land.
+    core_writes: Vec<Extent>,
 }
 
 /// A request whose plan waits for durable metadata before its I/O.
 struct BlockedStart {
     id: u64,
     need: Durability,
+    /// Requests whose core writes overlap this plan's fills: a fill reading
+    /// core before such a write lands would cache the old data as valid.
+    after: Vec<u64>,
     plan: Plan,
     buf: Option<DmaBuf>,
     fua: bool,
@@ -273,6 +279,8 @@ impl Owner {
             len: f.len,
         }));
         let hit = plan.fills.is_empty() && plan.core_reads.is_empty() && op == Op::Read;
+        let after = self.fill_conflicts(&plan);
+        let core_writes = plan.core_writes.iter().chain(&plan.discards).copied().collect();
         self.running.insert(
             id,
             Running {
@@ -284,10 +292,11 @@ impl Owner {
                 hit,
                 touched,
                 cleaning: false,
+                core_writes,
             },
         );
         let need = self.prepare_slots(&plan);
-        self.launch(id, plan, io.buf, fua, need);
+        self.launch(id, plan, io.buf, fua, need, after);
         self.plan = Plan::new();
     }
 
@@ -321,11 +330,44 @@ impl Owner {
         (!self.meta.satisfied(&need)).then_some(need)
     }
 
-    fn launch(&mut self, id: u64, plan: Plan, buf: Option<DmaBuf>, fua: bool, need: Option<Durability>) {
-        if let Some(need) = need {
+    /// Running requests whose core writes overlap `plan`'s fills.
+    fn fill_conflicts(&self, plan: &Plan) -> Vec<u64> {
+        if plan.fills.is_empty() {
+            return Vec::new();
+        }
+        self.running
+            .iter()
+            .filter(|(_, r)| {
+                r.core_writes.iter().any(|w| {
+                    plan.fills.iter().any(|f| {
+                        overlaps(
+                            *w,
+                            Extent {
+                                offset: f.offset,
+                                len: f.len,
+                            },
+                        )
+                    })
+                })
+            })
+            .map(|(&id, _)| id)
+            .collect()
+    }
+
+    fn launch(
+        &mut self,
+        id: u64,
+        plan: Plan,
+        buf: Option<DmaBuf>,
+        fua: bool,
+        need: Option<Durability>,
+        after: Vec<u64>,
+    ) {
+        if need.is_some() || !after.is_empty() {
             self.blocked_start.push(BlockedStart {
                 id,
-                need,
+                need: need.unwrap_or_default(),
+                after,
                 plan,
                 buf,
                 fua,
@@ -447,8 +489,16 @@ impl Owner {
         }
         tracing::error!(bdev = %self.params.name, reason = why, dirty_bytes = self.engine.stats().dirty_bytes,
             "cache device failing: volume falls back to pass-through");
-        if self.mode != CacheMode::Wb || self.engine.stats().dirty_bytes == 0 {
-            // Cannot fail: pass-through leaves no dirty data behind.
+        if self.engine.stats().dirty_bytes == 0 {
+            // Nothing to lose: forget every cached block (reads and writes
+            // then bypass the failing device entirely) and pass through.
+            // Blocks being filled now fail on their own and roll back.
+            if self.running.is_empty() {
+                if let Ok(fresh) = Engine::new(self.engine.config().clone()) {
+                    self.engine = fresh;
+                }
+            }
+            // Cannot fail: nothing is dirty.
             let _ = self.set_mode_now(CacheMode::Pt);
         }
     }
@@ -527,6 +577,7 @@ impl Owner {
                 hit: false,
                 touched: Vec::new(),
                 cleaning: false,
+                core_writes: if io.op == HostOp::Read { Vec::new() } else { vec![ext] },
             },
         );
         let core = self.devices.core.clone();
@@ -575,10 +626,11 @@ impl Owner {
                 hit: false,
                 touched,
                 cleaning: true,
+                core_writes: Vec::new(),
             },
         );
         self.cleaning_running = true;
-        self.launch(id, plan, None, false, None);
+        self.launch(id, plan, None, false, None, Vec::new());
         self.plan = Plan::new();
         n
     }
@@ -786,8 +838,10 @@ impl Owner {
         }
         let starts = std::mem::take(&mut self.blocked_start);
         for b in starts {
-            if self.meta.satisfied(&b.need) {
-                self.launch(b.id, b.plan, b.buf, b.fua, None);
+            let ready = self.meta.satisfied(&b.need)
+                && b.after.iter().all(|id| !self.running.contains_key(id));
+            if ready {
+                self.launch(b.id, b.plan, b.buf, b.fua, None, Vec::new());
             } else {
                 self.blocked_start.push(b);
             }
