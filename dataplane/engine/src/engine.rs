@@ -342,7 +342,7 @@ impl Engine {
             Op::Read => self.plan_read(t, &segs, plan),
             Op::Write => self.plan_write(t, &segs, plan),
             Op::Deallocate => {
-                self.plan_deallocate(&segs, plan);
+                self.plan_deallocate(t, &segs, plan);
                 (0, 0)
             }
         };
@@ -578,7 +578,12 @@ impl Engine {
         (hit, miss)
     }
 
-    fn plan_deallocate(&mut self, segs: &[Seg], plan: &mut Plan) {
+    /// Deallocated ranges read as zeroes afterwards (core does after its
+    /// discard): blocks fully covered are invalidated, a range at an edge
+    /// of a block's valid extent trims it, and a hole in the middle is
+    /// zeroed in the cache under an exclusive pin (dirty data around it
+    /// stays dirty; a dirty hole writes zeroes back later, as core has).
+    fn plan_deallocate(&mut self, t: u32, segs: &[Seg], plan: &mut Plan) {
         let (o, e) = (plan.request.offset, plan.request.end());
         let s = self.sector_shift;
         for seg in segs {
@@ -590,7 +595,9 @@ impl Engine {
             let a = ((ds - start) >> s) as u16;
             let b = ((de - start) >> s) as u16;
             let (vl, vh) = (ex.valid_lo, ex.valid_hi);
-            let (nl, nh) = if a <= vl && b >= vh {
+            let (nl, nh) = if b <= vl || a >= vh {
+                continue;
+            } else if a <= vl && b >= vh {
                 plan.evicted.push(Evicted {
                     offset: start,
                     size: self.blocks.size(id),
@@ -604,9 +611,10 @@ impl Engine {
             } else if a < vh && b >= vh {
                 (vl, a)
             } else {
-                // A hole inside the valid extent: the stale bytes stay
-                // cached; deallocated data is undefined, so any value is
-                // a correct answer until the host writes it again.
+                let addr = self.blocks.cache_addr(id);
+                Plan::push_io(&mut plan.cache_zeroes, ds, de - ds, addr + ds - start);
+                self.pin(t, id, true);
+                self.inflight[t as usize].undo.push(Undo { id, before: ex });
                 continue;
             };
             let mut n = ex;
@@ -633,7 +641,8 @@ impl Engine {
         let fills = sum_io(&plan.fills);
         let wbs = sum_io(&plan.writebacks);
         self.stats.read_from_core += fills + sum_ext(&plan.core_reads);
-        self.stats.write_to_cache += fills + sum_io(&plan.cache_writes);
+        self.stats.write_to_cache +=
+            fills + sum_io(&plan.cache_writes) + sum_io(&plan.cache_zeroes);
         self.stats.read_from_cache += sum_io(&plan.cache_reads) + wbs;
         self.stats.write_to_core += sum_ext(&plan.core_writes) + wbs;
     }
@@ -679,7 +688,9 @@ impl Engine {
                     self.drop_block(id);
                 }
                 for u in &rec.undo {
-                    if rec.op == Some(Op::Write) && !u.before.is_dirty() {
+                    // A failed write or cache zeroing leaves the range
+                    // undefined: a clean block can no longer be trusted.
+                    if rec.op != Some(Op::Read) && !u.before.is_dirty() {
                         self.drop_block(u.id);
                     } else {
                         self.set_ext(u.id, u.before);

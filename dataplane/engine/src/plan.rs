@@ -104,6 +104,7 @@ pub enum Completion {
 ///    together they cover the request exactly once, except that a fill may
 ///    also cover bytes outside the request (whole-block fills).
 /// 3. `cache_writes` and `core_writes` carry the host's write data.
+/// 4. `discards` and `cache_zeroes` (deallocate) run in any order.
 ///
 /// Fills and cache writes never overlap unless `fills_before_cache_writes`.
 #[derive(Clone, Debug)]
@@ -134,8 +135,14 @@ pub struct Plan {
     pub core_writes: Vec<Extent>,
     /// Dirty data to copy from cache to core.
     pub writebacks: Vec<CacheIo>,
-    /// Ranges to deallocate in core.
+    /// Ranges to deallocate in core; afterwards they must read as zeroes.
     pub discards: Vec<Extent>,
+    /// Cache ranges to overwrite with zeroes: a deallocate that punches a
+    /// hole into the middle of a block's valid extent keeps the block (its
+    /// valid extent stays one range) and zeroes the hole, so it reads as
+    /// the deallocated core does. The block is pinned by `ticket` until
+    /// the zeroes are written.
+    pub cache_zeroes: Vec<CacheIo>,
     /// Blocks evicted while planning (their space is reused by this plan).
     pub evicted: Vec<Evicted>,
     /// Fills overlap cache writes (whole-block write-miss fills): run them
@@ -166,6 +173,7 @@ impl Plan {
             core_writes: Vec::new(),
             writebacks: Vec::new(),
             discards: Vec::new(),
+            cache_zeroes: Vec::new(),
             evicted: Vec::new(),
             fills_before_cache_writes: false,
         }
@@ -185,6 +193,7 @@ impl Plan {
         self.core_writes.clear();
         self.writebacks.clear();
         self.discards.clear();
+        self.cache_zeroes.clear();
         self.evicted.clear();
         self.fills_before_cache_writes = false;
     }

@@ -328,3 +328,52 @@ fn flush_all_drains_every_dirty_block_in_batches() {
     assert_eq!(e.writebacks_inflight(), 0);
     e.check_invariants().unwrap();
 }
+
+#[test]
+fn a_hole_deallocated_inside_a_block_reads_as_zeroes() {
+    // A dirty 32 KiB block; deallocate 8 KiB in its middle.
+    let mut e = small(1 << 20);
+    run(&mut e, Op::Write, 0, 32 * K);
+    let addr = e.lookup(0).unwrap().cache_addr;
+    let mut p = Plan::new();
+    e.plan(Op::Deallocate, 8 * K, 8 * K, &mut p).unwrap();
+    assert_eq!(
+        p.cache_zeroes,
+        vec![CacheIo {
+            offset: 8 * K,
+            len: 8 * K,
+            cache_addr: addr + 8 * K
+        }]
+    );
+    assert_eq!(
+        p.discards,
+        vec![Extent {
+            offset: 8 * K,
+            len: 8 * K
+        }]
+    );
+    // Nobody reads the block before the zeroes land.
+    let mut r = Plan::new();
+    e.plan(Op::Read, 8 * K, 4 * K, &mut r).unwrap();
+    assert_eq!(r.status, PlanStatus::Retry);
+    assert_eq!(r.retry_after, p.ticket);
+    e.complete(p.ticket.unwrap(), Completion::Ok).unwrap();
+    // The block keeps its data around the hole and stays dirty: the
+    // write-back carries the zeroes to core too.
+    let b = e.lookup(0).unwrap();
+    assert_eq!(b.valid.len, 32 * K);
+    assert_eq!(b.dirty.unwrap().len, 32 * K);
+    let r = run(&mut e, Op::Read, 8 * K, 4 * K);
+    assert_eq!(r.cache_reads[0].cache_addr, addr + 8 * K);
+    // A failed zeroing leaves a clean block untrusted: it is dropped.
+    let mut cfg = Config::fixed(1 << 30, 1 << 20, 32 << 10);
+    cfg.group_size = 32 << 10;
+    cfg.write_mode = WriteMode::WriteThrough;
+    let mut e = Engine::new(cfg).unwrap();
+    run(&mut e, Op::Read, 0, 32 * K);
+    e.plan(Op::Deallocate, 8 * K, 4 * K, &mut p).unwrap();
+    e.complete(p.ticket.unwrap(), Completion::Failed).unwrap();
+    assert!(e.lookup(0).is_none());
+    assert_eq!(e.dropped().len(), 1);
+    e.check_invariants().unwrap();
+}

@@ -37,6 +37,8 @@ fn step() -> impl Strategy<Value = Step> {
         4 => (place.clone(), any::<u8>()).prop_map(|((sector, sectors), fate)| Step::Read { sector, sectors, fate }),
         4 => (place.clone(), any::<u8>()).prop_map(|((sector, sectors), fate)| Step::Write { sector, sectors, fate }),
         1 => place.prop_map(|(sector, sectors)| Step::Deallocate { sector, sectors }),
+        // Short deallocates in the hot region punch holes into blocks.
+        1 => (0..64u64, 1..3u64).prop_map(|(sector, sectors)| Step::Deallocate { sector, sectors }),
         4 => (any::<usize>(), prop::bool::weighted(0.85)).prop_map(|(pick, ok)| Step::Complete { pick, ok }),
         1 => (0..3u8, any::<u8>()).prop_map(|(kind, fate)| Step::Flush { kind, fate }),
     ]
@@ -96,7 +98,7 @@ fn config(choice: (u8, u8, u8, u8, u8, bool)) -> Config {
     c
 }
 
-/// Undefined sector content (deallocated, or a failed write).
+/// Undefined sector content (a failed write or deallocate).
 const UNDEFINED: Option<u64> = None;
 
 /// A ticket in flight, the host range its failure makes undefined, and
@@ -317,16 +319,27 @@ impl World {
         if self.plan.status == PlanStatus::Retry {
             return self.check_retry();
         }
-        if self.plan.ticket.is_some() || self.plan.writeback_ticket.is_some() {
-            return Err("deallocate holds a ticket".into());
+        if self.plan.writeback_ticket.is_some()
+            || self.plan.ticket.is_some() == self.plan.cache_zeroes.is_empty()
+        {
+            return Err("deallocate holds a ticket without zeroing the cache".into());
         }
+        // Deallocated ranges read as zeroes (version 0) afterwards.
         for d in &self.plan.discards {
             for s in Self::sectors(d.offset, d.len) {
-                self.version += 1;
-                self.core[s] = u64::MAX - self.version;
-                self.host[s] = UNDEFINED;
+                self.core[s] = 0;
+                self.host[s] = Some(0);
             }
         }
+        for z in self.plan.cache_zeroes.clone() {
+            if z.offset < offset || z.end() > offset + len {
+                return Err("cache zeroes outside the deallocated range".into());
+            }
+            for d in self.cache_sectors(z.cache_addr, z.len) {
+                self.cache[d] = 0;
+            }
+        }
+        self.track(Some((offset, len)));
         Ok(())
     }
 
