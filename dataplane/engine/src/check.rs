@@ -187,30 +187,39 @@ impl Engine {
             return Err("hole lists are not the set of free slots below cursors".into());
         }
         // Pins against tickets.
-        let mut expected: BTreeMap<u32, (u16, bool)> = BTreeMap::new();
-        for r in self.inflight_records() {
+        let mut expected: BTreeMap<u32, (u16, bool, bool)> = BTreeMap::new();
+        for (r, writeback) in self.inflight_records() {
             for &(id, exclusive) in r {
                 let e = expected.entry(id).or_default();
                 if exclusive {
-                    if e.1 {
+                    if e.1 || writeback {
                         return Err(format!("block {id:#x} pinned exclusively twice"));
                     }
                     e.1 = true;
                 } else {
                     e.0 += 1;
+                    if writeback {
+                        if e.2 {
+                            return Err(format!("block {id:#x} written back twice at once"));
+                        }
+                        e.2 = true;
+                    }
                 }
             }
         }
-        for (id, (shared, exclusive)) in &expected {
+        for (id, (shared, exclusive, writeback)) in &expected {
             let p = b.pin(*id);
-            if (p.shared, p.exclusive) != (*shared, *exclusive) {
+            if (p.shared, p.exclusive, p.writeback) != (*shared, *exclusive, *writeback) {
                 return Err(format!(
                     "block {id:#x}: pin {p:?} but tickets say {:?}",
-                    (shared, exclusive)
+                    (shared, exclusive, writeback)
                 ));
             }
             if p.exclusive && p.shared > 0 {
                 return Err(format!("block {id:#x} pinned shared and exclusive"));
+            }
+            if p.waiter && (p.exclusive || p.shared == 0) {
+                return Err(format!("block {id:#x}: waiter mark without readers"));
             }
         }
         if expected.len() != b.pins.len() {

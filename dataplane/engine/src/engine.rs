@@ -20,7 +20,9 @@
 
 use crate::admission::{self, AdmissionCounters, AdmissionPolicy, Candidate};
 use crate::alloc::{greedy_cover, missing_intervals, Seg};
-use crate::blocks::{id_class, id_index, make_id, Blocks, Ext, FREE_KEY, F_DIRTY, F_EXT, F_PINNED};
+use crate::blocks::{
+    id_class, id_index, make_id, Blocks, Ext, PinKind, FREE_KEY, F_DIRTY, F_EXT, F_PINNED,
+};
 use crate::config::{Config, ConfigError, WriteMissFill, WriteMode};
 use crate::eviction::{self, BlockRef, EvictionPolicy, Verdict};
 use crate::group::Groups;
@@ -306,20 +308,34 @@ impl Engine {
         segs.clear();
         missing_intervals(&self.blocks.classes, begin, end, &mut segs);
 
-        // Phase 1: conflicts with in-flight work.
+        // Phase 1: conflicts with in-flight work. A request refused for
+        // want of a block held shared marks it, so that later readers queue
+        // behind it instead of starving it (see `Pin::waiter`).
+        let mut conflict = None;
         for seg in &segs {
             if let Seg::Cached { id, start, .. } = *seg {
                 let pin = self.blocks.pin(id);
                 let exclusive = self.needs_exclusive(op, id, start, offset, len);
-                if pin.exclusive || (exclusive && pin.shared > 0) {
-                    plan.status = PlanStatus::Retry;
-                    plan.retry_after = self.holder(id).map(Ticket);
-                    debug_assert!(plan.retry_after.is_some(), "pinned without a ticket");
-                    self.stats.retries += 1;
-                    self.segs = segs;
-                    return Ok(());
+                let refused = if exclusive {
+                    pin.exclusive || pin.shared > 0
+                } else {
+                    pin.exclusive || pin.waiter
+                };
+                if refused {
+                    conflict.get_or_insert(id);
+                    if exclusive && !pin.exclusive && !pin.waiter {
+                        self.blocks.mark_waiter(id);
+                    }
                 }
             }
+        }
+        if let Some(id) = conflict {
+            plan.status = PlanStatus::Retry;
+            plan.retry_after = self.holder(id).map(Ticket);
+            debug_assert!(plan.retry_after.is_some(), "pinned without a ticket");
+            self.stats.retries += 1;
+            self.segs = segs;
+            return Ok(());
         }
 
         // Phase 2.
@@ -677,11 +693,16 @@ impl Engine {
                     e.dirty_hi = 0;
                     self.set_ext(id, e);
                 }
-                self.unpin(id, false);
+                self.unpin(id, PinKind::Writeback);
             }
         } else {
             for &(id, exclusive) in &rec.pins {
-                self.unpin(id, exclusive);
+                let kind = if exclusive {
+                    PinKind::Exclusive
+                } else {
+                    PinKind::Shared
+                };
+                self.unpin(id, kind);
             }
             if outcome == Completion::Failed {
                 for &id in &rec.new_blocks {
@@ -725,12 +746,13 @@ impl Engine {
         self.stats.invalidated_blocks += 1;
     }
 
-    /// The pins of every ticket in flight (for the invariant checker).
-    pub(crate) fn inflight_records(&self) -> impl Iterator<Item = &[(u32, bool)]> {
+    /// The pins of every ticket in flight, and whether it is a write-back
+    /// (for the invariant checker).
+    pub(crate) fn inflight_records(&self) -> impl Iterator<Item = (&[(u32, bool)], bool)> {
         self.inflight
             .iter()
             .filter(|r| r.active)
-            .map(|r| &r.pins[..])
+            .map(|r| (&r.pins[..], r.writeback))
     }
 
     fn take_ticket(&mut self, op: Op, writeback: bool) -> u32 {
@@ -775,15 +797,22 @@ impl Engine {
     }
 
     fn pin(&mut self, t: u32, id: u32, exclusive: bool) {
-        if self.blocks.add_pin(id, exclusive) {
+        let kind = if self.inflight[t as usize].writeback {
+            PinKind::Writeback
+        } else if exclusive {
+            PinKind::Exclusive
+        } else {
+            PinKind::Shared
+        };
+        if self.blocks.add_pin(id, kind) {
             let g = self.blocks.group(id);
             self.groups.groups[g as usize].pinned += 1;
         }
         self.inflight[t as usize].pins.push((id, exclusive));
     }
 
-    fn unpin(&mut self, id: u32, exclusive: bool) {
-        if self.blocks.drop_pin(id, exclusive) {
+    fn unpin(&mut self, id: u32, kind: PinKind) {
+        if self.blocks.drop_pin(id, kind) {
             let g = self.blocks.group(id);
             self.groups.groups[g as usize].pinned -= 1;
         }
@@ -910,14 +939,14 @@ impl Engine {
         let tail = self.blocks.lru.tail;
         if tail != NIL && id_class(tail) == class {
             let f = self.blocks.flags(tail);
-            if f & F_PINNED == 0 {
-                if f & F_DIRTY == 0 {
-                    let g = self.blocks.group(tail);
-                    self.evict_block(tail, plan);
-                    self.groups.touch(g);
-                    self.stats.replaced_blocks += 1;
-                    return Some(tail);
-                }
+            if f & (F_PINNED | F_DIRTY) == 0 {
+                let g = self.blocks.group(tail);
+                self.evict_block(tail, plan);
+                self.groups.touch(g);
+                self.stats.replaced_blocks += 1;
+                return Some(tail);
+            }
+            if self.can_write_back(tail) {
                 self.start_writeback(tail, plan);
             }
         }
@@ -926,14 +955,15 @@ impl Engine {
         while g != NIL && scanned < self.cfg.max_victim_scan {
             scanned += 1;
             let grp = self.groups.groups[g as usize];
-            if grp.pinned == 0 {
-                if grp.dirty == 0 {
-                    self.evict_group(g, plan);
-                    let chunk = self.blocks.classes[class].take_chunk(g);
-                    self.groups.assign(g, class, chunk);
-                    self.stats.evicted_groups += 1;
-                    return self.take_open_slot(class);
-                }
+            if grp.pinned == 0 && grp.dirty == 0 {
+                self.evict_group(g, plan);
+                let chunk = self.blocks.classes[class].take_chunk(g);
+                self.groups.assign(g, class, chunk);
+                self.stats.evicted_groups += 1;
+                return self.take_open_slot(class);
+            }
+            if grp.dirty > 0 {
+                // Pinned or not: readers do not stop a write-back.
                 self.clean_group(g, plan);
             }
             g = grp.prev;
@@ -989,11 +1019,26 @@ impl Engine {
         let per = self.blocks.classes[class].per_group;
         for slot in 0..grp.cursor as u32 {
             let id = make_id(class, grp.chunk * per + slot);
-            let f = self.blocks.flags(id);
-            if self.blocks.entry(id).key != FREE_KEY && f & F_DIRTY != 0 && f & F_PINNED == 0 {
+            if self.blocks.entry(id).key != FREE_KEY && self.can_write_back(id) {
                 self.start_writeback(id, plan);
             }
         }
+    }
+
+    /// A dirty block can be written back unless a write owns it, a
+    /// write-back is already in flight, or a refused write waits for it. A
+    /// write-back only reads the cache, so readers do not stop it: a dirty
+    /// block that is read all the time still gets cleaned.
+    pub(crate) fn can_write_back(&self, id: u32) -> bool {
+        let f = self.blocks.flags(id);
+        if f & F_DIRTY == 0 {
+            return false;
+        }
+        if f & F_PINNED == 0 {
+            return true;
+        }
+        let p = self.blocks.pin(id);
+        !p.exclusive && !p.writeback && !p.waiter
     }
 
     /// Adds a block's dirty extent to the plan's write-backs.

@@ -377,3 +377,94 @@ fn a_hole_deallocated_inside_a_block_reads_as_zeroes() {
     assert_eq!(e.dropped().len(), 1);
     e.check_invariants().unwrap();
 }
+
+#[test]
+fn readers_do_not_stop_write_backs() {
+    let mut cfg = Config::fixed(1 << 30, 64 * K, 32 << 10);
+    cfg.group_size = 32 << 10;
+    let mut e = Engine::new(cfg).unwrap();
+    run(&mut e, Op::Write, 0, 32 * K);
+    run(&mut e, Op::Write, 32 * K, 32 * K);
+    // Overlapping readers keep both blocks pinned all the time.
+    let mut r0 = Plan::new();
+    let mut r1 = Plan::new();
+    e.plan(Op::Read, 0, 64 * K, &mut r0).unwrap();
+    // Flushing writes the read block back anyway, once.
+    let mut f = Plan::new();
+    assert_eq!(e.plan_flush(FlushKind::Lazy, &mut f), 2);
+    let mut again = Plan::new();
+    assert_eq!(
+        e.plan_flush(FlushKind::All, &mut again),
+        0,
+        "already in flight"
+    );
+    e.plan(Op::Read, 0, 64 * K, &mut r1).unwrap();
+    assert_eq!(r1.status, PlanStatus::Ready, "write-backs only read");
+    e.complete(r0.ticket.unwrap(), Completion::Ok).unwrap();
+    e.complete(f.writeback_ticket.unwrap(), Completion::Ok)
+        .unwrap();
+    assert_eq!(e.dirty_bytes(), 0);
+    e.check_invariants().unwrap();
+    e.complete(r1.ticket.unwrap(), Completion::Ok).unwrap();
+    // Eviction too: a full cache of dirty blocks under a reader cleans them
+    // for the next miss.
+    run(&mut e, Op::Write, 0, 64 * K);
+    e.plan(Op::Read, 0, 64 * K, &mut r0).unwrap();
+    let mut m = Plan::new();
+    e.plan(Op::Read, 1 << 20, 32 * K, &mut m).unwrap();
+    assert_eq!(m.core_reads.len(), 1, "nothing clean to replace yet");
+    assert_eq!(m.writebacks.iter().map(|w| w.len).sum::<u64>(), 64 * K);
+    e.check_invariants().unwrap();
+}
+
+#[test]
+fn a_reader_after_a_refused_writer_waits_its_turn() {
+    let mut e = small(1 << 20);
+    run(&mut e, Op::Write, 0, 32 * K);
+    let mut r1 = Plan::new();
+    e.plan(Op::Read, 0, 4 * K, &mut r1).unwrap();
+    assert_eq!(r1.status, PlanStatus::Ready);
+    // The writer is refused while r1 reads.
+    let mut w = Plan::new();
+    e.plan(Op::Write, 4 * K, 4 * K, &mut w).unwrap();
+    assert_eq!(w.status, PlanStatus::Retry);
+    assert_eq!(w.retry_after, r1.ticket);
+    // A reader arriving after it does not get in ahead of it...
+    let mut r2 = Plan::new();
+    e.plan(Op::Read, 8 * K, 4 * K, &mut r2).unwrap();
+    assert_eq!(r2.status, PlanStatus::Retry);
+    assert_eq!(r2.retry_after, r1.ticket);
+    // ...nor does a write-back (it would prolong the writer's wait).
+    let mut f = Plan::new();
+    assert_eq!(e.plan_flush(FlushKind::All, &mut f), 0);
+    assert_eq!(e.dirty_bytes(), 32 * K);
+    e.check_invariants().unwrap();
+    // After r1, the runtime retries in arrival order: the writer first.
+    e.complete(r1.ticket.unwrap(), Completion::Ok).unwrap();
+    e.plan(Op::Write, 4 * K, 4 * K, &mut w).unwrap();
+    assert_eq!(w.status, PlanStatus::Ready);
+    e.plan(Op::Read, 8 * K, 4 * K, &mut r2).unwrap();
+    assert_eq!(r2.status, PlanStatus::Retry);
+    assert_eq!(r2.retry_after, w.ticket);
+    e.complete(w.ticket.unwrap(), Completion::Ok).unwrap();
+    e.plan(Op::Read, 8 * K, 4 * K, &mut r2).unwrap();
+    assert_eq!(r2.status, PlanStatus::Ready);
+    assert_eq!(e.plan_flush(FlushKind::All, &mut f), 1);
+    e.check_invariants().unwrap();
+}
+
+#[test]
+fn an_abandoned_refused_writer_stops_blocking_when_the_readers_finish() {
+    let mut e = small(1 << 20);
+    run(&mut e, Op::Read, 0, 32 * K);
+    let mut r1 = Plan::new();
+    e.plan(Op::Read, 0, 4 * K, &mut r1).unwrap();
+    let mut w = Plan::new();
+    e.plan(Op::Write, 0, 4 * K, &mut w).unwrap();
+    assert_eq!(w.status, PlanStatus::Retry);
+    // The writer is never retried (its host went away). The mark dies with
+    // the last reader's pin.
+    e.complete(r1.ticket.unwrap(), Completion::Ok).unwrap();
+    let p = run(&mut e, Op::Read, 0, 4 * K);
+    assert_eq!(p.cache_reads.len(), 1);
+}
