@@ -941,7 +941,7 @@ impl Engine {
             let f = self.blocks.flags(tail);
             if f & (F_PINNED | F_DIRTY) == 0 {
                 let g = self.blocks.group(tail);
-                self.evict_block(tail, plan);
+                self.evict_block(tail, &mut plan.evicted);
                 self.groups.touch(g);
                 self.stats.replaced_blocks += 1;
                 return Some(tail);
@@ -956,7 +956,7 @@ impl Engine {
             scanned += 1;
             let grp = self.groups.groups[g as usize];
             if grp.pinned == 0 && grp.dirty == 0 {
-                self.evict_group(g, plan);
+                self.evict_group(g, &mut plan.evicted);
                 let chunk = self.blocks.classes[class].take_chunk(g);
                 self.groups.assign(g, class, chunk);
                 self.stats.evicted_groups += 1;
@@ -971,9 +971,9 @@ impl Engine {
         None
     }
 
-    fn evict_block(&mut self, id: u32, plan: &mut Plan) {
+    fn evict_block(&mut self, id: u32, out: &mut Vec<Evicted>) {
         let size = self.blocks.size(id);
-        plan.evicted.push(Evicted {
+        out.push(Evicted {
             offset: self.blocks.offset(id),
             size,
             cache_addr: self.blocks.cache_addr(id),
@@ -984,14 +984,14 @@ impl Engine {
     }
 
     /// Evicts every block of `g` and takes it off the LRU; the caller reuses it.
-    fn evict_group(&mut self, g: u32, plan: &mut Plan) {
+    pub(crate) fn evict_group(&mut self, g: u32, out: &mut Vec<Evicted>) {
         let grp = self.groups.groups[g as usize];
         let class = grp.class as usize;
         let per = self.blocks.classes[class].per_group;
         for slot in 0..grp.cursor as u32 {
             let id = make_id(class, grp.chunk * per + slot);
             if self.blocks.entry(id).key != FREE_KEY {
-                self.evict_block(id, plan);
+                self.evict_block(id, out);
             } else {
                 self.blocks.holes[class].remove(&mut self.blocks.classes[..], id);
             }

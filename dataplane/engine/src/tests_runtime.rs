@@ -468,3 +468,140 @@ fn an_abandoned_refused_writer_stops_blocking_when_the_readers_finish() {
     let p = run(&mut e, Op::Read, 0, 4 * K);
     assert_eq!(p.cache_reads.len(), 1);
 }
+
+#[test]
+fn live_reconfiguration_keeps_cached_blocks() {
+    let mut e = small(256 * K);
+    run(&mut e, Op::Write, 0, 32 * K);
+    run(&mut e, Op::Read, 64 * K, 32 * K);
+    let before = e.cached_blocks();
+    // Leaving write-back with dirty data is refused until it is flushed.
+    let err = e.set_write_mode(WriteMode::WriteThrough).unwrap_err();
+    assert_eq!(
+        err,
+        ReconfigureError::Dirty {
+            dirty_bytes: 32 * K
+        }
+    );
+    assert!(err.to_string().contains("flush first"), "{err}");
+    assert_eq!(e.config().write_mode, WriteMode::WriteBack);
+    let mut p = Plan::new();
+    assert_eq!(e.plan_flush(FlushKind::All, &mut p), 1);
+    e.complete(p.writeback_ticket.unwrap(), Completion::Ok)
+        .unwrap();
+    e.set_write_mode(WriteMode::WriteThrough).unwrap();
+    let p = run(&mut e, Op::Write, 0, 4 * K);
+    assert_eq!(p.core_writes.len(), 1);
+    assert_eq!(p.cache_writes.len(), 1, "the cached block is updated");
+    assert_eq!(e.dirty_bytes(), 0);
+    // Entering write-back needs nothing.
+    e.set_write_mode(WriteMode::WriteBack).unwrap();
+    // Policies and flushing parameters change; the blocks stay.
+    e.set_admission(AdmissionConfig::NHit {
+        n: 2,
+        table_slots: 64,
+    })
+    .unwrap();
+    e.set_eviction(EvictionConfig::Lazy { para: 2, k: 1.0 })
+        .unwrap();
+    assert_eq!(e.policy_names(), ("nhit", "lazy"));
+    let bad = FlushConfig {
+        dirty_ratio: 2.0,
+        batch_blocks: 1,
+    };
+    assert!(matches!(
+        e.set_flush(bad),
+        Err(ReconfigureError::Invalid(_))
+    ));
+    e.set_flush(FlushConfig {
+        dirty_ratio: 0.0,
+        batch_blocks: 1,
+    })
+    .unwrap();
+    let offsets = |v: Vec<BlockInfo>| {
+        v.iter()
+            .map(|b| b.offset)
+            .collect::<std::collections::BTreeSet<_>>()
+    };
+    assert_eq!(offsets(e.cached_blocks()), offsets(before));
+    e.check_invariants().unwrap();
+    // The new policies run: a hit, then misses that fill the cache and
+    // make the lazy policy judge victims it was told about.
+    let p = run(&mut e, Op::Read, 64 * K, 4 * K);
+    assert_eq!(p.cache_reads.len(), 1);
+    for i in 0..40 {
+        for _ in 0..2 {
+            run(&mut e, Op::Read, (1 << 20) + i * 32 * K, 32 * K);
+        }
+    }
+    assert!(e.stats().evicted_blocks > 0 || e.stats().lazy_keeps > 0);
+    e.check_invariants().unwrap();
+}
+
+#[test]
+fn resize_grows_and_shrinks_keeping_what_fits() {
+    let mut e = small(128 * K); // four 32 KiB groups
+    for i in 0..4 {
+        run(&mut e, Op::Read, i * 32 * K, 32 * K);
+    }
+    let mut evicted = Vec::new();
+    // Growing adds free space: the next miss evicts nothing.
+    e.resize(256 * K, &mut evicted).unwrap();
+    assert!(evicted.is_empty());
+    assert_eq!(e.capacity(), 256 * K);
+    e.check_invariants().unwrap();
+    let p = run(&mut e, Op::Read, 1 << 20, 32 * K);
+    assert!(p.evicted.is_empty());
+    assert!(p.fills[0].cache_addr >= 128 * K);
+    // A dirty block beyond the new capacity refuses the shrink.
+    run(&mut e, Op::Write, 1 << 20, 4 * K);
+    let dirty_addr = e.lookup(1 << 20).unwrap().cache_addr;
+    assert_eq!(
+        e.resize(128 * K, &mut evicted),
+        Err(ResizeError::Dirty {
+            group_addr: dirty_addr
+        })
+    );
+    assert!(e
+        .resize(128 * K, &mut evicted)
+        .unwrap_err()
+        .to_string()
+        .contains("flush first"));
+    let mut f = Plan::new();
+    e.plan_flush(FlushKind::All, &mut f);
+    e.complete(f.writeback_ticket.unwrap(), Completion::Ok)
+        .unwrap();
+    // So does in-flight work.
+    let mut r = Plan::new();
+    e.plan(Op::Read, 1 << 20, 4 * K, &mut r).unwrap();
+    assert_eq!(
+        e.resize(128 * K, &mut evicted),
+        Err(ResizeError::Pinned {
+            group_addr: dirty_addr
+        })
+    );
+    assert_eq!(e.capacity(), 256 * K);
+    e.complete(r.ticket.unwrap(), Completion::Ok).unwrap();
+    // Too small for one group.
+    assert!(matches!(
+        e.resize(16 * K, &mut evicted),
+        Err(ResizeError::Invalid(_))
+    ));
+    e.resize(128 * K, &mut evicted).unwrap();
+    assert_eq!(
+        evicted,
+        vec![Evicted {
+            offset: 1 << 20,
+            size: 32 << 10,
+            cache_addr: dirty_addr
+        }]
+    );
+    assert!(e.lookup(1 << 20).is_none());
+    assert_eq!(e.stats().cached_blocks, 4);
+    e.check_invariants().unwrap();
+    // Everything allocated afterwards lies inside the new capacity.
+    for i in 0..8 {
+        let p = run(&mut e, Op::Read, (2 << 20) + i * 32 * K, 32 * K);
+        assert!(p.fills.iter().all(|f| f.cache_addr < 128 * K));
+    }
+}
