@@ -7,12 +7,17 @@
 //! random order, successfully or not. After every step the engine's
 //! invariant checker runs, and every read is compared with the host's view;
 //! at the end everything is flushed and core must hold every defined sector.
+//! Every block that leaves the cache must be reported (`plan.evicted`,
+//! `Engine::dropped`, `resize`'s list). Steps also change the write mode,
+//! resize the cache and restart the engine from `cached_blocks()` (the cache
+//! device's contents survive), so restore is checked against the data.
 
 use engine::{
-    AdmissionConfig, Completion, Config, Engine, EvictionConfig, FlushKind, Op, Plan, PlanStatus,
-    SizeAwareConfig, Ticket, WriteMissFill, WriteMode,
+    AdmissionConfig, Completion, Config, Engine, Evicted, EvictionConfig, FlushKind, Op, Plan,
+    PlanStatus, RestoredBlock, SizeAwareConfig, Ticket, WriteMissFill, WriteMode,
 };
 use proptest::prelude::*;
+use std::collections::BTreeSet;
 
 const SECTOR: u64 = 4096;
 const VOLUME_SECTORS: u64 = 512; // 2 MiB
@@ -24,6 +29,9 @@ enum Step {
     Deallocate { sector: u64, sectors: u64 },
     Complete { pick: usize, ok: bool },
     Flush { kind: u8, fate: u8 },
+    Mode { mode: u8 },
+    Resize { tight: bool },
+    Restart,
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -41,6 +49,11 @@ fn step() -> impl Strategy<Value = Step> {
         1 => (0..64u64, 1..3u64).prop_map(|(sector, sectors)| Step::Deallocate { sector, sectors }),
         4 => (any::<usize>(), prop::bool::weighted(0.85)).prop_map(|(pick, ok)| Step::Complete { pick, ok }),
         1 => (0..3u8, any::<u8>()).prop_map(|(kind, fate)| Step::Flush { kind, fate }),
+        1 => prop_oneof![
+            (0..3u8).prop_map(|mode| Step::Mode { mode }),
+            any::<bool>().prop_map(|tight| Step::Resize { tight }),
+            Just(Step::Restart),
+        ],
     ]
 }
 
@@ -116,12 +129,15 @@ struct World {
     tickets: Vec<Tracked>,
     plan: Plan,
     skipped_writebacks: bool,
+    /// Blocks reported as removed during the current step.
+    reported: Vec<Evicted>,
 }
 
 impl World {
     fn new(cfg: Config) -> World {
         let engine = Engine::new(cfg).unwrap();
-        let cache_sectors = (engine.capacity() / SECTOR) as usize;
+        // Room for the largest capacity a resize picks.
+        let cache_sectors = ((256 << 10).max(engine.capacity()) / SECTOR) as usize;
         World {
             engine,
             core: vec![0; VOLUME_SECTORS as usize],
@@ -131,6 +147,7 @@ impl World {
             tickets: Vec::new(),
             plan: Plan::new(),
             skipped_writebacks: false,
+            reported: Vec::new(),
         }
     }
 
@@ -173,7 +190,70 @@ impl World {
         }
     }
 
+    fn blocks(&self) -> BTreeSet<(u64, u32, u64)> {
+        self.engine
+            .cached_blocks()
+            .iter()
+            .map(|b| (b.offset, b.size, b.cache_addr))
+            .collect()
+    }
+
+    fn mode(&mut self, mode: u8) -> Result<(), String> {
+        let mode = [
+            WriteMode::WriteBack,
+            WriteMode::WriteThrough,
+            WriteMode::WriteAround,
+        ][mode as usize % 3];
+        let dirty = self.engine.dirty_bytes();
+        let from = self.engine.config().write_mode;
+        match self.engine.set_write_mode(mode) {
+            Ok(()) if from == WriteMode::WriteBack && mode != from && dirty > 0 => {
+                Err("left write-back with dirty data".into())
+            }
+            Err(e) if !(from == WriteMode::WriteBack && dirty > 0) => Err(e.to_string()),
+            _ => Ok(()),
+        }
+    }
+
+    fn resize(&mut self, tight: bool) -> Result<(), String> {
+        let mut evicted = Vec::new();
+        let capacity = if tight { 64 << 10 } else { 256 << 10 };
+        if self.engine.resize(capacity, &mut evicted).is_ok() {
+            if self.engine.capacity() != capacity {
+                return Err("resize did not take".into());
+            }
+            self.reported.extend(evicted);
+        }
+        Ok(())
+    }
+
+    /// A restart: the engine is rebuilt from its blocks, the cache space
+    /// keeps its bytes. Only between requests.
+    fn restart(&mut self) -> Result<(), String> {
+        if !self.tickets.is_empty() {
+            return Ok(());
+        }
+        let blocks: Vec<RestoredBlock> = self
+            .engine
+            .cached_blocks()
+            .into_iter()
+            .map(Into::into)
+            .collect();
+        let before = self.blocks();
+        let mut e = Engine::new(self.engine.config().clone()).map_err(|e| e.to_string())?;
+        e.restore(&blocks).map_err(|e| e.to_string())?;
+        if e.dirty_bytes() != self.engine.dirty_bytes() {
+            return Err("restore changed the dirty bytes".into());
+        }
+        self.engine = e;
+        if self.blocks() != before {
+            return Err("restore changed the blocks".into());
+        }
+        Ok(())
+    }
+
     fn track(&mut self, failed_write: Option<(u64, u64)>) {
+        self.reported.extend_from_slice(&self.plan.evicted);
         if let Some(t) = self.plan.ticket {
             self.tickets.push((t, failed_write, false));
         }
@@ -379,6 +459,7 @@ impl World {
         self.engine
             .complete(t, outcome)
             .map_err(|e| e.to_string())?;
+        self.reported.extend_from_slice(self.engine.dropped());
         if self.engine.complete(t, outcome).is_ok() {
             return Err("ticket completed twice".into());
         }
@@ -386,6 +467,8 @@ impl World {
     }
 
     fn run(&mut self, step: &Step) -> Result<(), String> {
+        let before = self.blocks();
+        self.reported.clear();
         match *step {
             Step::Read {
                 sector,
@@ -408,7 +491,28 @@ impl World {
                 self.finish(t, ok)
             }
             Step::Flush { kind, fate } => self.flush(kind, fate),
+            Step::Mode { mode } => self.mode(mode),
+            Step::Resize { tight } => self.resize(tight),
+            Step::Restart => self.restart(),
         }?;
+        let after = self.blocks();
+        let removed: BTreeSet<_> = before.difference(&after).copied().collect();
+        let reported: BTreeSet<_> = self
+            .reported
+            .iter()
+            .map(|e| (e.offset, e.size, e.cache_addr))
+            .collect();
+        // A block a step inserts and a failure drops again is reported
+        // without having been there before the step.
+        if !removed.is_subset(&reported)
+            || !reported.is_disjoint(&after)
+            || reported.len() != self.reported.len()
+        {
+            return Err(format!(
+                "blocks removed {removed:?}, reported {:?}",
+                self.reported
+            ));
+        }
         self.engine.check_invariants()?;
         if self.engine.inflight() != self.tickets.len() {
             return Err(format!(
