@@ -3,7 +3,8 @@
 //! Planning a request is two phases. Phase 1 only reads: Algorithm 1 splits
 //! the aligned request range into cached blocks and missing intervals, and
 //! every cached block is checked against in-flight pins; a conflict answers
-//! `Retry` with nothing changed. Phase 2 pins and promotes the cached blocks
+//! `Retry` naming a ticket to wait for, with nothing changed except the
+//! fairness mark a refused exclusive request leaves on blocks readers hold. Phase 2 pins and promotes the cached blocks
 //! first (so reclaiming space for the misses can never evict them), then
 //! walks the segments in order, covering missing intervals with Algorithm 2
 //! and producing the plan's I/O.
@@ -13,10 +14,11 @@
 //!   nobody reads it before its fill lands; a failed ticket removes it;
 //! - cached: readable (shared pins), writable (exclusive pin);
 //! - dirty (write-back): never evicted; eviction and flushing first write it
-//!   back under a shared pin (reads continue, writes retry), and only a clean
-//!   block or group is reclaimed;
+//!   back under a shared pin (reads continue, also while it starts; writes
+//!   retry), and only a clean block or group is reclaimed;
 //! - removed: evicted (space reused at once), or invalidated (deallocate,
-//!   failed I/O), which leaves a hole its size reuses first.
+//!   failed I/O), which leaves a hole its size reuses first. Every removal
+//!   is reported with its cache address (`Plan::evicted`, `dropped`).
 
 use crate::admission::{self, AdmissionCounters, AdmissionPolicy, Candidate};
 use crate::alloc::{greedy_cover, missing_intervals, Seg};
