@@ -99,10 +99,6 @@ pub(crate) struct Pin {
     pub exclusive: bool,
     /// One of the shared pins is a write-back (at most one at a time).
     pub writeback: bool,
-    /// A request that needs the block exclusively was refused because of
-    /// the shared pins: new shared pins are refused until those drop, so
-    /// readers cannot starve it. Cleared with the last pin.
-    pub waiter: bool,
 }
 
 /// How in-flight work uses a block.
@@ -366,15 +362,6 @@ impl Blocks {
         !was
     }
 
-    /// Marks a block held shared as waited for by a refused exclusive
-    /// request (see [`Pin::waiter`]).
-    pub fn mark_waiter(&mut self, id: u32) {
-        if let Some(p) = self.pins.get_mut(id) {
-            debug_assert!(p.shared > 0);
-            p.waiter = true;
-        }
-    }
-
     /// Returns true when the block became unpinned.
     pub fn drop_pin(&mut self, id: u32, kind: PinKind) -> bool {
         let mut p = self.pin(id);
@@ -389,7 +376,7 @@ impl Blocks {
                 p.writeback = false;
             }
         }
-        if p.shared == 0 && !p.exclusive {
+        if p == Pin::default() {
             self.pins.remove(id);
             *self.flags_mut(id) &= !F_PINNED;
             true

@@ -218,12 +218,14 @@ impl Engine {
             if p.exclusive && p.shared > 0 {
                 return Err(format!("block {id:#x} pinned shared and exclusive"));
             }
-            if p.waiter && (p.exclusive || p.shared == 0) {
-                return Err(format!("block {id:#x}: waiter mark without readers"));
-            }
         }
         if expected.len() != b.pins.len() {
             return Err("pins without tickets".into());
+        }
+        for w in self.waiters() {
+            if !self.ticket_active(w.ticket) {
+                return Err(format!("waiter {} waits for a completed ticket", w.seq));
+            }
         }
         Ok(())
     }

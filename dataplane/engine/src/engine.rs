@@ -4,7 +4,8 @@
 //! the aligned request range into cached blocks and missing intervals, and
 //! every cached block is checked against in-flight pins; a conflict answers
 //! `Retry` naming a ticket to wait for, with nothing changed except the
-//! fairness mark a refused exclusive request leaves on blocks readers hold. Phase 2 pins and promotes the cached blocks
+//! request's place in the FIFO of refused requests (`Waiter`), which
+//! refuses later conflicting requests so it cannot be starved. Phase 2 pins and promotes the cached blocks
 //! first (so reclaiming space for the misses can never evict them), then
 //! walks the segments in order, covering missing intervals with Algorithm 2
 //! and producing the plan's I/O.
@@ -38,6 +39,24 @@ use std::fmt;
 struct Undo {
     id: u32,
     before: Ext,
+}
+
+/// A refused request, in the FIFO of refused requests: later requests that
+/// conflict with it (overlap its blocks, one of the two writing) are
+/// refused too, so it cannot be overtaken. It expires when the ticket it
+/// waits for completes; the runtime retries refused requests in order
+/// before new ones, which renews it if the request is refused again.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Waiter {
+    /// Place in the queue (arrival order of first refusal).
+    pub seq: u64,
+    /// Volume range of the blocks the request touches.
+    pub begin: u64,
+    pub end: u64,
+    /// The request writes (or completes partial blocks).
+    pub exclusive: bool,
+    /// The in-flight ticket it waits for.
+    pub ticket: u32,
 }
 
 /// What a ticket holds until it completes.
@@ -134,6 +153,9 @@ pub struct Engine {
     dropped: Vec<Evicted>,
     /// Write-back tickets in flight.
     wb_inflight: u32,
+    /// Refused requests still waiting, oldest first.
+    waiters: Vec<Waiter>,
+    next_seq: u64,
 }
 
 impl fmt::Debug for Engine {
@@ -180,6 +202,8 @@ impl Engine {
             flush_cursor: (0, 0),
             dropped: Vec::new(),
             wb_inflight: 0,
+            waiters: Vec::new(),
+            next_seq: 0,
             cfg,
         })
     }
@@ -234,6 +258,7 @@ impl Engine {
                 .sum::<usize>()
             + self.free_tickets.capacity() * 4
             + self.dropped.capacity() * std::mem::size_of::<Evicted>()
+            + self.waiters.capacity() * std::mem::size_of::<Waiter>()
             + self.segs.capacity() * std::mem::size_of::<Seg>()
             + self.cover.capacity() * 16;
         Metadata {
@@ -291,6 +316,7 @@ impl Engine {
         len: u64,
         plan: &mut Plan,
     ) -> Result<(), RequestError> {
+        let waiting = plan.waiting;
         plan.reset(op, offset, len);
         if len == 0 {
             return Err(RequestError::Empty);
@@ -310,34 +336,59 @@ impl Engine {
         segs.clear();
         missing_intervals(&self.blocks.classes, begin, end, &mut segs);
 
-        // Phase 1: conflicts with in-flight work. A request refused for
-        // want of a block held shared marks it, so that later readers queue
-        // behind it instead of starving it (see `Pin::waiter`).
+        // Phase 1: conflicts with in-flight work, and with older refused
+        // requests (FIFO fairness, see `Waiter`).
         let mut conflict = None;
+        let mut writes = op != Op::Read;
         for seg in &segs {
             if let Seg::Cached { id, start, .. } = *seg {
                 let pin = self.blocks.pin(id);
                 let exclusive = self.needs_exclusive(op, id, start, offset, len);
-                let refused = if exclusive {
-                    pin.exclusive || pin.shared > 0
-                } else {
-                    pin.exclusive || pin.waiter
-                };
-                if refused {
-                    conflict.get_or_insert(id);
-                    if exclusive && !pin.exclusive && !pin.waiter {
-                        self.blocks.mark_waiter(id);
-                    }
+                writes |= exclusive;
+                if conflict.is_none() && (pin.exclusive || (exclusive && pin.shared > 0)) {
+                    conflict = self.holder(id);
+                    debug_assert!(conflict.is_some(), "pinned without a ticket");
                 }
             }
         }
-        if let Some(id) = conflict {
+        let (fb, fe) = match (segs.first(), segs.last()) {
+            (Some(f), Some(l)) => (f.start(), l.end()),
+            _ => (begin, end),
+        };
+        let seq = waiting.unwrap_or(u64::MAX);
+        if conflict.is_none() {
+            conflict = self
+                .waiters
+                .iter()
+                .find(|w| w.seq < seq && w.begin < fe && fb < w.end && (w.exclusive || writes))
+                .map(|w| w.ticket);
+        }
+        if let Some(ticket) = conflict {
+            let seq = waiting.unwrap_or_else(|| {
+                self.next_seq += 1;
+                self.next_seq
+            });
+            let w = Waiter {
+                seq,
+                begin: fb,
+                end: fe,
+                exclusive: writes,
+                ticket,
+            };
+            match self.waiters.iter().position(|x| x.seq >= seq) {
+                Some(i) if self.waiters[i].seq == seq => self.waiters[i] = w,
+                Some(i) => self.waiters.insert(i, w),
+                None => self.waiters.push(w),
+            }
             plan.status = PlanStatus::Retry;
-            plan.retry_after = self.holder(id).map(Ticket);
-            debug_assert!(plan.retry_after.is_some(), "pinned without a ticket");
+            plan.retry_after = Some(Ticket(ticket));
+            plan.waiting = Some(seq);
             self.stats.retries += 1;
             self.segs = segs;
             return Ok(());
+        }
+        if waiting.is_some() {
+            self.waiters.retain(|w| w.seq != seq);
         }
 
         // Phase 2.
@@ -683,6 +734,9 @@ impl Engine {
         }
         let mut rec = std::mem::take(&mut self.inflight[t]);
         self.dropped.clear();
+        if !self.waiters.is_empty() {
+            self.waiters.retain(|w| w.ticket != t as u32);
+        }
         if outcome == Completion::Failed {
             self.stats.failed_completions += 1;
         }
@@ -1036,11 +1090,30 @@ impl Engine {
         if f & F_DIRTY == 0 {
             return false;
         }
-        if f & F_PINNED == 0 {
+        if f & F_PINNED != 0 {
+            let p = self.blocks.pin(id);
+            if p.exclusive || p.writeback {
+                return false;
+            }
+        }
+        if self.waiters.is_empty() {
             return true;
         }
-        let p = self.blocks.pin(id);
-        !p.exclusive && !p.writeback && !p.waiter
+        let start = self.blocks.offset(id);
+        let end = start + self.blocks.size(id) as u64;
+        !self
+            .waiters
+            .iter()
+            .any(|w| w.exclusive && w.begin < end && start < w.end)
+    }
+
+    /// Refused requests still waiting, oldest first (for the checker).
+    pub(crate) fn waiters(&self) -> &[Waiter] {
+        &self.waiters
+    }
+
+    pub(crate) fn ticket_active(&self, t: u32) -> bool {
+        self.inflight.get(t as usize).is_some_and(|r| r.active)
     }
 
     /// Adds a block's dirty extent to the plan's write-backs.

@@ -605,3 +605,38 @@ fn resize_grows_and_shrinks_keeping_what_fits() {
         assert!(p.fills.iter().all(|f| f.cache_addr < 128 * K));
     }
 }
+
+#[test]
+fn a_refused_writer_is_not_overtaken_on_blocks_nobody_held() {
+    let mut e = small(1 << 20);
+    run(&mut e, Op::Read, 0, 64 * K); // blocks A = 0..32K, B = 32..64K
+    let mut r1 = Plan::new();
+    e.plan(Op::Read, 0, 4 * K, &mut r1).unwrap();
+    // The writer needs A (held by r1) and B (free).
+    let mut w = Plan::new();
+    e.plan(Op::Write, 0, 64 * K, &mut w).unwrap();
+    assert_eq!(w.status, PlanStatus::Retry);
+    assert!(w.waiting.is_some());
+    // A reader of B arriving later would otherwise hold B when the writer
+    // retries after r1, and so on for ever.
+    let mut r2 = Plan::new();
+    e.plan(Op::Read, 40 * K, 4 * K, &mut r2).unwrap();
+    assert_eq!(r2.status, PlanStatus::Retry);
+    assert_eq!(r2.retry_after, r1.ticket);
+    // Unrelated requests are not held up.
+    let p = run(&mut e, Op::Read, 1 << 20, 4 * K);
+    assert_eq!(p.status, PlanStatus::Ready);
+    e.check_invariants().unwrap();
+    e.complete(r1.ticket.unwrap(), Completion::Ok).unwrap();
+    // In arrival order: the writer, then the reader (behind the writer).
+    e.plan(Op::Write, 0, 64 * K, &mut w).unwrap();
+    assert_eq!(w.status, PlanStatus::Ready);
+    assert_eq!(w.waiting, None);
+    e.plan(Op::Read, 40 * K, 4 * K, &mut r2).unwrap();
+    assert_eq!(r2.status, PlanStatus::Retry);
+    assert_eq!(r2.retry_after, w.ticket);
+    e.complete(w.ticket.unwrap(), Completion::Ok).unwrap();
+    e.plan(Op::Read, 40 * K, 4 * K, &mut r2).unwrap();
+    assert_eq!(r2.status, PlanStatus::Ready);
+    e.check_invariants().unwrap();
+}

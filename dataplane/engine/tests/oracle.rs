@@ -129,8 +129,8 @@ struct World {
     tickets: Vec<Tracked>,
     plan: Plan,
     skipped_writebacks: bool,
-    /// Blocks reported as removed during the current step.
-    reported: Vec<Evicted>,
+    /// Refused requests in arrival order: (op, offset, len, fate, place).
+    queue: Vec<(Op, u64, u64, u8, u64)>,
 }
 
 impl World {
@@ -147,7 +147,7 @@ impl World {
             tickets: Vec::new(),
             plan: Plan::new(),
             skipped_writebacks: false,
-            reported: Vec::new(),
+            queue: Vec::new(),
         }
     }
 
@@ -190,6 +190,70 @@ impl World {
         }
     }
 
+    /// Plans a request (a retry when `waiting` is its place); returns its
+    /// place if it was refused.
+    fn request(
+        &mut self,
+        op: Op,
+        offset: u64,
+        len: u64,
+        fate: u8,
+        waiting: Option<u64>,
+    ) -> Result<Option<u64>, String> {
+        self.plan.waiting = waiting;
+        match op {
+            Op::Read => self.read(offset, len, fate),
+            Op::Write => self.write(offset, len, fate),
+            Op::Deallocate => self.deallocate(offset, len),
+        }?;
+        let place = self.plan.waiting.take();
+        if self.plan.status == PlanStatus::Ready {
+            return Ok(None);
+        }
+        if waiting.is_some() && place != waiting {
+            return Err(format!("retry moved from place {waiting:?} to {place:?}"));
+        }
+        Ok(place)
+    }
+
+    /// A new request: refused ones join the queue.
+    fn arrive(&mut self, op: Op, offset: u64, len: u64, fate: u8) -> Result<(), String> {
+        if let Some(place) = self.request(op, offset, len, fate, None)? {
+            self.queue.push((op, offset, len, fate, place));
+        }
+        Ok(())
+    }
+
+    /// After a completion: every queued request again, in arrival order;
+    /// those refused again keep their place.
+    fn retry_queue(&mut self) -> Result<(), String> {
+        let queue = std::mem::take(&mut self.queue);
+        for (op, offset, len, fate, place) in queue {
+            if let Some(p) = self.request(op, offset, len, fate, Some(place))? {
+                self.queue.push((op, offset, len, fate, p));
+            }
+        }
+        Ok(())
+    }
+
+    /// The blocks one engine call removed are exactly those it reported.
+    fn removals(
+        &self,
+        before: &BTreeSet<(u64, u32, u64)>,
+        reported: &[Evicted],
+    ) -> Result<(), String> {
+        let after = self.blocks();
+        let removed: BTreeSet<_> = before.difference(&after).copied().collect();
+        let listed: BTreeSet<_> = reported
+            .iter()
+            .map(|e| (e.offset, e.size, e.cache_addr))
+            .collect();
+        if removed != listed || listed.len() != reported.len() {
+            return Err(format!("blocks removed {removed:?}, reported {reported:?}"));
+        }
+        Ok(())
+    }
+
     fn blocks(&self) -> BTreeSet<(u64, u32, u64)> {
         self.engine
             .cached_blocks()
@@ -218,13 +282,12 @@ impl World {
     fn resize(&mut self, tight: bool) -> Result<(), String> {
         let mut evicted = Vec::new();
         let capacity = if tight { 64 << 10 } else { 256 << 10 };
-        if self.engine.resize(capacity, &mut evicted).is_ok() {
-            if self.engine.capacity() != capacity {
-                return Err("resize did not take".into());
-            }
-            self.reported.extend(evicted);
+        let before = self.blocks();
+        if self.engine.resize(capacity, &mut evicted).is_ok() && self.engine.capacity() != capacity
+        {
+            return Err("resize did not take".into());
         }
-        Ok(())
+        self.removals(&before, &evicted)
     }
 
     /// A restart: the engine is rebuilt from its blocks, the cache space
@@ -253,7 +316,6 @@ impl World {
     }
 
     fn track(&mut self, failed_write: Option<(u64, u64)>) {
-        self.reported.extend_from_slice(&self.plan.evicted);
         if let Some(t) = self.plan.ticket {
             self.tickets.push((t, failed_write, false));
         }
@@ -262,8 +324,12 @@ impl World {
         }
     }
 
-    /// A refused request names a ticket in flight to wait for.
-    fn check_retry(&self) -> Result<(), String> {
+    /// A refused request names a ticket in flight to wait for and its
+    /// place in the queue.
+    fn check_retry(&mut self) -> Result<(), String> {
+        if self.plan.waiting.is_none() {
+            return Err("a refused request has no place in the queue".into());
+        }
         match self.plan.retry_after {
             Some(t) if self.tickets.iter().any(|x| x.0 == t) => Ok(()),
             other => Err(format!("retry after {other:?}, not a ticket in flight")),
@@ -272,9 +338,11 @@ impl World {
 
     fn read(&mut self, offset: u64, len: u64, fate: u8) -> Result<(), String> {
         let mut plan = std::mem::take(&mut self.plan);
+        let before = self.blocks();
         self.engine
             .plan(Op::Read, offset, len, &mut plan)
             .map_err(|e| e.to_string())?;
+        self.removals(&before, &plan.evicted)?;
         self.plan = plan;
         if self.plan.status == PlanStatus::Retry {
             return self.check_retry();
@@ -333,9 +401,11 @@ impl World {
 
     fn write(&mut self, offset: u64, len: u64, fate: u8) -> Result<(), String> {
         let mut plan = std::mem::take(&mut self.plan);
+        let before = self.blocks();
         self.engine
             .plan(Op::Write, offset, len, &mut plan)
             .map_err(|e| e.to_string())?;
+        self.removals(&before, &plan.evicted)?;
         self.plan = plan;
         if self.plan.status == PlanStatus::Retry {
             return self.check_retry();
@@ -392,9 +462,11 @@ impl World {
 
     fn deallocate(&mut self, offset: u64, len: u64) -> Result<(), String> {
         let mut plan = std::mem::take(&mut self.plan);
+        let before = self.blocks();
         self.engine
             .plan(Op::Deallocate, offset, len, &mut plan)
             .map_err(|e| e.to_string())?;
+        self.removals(&before, &plan.evicted)?;
         self.plan = plan;
         if self.plan.status == PlanStatus::Retry {
             return self.check_retry();
@@ -426,7 +498,9 @@ impl World {
     fn flush(&mut self, kind: u8, fate: u8) -> Result<(), String> {
         let kind = [FlushKind::Lazy, FlushKind::Aggressive, FlushKind::All][kind as usize % 3];
         let mut plan = std::mem::take(&mut self.plan);
+        let before = self.blocks();
         let n = self.engine.plan_flush(kind, &mut plan);
+        self.removals(&before, &plan.evicted)?;
         self.plan = plan;
         if (n == 0) != self.plan.writeback_ticket.is_none() {
             return Err("flush ticket mismatch".into());
@@ -456,10 +530,12 @@ impl World {
         } else {
             Completion::Failed
         };
+        let before = self.blocks();
         self.engine
             .complete(t, outcome)
             .map_err(|e| e.to_string())?;
-        self.reported.extend_from_slice(self.engine.dropped());
+        let dropped = self.engine.dropped().to_vec();
+        self.removals(&before, &dropped)?;
         if self.engine.complete(t, outcome).is_ok() {
             return Err("ticket completed twice".into());
         }
@@ -467,52 +543,33 @@ impl World {
     }
 
     fn run(&mut self, step: &Step) -> Result<(), String> {
-        let before = self.blocks();
-        self.reported.clear();
         match *step {
             Step::Read {
                 sector,
                 sectors,
                 fate,
-            } => self.read(sector * SECTOR, sectors * SECTOR, fate),
+            } => self.arrive(Op::Read, sector * SECTOR, sectors * SECTOR, fate),
             Step::Write {
                 sector,
                 sectors,
                 fate,
-            } => self.write(sector * SECTOR, sectors * SECTOR, fate),
+            } => self.arrive(Op::Write, sector * SECTOR, sectors * SECTOR, fate),
             Step::Deallocate { sector, sectors } => {
-                self.deallocate(sector * SECTOR, sectors * SECTOR)
+                self.arrive(Op::Deallocate, sector * SECTOR, sectors * SECTOR, 1)
             }
             Step::Complete { pick, ok } => {
                 if self.tickets.is_empty() {
                     return Ok(());
                 }
                 let t = self.tickets[pick % self.tickets.len()].0;
-                self.finish(t, ok)
+                self.finish(t, ok)?;
+                self.retry_queue()
             }
             Step::Flush { kind, fate } => self.flush(kind, fate),
             Step::Mode { mode } => self.mode(mode),
             Step::Resize { tight } => self.resize(tight),
             Step::Restart => self.restart(),
         }?;
-        let after = self.blocks();
-        let removed: BTreeSet<_> = before.difference(&after).copied().collect();
-        let reported: BTreeSet<_> = self
-            .reported
-            .iter()
-            .map(|e| (e.offset, e.size, e.cache_addr))
-            .collect();
-        // A block a step inserts and a failure drops again is reported
-        // without having been there before the step.
-        if !removed.is_subset(&reported)
-            || !reported.is_disjoint(&after)
-            || reported.len() != self.reported.len()
-        {
-            return Err(format!(
-                "blocks removed {removed:?}, reported {:?}",
-                self.reported
-            ));
-        }
         self.engine.check_invariants()?;
         if self.engine.inflight() != self.tickets.len() {
             return Err(format!(
@@ -526,8 +583,14 @@ impl World {
 
     /// Completes everything, flushes everything, and checks core.
     fn drain(&mut self) -> Result<(), String> {
+        // Every refused request gets through once the work ahead of it
+        // completes.
         while let Some(&(t, ..)) = self.tickets.first() {
             self.finish(t, true)?;
+            self.retry_queue()?;
+        }
+        if !self.queue.is_empty() {
+            return Err(format!("requests starved: {:?}", self.queue));
         }
         for _ in 0..10_000 {
             if self.engine.dirty_bytes() == 0 {
