@@ -16,6 +16,7 @@ impl Engine {
     /// the block LRU, group LRU and hole lists are consistent doubly-linked
     /// lists over exactly the blocks, in-use groups and holes; extents are
     /// well formed and the dirty byte counter matches them; pins match the
+    /// tickets in flight; queued refused requests are in order and wait for
     /// tickets in flight.
     #[doc(hidden)]
     pub fn check_invariants(&self) -> Result<(), String> {
@@ -221,6 +222,9 @@ impl Engine {
         }
         if expected.len() != b.pins.len() {
             return Err("pins without tickets".into());
+        }
+        if self.waiters().windows(2).any(|w| w[0].seq >= w[1].seq) {
+            return Err("refused requests out of order".into());
         }
         for w in self.waiters() {
             if !self.ticket_active(w.ticket) {
