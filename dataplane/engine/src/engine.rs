@@ -2,13 +2,14 @@
 //!
 //! Planning a request is two phases. Phase 1 only reads: Algorithm 1 splits
 //! the aligned request range into cached blocks and missing intervals, and
-//! every cached block is checked against in-flight pins; a conflict answers
-//! `Retry` naming a ticket to wait for, with nothing changed except the
-//! request's place in the FIFO of refused requests (`Waiter`), which
-//! refuses later conflicting requests so it cannot be starved. Phase 2 pins and promotes the cached blocks
-//! first (so reclaiming space for the misses can never evict them), then
-//! walks the segments in order, covering missing intervals with Algorithm 2
-//! and producing the plan's I/O.
+//! every cached block is checked against in-flight pins and older refused
+//! requests; a conflict answers `Retry` naming a ticket to wait for, with
+//! nothing changed except the request's place in the FIFO of refused
+//! requests (`Waiter`), which refuses later conflicting requests so it
+//! cannot be starved. Phase 2 pins and promotes the cached blocks first (so
+//! reclaiming space for the misses can never evict them), then walks the
+//! segments in order, covering missing intervals with Algorithm 2 and
+//! producing the plan's I/O.
 //!
 //! Block life cycle:
 //! - inserted by a miss: exclusively pinned until its ticket completes, so
