@@ -69,6 +69,7 @@ mod index;
 mod lru;
 mod map;
 pub mod plan;
+mod reconfig;
 mod restore;
 pub mod stats;
 
@@ -79,6 +80,7 @@ pub use config::{
 pub use engine::{BlockInfo, CompletionError, Engine, RequestError};
 pub use flush::FlushKind;
 pub use plan::{CacheIo, Completion, Evicted, Extent, Op, Plan, PlanStatus, Ticket};
+pub use reconfig::{ReconfigureError, ResizeError};
 pub use restore::{RestoreError, RestoredBlock};
 pub use stats::{AllocStats, Metadata, OpStats, Stats};
 
