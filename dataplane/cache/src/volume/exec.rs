@@ -282,7 +282,7 @@ async fn discard_side(d: &Devices, region: &VolumeRegion, plan: &Plan, t: &mut T
     for r in cores {
         t.note(Dev::CoreWr, r);
     }
-    let zeroes = join_all(super::pending_engine::cache_zeroes(plan).iter().map(|c| async move {
+    let zeroes = join_all(plan.cache_zeroes.iter().map(|c| async move {
         let z = vec![0u8; c.len as usize];
         cache_write(&d.cache, region, c.cache_addr, &z, false).await
     }))

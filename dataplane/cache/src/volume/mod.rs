@@ -16,7 +16,6 @@ mod exec;
 mod load;
 mod meta;
 mod owner;
-mod pending_engine;
 pub mod params;
 pub mod stats;
 

@@ -114,7 +114,10 @@ pub(crate) struct Owner {
     pub cleaner: Cleaner,
     rt: RuntimeCounters,
     base: Stats,
-    waiting: VecDeque<HostIo>,
+    /// Requests the engine refused for now, with the plan each was refused
+    /// in (the engine's FIFO contract: re-plan them in arrival order with
+    /// that plan, before new requests).
+    waiting: VecDeque<(HostIo, Plan)>,
     running: HashMap<u64, Running>,
     blocked_start: Vec<BlockedStart>,
     blocked_ack: Vec<BlockedAck>,
@@ -134,7 +137,6 @@ pub(crate) struct Owner {
     stopping: bool,
     stop_reply: Option<oneshot::Sender<Result<(), VolumeError>>>,
     last_io: Instant,
-    plan: Plan,
     blocks: Vec<engine::BlockInfo>,
 }
 
@@ -181,7 +183,6 @@ impl Owner {
             stopping: false,
             stop_reply: None,
             last_io: Instant::now(),
-            plan: Plan::new(),
             blocks: Vec::new(),
         }
     }
@@ -241,6 +242,11 @@ impl Owner {
     // ------------------------------------------------------------ requests
 
     fn submit(&mut self, io: HostIo) {
+        self.submit_with(io, Plan::new());
+    }
+
+    /// Plans `io` in `plan` (a fresh plan, or the one it was refused in).
+    fn submit_with(&mut self, io: HostIo, mut plan: Plan) {
         let ext = Extent {
             offset: io.offset,
             len: io.len,
@@ -248,7 +254,7 @@ impl Owner {
         // Requests overlapping a bypassing one wait for it: a fill planned
         // now could read core before the bypassing write lands.
         if self.bypass.iter().any(|(_, e)| overlaps(*e, ext)) {
-            self.waiting.push_back(io);
+            self.waiting.push_back((io, Plan::new()));
             return;
         }
         if self.should_bypass(&io) {
@@ -260,15 +266,12 @@ impl Owner {
             HostOp::Write { .. } => Op::Write,
             HostOp::Deallocate => Op::Deallocate,
         };
-        let mut plan = std::mem::take(&mut self.plan);
         if let Err(e) = self.engine.plan(op, io.offset, io.len, &mut plan) {
-            self.plan = plan;
             let _ = io.reply.send((io.buf, Err(BdevError::InvalidArgument(e.to_string()))));
             return;
         }
         if plan.status == PlanStatus::Retry {
-            self.plan = plan;
-            self.waiting.push_back(io);
+            self.waiting.push_back((io, plan));
             return;
         }
         let id = self.id();
@@ -297,7 +300,6 @@ impl Owner {
         );
         let need = self.prepare_slots(&plan);
         self.launch(id, plan, io.buf, fua, need, after);
-        self.plan = Plan::new();
     }
 
     /// Takes out of the persisted table every entry the plan's data will
@@ -319,7 +321,7 @@ impl Owner {
             || !plan.cache_writes.is_empty()
             || !plan.core_writes.is_empty()
             || !plan.discards.is_empty()
-            || crate::volume::pending_engine::has_cache_zeroes(plan);
+            || !plan.cache_zeroes.is_empty();
         if !writes_anything {
             return None;
         }
@@ -394,6 +396,7 @@ impl Owner {
         };
         if let Some(t) = run.ticket {
             let _ = self.engine.complete(t, result);
+            self.forget_dropped();
         }
         if let Some(t) = run.writeback_ticket {
             let r = if out.writeback_ok {
@@ -402,6 +405,7 @@ impl Owner {
                 Completion::Failed
             };
             let _ = self.engine.complete(t, r);
+            self.forget_dropped();
         }
         self.add_errors(&out);
         self.rt.flushed_bytes += out.written_back;
@@ -469,6 +473,14 @@ impl Owner {
         self.retry_waiting();
     }
 
+    /// Blocks a failed completion removed leave the persisted table too.
+    fn forget_dropped(&mut self) {
+        for i in 0..self.engine.dropped().len() {
+            let e = self.engine.dropped()[i];
+            self.meta.remove(e.cache_addr, e.offset);
+        }
+    }
+
     fn add_errors(&mut self, out: &Outcome) {
         let (a, b) = (&mut self.rt.errors, &out.errors);
         a.core_volume_rd += b.core_volume_rd;
@@ -506,8 +518,8 @@ impl Owner {
     fn retry_waiting(&mut self) {
         let n = self.waiting.len();
         for _ in 0..n {
-            let Some(io) = self.waiting.pop_front() else { break };
-            self.submit(io);
+            let Some((io, plan)) = self.waiting.pop_front() else { break };
+            self.submit_with(io, plan);
         }
     }
 
@@ -600,10 +612,9 @@ impl Owner {
     // ------------------------------------------------------------ flushing
 
     fn start_cleaning_plan(&mut self, kind: FlushKind) -> u32 {
-        let mut plan = std::mem::take(&mut self.plan);
+        let mut plan = Plan::new();
         let n = self.engine.plan_flush(kind, &mut plan);
         if plan.writeback_ticket.is_none() {
-            self.plan = plan;
             return 0;
         }
         let id = self.id();
@@ -631,7 +642,6 @@ impl Owner {
         );
         self.cleaning_running = true;
         self.launch(id, plan, None, false, None, Vec::new());
-        self.plan = Plan::new();
         n
     }
 
@@ -698,7 +708,9 @@ impl Owner {
     }
 
     fn set_mode_now(&mut self, m: CacheMode) -> Result<(), VolumeError> {
-        crate::volume::pending_engine::set_write_mode(&mut self.engine, m.engine_mode())?;
+        self.engine
+            .set_write_mode(m.engine_mode())
+            .map_err(|e| VolumeError::Busy(e.to_string()))?;
         self.mode = m;
         self.params.write_mode = m;
         self.shared.set_mode(m);
@@ -783,7 +795,12 @@ impl Owner {
                 self.engine.capacity(),
             )
             .map_err(|e| VolumeError::Invalid(e.0))?;
-        crate::volume::pending_engine::set_policies(&mut self.engine, cfg)?;
+        fn invalid(e: impl std::fmt::Display) -> VolumeError {
+            VolumeError::Invalid(e.to_string())
+        }
+        self.engine.set_admission(cfg.admission).map_err(invalid)?;
+        self.engine.set_eviction(cfg.eviction).map_err(invalid)?;
+        self.engine.set_flush(cfg.flush).map_err(invalid)?;
         self.cleaner = Cleaner::new(params.cleaning.clone());
         self.params = params;
         self.shared.set_params(&self.params);
@@ -792,7 +809,9 @@ impl Owner {
 
     fn apply_resize(&mut self, capacity: u64, region: Arc<VolumeRegion>) -> Result<(), VolumeError> {
         let mut evicted = Vec::new();
-        crate::volume::pending_engine::resize(&mut self.engine, capacity, &mut evicted)?;
+        self.engine
+            .resize(capacity, &mut evicted)
+            .map_err(|e| VolumeError::Busy(e.to_string()))?;
         for e in &evicted {
             self.meta.remove(e.cache_addr, e.offset);
         }
