@@ -21,20 +21,31 @@ async fn write_pattern(b: &bdev::Bdev, rng: &mut Rng, off: u64, len: usize) -> V
 async fn leaving_write_back_flushes_first_and_core_holds_the_data() {
     let d = Devices::new(VOLUME_MIB, 12, false);
     let dev = d.open_cache().await;
-    let (vol, b) = create(&d, &dev, params(serde_json::json!({"write_mode": "wb",
-        "cleaning": {"policy": "nop"}}))).await;
+    let (vol, b) = create(
+        &d,
+        &dev,
+        params(serde_json::json!({"write_mode": "wb",
+        "cleaning": {"policy": "nop"}})),
+    )
+    .await;
     let mut rng = Rng(21);
     let data = write_pattern(&b, &mut rng, 1 << 20, 512 << 10).await;
     let st = vol.stats().await.unwrap();
     assert_eq!(st.dirty_bytes, 512 << 10, "nop cleaning keeps writes dirty");
     let (core, _) = d.core_ram.read(1 << 20, DmaBuf::new(512 << 10)).await;
-    assert!(core[..] != data[..], "write-back: core does not have it yet");
+    assert!(
+        core[..] != data[..],
+        "write-back: core does not have it yet"
+    );
     vol.set_mode(CacheMode::Wt).await.unwrap();
     let st = vol.stats().await.unwrap();
     assert_eq!((st.write_mode, st.dirty_bytes), ("wt", 0));
     let (core, r) = d.core_ram.read(1 << 20, DmaBuf::new(512 << 10)).await;
     r.unwrap();
-    assert!(core[..] == data[..], "the switch wrote every dirty byte back");
+    assert!(
+        core[..] == data[..],
+        "the switch wrote every dirty byte back"
+    );
     // Write-through now: a new write is on core when acknowledged.
     let data2 = write_pattern(&b, &mut rng, 4 << 20, 64 << 10).await;
     let (core, _) = d.core_ram.read(4 << 20, DmaBuf::new(64 << 10)).await;
@@ -48,8 +59,13 @@ async fn leaving_write_back_flushes_first_and_core_holds_the_data() {
 async fn resize_grows_and_shrinks_keeping_data() {
     let d = Devices::new(VOLUME_MIB, 12, false);
     let dev = d.open_cache().await;
-    let (vol, b) = create(&d, &dev, params(serde_json::json!({"write_mode": "wb",
-        "cache_size_mib": 2, "cleaning": {"policy": "nop"}}))).await;
+    let (vol, b) = create(
+        &d,
+        &dev,
+        params(serde_json::json!({"write_mode": "wb",
+        "cache_size_mib": 2, "cleaning": {"policy": "nop"}})),
+    )
+    .await;
     let free0 = dev.free_units();
     let mut rng = Rng(22);
     let data = write_pattern(&b, &mut rng, 0, 1536 << 10).await;
@@ -99,7 +115,10 @@ async fn policies_change_without_losing_cached_blocks() {
     .unwrap();
     assert_eq!(vol.stats().await.unwrap().cached_blocks, before);
     let p = vol.params();
-    assert_eq!((p.admission.as_str(), p.eviction.as_str()), ("tinylfu", "lazy:2:1.0"));
+    assert_eq!(
+        (p.admission.as_str(), p.eviction.as_str()),
+        ("tinylfu", "lazy:2:1.0")
+    );
     let bad = vol
         .set_policy(PolicyChange {
             admission: Some("lfu".into()),
@@ -107,7 +126,11 @@ async fn policies_change_without_losing_cached_blocks() {
         })
         .await;
     assert!(bad.unwrap_err().to_string().contains("unknown admission"));
-    assert_eq!(vol.params().admission, "tinylfu", "a refused change changes nothing");
+    assert_eq!(
+        vol.params().admission,
+        "tinylfu",
+        "a refused change changes nothing"
+    );
     vol.reset_stats().await.unwrap();
     read(&b, 0, 1 << 20).await.1.unwrap();
     assert_eq!(vol.stats().await.unwrap().hit_ratio.read, 1.0);
@@ -156,11 +179,20 @@ async fn create_refusals_change_nothing() {
         let dev = dev.clone();
         async move { cache::volume::CachedVolume::create(params(json), core, dev).await }
     };
-    let e = try_create(serde_json::json!({"load": true})).await.err().unwrap();
+    let e = try_create(serde_json::json!({"load": true}))
+        .await
+        .err()
+        .unwrap();
     assert!(e.to_string().contains("create it without load"), "{e}");
-    let e = try_create(serde_json::json!({"cache_size_mib": 100})).await.err().unwrap();
+    let e = try_create(serde_json::json!({"cache_size_mib": 100}))
+        .await
+        .err()
+        .unwrap();
     assert!(!e.to_string().is_empty());
-    let e = try_create(serde_json::json!({"block_sizes_kib": [3]})).await.err().unwrap();
+    let e = try_create(serde_json::json!({"block_sizes_kib": [3]}))
+        .await
+        .err()
+        .unwrap();
     assert!(e.to_string().contains("3 KiB"), "{e}");
     assert_eq!(dev.free_units(), free);
     assert!(dev.volumes().is_empty());

@@ -48,7 +48,11 @@ async fn run_model(json: serde_json::Value, seed: u64, rounds: usize) {
         let mut ops = Vec::new();
         for &(off, len) in &ranges {
             let kind = rng.below(10);
-            let kind = if kind == 4 && std::env::var("NO_UNMAP").is_ok() { 5 } else { kind };
+            let kind = if kind == 4 && std::env::var("NO_UNMAP").is_ok() {
+                5
+            } else {
+                kind
+            };
             let mut data = vec![0u8; len as usize];
             if kind < 4 {
                 rng.fill(&mut data);
@@ -73,7 +77,10 @@ async fn run_model(json: serde_json::Value, seed: u64, rounds: usize) {
             for (kind, off, len, data) in &ops {
                 if *off <= sec * 512 && sec * 512 < off + len {
                     let i = (sec * 512 - off) as usize;
-                    eprintln!("round {round}: op {kind} {off}+{len} byte {}", if *kind < 4 { data[i] } else { 0 });
+                    eprintln!(
+                        "round {round}: op {kind} {off}+{len} byte {}",
+                        if *kind < 4 { data[i] } else { 0 }
+                    );
                 }
             }
         }
@@ -91,11 +98,17 @@ async fn run_model(json: serde_json::Value, seed: u64, rounds: usize) {
             model.check(off, &got, &format!("round {round}, read {off}+{len}"));
         }
         let pick = rng.below(40);
-        let pick = if std::env::var("NO_RESTART").is_ok() && pick == 1 { 2 } else { pick };
+        let pick = if std::env::var("NO_RESTART").is_ok() && pick == 1 {
+            2
+        } else {
+            pick
+        };
         match pick {
             0 => b.flush().await.unwrap(),
             1 => {
-                if std::env::var("DEBUG_SECTOR").is_ok() { eprintln!("round {round}: restart"); }
+                if std::env::var("DEBUG_SECTOR").is_ok() {
+                    eprintln!("round {round}: restart");
+                }
                 // Restart: stop without flushing, attach to the device's
                 // cache again.
                 vol.stop(false).await.unwrap();
@@ -124,7 +137,10 @@ async fn run_model(json: serde_json::Value, seed: u64, rounds: usize) {
     if st.write_mode != "pt" {
         assert!(st.requests.rd_hits > 0, "the cache served reads: {st:?}");
     } else {
-        assert_eq!(st.requests.rd_hits, 0, "pass-through serves nothing from the cache: {st:?}");
+        assert_eq!(
+            st.requests.rd_hits, 0,
+            "pass-through serves nothing from the cache: {st:?}"
+        );
     }
     vol.delete(false).await.unwrap();
     assert!(dev.find_volume("Cache0").is_none());
@@ -190,7 +206,10 @@ async fn restart_keeps_clean_and_dirty_blocks_warm() {
     let mut data = vec![0u8; hot as usize];
     rng.fill(&mut data[..1 << 20]);
     // First MiB written (dirty), second read (clean fills).
-    b.write(0, DmaBuf::from_slice(&data[..1 << 20])).await.1.unwrap();
+    b.write(0, DmaBuf::from_slice(&data[..1 << 20]))
+        .await
+        .1
+        .unwrap();
     read(&b, 1 << 20, 1 << 20).await.1.unwrap();
     vol.reset_stats().await.unwrap();
     for off in (0..hot).step_by(64 << 10) {
@@ -258,7 +277,10 @@ async fn injected_faults_fail_requests_cleanly() {
     }
     core_ee.clear();
     let st = vol.stats().await.unwrap();
-    assert!(failed > 0 && st.errors.core_volume_rd + st.errors.core_volume_wr > 0, "{st:?}");
+    assert!(
+        failed > 0 && st.errors.core_volume_rd + st.errors.core_volume_wr > 0,
+        "{st:?}"
+    );
     for off in (0..size).step_by(1 << 20) {
         let (got, r) = read(&b, off, 1 << 20).await;
         r.unwrap();
@@ -269,7 +291,11 @@ async fn injected_faults_fail_requests_cleanly() {
     // keeps serving correct data from core.
     let cache_ee = Devices::error_bdev(&d.cache);
     cache_ee
-        .inject(IoTypeSel::Kind(IoKind::Write), ErrorType::Failure, 1_000_000)
+        .inject(
+            IoTypeSel::Kind(IoKind::Write),
+            ErrorType::Failure,
+            1_000_000,
+        )
         .unwrap();
     let mut data = vec![0u8; 64 << 10];
     rng.fill(&mut data);
@@ -296,12 +322,17 @@ async fn identity_and_zeroes() {
     let (vol, b) = create(&d, &dev, params(serde_json::json!({"write_mode": "wb"}))).await;
     assert_eq!(b.info().name, "Cache0");
     assert_eq!(b.info().size_bytes(), VOLUME_MIB << 20);
-    b.write(0, DmaBuf::from_slice(&[0xab; 8192])).await.1.unwrap();
+    b.write(0, DmaBuf::from_slice(&[0xab; 8192]))
+        .await
+        .1
+        .unwrap();
     b.write_zeroes(0, 4096).await.unwrap();
     let (got, r) = read(&b, 0, 8192).await;
     r.unwrap();
     assert!(got[..4096].iter().all(|&x| x == 0) && got[4096..].iter().all(|&x| x == 0xab));
-    let Bdev::Layered(l) = b.as_ref() else { panic!() };
+    let Bdev::Layered(l) = b.as_ref() else {
+        panic!()
+    };
     assert_eq!(l.base_names(), vec!["core".to_string(), "nvme".to_string()]);
     vol.stop(false).await.unwrap();
 }

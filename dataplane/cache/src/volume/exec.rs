@@ -8,6 +8,7 @@
 
 use std::sync::Arc;
 
+use bdev::view::BufView;
 use bdev::{BdevError, CountedBdev, DmaBuf};
 use engine::{CacheIo, Extent, Plan};
 use futures_util::future::join_all;
@@ -132,7 +133,12 @@ pub(crate) async fn cache_write(
     Ok(())
 }
 
-async fn core_write(core: &CountedBdev, offset: u64, data: &[u8], fua: bool) -> Result<(), BdevError> {
+async fn core_write(
+    core: &CountedBdev,
+    offset: u64,
+    data: &[u8],
+    fua: bool,
+) -> Result<(), BdevError> {
     let buf = DmaBuf::from_slice(data);
     let (_, r) = if fua {
         core.write_fua(offset, buf).await
@@ -169,48 +175,128 @@ fn in_request(req: Extent, off: u64, len: u64) -> std::ops::Range<usize> {
     s..s + len as usize
 }
 
-/// Runs the read side of `plan` into `buf` (the request's length).
-async fn read_side(d: &Devices, region: &VolumeRegion, plan: &Plan, buf: &mut DmaBuf, t: &mut Tally) {
+/// One piece of a read's data, read straight into its view of the host's
+/// buffer (no copy).
+enum Piece {
+    /// From the cache device at this device offset.
+    Cache(u64),
+    /// From core at this volume offset.
+    Core(u64),
+    /// From core at this offset, then the same bytes to the cache device
+    /// at this device offset.
+    Fill(u64, u64),
+}
+
+/// Splits `c` at unit boundaries: (volume offset, length, device offset).
+fn unit_pieces(region: &VolumeRegion, c: &CacheIo) -> Vec<(u64, u64, u64)> {
+    let mut out = Vec::new();
+    let mut done = 0;
+    while done < c.len {
+        let a = c.cache_addr + done;
+        let n = (UNIT_SIZE - a % UNIT_SIZE).min(c.len - done);
+        out.push((c.offset + done, n, region.data_offset(a)));
+        done += n;
+    }
+    out
+}
+
+/// Runs the read side of `plan` into `buf` (the request's length): every
+/// piece is read into its own view of the buffer, concurrently, and the
+/// buffer comes back whole. Fills that reach outside the request (whole-
+/// block fills) go through a buffer of their own.
+async fn read_side(
+    d: &Devices,
+    region: &VolumeRegion,
+    plan: &Plan,
+    buf: DmaBuf,
+    t: &mut Tally,
+) -> DmaBuf {
     let req = plan.request;
-    let hits = join_all(plan.cache_reads.iter().map(|c| async move {
-        let (b, r) = cache_read(&d.cache, region, c.cache_addr, c.len).await;
-        (c.offset, b, r)
-    }));
-    let cores = join_all(plan.core_reads.iter().map(|e| async move {
-        let (b, r) = d.core.read(e.offset, DmaBuf::new(e.len as usize)).await;
-        (e.offset, b, r)
-    }));
-    let fills = join_all(plan.fills.iter().map(|f| async move {
+    let mut pieces = Vec::new();
+    let mut ranges = Vec::new();
+    let mut outside = Vec::new();
+    for c in &plan.cache_reads {
+        for (off, len, dev) in unit_pieces(region, c) {
+            ranges.push(in_request(req, off, len));
+            pieces.push(Piece::Cache(dev));
+        }
+    }
+    for e in &plan.core_reads {
+        ranges.push(in_request(req, e.offset, e.len));
+        pieces.push(Piece::Core(e.offset));
+    }
+    for f in &plan.fills {
+        let inside = f.offset >= req.offset && f.end() <= req.end();
+        let pieces_of = unit_pieces(region, f);
+        if inside && pieces_of.len() == 1 {
+            ranges.push(in_request(req, f.offset, f.len));
+            pieces.push(Piece::Fill(f.offset, pieces_of[0].2));
+        } else {
+            outside.push(*f);
+        }
+    }
+    let mut buf = buf;
+    if !ranges.is_empty() {
+        let views = match buf.into_views(ranges) {
+            Ok(v) => v,
+            Err(e) => {
+                t.note(Dev::CacheRd, Err(BdevError::InvalidArgument(e.to_string())));
+                return e.buf;
+            }
+        };
+        let cache = d.cache.bdev();
+        let results = join_all(pieces.into_iter().zip(views).map(|(p, v)| async move {
+            match p {
+                Piece::Cache(dev) => {
+                    let (v, r) = cache.read_view(dev, v).await;
+                    (v, Dev::CacheRd, r)
+                }
+                Piece::Core(off) => {
+                    let (v, r) = d.core.read_view(off, v).await;
+                    (v, Dev::CoreRd, r)
+                }
+                Piece::Fill(off, dev) => {
+                    let (v, r) = d.core.read_view(off, v).await;
+                    if r.is_err() {
+                        return (v, Dev::CoreRd, r);
+                    }
+                    let (v, r) = cache.write_view(dev, v).await;
+                    (v, Dev::CacheWr, r)
+                }
+            }
+        }))
+        .await;
+        let mut views = Vec::with_capacity(results.len());
+        for (v, dev, r) in results {
+            t.note(dev, r);
+            views.push(v);
+        }
+        buf = match BufView::reunite(views) {
+            Ok(b) => b,
+            Err(e) => {
+                // A device lost a view (it hands back a stand-in on some
+                // errors): the request fails, with a fresh buffer.
+                t.note(Dev::CacheRd, Err(BdevError::InvalidArgument(e.to_string())));
+                DmaBuf::new(req.len as usize)
+            }
+        };
+    }
+    for f in outside {
         let (b, r) = d.core.read(f.offset, DmaBuf::new(f.len as usize)).await;
-        if r.is_err() {
-            return (f.offset, b, Dev::CoreRd, r);
+        if !t.note(Dev::CoreRd, r) {
+            continue;
         }
         let w = cache_write(&d.cache, region, f.cache_addr, &b, false).await;
-        (f.offset, b, Dev::CacheWr, w)
-    }));
-    let (hits, cores, fills) = tokio::join!(hits, cores, fills);
-    for (off, b, r) in hits {
-        if t.note(Dev::CacheRd, r) {
-            buf[in_request(req, off, b.len() as u64)].copy_from_slice(&b);
-        }
-    }
-    for (off, b, r) in cores {
-        if t.note(Dev::CoreRd, r) {
-            buf[in_request(req, off, b.len() as u64)].copy_from_slice(&b);
-        }
-    }
-    for (off, b, dev, r) in fills {
-        // A failed cache write still read the right data from core, but the
-        // request fails: the engine rolls the block back either way.
-        if t.note(dev, r) {
-            let s = off.max(req.offset);
-            let e = (off + b.len() as u64).min(req.end());
+        if t.note(Dev::CacheWr, w) {
+            let s = f.offset.max(req.offset);
+            let e = f.end().min(req.end());
             if s < e {
                 buf[in_request(req, s, e - s)]
-                    .copy_from_slice(&b[(s - off) as usize..(e - off) as usize]);
+                    .copy_from_slice(&b[(s - f.offset) as usize..(e - f.offset) as usize]);
             }
         }
     }
+    buf
 }
 
 /// Runs fills of a write plan (head/tail or whole-block completions of new
@@ -221,7 +307,10 @@ async fn write_fills(d: &Devices, region: &VolumeRegion, plan: &Plan, t: &mut Ta
         if r.is_err() {
             return (Dev::CoreRd, r);
         }
-        (Dev::CacheWr, cache_write(&d.cache, region, f.cache_addr, &b, false).await)
+        (
+            Dev::CacheWr,
+            cache_write(&d.cache, region, f.cache_addr, &b, false).await,
+        )
     }))
     .await;
     for (dev, r) in rs {
@@ -230,7 +319,14 @@ async fn write_fills(d: &Devices, region: &VolumeRegion, plan: &Plan, t: &mut Ta
 }
 
 /// Runs the write side of `plan` from `data` (the request's bytes).
-async fn write_side(d: &Devices, region: &VolumeRegion, plan: &Plan, data: &[u8], fua: bool, t: &mut Tally) {
+async fn write_side(
+    d: &Devices,
+    region: &VolumeRegion,
+    plan: &Plan,
+    data: &[u8],
+    fua: bool,
+    t: &mut Tally,
+) {
     let req = plan.request;
     if plan.fills_before_cache_writes {
         write_fills(d, region, plan, t).await;
@@ -240,7 +336,13 @@ async fn write_side(d: &Devices, region: &VolumeRegion, plan: &Plan, data: &[u8]
         cache_write(&d.cache, region, c.cache_addr, bytes, fua).await
     }));
     let cores = join_all(plan.core_writes.iter().map(|e| async move {
-        core_write(&d.core, e.offset, &data[in_request(req, e.offset, e.len)], fua).await
+        core_write(
+            &d.core,
+            e.offset,
+            &data[in_request(req, e.offset, e.len)],
+            fua,
+        )
+        .await
     }));
     let fills = async {
         if !plan.fills_before_cache_writes {
@@ -312,8 +414,8 @@ pub(crate) async fn execute(
         let mut t = Tally::new();
         match plan.op {
             engine::Op::Read => {
-                if let Some(b) = buf.as_mut() {
-                    read_side(d, region, plan, b, &mut t).await;
+                if let Some(b) = buf.take() {
+                    buf = Some(read_side(d, region, plan, b, &mut t).await);
                 }
             }
             engine::Op::Write => {

@@ -35,6 +35,14 @@ pub(super) async fn open_region(
         name: name.clone(),
         reason,
     };
+    let cache_block = cache.bdev().info().block_size;
+    if cache_block > sector {
+        return Err(VolumeError::Invalid(format!(
+            "cache bdev {} has {cache_block}-byte blocks, larger than core {}'s {sector}-byte blocks: host I/O of one core block could not be cached",
+            cache.name(),
+            ci.name
+        )));
+    }
     let existing = cache.find_volume(name);
     let region = match (params.load, existing) {
         (true, None) => {
@@ -92,7 +100,9 @@ pub(super) async fn open_region(
     let mut meta = MetaTable::new(&region, metas);
     let blocks = restorable(&meta.blocks(), sector);
     if let Err(e) = engine.restore(&blocks.keep) {
-        return Err(load_err(format!("the on-device block table is inconsistent: {e}")));
+        return Err(load_err(format!(
+            "the on-device block table is inconsistent: {e}"
+        )));
     }
     for addr in blocks.dropped {
         meta.drop_entry(addr);

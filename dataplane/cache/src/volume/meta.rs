@@ -124,7 +124,12 @@ impl MetaTable {
     /// other than one describing exactly the block at `keep` (volume offset,
     /// size). Returns the removal sequence number to wait for, if anything
     /// was taken out.
-    pub fn clear_cache_range(&mut self, addr: u64, len: u64, keep: Option<(u64, u32)>) -> Option<u64> {
+    pub fn clear_cache_range(
+        &mut self,
+        addr: u64,
+        len: u64,
+        keep: Option<(u64, u32)>,
+    ) -> Option<u64> {
         let mut last = None;
         let end = addr + len;
         // Entries start at multiples of min_block and are at most one unit
@@ -209,8 +214,7 @@ impl MetaTable {
             .next()
             .is_none_or(|&first| first > d.removals);
         removals_ok
-            && d
-                .units
+            && d.units
                 .iter()
                 .all(|&(u, v)| self.units.get(u as usize).is_none_or(|x| x.durable >= v))
     }
@@ -244,7 +248,9 @@ impl MetaTable {
 
     /// Whether every change is durable and no write is in flight.
     pub fn is_clean(&self) -> bool {
-        self.units.iter().all(|u| !u.writing && u.durable >= u.version)
+        self.units
+            .iter()
+            .all(|u| !u.writing && u.durable >= u.version)
     }
 
     /// Every block the table holds, as the engine's restore takes them:

@@ -9,7 +9,7 @@
 //! - [`exec`]: running a plan's I/O against core and the cache device.
 //! - [`meta`]: the persisted block table and its durability rules.
 //! - [`clean`]: when background cleaning runs.
-//! - [`stats`]: `bdev_adacache_get_stats`.
+//! - [`stats`]: the figures of `bdev_adacache_get_stats`.
 
 mod clean;
 mod exec;
@@ -214,7 +214,13 @@ impl CachedVolume {
     /// The parameters as they are now (what `save_config` records; `load`
     /// is set so that a restored configuration attaches, never formats).
     pub fn params(&self) -> VolumeParams {
-        let mut p = self.inner.shared.params.lock().expect("params lock").clone();
+        let mut p = self
+            .inner
+            .shared
+            .params
+            .lock()
+            .expect("params lock")
+            .clone();
         p.load = true;
         p
     }
@@ -239,7 +245,10 @@ impl CachedVolume {
         self.inner.shared.is_degraded()
     }
 
-    async fn ask<T>(&self, f: impl FnOnce(oneshot::Sender<T>) -> Control) -> Result<T, VolumeError> {
+    async fn ask<T>(
+        &self,
+        f: impl FnOnce(oneshot::Sender<T>) -> Control,
+    ) -> Result<T, VolumeError> {
         let (tx, rx) = oneshot::channel();
         self.inner
             .tx
@@ -345,11 +354,20 @@ impl CachedVolume {
     /// which discards it), stops, and frees the volume's cache space.
     pub async fn delete(&self, force: bool) -> Result<(), VolumeError> {
         self.stop(!force).await?;
-        self.inner.cache.delete_volume(&self.inner.info.name).await?;
+        self.inner
+            .cache
+            .delete_volume(&self.inner.info.name)
+            .await?;
         Ok(())
     }
 
-    async fn io(&self, op: HostOp, offset: u64, len: u64, buf: Option<DmaBuf>) -> (Option<DmaBuf>, bdev::Result<()>) {
+    async fn io(
+        &self,
+        op: HostOp,
+        offset: u64,
+        len: u64,
+        buf: Option<DmaBuf>,
+    ) -> (Option<DmaBuf>, bdev::Result<()>) {
         let (reply, rx) = oneshot::channel();
         let io = HostIo {
             op,
@@ -437,7 +455,11 @@ impl LayeredBdev for CachedVolume {
             while done < len {
                 let n = (len - done).min(ZEROES_CHUNK);
                 let (_, r) = self
-                    .data_io(HostOp::Write { fua: false }, offset + done, DmaBuf::new(n as usize))
+                    .data_io(
+                        HostOp::Write { fua: false },
+                        offset + done,
+                        DmaBuf::new(n as usize),
+                    )
                     .await;
                 r?;
                 done += n;

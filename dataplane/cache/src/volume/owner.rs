@@ -267,7 +267,9 @@ impl Owner {
             HostOp::Deallocate => Op::Deallocate,
         };
         if let Err(e) = self.engine.plan(op, io.offset, io.len, &mut plan) {
-            let _ = io.reply.send((io.buf, Err(BdevError::InvalidArgument(e.to_string()))));
+            let _ = io
+                .reply
+                .send((io.buf, Err(BdevError::InvalidArgument(e.to_string()))));
             return;
         }
         if plan.status == PlanStatus::Retry {
@@ -283,7 +285,12 @@ impl Owner {
         }));
         let hit = plan.fills.is_empty() && plan.core_reads.is_empty() && op == Op::Read;
         let after = self.fill_conflicts(&plan);
-        let core_writes = plan.core_writes.iter().chain(&plan.discards).copied().collect();
+        let core_writes = plan
+            .core_writes
+            .iter()
+            .chain(&plan.discards)
+            .copied()
+            .collect();
         self.running.insert(
             id,
             Running {
@@ -313,8 +320,11 @@ impl Owner {
             self.blocks.clear();
             self.engine.blocks_in(c.offset, c.len, &mut self.blocks);
             for b in &self.blocks {
-                self.meta
-                    .clear_cache_range(b.cache_addr, u64::from(b.size), Some((b.offset, b.size)));
+                self.meta.clear_cache_range(
+                    b.cache_addr,
+                    u64::from(b.size),
+                    Some((b.offset, b.size)),
+                );
             }
         }
         let writes_anything = !plan.fills.is_empty()
@@ -449,8 +459,7 @@ impl Owner {
             // A write-back write is acknowledged once the entry that finds
             // its data is durable; every write waits for removals planned
             // before it (a stale entry must not outlive the write).
-            let dirty_write =
-                matches!(run.op, HostOp::Write { .. }) && self.mode == CacheMode::Wb;
+            let dirty_write = matches!(run.op, HostOp::Write { .. }) && self.mode == CacheMode::Wb;
             let need = Durability {
                 units: if dirty_write { units } else { Vec::new() },
                 removals: if run.op == HostOp::Read {
@@ -496,7 +505,11 @@ impl Owner {
     /// A failing cache device: the volume stops using it (pass-through);
     /// dirty data stays reported and is not dropped.
     fn degrade(&mut self, why: &str) {
-        if self.shared.degraded.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        if self
+            .shared
+            .degraded
+            .swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
             return;
         }
         tracing::error!(bdev = %self.params.name, reason = why, dirty_bytes = self.engine.stats().dirty_bytes,
@@ -518,7 +531,9 @@ impl Owner {
     fn retry_waiting(&mut self) {
         let n = self.waiting.len();
         for _ in 0..n {
-            let Some((io, plan)) = self.waiting.pop_front() else { break };
+            let Some((io, plan)) = self.waiting.pop_front() else {
+                break;
+            };
             self.submit_with(io, plan);
         }
     }
@@ -589,7 +604,11 @@ impl Owner {
                 hit: false,
                 touched: Vec::new(),
                 cleaning: false,
-                core_writes: if io.op == HostOp::Read { Vec::new() } else { vec![ext] },
+                core_writes: if io.op == HostOp::Read {
+                    Vec::new()
+                } else {
+                    vec![ext]
+                },
             },
         );
         let core = self.devices.core.clone();
@@ -759,7 +778,11 @@ impl Owner {
             Control::SetPolicy(p, r) => {
                 let _ = r.send(self.set_policy(p));
             }
-            Control::Resize { capacity, region, reply } => {
+            Control::Resize {
+                capacity,
+                region,
+                reply,
+            } => {
                 let _ = reply.send(self.apply_resize(capacity, region));
             }
             Control::Stop { flush, reply } => {
@@ -807,7 +830,11 @@ impl Owner {
         Ok(())
     }
 
-    fn apply_resize(&mut self, capacity: u64, region: Arc<VolumeRegion>) -> Result<(), VolumeError> {
+    fn apply_resize(
+        &mut self,
+        capacity: u64,
+        region: Arc<VolumeRegion>,
+    ) -> Result<(), VolumeError> {
         let mut evicted = Vec::new();
         self.engine
             .resize(capacity, &mut evicted)
@@ -911,4 +938,3 @@ fn overlaps(a: Extent, b: Extent) -> bool {
 fn gone(name: &str) -> BdevError {
     BdevError::InvalidArgument(format!("cached bdev {name} is being deleted"))
 }
-

@@ -101,8 +101,14 @@ pub fn params(json: serde_json::Value) -> VolumeParams {
     serde_json::from_value(base).unwrap()
 }
 
-pub async fn create(d: &Devices, dev: &Arc<CacheDevice>, p: VolumeParams) -> (CachedVolume, Arc<Bdev>) {
-    let v = CachedVolume::create(p, d.core.clone(), dev.clone()).await.unwrap();
+pub async fn create(
+    d: &Devices,
+    dev: &Arc<CacheDevice>,
+    p: VolumeParams,
+) -> (CachedVolume, Arc<Bdev>) {
+    let v = CachedVolume::create(p, d.core.clone(), dev.clone())
+        .await
+        .unwrap();
     let b = Arc::new(v.bdev());
     (v, b)
 }
