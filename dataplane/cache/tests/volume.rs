@@ -37,7 +37,16 @@ fn disjoint_ranges(rng: &mut Rng, n: usize, size: u64) -> Vec<(u64, u64)> {
 }
 
 async fn run_model(json: serde_json::Value, seed: u64, rounds: usize) {
-    let d = Devices::new(VOLUME_MIB, CACHE_DEV_MIB, false);
+    run_model_on(
+        Devices::new(VOLUME_MIB, CACHE_DEV_MIB, false),
+        json,
+        seed,
+        rounds,
+    )
+    .await;
+}
+
+async fn run_model_on(d: Devices, json: serde_json::Value, seed: u64, rounds: usize) {
     let dev = d.open_cache().await;
     let (mut vol, mut b) = create(&d, &dev, params(json.clone())).await;
     let size = VOLUME_MIB << 20;
@@ -190,6 +199,33 @@ async fn write_back_head_tail_aggressive_cleaning_seq_cutoff() {
             "seq_cutoff": {"policy": "always", "threshold_kib": 64}}),
         6,
         300,
+    )
+    .await;
+}
+
+/// Delayed devices reorder completions: the fills, write-backs, removals
+/// and acknowledgements still keep their order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_back_on_delayed_devices() {
+    let d = Devices::delayed(VOLUME_MIB, CACHE_DEV_MIB);
+    run_model_on(
+        d,
+        serde_json::json!({"write_mode": "wb",
+        "cleaning": {"policy": "aggressive", "dirty_ratio": 0.1, "wake_up_ms": 1}}),
+        8,
+        150,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_through_on_delayed_devices() {
+    let d = Devices::delayed(VOLUME_MIB, CACHE_DEV_MIB);
+    run_model_on(
+        d,
+        serde_json::json!({"write_mode": "wt", "write_miss_fill": "whole-block"}),
+        9,
+        150,
     )
     .await;
 }

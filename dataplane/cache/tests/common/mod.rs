@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use bdev::delay::{DelayBdev, Latencies};
 use bdev::error_inject::ErrorBdev;
 use bdev::malloc::MallocBdev;
 use bdev::{Bdev, CountedBdev, DmaBuf, IoStats};
@@ -57,6 +58,16 @@ pub struct Devices {
 
 impl Devices {
     pub fn new(volume_mib: u64, cache_dev_mib: u64, faults: bool) -> Devices {
+        Self::build(volume_mib, cache_dev_mib, faults, false)
+    }
+
+    /// Core and cache behind delay bdevs with different latencies, so that
+    /// completions come back in other orders than submissions.
+    pub fn delayed(volume_mib: u64, cache_dev_mib: u64) -> Devices {
+        Self::build(volume_mib, cache_dev_mib, false, true)
+    }
+
+    fn build(volume_mib: u64, cache_dev_mib: u64, faults: bool, delays: bool) -> Devices {
         let core_ram = counted(Bdev::Malloc(
             MallocBdev::new("core", volume_mib << 11, SECTOR).unwrap(),
         ));
@@ -67,6 +78,21 @@ impl Devices {
             (
                 counted(Bdev::Error(ErrorBdev::new("EE_core", core_ram.clone()))),
                 counted(Bdev::Error(ErrorBdev::new("EE_nvme", cache_ram))),
+            )
+        } else if delays {
+            let lat = |r, w| Latencies {
+                avg_read_us: r,
+                p99_read_us: r * 10,
+                avg_write_us: w,
+                p99_write_us: w * 10,
+            };
+            (
+                counted(Bdev::Delay(
+                    DelayBdev::new("core", core_ram.clone(), lat(300, 500)).unwrap(),
+                )),
+                counted(Bdev::Delay(
+                    DelayBdev::new("nvme", cache_ram, lat(20, 40)).unwrap(),
+                )),
             )
         } else {
             (core_ram.clone(), cache_ram)
