@@ -185,6 +185,8 @@ fn malloc_cache_refusals_claims_metrics_and_delete_flushes() {
         ),
         (with("cache_size_mib", json!(0)), -32602, "cache_size_mib"),
         (with("admission", json!("lfu")), -32602, "admission"),
+        // Before anything is written to the blank cache bdev.
+        (with("cache_size_mib", json!(4096)), -28, "at most"),
         // load never formats: the device has no cache yet.
         (with("load", json!(true)), -19, "not formatted"),
     ];
