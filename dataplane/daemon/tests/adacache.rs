@@ -229,6 +229,17 @@ fn malloc_cache_refusals_claims_metrics_and_delete_flushes() {
         assert_eq!(call("bdev_adacache_get_devices", json!({})), devices);
     }
 
+    // A second cached bdev shares the cache device.
+    let c1 = json!({"name": "C1", "core_bdev_name": "Core1", "cache_bdev_name": "Cache0",
+                    "cache_size_mib": 4});
+    assert_eq!(call("bdev_adacache_create", c1), json!("C1"));
+    let shared = call("bdev_adacache_get_devices", json!({}));
+    assert_eq!(shared.as_array().unwrap().len(), 1, "{shared}");
+    assert_eq!(shared[0]["free_mib"].as_u64().unwrap(), free - 4);
+    assert_eq!(shared[0]["volumes"][1]["name"], "C1");
+    assert_eq!(call("bdev_adacache_delete", json!({"name": "C1"})), true);
+    assert_eq!(call("bdev_adacache_get_devices", json!({})), devices);
+
     // Claims: core and cache are claimed by C0.
     for base in ["Core0", "Cache0"] {
         let b = call("bdev_get_bdevs", json!({"name": base}));
@@ -576,6 +587,11 @@ fn aio_cache_write_back_survives_restart_and_kill_9() {
         "{st}"
     );
     assert!(d.stop().success());
+    let log = std::fs::read_to_string(socket.with_extension("log")).unwrap();
+    assert!(
+        log.contains("cached bdev stopped"),
+        "SIGTERM stops the cached bdev:\n{log}"
+    );
 
     let d = Daemon::start_with(&socket, None, &persist);
     let st = call("bdev_adacache_get_stats", json!({"name": "C0"}));
