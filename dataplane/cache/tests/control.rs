@@ -206,3 +206,81 @@ async fn create_refusals_change_nothing() {
         .unwrap();
     assert!(e.to_string().contains("block sizes"), "{e}");
 }
+
+/// Core refusing write-backs: a flush ends with the error instead of
+/// retrying forever, and delete (which flushes) keeps the volume and its
+/// dirty data.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flush_core_refuses_fails_and_delete_keeps_the_dirty_data() {
+    use bdev::error_inject::{ErrorType, IoTypeSel};
+    use bdev::IoKind;
+    let d = Devices::new(VOLUME_MIB, 12, true);
+    let dev = d.open_cache().await;
+    let (vol, b) = create(
+        &d,
+        &dev,
+        params(serde_json::json!({"write_mode": "wb",
+        "cleaning": {"policy": "nop"}})),
+    )
+    .await;
+    let mut rng = Rng(24);
+    let data = write_pattern(&b, &mut rng, 0, 256 << 10).await;
+    let core_ee = Devices::error_bdev(&d.core);
+    core_ee
+        .inject(
+            IoTypeSel::Kind(IoKind::Write),
+            ErrorType::Failure,
+            1_000_000,
+        )
+        .unwrap();
+    let e = vol.flush_all().await.unwrap_err();
+    assert!(e.to_string().contains("flushing dirty data"), "{e}");
+    assert!(
+        vol.delete(false).await.is_err(),
+        "delete must not drop dirty data"
+    );
+    assert!(vol.set_mode(CacheMode::Wt).await.is_err());
+    let st = vol.stats().await.unwrap();
+    assert_eq!((st.write_mode, st.dirty_bytes), ("wb", 256 << 10));
+    let (got, r) = read(&b, 0, 256 << 10).await;
+    r.unwrap();
+    assert!(got[..] == data[..], "still served from the cache");
+    core_ee.clear();
+    vol.set_mode(CacheMode::Wt).await.unwrap();
+    assert_eq!(
+        vol.params().write_mode,
+        CacheMode::Wt,
+        "params follow the mode"
+    );
+    vol.delete(false).await.unwrap();
+    let (core, _) = d.core_ram.read(0, DmaBuf::new(256 << 10)).await;
+    assert!(core[..] == data[..]);
+}
+
+/// A 4096-byte cache bdev in front of a 512-byte core exports 4096-byte
+/// blocks: every host I/O can then be cached.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_larger_block_size_is_the_volumes() {
+    use bdev::malloc::MallocBdev;
+    use bdev::Bdev;
+    let d = Devices::new(VOLUME_MIB, 12, false);
+    let cache4k = common::counted(Bdev::Malloc(
+        MallocBdev::new("nvme4k", 12 << 8, 4096).unwrap(),
+    ));
+    let dev = cache::device::CacheDevice::open(cache4k, true)
+        .await
+        .unwrap();
+    let (vol, b) = create(&d, &dev, params(serde_json::json!({"write_mode": "wb"}))).await;
+    assert_eq!(b.info().block_size, 4096);
+    assert_eq!(b.info().size_bytes(), VOLUME_MIB << 20);
+    let mut rng = Rng(25);
+    let data = write_pattern(&b, &mut rng, 4096, 8192).await;
+    let (got, r) = read(&b, 4096, 8192).await;
+    r.unwrap();
+    assert!(got[..] == data[..]);
+    assert!(
+        b.write(512, DmaBuf::new(512)).await.1.is_err(),
+        "512-byte I/O is refused"
+    );
+    vol.stop(false).await.unwrap();
+}

@@ -17,6 +17,8 @@ use crate::device::{CacheDevice, VolumeSpec};
 use crate::layout::{MetaEntry, VolumeRegion, UNIT_SIZE};
 
 pub(super) struct Loaded {
+    /// The volume's sector (block) size.
+    pub sector: u32,
     pub engine: Engine,
     pub region: VolumeRegion,
     pub meta: MetaTable,
@@ -35,11 +37,13 @@ pub(super) async fn open_region(
         name: name.clone(),
         reason,
     };
-    let cache_block = cache.bdev().info().block_size;
-    if cache_block > sector {
+    // The volume's sector is the larger of the two block sizes, so every
+    // host I/O can be cached (a 4Kn cache SSD in front of 512-byte RBD
+    // exports a 4096-byte namespace).
+    let sector = sector.max(cache.bdev().info().block_size);
+    if volume_size % u64::from(sector) != 0 {
         return Err(VolumeError::Invalid(format!(
-            "cache bdev {} has {cache_block}-byte blocks, larger than core {}'s {sector}-byte blocks: host I/O of one core block could not be cached",
-            cache.name(),
+            "core {} ({volume_size} bytes) is not a whole number of the cache bdev's {sector}-byte blocks",
             ci.name
         )));
     }
@@ -112,6 +116,7 @@ pub(super) async fn open_region(
             dirty_bytes = engine.stats().dirty_bytes, "cache loaded from device");
     }
     Ok(Loaded {
+        sector,
         engine,
         region,
         meta,

@@ -175,8 +175,8 @@ impl CachedVolume {
         let info = BdevInfo {
             name: params.name.clone(),
             product_name: "AdaCache disk",
-            block_size: ci.block_size,
-            num_blocks: ci.num_blocks,
+            block_size: loaded.sector,
+            num_blocks: ci.size_bytes() / u64::from(loaded.sector),
             uuid: bdev::uuid_from_name("adacache", &params.name),
         };
         let (tx, rx) = mpsc::unbounded_channel();

@@ -684,7 +684,12 @@ impl Owner {
         if !self.flushing || self.cleaning_running {
             return;
         }
-        if self.engine.stats().dirty_bytes > 0 {
+        // A write-back that failed ends the flush with its error: core
+        // refusing data would otherwise make flushing retry forever.
+        let failed = self.flush_error.is_some();
+        if !failed && self.engine.stats().dirty_bytes > 0 {
+            // When every dirty block is held by host I/O this plans
+            // nothing; the next completion pumps again.
             self.start_cleaning_plan(FlushKind::All);
             return;
         }
@@ -706,13 +711,22 @@ impl Owner {
                 });
             }
             AfterFlush::SetMode(m, r) => {
-                let res = self.set_mode_now(m);
+                let res = match &self.flush_error {
+                    Some(e) => Err(VolumeError::Flush(e.clone())),
+                    None => self.set_mode_now(m),
+                };
                 let _ = r.send(res);
             }
-            AfterFlush::Stop { reply } => {
-                self.stopping = true;
-                self.stop_reply = Some(reply);
-            }
+            AfterFlush::Stop { reply } => match &self.flush_error {
+                // Dirty data core refused stays: the volume keeps running.
+                Some(e) => {
+                    let _ = reply.send(Err(VolumeError::Flush(e.clone())));
+                }
+                None => {
+                    self.stopping = true;
+                    self.stop_reply = Some(reply);
+                }
+            },
         }
     }
 
@@ -733,6 +747,7 @@ impl Owner {
         self.mode = m;
         self.params.write_mode = m;
         self.shared.set_mode(m);
+        self.shared.set_params(&self.params);
         Ok(())
     }
 
