@@ -41,7 +41,7 @@ pub(super) async fn open_region(
     // host I/O can be cached (a 4Kn cache SSD in front of 512-byte RBD
     // exports a 4096-byte namespace).
     let sector = sector.max(cache.bdev().info().block_size);
-    if volume_size % u64::from(sector) != 0 {
+    if !volume_size.is_multiple_of(u64::from(sector)) {
         return Err(VolumeError::Invalid(format!(
             "core {} ({volume_size} bytes) is not a whole number of the cache bdev's {sector}-byte blocks",
             ci.name
