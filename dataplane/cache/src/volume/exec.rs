@@ -133,21 +133,6 @@ pub(crate) async fn cache_write(
     Ok(())
 }
 
-async fn core_write(
-    core: &CountedBdev,
-    offset: u64,
-    data: &[u8],
-    fua: bool,
-) -> Result<(), BdevError> {
-    let buf = DmaBuf::from_slice(data);
-    let (_, r) = if fua {
-        core.write_fua(offset, buf).await
-    } else {
-        core.write(offset, buf).await
-    };
-    r
-}
-
 /// Copies the write-backs: cache -> core.
 async fn writebacks(d: &Devices, region: &VolumeRegion, list: &[CacheIo]) -> (Tally, u64) {
     let mut t = Tally::new();
@@ -318,32 +303,77 @@ async fn write_fills(d: &Devices, region: &VolumeRegion, plan: &Plan, t: &mut Ta
     }
 }
 
-/// Runs the write side of `plan` from `data` (the request's bytes).
+/// Runs the write side of `plan` from `buf` (the request's bytes). Cache
+/// writes go out of views of the buffer; core writes too, unless the same
+/// bytes also go to the cache (write-through), where core gets a copy so
+/// both writes run at once.
 async fn write_side(
     d: &Devices,
     region: &VolumeRegion,
     plan: &Plan,
-    data: &[u8],
+    buf: DmaBuf,
     fua: bool,
     t: &mut Tally,
-) {
+) -> DmaBuf {
     let req = plan.request;
     if plan.fills_before_cache_writes {
         write_fills(d, region, plan, t).await;
     }
-    let caches = join_all(plan.cache_writes.iter().map(|c| async move {
-        let bytes = &data[in_request(req, c.offset, c.len)];
-        cache_write(&d.cache, region, c.cache_addr, bytes, fua).await
-    }));
-    let cores = join_all(plan.core_writes.iter().map(|e| async move {
-        core_write(
-            &d.core,
-            e.offset,
-            &data[in_request(req, e.offset, e.len)],
-            fua,
-        )
-        .await
-    }));
+    let mut ranges = Vec::new();
+    let mut targets = Vec::new();
+    for c in &plan.cache_writes {
+        for (off, len, dev) in unit_pieces(region, c) {
+            ranges.push(in_request(req, off, len));
+            targets.push((Dev::CacheWr, dev));
+        }
+    }
+    let copy_core = !plan.cache_writes.is_empty();
+    let core_copies: Vec<(u64, DmaBuf)> = if copy_core {
+        plan.core_writes
+            .iter()
+            .map(|e| {
+                (
+                    e.offset,
+                    DmaBuf::from_slice(&buf[in_request(req, e.offset, e.len)]),
+                )
+            })
+            .collect()
+    } else {
+        for e in &plan.core_writes {
+            ranges.push(in_request(req, e.offset, e.len));
+            targets.push((Dev::CoreWr, e.offset));
+        }
+        Vec::new()
+    };
+    let (views, unsplit) = if ranges.is_empty() {
+        (Vec::new(), Some(buf))
+    } else {
+        match buf.into_views(ranges) {
+            Ok(v) => (v, None),
+            Err(e) => {
+                t.note(Dev::CacheWr, Err(BdevError::InvalidArgument(e.to_string())));
+                return e.buf;
+            }
+        }
+    };
+    let cache = d.cache.bdev();
+    let by_view = join_all(
+        targets
+            .into_iter()
+            .zip(views)
+            .map(|((dev, off), v)| async move {
+                let (v, r) = match dev {
+                    Dev::CacheWr => cache.write_maybe_fua_view(off, v, fua).await,
+                    _ => d.core.write_maybe_fua_view(off, v, fua).await,
+                };
+                (v, dev, r)
+            }),
+    );
+    let copies = join_all(
+        core_copies
+            .into_iter()
+            .map(|(off, b)| async move { d.core.write_maybe_fua(off, b, fua).await.1 }),
+    );
     let fills = async {
         if !plan.fills_before_cache_writes {
             let mut t2 = Tally::new();
@@ -353,15 +383,27 @@ async fn write_side(
             None
         }
     };
-    let (caches, cores, t2) = tokio::join!(caches, cores, fills);
-    for r in caches {
-        t.note(Dev::CacheWr, r);
-    }
-    for r in cores {
+    let (by_view, copies, t2) = tokio::join!(by_view, copies, fills);
+    for r in copies {
         t.note(Dev::CoreWr, r);
     }
     if let Some(t2) = t2 {
         merge(t, t2);
+    }
+    let mut views = Vec::with_capacity(by_view.len());
+    for (v, dev, r) in by_view {
+        t.note(dev, r);
+        views.push(v);
+    }
+    if let Some(b) = unsplit {
+        return b;
+    }
+    match BufView::reunite(views) {
+        Ok(b) => b,
+        Err(e) => {
+            t.note(Dev::CacheWr, Err(BdevError::InvalidArgument(e.to_string())));
+            DmaBuf::new(req.len as usize)
+        }
     }
 }
 
@@ -419,10 +461,9 @@ pub(crate) async fn execute(
                 }
             }
             engine::Op::Write => {
-                if let Some(b) = buf.as_ref() {
-                    write_side(d, region, plan, b, fua, &mut t).await;
-                } else {
-                    // A flush plan: only write-backs.
+                // Without a buffer it is a flush plan: only write-backs.
+                if let Some(b) = buf.take() {
+                    buf = Some(write_side(d, region, plan, b, fua, &mut t).await);
                 }
             }
             engine::Op::Deallocate => discard_side(d, region, plan, &mut t).await,
