@@ -151,6 +151,11 @@ async fn writebacks(d: &Devices, region: &VolumeRegion, list: &[CacheIo]) -> (Ta
             bytes += n;
         }
     }
+    // The blocks become clean (and their slots reusable) when this returns:
+    // core's own write cache must not hold the only copy.
+    if t.first.is_none() {
+        t.note(Dev::CoreWr, d.core.flush().await);
+    }
     (t, bytes)
 }
 

@@ -123,6 +123,10 @@ pub(super) async fn open_region(
     })
 }
 
+fn last_is_dirty(b: &RestoredBlock) -> bool {
+    b.dirty.is_some()
+}
+
 struct Restorable {
     keep: Vec<RestoredBlock>,
     /// Entries that overlap a kept one in volume space (cache address).
@@ -142,8 +146,17 @@ fn restorable(entries: &[(u64, MetaEntry)], sector: u32) -> Restorable {
     let s = u64::from(sector);
     for &&(addr, e) in &sorted {
         if e.offset < end {
-            dropped.push(addr);
-            continue;
+            // Overlaps the last kept block: the dirty one of the two stays
+            // (it holds data core does not).
+            let last = keep.last_mut().expect("end > 0 means one was kept");
+            let (last_dirty, this_dirty) = (last_is_dirty(last), e.dirty.1 > e.dirty.0);
+            if this_dirty && !last_dirty {
+                dropped.push(last.cache_addr);
+                keep.pop();
+            } else {
+                dropped.push(addr);
+                continue;
+            }
         }
         end = e.offset + u64::from(e.size);
         let ext = |(lo, hi): (u16, u16)| Extent {

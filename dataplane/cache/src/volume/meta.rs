@@ -31,6 +31,8 @@ struct Unit {
     durable: u64,
     /// A write is in flight.
     writing: bool,
+    /// The last write failed: no retry until [`MetaTable::retry_failed`].
+    failed: bool,
 }
 
 /// A condition a request waits for.
@@ -64,6 +66,7 @@ impl MetaTable {
                 version: 0,
                 durable: 0,
                 writing: false,
+                failed: false,
             })
             .collect();
         units.resize_with(region.units.len(), || Unit {
@@ -71,6 +74,7 @@ impl MetaTable {
             version: 0,
             durable: 0,
             writing: false,
+            failed: false,
         });
         MetaTable {
             units,
@@ -84,12 +88,17 @@ impl MetaTable {
     /// Grows or shrinks to `n` units (new units empty, as the device wrote
     /// them).
     pub fn resize(&mut self, n: usize, entries_per_unit: usize) {
+        // Removals on units that go can never be written (the caller waited
+        // for them before a shrink).
+        self.pending_removals
+            .retain(|_, &mut (u, _)| (u as usize) < n);
         self.units.truncate(n);
         self.units.resize_with(n, || Unit {
             meta: UnitMeta::empty(entries_per_unit),
             version: 0,
             durable: 0,
             writing: false,
+            failed: false,
         });
     }
 
@@ -190,7 +199,9 @@ impl MetaTable {
         let entry = self.entry_of(b);
         let (unit, idx) = self.locate(b.cache_addr);
         if self.units.get(unit)?.meta.entries.get(idx) == Some(&entry) {
-            return None;
+            // Unchanged, but the version that carries it may still be in
+            // flight: a write-back write must wait for it all the same.
+            return Some((unit as u32, self.units[unit].version));
         }
         // Anything else overlapping its slot is gone (the caller cleared it
         // durably before writing the data; this keeps the table exact).
@@ -224,7 +235,7 @@ impl MetaTable {
     pub fn take_writes(&mut self) -> Vec<(u32, u64, UnitMeta)> {
         let mut out = Vec::new();
         for (i, u) in self.units.iter_mut().enumerate() {
-            if !u.writing && u.version > u.durable {
+            if !u.writing && !u.failed && u.version > u.durable {
                 u.writing = true;
                 out.push((i as u32, u.version, u.meta.clone()));
             }
@@ -238,11 +249,31 @@ impl MetaTable {
             return;
         };
         u.writing = false;
+        u.failed = !ok;
         if ok {
             u.durable = u.durable.max(version);
             let durable = u.durable;
             self.pending_removals
                 .retain(|_, &mut (pu, pv)| !(pu == unit && pv <= durable));
+        }
+    }
+
+    /// Whether `d` waits for a unit whose last metadata write failed.
+    pub fn doomed(&self, d: &Durability) -> bool {
+        let failed = |u: u32| self.units.get(u as usize).is_some_and(|x| x.failed);
+        d.units
+            .iter()
+            .any(|&(u, v)| failed(u) && self.units[u as usize].durable < v)
+            || self
+                .pending_removals
+                .range(..=d.removals)
+                .any(|(_, &(u, _))| failed(u))
+    }
+
+    /// Lets units whose write failed be written again.
+    pub fn retry_failed(&mut self) {
+        for u in &mut self.units {
+            u.failed = false;
         }
     }
 

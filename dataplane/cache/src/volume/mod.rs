@@ -442,7 +442,11 @@ impl LayeredBdev for CachedVolume {
             // what a Flush must empty. Other modes acknowledge writes only
             // once core has them: flush core.
             if self.inner.shared.mode() == CacheMode::Wb {
-                self.inner.cache.flush().await.map_err(device_io)
+                // Requests that bypassed the cache (not admitted, cut off)
+                // went to core: its write cache is flushed too.
+                let (c, k) = tokio::join!(self.inner.cache.flush(), self.inner.core.flush());
+                c.map_err(device_io)?;
+                k
             } else {
                 self.inner.core.flush().await
             }

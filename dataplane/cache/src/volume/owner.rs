@@ -70,6 +70,42 @@ struct Running {
     /// Core ranges its plan writes (host writes to core, deallocates):
     /// fills planned later must not read them before they land.
     core_writes: Vec<Extent>,
+    /// Cache ranges (address, length) its plan writes: blocks there are
+    /// recorded by this request when it completes, never by another.
+    cache_ranges: Vec<(u64, u64)>,
+}
+
+impl Running {
+    fn new(op: HostOp, reply: Option<Reply>, arrived: Instant) -> Running {
+        Running {
+            op,
+            reply,
+            arrived,
+            ticket: None,
+            writeback_ticket: None,
+            hit: false,
+            touched: Vec::new(),
+            cleaning: false,
+            core_writes: Vec::new(),
+            cache_ranges: Vec::new(),
+        }
+    }
+
+    fn writes_cache(&self, addr: u64, len: u64) -> bool {
+        self.cache_ranges
+            .iter()
+            .any(|&(a, l)| a < addr + len && addr < a + l)
+    }
+}
+
+/// Cache ranges a plan writes.
+fn cache_ranges(plan: &Plan) -> Vec<(u64, u64)> {
+    plan.fills
+        .iter()
+        .chain(&plan.cache_writes)
+        .chain(&plan.cache_zeroes)
+        .map(|c| (c.cache_addr, c.len))
+        .collect()
 }
 
 /// A request whose plan waits for durable metadata before its I/O.
@@ -90,6 +126,14 @@ struct BlockedAck {
     reply: Reply,
     buf: Option<DmaBuf>,
     fua: bool,
+}
+
+/// A shrink whose cut blocks' removals are not durable yet.
+struct Shrink {
+    need: Durability,
+    region: Arc<VolumeRegion>,
+    capacity: u64,
+    reply: oneshot::Sender<Result<(), VolumeError>>,
 }
 
 /// Control work that waits for every dirty block to be written back.
@@ -122,6 +166,10 @@ pub(crate) struct Owner {
     blocked_start: Vec<BlockedStart>,
     blocked_ack: Vec<BlockedAck>,
     bypass: Vec<(u64, Extent)>,
+    /// Bypassing writes waiting for the removal barrier.
+    bypass_blocked: Vec<(u64, HostOp, u64, Option<DmaBuf>, Durability)>,
+    /// Shrinks waiting for the removal of the blocks they cut.
+    shrinks: Vec<Shrink>,
     next_id: u64,
     /// A flush-everything is under way, and what waits for it.
     flushing: bool,
@@ -171,6 +219,8 @@ impl Owner {
             blocked_start: Vec::new(),
             blocked_ack: Vec::new(),
             bypass: Vec::new(),
+            bypass_blocked: Vec::new(),
+            shrinks: Vec::new(),
             next_id: 0,
             flushing: false,
             after_flush: Vec::new(),
@@ -291,20 +341,14 @@ impl Owner {
             .chain(&plan.discards)
             .copied()
             .collect();
-        self.running.insert(
-            id,
-            Running {
-                op: io.op,
-                reply: Some(io.reply),
-                arrived: io.arrived,
-                ticket: plan.ticket,
-                writeback_ticket: plan.writeback_ticket,
-                hit,
-                touched,
-                cleaning: false,
-                core_writes,
-            },
-        );
+        let mut run = Running::new(io.op, Some(io.reply), io.arrived);
+        run.ticket = plan.ticket;
+        run.writeback_ticket = plan.writeback_ticket;
+        run.hit = hit;
+        run.touched = touched;
+        run.core_writes = core_writes;
+        run.cache_ranges = cache_ranges(&plan);
+        self.running.insert(id, run);
         let need = self.prepare_slots(&plan);
         self.launch(id, plan, io.buf, fua, need, after);
     }
@@ -433,6 +477,17 @@ impl Owner {
             self.blocks.clear();
             self.engine.blocks_in(e.offset, e.len, &mut self.blocks);
             for b in &self.blocks {
+                // A block another in-flight plan writes into has state on
+                // the engine its data does not have yet: that plan records
+                // it when it completes.
+                let size = u64::from(b.size);
+                if self
+                    .running
+                    .values()
+                    .any(|r| r.writes_cache(b.cache_addr, size))
+                {
+                    continue;
+                }
                 if let Some(u) = self.meta.record(b) {
                     units.push(u);
                 }
@@ -461,7 +516,14 @@ impl Owner {
             // before it (a stale entry must not outlive the write).
             let dirty_write = matches!(run.op, HostOp::Write { .. }) && self.mode == CacheMode::Wb;
             let need = Durability {
-                units: if dirty_write { units } else { Vec::new() },
+                // A deallocate waits too: its trimmed entries must be
+                // durable before it is answered, or a crash brings the old
+                // bytes back.
+                units: if dirty_write || run.op == HostOp::Deallocate {
+                    units
+                } else {
+                    Vec::new()
+                },
                 removals: if run.op == HostOp::Read {
                     0
                 } else {
@@ -519,6 +581,12 @@ impl Owner {
             // then bypass the failing device entirely) and pass through.
             // Blocks being filled now fail on their own and roll back.
             if self.running.is_empty() {
+                // Their entries leave the device's table too (pass-through
+                // writes go under the removal barrier), so that a restart
+                // never brings a block back that core has since changed.
+                for b in self.engine.cached_blocks() {
+                    self.meta.remove(b.cache_addr, b.offset);
+                }
                 if let Ok(fresh) = Engine::new(self.engine.config().clone()) {
                     self.engine = fresh;
                 }
@@ -593,28 +661,28 @@ impl Owner {
             }
         }
         self.bypass.push((id, ext));
-        self.running.insert(
-            id,
-            Running {
-                op: io.op,
-                reply: Some(io.reply),
-                arrived: io.arrived,
-                ticket: None,
-                writeback_ticket: None,
-                hit: false,
-                touched: Vec::new(),
-                cleaning: false,
-                core_writes: if io.op == HostOp::Read {
-                    Vec::new()
-                } else {
-                    vec![ext]
-                },
-            },
-        );
+        let mut run = Running::new(io.op, Some(io.reply), io.arrived);
+        if io.op != HostOp::Read {
+            run.core_writes = vec![ext];
+        }
+        self.running.insert(id, run);
+        // A write to core waits for every removal recorded before it: an
+        // evicted block's entry must be gone before core changes under it.
+        let need = Durability {
+            units: Vec::new(),
+            removals: self.meta.removal_mark(),
+        };
+        if io.op != HostOp::Read && !self.meta.satisfied(&need) {
+            self.bypass_blocked
+                .push((id, io.op, io.offset, io.buf, need));
+            return;
+        }
+        self.spawn_bypass(id, io.op, io.offset, io.buf);
+    }
+
+    fn spawn_bypass(&mut self, id: u64, op: HostOp, offset: u64, buf: Option<DmaBuf>) {
         let core = self.devices.core.clone();
         let tx = self.tx.clone();
-        let (op, offset) = (io.op, io.offset);
-        let buf = io.buf;
         tokio::spawn(async move {
             let (buf, r) = match (op, buf) {
                 (HostOp::Read, Some(b)) => core.read(offset, b).await,
@@ -645,26 +713,20 @@ impl Owner {
                 len: w.len,
             })
             .collect();
-        self.running.insert(
-            id,
-            Running {
-                op: HostOp::Write { fua: false },
-                reply: None,
-                arrived: Instant::now(),
-                ticket: plan.ticket,
-                writeback_ticket: plan.writeback_ticket,
-                hit: false,
-                touched,
-                cleaning: true,
-                core_writes: Vec::new(),
-            },
-        );
+        let mut run = Running::new(HostOp::Write { fua: false }, None, Instant::now());
+        run.ticket = plan.ticket;
+        run.writeback_ticket = plan.writeback_ticket;
+        run.touched = touched;
+        run.cleaning = true;
+        self.running.insert(id, run);
         self.cleaning_running = true;
         self.launch(id, plan, None, false, None, Vec::new());
         n
     }
 
     fn clean_tick(&mut self) {
+        // Failed metadata writes are retried at this pace, not at once.
+        self.meta.retry_failed();
         if self.flushing || self.cleaning_running || self.stopping {
             return;
         }
@@ -797,9 +859,7 @@ impl Owner {
                 capacity,
                 region,
                 reply,
-            } => {
-                let _ = reply.send(self.apply_resize(capacity, region));
-            }
+            } => self.apply_resize(capacity, region, reply),
             Control::Stop { flush, reply } => {
                 if flush {
                     self.begin_flush(AfterFlush::Stop { reply });
@@ -849,20 +909,40 @@ impl Owner {
         &mut self,
         capacity: u64,
         region: Arc<VolumeRegion>,
-    ) -> Result<(), VolumeError> {
+        reply: oneshot::Sender<Result<(), VolumeError>>,
+    ) {
         let mut evicted = Vec::new();
-        self.engine
-            .resize(capacity, &mut evicted)
-            .map_err(|e| VolumeError::Busy(e.to_string()))?;
+        if let Err(e) = self.engine.resize(capacity, &mut evicted) {
+            let _ = reply.send(Err(VolumeError::Busy(e.to_string())));
+            return;
+        }
         for e in &evicted {
             self.meta.remove(e.cache_addr, e.offset);
         }
-        self.meta
-            .resize(region.units.len(), region.entries_per_unit());
+        if region.units.len() >= self.region.units.len() {
+            self.meta
+                .resize(region.units.len(), region.entries_per_unit());
+            self.finish_resize(capacity, region);
+            let _ = reply.send(Ok(()));
+            return;
+        }
+        // The cut units' entries must be gone from the device (and no write
+        // to them in flight) before the device gives them away.
+        self.shrinks.push(Shrink {
+            need: Durability {
+                units: Vec::new(),
+                removals: self.meta.removal_mark(),
+            },
+            region,
+            capacity,
+            reply,
+        });
+    }
+
+    fn finish_resize(&mut self, capacity: u64, region: Arc<VolumeRegion>) {
         self.region = region;
         self.params.cache_size_mib = capacity >> 20;
         self.shared.set_params(&self.params);
-        Ok(())
     }
 
     fn stats(&self) -> VolumeStats {
@@ -898,17 +978,59 @@ impl Owner {
             });
         }
         let starts = std::mem::take(&mut self.blocked_start);
+        let mut failed_any = false;
         for b in starts {
             let ready = self.meta.satisfied(&b.need)
                 && b.after.iter().all(|id| !self.running.contains_key(id));
+            if !ready && self.meta.doomed(&b.need) {
+                // Metadata it waits for cannot be written: the plan never
+                // runs; its tickets fail (the engine rolls back).
+                self.fail_unstarted(b);
+                failed_any = true;
+                continue;
+            }
             if ready {
                 self.launch(b.id, b.plan, b.buf, b.fua, None, Vec::new());
             } else {
                 self.blocked_start.push(b);
             }
         }
+        if failed_any {
+            // Their rolled-back tickets may be what refused requests wait for.
+            self.retry_waiting();
+        }
+        for (id, op, off, buf, need) in std::mem::take(&mut self.bypass_blocked) {
+            if self.meta.satisfied(&need) {
+                self.spawn_bypass(id, op, off, buf);
+            } else if self.meta.doomed(&need) {
+                self.bypass.retain(|(i, _)| *i != id);
+                if let Some(reply) = self.running.remove(&id).and_then(|r| r.reply) {
+                    let _ = reply.send((buf, Err(meta_failed())));
+                }
+            } else {
+                self.bypass_blocked.push((id, op, off, buf, need));
+            }
+        }
+        for sh in std::mem::take(&mut self.shrinks) {
+            if self.meta.satisfied(&sh.need) {
+                self.meta
+                    .resize(sh.region.units.len(), sh.region.entries_per_unit());
+                self.finish_resize(sh.capacity, sh.region);
+                let _ = sh.reply.send(Ok(()));
+            } else if self.meta.doomed(&sh.need) {
+                let _ = sh.reply.send(Err(VolumeError::Busy(
+                    "the cache device failed while shrinking; the cut blocks' entries are not removed".into(),
+                )));
+            } else {
+                self.shrinks.push(sh);
+            }
+        }
         let acks = std::mem::take(&mut self.blocked_ack);
         for b in acks {
+            if self.meta.doomed(&b.need) {
+                let _ = b.reply.send((b.buf, Err(meta_failed())));
+                continue;
+            }
             if !self.meta.satisfied(&b.need) {
                 self.blocked_ack.push(b);
                 continue;
@@ -928,6 +1050,23 @@ impl Owner {
         self.pump_flush();
     }
 
+    fn fail_unstarted(&mut self, b: BlockedStart) {
+        let Some(run) = self.running.remove(&b.id) else {
+            return;
+        };
+        for t in [run.ticket, run.writeback_ticket].into_iter().flatten() {
+            let _ = self.engine.complete(t, Completion::Failed);
+            self.forget_dropped();
+        }
+        if run.cleaning {
+            self.cleaning_running = false;
+            self.flush_error = Some(meta_failed().to_string());
+        }
+        if let Some(reply) = run.reply {
+            let _ = reply.send((b.buf, Err(meta_failed())));
+        }
+    }
+
     /// Stopping and nothing left: make metadata durable and leave.
     fn finished(&mut self) -> bool {
         if !self.stopping
@@ -935,7 +1074,7 @@ impl Owner {
             || !self.blocked_start.is_empty()
             || !self.blocked_ack.is_empty()
             || !self.waiting.is_empty()
-            || !self.meta.is_clean()
+            || !(self.meta.is_clean() || self.shared.is_degraded())
         {
             return false;
         }
@@ -948,6 +1087,12 @@ impl Owner {
 
 fn overlaps(a: Extent, b: Extent) -> bool {
     a.offset < b.end() && b.offset < a.end()
+}
+
+fn meta_failed() -> BdevError {
+    BdevError::InvalidArgument(
+        "the cache device failed writing the metadata this request needs".into(),
+    )
 }
 
 fn gone(name: &str) -> BdevError {
