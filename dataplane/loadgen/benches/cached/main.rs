@@ -17,10 +17,12 @@
 //!
 //! Environment (defaults keep a run to a few minutes):
 //! - `RACKCACHE_BENCH_SECONDS` (3): seconds per timed workload.
+//! - `RACKCACHE_BENCH_ROUNDS` (3): timed workloads and their baselines run
+//!   alternately this many times; the run of median IOPS is printed.
 //! - `RACKCACHE_BENCH_IMAGE_MIB` (256): the working set of parts 1-3 and 5.
 //! - `RACKCACHE_BENCH_CACHE` (`file`): `file` or `malloc` (RAM cache).
 //! - `RACKCACHE_BENCH_MIX_REQUESTS` (10000): measured requests of part 2.
-//! - `RACKCACHE_BENCH_TRACE_REQUESTS` (24000), `_TRACE_WARMUP` (8000),
+//! - `RACKCACHE_BENCH_TRACE_REQUESTS` (40000), `_TRACE_WARMUP` (10000),
 //!   `_TRACE_CACHE_PCT` (10, of the selection's working set), `_REPLAY_QD`
 //!   (32): part 4.
 //! - `RACKCACHE_BENCH_RESTART_REQUESTS` (10000): part 5's window.
@@ -39,6 +41,7 @@ use std::time::Duration;
 use bdev::{Bdev, CountedBdev};
 use cache::volume::{CachedVolume, VolumeParams};
 use loadgen::replay::{predict_run, CacheModel, ReplayOptions};
+use loadgen::run::Report;
 use loadgen::workload::Pattern;
 use rackcache_sim::replay::{FlushPolicy, SimConfig};
 use rackcache_sim::size::CacheSize;
@@ -62,6 +65,7 @@ fn env_u64(name: &str, default: u64) -> u64 {
 
 struct Knobs {
     seconds: Duration,
+    rounds: u64,
     image_mib: u64,
     kind: CacheKind,
     mix_requests: u64,
@@ -86,11 +90,12 @@ impl Knobs {
         };
         let k = Knobs {
             seconds: Duration::from_secs_f64(secs),
+            rounds: env_u64("RACKCACHE_BENCH_ROUNDS", 3),
             image_mib: env_u64("RACKCACHE_BENCH_IMAGE_MIB", 256).max(16),
             kind,
             mix_requests: env_u64("RACKCACHE_BENCH_MIX_REQUESTS", 10_000),
-            trace_requests: env_u64("RACKCACHE_BENCH_TRACE_REQUESTS", 24_000),
-            trace_warmup: env_u64("RACKCACHE_BENCH_TRACE_WARMUP", 8_000),
+            trace_requests: env_u64("RACKCACHE_BENCH_TRACE_REQUESTS", 40_000),
+            trace_warmup: env_u64("RACKCACHE_BENCH_TRACE_WARMUP", 10_000),
             trace_pct: env_u64("RACKCACHE_BENCH_TRACE_CACHE_PCT", 10).min(100),
             replay_qd: env_u64("RACKCACHE_BENCH_REPLAY_QD", 32).min(1023) as usize,
             restart_requests: env_u64("RACKCACHE_BENCH_RESTART_REQUESTS", 10_000),
@@ -124,6 +129,26 @@ fn params(
         j[k] = v.clone();
     }
     serde_json::from_value(j).map_err(|e| format!("volume parameters: {e}"))
+}
+
+/// Runs `a` and `b` alternately `rounds` times and keeps each side's run
+/// of median IOPS: on a shared machine, load that comes and goes then
+/// falls on both sides alike.
+fn paired(
+    rounds: u64,
+    mut a: impl FnMut() -> Result<Report, String>,
+    mut b: impl FnMut() -> Result<Report, String>,
+) -> Result<(Report, Report), String> {
+    let (mut ra, mut rb) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        ra.push(a()?);
+        rb.push(b()?);
+    }
+    let median = |mut v: Vec<Report>| {
+        v.sort_by(|x, y| x.iops.total_cmp(&y.iops));
+        v.swap_remove(v.len() / 2)
+    };
+    Ok((median(ra), median(rb)))
 }
 
 fn volume_export(rig: &Rig, v: &CachedVolume) -> Result<Export, String> {
@@ -259,21 +284,11 @@ fn read_parts(
 ) -> Result<(), String> {
     let space = k.image_mib * MIB;
     let rr = |e: &Export, qd| measure(e, Pattern::RandRead, BLOCK as usize, qd, k.seconds);
-    let base = rr(raw, QD)?;
-    rows.push(Row::new("1 randrd", "raw rbd 4K QD32").perf(base.iops, base.latency.p99_us));
-
     let v = rig.volume(params("rd", IMAGE_A, k.fitting_cache_mib(), json!({}))?, a)?;
     let ve = volume_export(rig, &v)?;
     rig.reset_stats(&v)?;
     let cold = rr(&ve, QD)?;
     let cold_hit = rig.stats(&v)?.hit_ratio.read;
-    rows.push(
-        Row::new("1 randrd", "cached cold (first pass)")
-            .perf(cold.iops, cold.latency.p99_us)
-            .hit(cold_hit)
-            .ratio("IOPS cold/raw", cold.iops, base.iops)
-            .ratio("p99 cold/raw", cold.latency.p99_us, base.latency.p99_us),
-    );
     let seq = synth::write_trace(
         dir,
         "seq128k.csv",
@@ -282,8 +297,16 @@ fn read_parts(
     )?;
     replay(&ve, &seq, QD, 0, None, || Ok(()))?;
     rig.reset_stats(&v)?;
-    let warm = rr(&ve, QD)?;
+    let (base, warm) = paired(k.rounds, || rr(raw, QD), || rr(&ve, QD))?;
     let warm_hit = rig.stats(&v)?.hit_ratio.read;
+    rows.push(Row::new("1 randrd", "raw rbd 4K QD32").perf(base.iops, base.latency.p99_us));
+    rows.push(
+        Row::new("1 randrd", "cached cold (first pass)")
+            .perf(cold.iops, cold.latency.p99_us)
+            .hit(cold_hit)
+            .ratio("IOPS cold/raw", cold.iops, base.iops)
+            .ratio("p99 cold/raw", cold.latency.p99_us, base.latency.p99_us),
+    );
     rows.push(
         Row::new("1 randrd", "cached warm")
             .perf(warm.iops, warm.latency.p99_us)
@@ -296,13 +319,16 @@ fn read_parts(
     // size (written over before formatting: no holes).
     let direct = rig.export(CountedBdev::from(Arc::clone(&rig.cache_bdev)))?;
     for qd in [QD, 1] {
-        let d = rr(&direct, qd)?;
-        let h = rr(&ve, qd)?;
+        rig.reset_stats(&v)?;
+        let (d, h) = paired(k.rounds, || rr(&direct, qd), || rr(&ve, qd))?;
         let hit = rig.stats(&v)?.hit_ratio.read;
-        rows.push(
-            Row::new("3 engine", format!("raw cache bdev 4K QD{qd}"))
-                .perf(d.iops, d.latency.p99_us),
-        );
+        let mut row = Row::new("3 engine", format!("raw cache bdev 4K QD{qd}"))
+            .perf(d.iops, d.latency.p99_us);
+        if qd == QD {
+            // The most a cached volume could reach over raw RBD here.
+            row = row.ratio("ceiling: raw cache/raw rbd", d.iops, base.iops);
+        }
+        rows.push(row);
         rows.push(
             Row::new("3 engine", format!("cached warm hit 4K QD{qd}"))
                 .perf(h.iops, h.latency.p99_us)
@@ -481,20 +507,34 @@ fn restart_part(
     let v = rig.volume(p.clone(), a)?;
     let ve = volume_export(rig, &v)?;
     replay(&ve, &before, QD, 2 * n, None, || rig.reset_stats(&v))?;
-    let hit_before = rig.stats(&v)?.hit_ratio.read;
+    let before_stop = rig.stats(&v)?;
+    let hit_before = before_stop.hit_ratio.read;
     rig.unexport(&ve)?;
     rig.stop(&v, false)?;
     let mut p = p;
     p.load = true;
     let v = rig.volume(p, a)?;
+    let loaded = rig.stats(&v)?;
     let ve = volume_export(rig, &v)?;
     replay(&ve, &after, QD, 0, None, || rig.reset_stats(&v))?;
     let hit_after = rig.stats(&v)?.hit_ratio.read;
-    rows.push(Row::new("5 restart", format!("before stop, {n} reads")).hit(hit_before));
+    rows.push(
+        Row::new("5 restart", format!("before stop, {n} reads"))
+            .hit(hit_before)
+            .note(format!(
+                "{} cached bytes at the stop",
+                before_stop.usage.occupancy_bytes
+            )),
+    );
     rows.push(
         Row::new("5 restart", format!("after load, {n} reads"))
             .hit(hit_after)
-            .target("hit after/before", hit_after, hit_before, 0.95),
+            .target("hit after/before", hit_after, hit_before, 0.95)
+            .ratio(
+                "cached bytes loaded/stopped",
+                loaded.usage.occupancy_bytes as f64,
+                before_stop.usage.occupancy_bytes as f64,
+            ),
     );
     rig.unexport(&ve)?;
     rig.delete(&v)
