@@ -39,7 +39,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bdev::{Bdev, CountedBdev};
-use cache::volume::{CachedVolume, VolumeParams};
+use cache::volume::{CachedVolume, VolumeParams, VolumeStats};
 use loadgen::replay::{predict_run, CacheModel, ReplayOptions};
 use loadgen::run::Report;
 use loadgen::workload::Pattern;
@@ -486,7 +486,9 @@ fn trace_part(
 
 /// Part 5: a skewed read workload larger than its cache; the read hit
 /// ratio over the same number of requests before a clean stop and right
-/// after the volume is attached again with `load`.
+/// after the volume is attached again with `load`. A control volume runs
+/// the same requests without the restart, which separates what the
+/// restart costs from the difference between the two windows.
 fn restart_part(
     rig: &Rig,
     k: &Knobs,
@@ -503,39 +505,55 @@ fn restart_part(
     let after = synth::skewed_reads(&mut rng, space, hot, 90, n);
     let before = synth::write_trace(dir, "restart-before.csv", &before, space)?;
     let after = synth::write_trace(dir, "restart-after.csv", &after, space)?;
-    let p = params("restart", IMAGE_A, cache_mib, json!({}))?;
-    let v = rig.volume(p.clone(), a)?;
-    let ve = volume_export(rig, &v)?;
-    replay(&ve, &before, QD, 2 * n, None, || rig.reset_stats(&v))?;
-    let before_stop = rig.stats(&v)?;
-    let hit_before = before_stop.hit_ratio.read;
-    rig.unexport(&ve)?;
-    rig.stop(&v, false)?;
-    let mut p = p;
-    p.load = true;
-    let v = rig.volume(p, a)?;
-    let loaded = rig.stats(&v)?;
-    let ve = volume_export(rig, &v)?;
-    replay(&ve, &after, QD, 0, None, || rig.reset_stats(&v))?;
-    let hit_after = rig.stats(&v)?.hit_ratio.read;
+    // Both windows on one volume; `restart` between them.
+    let windows = |name: &str, restart: bool| -> Result<[VolumeStats; 3], String> {
+        let p = params(name, IMAGE_A, cache_mib, json!({}))?;
+        let v = rig.volume(p.clone(), a)?;
+        let ve = volume_export(rig, &v)?;
+        replay(&ve, &before, QD, 2 * n, None, || rig.reset_stats(&v))?;
+        let first = rig.stats(&v)?;
+        let (v, ve) = if restart {
+            rig.unexport(&ve)?;
+            rig.stop(&v, false)?;
+            let v = rig.volume(VolumeParams { load: true, ..p }, a)?;
+            let ve = volume_export(rig, &v)?;
+            (v, ve)
+        } else {
+            (v, ve)
+        };
+        let loaded = rig.stats(&v)?;
+        replay(&ve, &after, QD, 0, None, || rig.reset_stats(&v))?;
+        let second = rig.stats(&v)?;
+        rig.unexport(&ve)?;
+        rig.delete(&v)?;
+        Ok([first, loaded, second])
+    };
+    let [_, _, control] = windows("restart-control", false)?;
+    let [before, loaded, after] = windows("restart", true)?;
+    let (hit_before, hit_after) = (before.hit_ratio.read, after.hit_ratio.read);
     rows.push(
         Row::new("5 restart", format!("before stop, {n} reads"))
             .hit(hit_before)
             .note(format!(
                 "{} cached bytes at the stop",
-                before_stop.usage.occupancy_bytes
+                before.usage.occupancy_bytes
             )),
     );
     rows.push(
-        Row::new("5 restart", format!("after load, {n} reads"))
+        Row::new("5 restart", format!("no restart, next {n} reads"))
+            .hit(control.hit_ratio.read)
+            .note("control: the same requests without the restart"),
+    );
+    rows.push(
+        Row::new("5 restart", format!("after load, next {n} reads"))
             .hit(hit_after)
             .target("hit after/before", hit_after, hit_before, 0.95)
+            .ratio("after/control", hit_after, control.hit_ratio.read)
             .ratio(
                 "cached bytes loaded/stopped",
                 loaded.usage.occupancy_bytes as f64,
-                before_stop.usage.occupancy_bytes as f64,
+                before.usage.occupancy_bytes as f64,
             ),
     );
-    rig.unexport(&ve)?;
-    rig.delete(&v)
+    Ok(())
 }
