@@ -288,7 +288,8 @@ fn read_parts(
     let ve = volume_export(rig, &v)?;
     rig.reset_stats(&v)?;
     let cold = rr(&ve, QD)?;
-    let cold_hit = rig.stats(&v)?.hit_ratio.read;
+    let cold_stats = rig.stats(&v)?;
+    let cold_hit = cold_stats.hit_ratio.read;
     let seq = synth::write_trace(
         dir,
         "seq128k.csv",
@@ -305,7 +306,11 @@ fn read_parts(
             .perf(cold.iops, cold.latency.p99_us)
             .hit(cold_hit)
             .ratio("IOPS cold/raw", cold.iops, base.iops)
-            .ratio("p99 cold/raw", cold.latency.p99_us, base.latency.p99_us),
+            .ratio("p99 cold/raw", cold.latency.p99_us, base.latency.p99_us)
+            .note(format!(
+                "core read/host read {:.1} (fills)",
+                cold_stats.blocks.core_volume_rd as f64 / cold_stats.blocks.volume_rd.max(1) as f64
+            )),
     );
     rows.push(
         Row::new("1 randrd", "cached warm")
