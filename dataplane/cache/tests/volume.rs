@@ -345,9 +345,27 @@ async fn injected_faults_fail_requests_cleanly() {
     let st = vol.stats().await.unwrap();
     assert_eq!(st.write_mode, "pt");
     assert!(st.errors.cache_volume_wr > 0);
-    cache_ee.clear();
     let _ = Arc::clone(&b);
+    // Restarting from what the daemon would save: clean blocks whose
+    // removal never reached the failing device are not trusted.
+    let p = vol.params();
+    assert!(
+        !p.load_clean,
+        "a degraded volume stops trusting clean blocks"
+    );
     vol.stop(false).await.unwrap();
+    cache_ee.clear();
+    let (vol, b) = create(&d, &dev, p).await;
+    for off in (0..size).step_by(1 << 20) {
+        let (got, r) = read(&b, off, 1 << 20).await;
+        r.unwrap();
+        model.check(off, &got, "after a restart of the degraded volume");
+    }
+    vol.stop(false).await.unwrap();
+    assert!(
+        vol.params().load_clean,
+        "trusted again once the load dropped them"
+    );
 }
 
 /// Bdev-level checks a namespace relies on.

@@ -102,6 +102,14 @@ pub(super) async fn open_region(
         }
     }
     let mut meta = MetaTable::new(&region, metas);
+    if !params.load_clean {
+        // The cache device failed last time: only dirty data is trusted.
+        for (addr, e) in meta.blocks() {
+            if e.dirty.1 <= e.dirty.0 {
+                meta.drop_entry(addr);
+            }
+        }
+    }
     let blocks = restorable(&meta.blocks(), sector);
     if let Err(e) = engine.restore(&blocks.keep) {
         return Err(load_err(format!(

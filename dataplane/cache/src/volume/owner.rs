@@ -1,9 +1,9 @@
 //! The owner task of one cached volume: the only place its engine runs.
 //!
 //! Queue pairs send requests here ([`Msg::Io`]); the owner plans them,
-//! spawns their I/O ([`super::exec`]), and gets the outcome back as
-//! [`Msg::Done`] to complete the engine's tickets, record what is now on the
-//! device ([`super::meta`]) and answer the host. Requests the engine refuses
+//! polls their I/O ([`super::exec`]) in its own loop, and with each outcome
+//! completes the engine's tickets, records what is now on the
+//! device ([`super::meta`]) and answers the host. Requests the engine refuses
 //! for now (`Retry`) wait in arrival order and are planned again after each
 //! completion. Control calls (stats, flush, mode, policy, resize, stop)
 //! arrive as [`Msg::Ctl`] and run between requests.
@@ -14,6 +14,7 @@ use std::time::Instant;
 
 use bdev::{BdevError, DmaBuf};
 use engine::{Completion, Engine, Extent, FlushKind, Op, Plan, PlanStatus, Stats, Ticket};
+use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::{mpsc, oneshot};
 
 use super::clean::Cleaner;
@@ -49,10 +50,12 @@ pub(crate) struct HostIo {
 pub(crate) enum Msg {
     Io(HostIo),
     Ctl(Control),
-    Done(u64, Outcome),
     MetaDone { unit: u32, version: u64, ok: bool },
     BypassDone(u64, Option<DmaBuf>, Result<(), BdevError>),
 }
+
+/// A plan's I/O, yielding its request id and outcome.
+type PlanIo = std::pin::Pin<Box<dyn std::future::Future<Output = (u64, Outcome)> + Send>>;
 
 /// A request whose plan runs (or waits to run).
 struct Running {
@@ -166,6 +169,8 @@ pub(crate) struct Owner {
     blocked_start: Vec<BlockedStart>,
     blocked_ack: Vec<BlockedAck>,
     bypass: Vec<(u64, Extent)>,
+    /// Plans whose I/O runs, polled by the owner's loop.
+    io: FuturesUnordered<PlanIo>,
     /// Bypassing writes waiting for the removal barrier.
     bypass_blocked: Vec<(u64, HostOp, u64, Option<DmaBuf>, Durability)>,
     /// Shrinks waiting for the removal of the blocks they cut.
@@ -219,6 +224,7 @@ impl Owner {
             blocked_start: Vec::new(),
             blocked_ack: Vec::new(),
             bypass: Vec::new(),
+            io: FuturesUnordered::new(),
             bypass_blocked: Vec::new(),
             shrinks: Vec::new(),
             next_id: 0,
@@ -247,6 +253,7 @@ impl Owner {
                     let Some(m) = m else { return };
                     self.handle(m);
                 }
+                Some((id, out)) = self.io.next(), if !self.io.is_empty() => self.done(id, out),
                 _ = tick.tick() => self.clean_tick(),
             }
             self.pump();
@@ -267,7 +274,6 @@ impl Owner {
                 self.submit(io);
             }
             Msg::Ctl(c) => self.control(c),
-            Msg::Done(id, out) => self.done(id, out),
             Msg::MetaDone { unit, version, ok } => {
                 self.rt.meta_writes += 1;
                 if !ok {
@@ -430,13 +436,14 @@ impl Owner {
             });
             return;
         }
+        // The owner polls the plan's I/O itself (no task per request, no
+        // message back): devices wake it when they complete.
         let devices = self.devices.clone();
         let region = self.region.clone();
-        let tx = self.tx.clone();
-        tokio::spawn(async move {
+        self.io.push(Box::pin(async move {
             let out = exec::execute(&devices, &region, &plan, buf, fua).await;
-            let _ = tx.send(Msg::Done(id, out));
-        });
+            (id, out)
+        }));
     }
 
     fn done(&mut self, id: u64, out: Outcome) {
@@ -587,6 +594,10 @@ impl Owner {
                 for b in self.engine.cached_blocks() {
                     self.meta.remove(b.cache_addr, b.offset);
                 }
+                // Those removals may never reach the failing device: a
+                // restart must not trust clean blocks.
+                self.params.load_clean = false;
+                self.shared.set_params(&self.params);
                 if let Ok(fresh) = Engine::new(self.engine.config().clone()) {
                     self.engine = fresh;
                 }
@@ -1000,7 +1011,11 @@ impl Owner {
             self.retry_waiting();
         }
         for (id, op, off, buf, need) in std::mem::take(&mut self.bypass_blocked) {
-            if self.meta.satisfied(&need) {
+            // A degraded volume passes writes through even when its removals
+            // cannot be recorded: `load_clean` is off, so a restart does not
+            // trust the entries they would have removed.
+            let degraded = self.shared.is_degraded() && !self.params.load_clean;
+            if self.meta.satisfied(&need) || (degraded && self.meta.doomed(&need)) {
                 self.spawn_bypass(id, op, off, buf);
             } else if self.meta.doomed(&need) {
                 self.bypass.retain(|(i, _)| *i != id);
@@ -1048,6 +1063,12 @@ impl Owner {
             }
         }
         self.pump_flush();
+        // A load that dropped untrusted clean entries: once that is on the
+        // device, clean blocks can be trusted again.
+        if !self.params.load_clean && !self.shared.is_degraded() && self.meta.is_clean() {
+            self.params.load_clean = true;
+            self.shared.set_params(&self.params);
+        }
     }
 
     fn fail_unstarted(&mut self, b: BlockedStart) {

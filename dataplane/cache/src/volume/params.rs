@@ -200,6 +200,16 @@ pub struct VolumeParams {
     /// creating it (what a restored configuration always does).
     #[serde(default)]
     pub load: bool,
+    /// With `load`, keep clean blocks too. The volume turns it off itself
+    /// when its cache device fails (pass-through writes may then change
+    /// core under blocks whose removal could not be recorded) and back on
+    /// once a load has dropped them durably.
+    #[serde(default = "default_true")]
+    pub load_clean: bool,
+}
+
+fn default_true() -> bool {
+    true
 }
 
 fn default_mode() -> CacheMode {
