@@ -78,7 +78,8 @@ def spdk_rpc_plugin_initialize(subparsers):
             eviction=args.eviction,
             cleaning=_cleaning(args),
             seq_cutoff=_seq_cutoff(args),
-            load=True if args.load else None)))
+            load=True if args.load else None,
+            load_clean=False if args.no_load_clean else None)))
     p = subparsers.add_parser('bdev_adacache_create', help='Create a cached bdev (rackcache)')
     p.add_argument('name', help='name of the cached bdev')
     p.add_argument('core_bdev_name', help='the bdev cached (usually rbd)')
@@ -92,6 +93,8 @@ def spdk_rpc_plugin_initialize(subparsers):
     _policy_options(p)
     p.add_argument('-l', '--load', action='store_true',
                    help="attach to the volume's existing cache on the cache bdev instead of creating it")
+    p.add_argument('--no-load-clean', action='store_true',
+                   help='with --load, keep only dirty blocks (what a volume saves after its cache device failed)')
     p.set_defaults(func=bdev_adacache_create)
 
     def bdev_adacache_delete(args):
