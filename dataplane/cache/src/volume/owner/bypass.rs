@@ -1,0 +1,95 @@
+//! Requests that go straight to core: pass-through mode and the sequential
+//! cutoff, when no cached block overlaps them.
+
+use bdev::DmaBuf;
+use engine::Extent;
+
+use super::{Durability, HostIo, HostOp, Msg, Owner, Running};
+use crate::volume::params::{CacheMode, SeqCutoffPolicy};
+
+impl Owner {
+    // ----------------------------------------------------------- bypassing
+
+    /// Pass-through mode and the sequential cutoff send a request straight
+    /// to core when no cached block overlaps it.
+    pub(super) fn should_bypass(&mut self, io: &HostIo) -> bool {
+        if io.op == HostOp::Deallocate {
+            return false;
+        }
+        // Sequential stream tracking (OCF's seq-cutoff).
+        if io.offset == self.seq_end {
+            self.seq_bytes += io.len;
+        } else {
+            self.seq_bytes = io.len;
+        }
+        self.seq_end = io.offset + io.len;
+        let seq = &self.params.seq_cutoff;
+        let cut = self.seq_bytes >= seq.threshold_kib * 1024
+            && match seq.policy {
+                SeqCutoffPolicy::Always => true,
+                SeqCutoffPolicy::Full => {
+                    self.engine.stats().cached_bytes + u64::from(self.region.group_size)
+                        > self.engine.capacity()
+                }
+                SeqCutoffPolicy::Never => false,
+            };
+        if !(cut || self.mode == CacheMode::Pt) {
+            return false;
+        }
+        self.blocks.clear();
+        self.engine.blocks_in(io.offset, io.len, &mut self.blocks);
+        self.blocks.is_empty()
+    }
+
+    pub(super) fn start_bypass(&mut self, io: HostIo) {
+        let id = self.id();
+        let ext = Extent {
+            offset: io.offset,
+            len: io.len,
+        };
+        match io.op {
+            HostOp::Read => {
+                self.rt.pt_reads += 1;
+                self.rt.pt_read_bytes += io.len;
+            }
+            _ => {
+                self.rt.pt_writes += 1;
+                self.rt.pt_write_bytes += io.len;
+            }
+        }
+        self.bypass.push((id, ext));
+        let mut run = Running::new(io.op, Some(io.reply), io.arrived);
+        if io.op != HostOp::Read {
+            run.core_writes = vec![ext];
+        }
+        self.running.insert(id, run);
+        // A write to core waits for every removal recorded before it: an
+        // evicted block's entry must be gone before core changes under it.
+        let need = Durability {
+            units: Vec::new(),
+            removals: self.meta.removal_mark(),
+        };
+        if io.op != HostOp::Read && !self.meta.satisfied(&need) {
+            self.bypass_blocked
+                .push((id, io.op, io.offset, io.buf, need));
+            return;
+        }
+        self.spawn_bypass(id, io.op, io.offset, io.buf);
+    }
+
+    pub(super) fn spawn_bypass(&mut self, id: u64, op: HostOp, offset: u64, buf: Option<DmaBuf>) {
+        let core = self.devices.core.clone();
+        let tx = self.tx.clone();
+        tokio::spawn(async move {
+            let (buf, r) = match (op, buf) {
+                (HostOp::Read, Some(b)) => core.read(offset, b).await,
+                (HostOp::Write { fua }, Some(b)) => core.write_maybe_fua(offset, b, fua).await,
+                (_, b) => {
+                    let _ = tx.send(Msg::BypassDone(id, b, Ok(())));
+                    return;
+                }
+            };
+            let _ = tx.send(Msg::BypassDone(id, Some(buf), r));
+        });
+    }
+}

@@ -1,0 +1,279 @@
+//! Flushing (background cleaning and flush-everything) and the control
+//! calls that run between requests: stats, mode, policy, resize, stop.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use engine::{Extent, FlushKind, Plan};
+use tokio::sync::oneshot;
+
+use super::{AfterFlush, Durability, HostOp, Owner, Running, Shrink};
+use crate::layout::VolumeRegion;
+use crate::volume::params::CacheMode;
+use crate::volume::stats::{RuntimeCounters, StatsInput, VolumeStats};
+use crate::volume::{Control, FlushStatus, PolicyChange, VolumeError};
+
+impl Owner {
+    // ------------------------------------------------------------ flushing
+
+    pub(super) fn start_cleaning_plan(&mut self, kind: FlushKind) -> u32 {
+        let mut plan = Plan::new();
+        let n = self.engine.plan_flush(kind, &mut plan);
+        if plan.writeback_ticket.is_none() {
+            return 0;
+        }
+        let id = self.id();
+        let touched = plan
+            .writebacks
+            .iter()
+            .map(|w| Extent {
+                offset: w.offset,
+                len: w.len,
+            })
+            .collect();
+        let mut run = Running::new(HostOp::Write { fua: false }, None, Instant::now());
+        run.ticket = plan.ticket;
+        run.writeback_ticket = plan.writeback_ticket;
+        run.touched = touched;
+        run.cleaning = true;
+        self.running.insert(id, run);
+        self.cleaning_running = true;
+        self.launch(id, plan, None, false, None, Vec::new());
+        n
+    }
+
+    pub(super) fn clean_tick(&mut self) {
+        // Failed metadata writes are retried at this pace, not at once.
+        self.meta.retry_failed();
+        if self.flushing || self.cleaning_running || self.stopping {
+            return;
+        }
+        let busy = self.running.len();
+        if let Some(kind) = self.cleaner.due(
+            Instant::now(),
+            self.last_io,
+            busy,
+            self.engine.stats().dirty_bytes,
+        ) {
+            self.start_cleaning_plan(kind);
+        }
+    }
+
+    /// Drives a flush-everything and the work waiting for it.
+    pub(super) fn pump_flush(&mut self) {
+        if !self.flushing || self.cleaning_running {
+            return;
+        }
+        // A write-back that failed ends the flush with its error: core
+        // refusing data would otherwise make flushing retry forever.
+        let failed = self.flush_error.is_some();
+        if !failed && self.engine.stats().dirty_bytes > 0 {
+            // When every dirty block is held by host I/O this plans
+            // nothing; the next completion pumps again.
+            self.start_cleaning_plan(FlushKind::All);
+            return;
+        }
+        if self.engine.writebacks_inflight() > 0 {
+            return;
+        }
+        self.flushing = false;
+        for w in std::mem::take(&mut self.after_flush) {
+            self.after_flush_step(w);
+        }
+    }
+
+    pub(super) fn after_flush_step(&mut self, w: AfterFlush) {
+        match w {
+            AfterFlush::Reply(r) => {
+                let _ = r.send(match &self.flush_error {
+                    Some(e) => Err(VolumeError::Flush(e.clone())),
+                    None => Ok(()),
+                });
+            }
+            AfterFlush::SetMode(m, r) => {
+                let res = match &self.flush_error {
+                    Some(e) => Err(VolumeError::Flush(e.clone())),
+                    None => self.set_mode_now(m),
+                };
+                let _ = r.send(res);
+            }
+            AfterFlush::Stop { reply } => match &self.flush_error {
+                // Dirty data core refused stays: the volume keeps running.
+                Some(e) => {
+                    let _ = reply.send(Err(VolumeError::Flush(e.clone())));
+                }
+                None => {
+                    self.stopping = true;
+                    self.stop_reply = Some(reply);
+                }
+            },
+        }
+    }
+
+    pub(super) fn begin_flush(&mut self, then: AfterFlush) {
+        if !self.flushing {
+            self.flushing = true;
+            self.flush_started = Some(Instant::now());
+            self.flush_done_bytes = 0;
+            self.flush_error = None;
+        }
+        self.after_flush.push(then);
+    }
+
+    pub(super) fn set_mode_now(&mut self, m: CacheMode) -> Result<(), VolumeError> {
+        self.engine
+            .set_write_mode(m.engine_mode())
+            .map_err(|e| VolumeError::Busy(e.to_string()))?;
+        self.mode = m;
+        self.params.write_mode = m;
+        self.shared.set_mode(m);
+        self.shared.set_params(&self.params);
+        Ok(())
+    }
+
+    // ------------------------------------------------------------- control
+
+    pub(super) fn control(&mut self, c: Control) {
+        match c {
+            Control::Stats(r) => {
+                let _ = r.send(self.stats());
+            }
+            Control::ResetStats(r) => {
+                self.base = self.engine.stats().clone();
+                self.rt = RuntimeCounters::default();
+                let _ = r.send(());
+            }
+            Control::StartFlush(r) => {
+                let (tx, _rx) = oneshot::channel();
+                self.begin_flush(AfterFlush::Reply(tx));
+                let _ = r.send(());
+            }
+            Control::FlushAll(r) => self.begin_flush(AfterFlush::Reply(r)),
+            Control::FlushStatus(r) => {
+                let _ = r.send(FlushStatus {
+                    in_progress: self.flushing,
+                    dirty_bytes: self.engine.stats().dirty_bytes,
+                    flushed_bytes: self.flush_done_bytes,
+                    elapsed_ms: self
+                        .flush_started
+                        .map(|s| s.elapsed().as_millis() as u64)
+                        .unwrap_or(0),
+                    error: self.flush_error.clone(),
+                });
+            }
+            Control::SetMode(m, r) => {
+                if self.mode == CacheMode::Wb && m != CacheMode::Wb {
+                    // Leaving write-back: every dirty block goes to core
+                    // first, and writes keep going to the cache meanwhile.
+                    self.begin_flush(AfterFlush::SetMode(m, r));
+                } else {
+                    let _ = r.send(self.set_mode_now(m));
+                }
+            }
+            Control::SetPolicy(p, r) => {
+                let _ = r.send(self.set_policy(p));
+            }
+            Control::Resize {
+                capacity,
+                region,
+                reply,
+            } => self.apply_resize(capacity, region, reply),
+            Control::Stop { flush, reply } => {
+                if flush {
+                    self.begin_flush(AfterFlush::Stop { reply });
+                } else {
+                    self.stopping = true;
+                    self.stop_reply = Some(reply);
+                }
+            }
+        }
+    }
+
+    pub(super) fn set_policy(&mut self, p: PolicyChange) -> Result<(), VolumeError> {
+        let mut params = self.params.clone();
+        if let Some(a) = p.admission {
+            params.admission = a;
+        }
+        if let Some(e) = p.eviction {
+            params.eviction = e;
+        }
+        if let Some(c) = p.cleaning {
+            params.cleaning = c;
+        }
+        if let Some(s) = p.seq_cutoff {
+            params.seq_cutoff = s;
+        }
+        params.validate().map_err(|e| VolumeError::Invalid(e.0))?;
+        let cfg = params
+            .engine_config(
+                self.region.volume_size,
+                self.region.sector_size,
+                self.engine.capacity(),
+            )
+            .map_err(|e| VolumeError::Invalid(e.0))?;
+        fn invalid(e: impl std::fmt::Display) -> VolumeError {
+            VolumeError::Invalid(e.to_string())
+        }
+        self.engine.set_admission(cfg.admission).map_err(invalid)?;
+        self.engine.set_eviction(cfg.eviction).map_err(invalid)?;
+        self.engine.set_flush(cfg.flush).map_err(invalid)?;
+        self.cleaner = crate::volume::clean::Cleaner::new(params.cleaning.clone());
+        self.params = params;
+        self.shared.set_params(&self.params);
+        Ok(())
+    }
+
+    pub(super) fn apply_resize(
+        &mut self,
+        capacity: u64,
+        region: Arc<VolumeRegion>,
+        reply: oneshot::Sender<Result<(), VolumeError>>,
+    ) {
+        let mut evicted = Vec::new();
+        if let Err(e) = self.engine.resize(capacity, &mut evicted) {
+            let _ = reply.send(Err(VolumeError::Busy(e.to_string())));
+            return;
+        }
+        for e in &evicted {
+            self.meta.remove(e.cache_addr, e.offset);
+        }
+        if region.units.len() >= self.region.units.len() {
+            self.meta
+                .resize(region.units.len(), region.entries_per_unit());
+            self.finish_resize(capacity, region);
+            let _ = reply.send(Ok(()));
+            return;
+        }
+        // The cut units' entries must be gone from the device (and no write
+        // to them in flight) before the device gives them away.
+        self.shrinks.push(Shrink {
+            need: Durability {
+                units: Vec::new(),
+                removals: self.meta.removal_mark(),
+            },
+            region,
+            capacity,
+            reply,
+        });
+    }
+
+    pub(super) fn finish_resize(&mut self, capacity: u64, region: Arc<VolumeRegion>) {
+        self.region = region;
+        self.params.cache_size_mib = capacity >> 20;
+        self.shared.set_params(&self.params);
+    }
+
+    pub(super) fn stats(&self) -> VolumeStats {
+        let md = self.engine.metadata().total() + self.meta.memory_bytes();
+        VolumeStats::build(StatsInput {
+            name: &self.params.name,
+            mode: self.mode.name(),
+            degraded: self.shared.is_degraded(),
+            capacity: self.engine.capacity(),
+            engine: self.engine.stats(),
+            base: &self.base,
+            rt: &self.rt,
+            metadata_bytes: md as u64,
+        })
+    }
+}
