@@ -35,6 +35,16 @@ pub struct RegisteredBdev {
 }
 
 impl RegisteredBdev {
+    /// The call `save_config` records for this bdev: the one that created
+    /// it, except for a cached bdev, whose current parameters (with
+    /// `load`, so a restore attaches to its cache) are asked for.
+    pub fn config_call(&self) -> (&'static str, Value) {
+        match crate::methods::adacache::as_volume(&self.bdev) {
+            Some(v) => (self.created_by.0, serde_json::json!(v.params())),
+            None => self.created_by.clone(),
+        }
+    }
+
     /// A handle that counts its I/O in this bdev's statistics: what
     /// namespaces and every other user of the bdev's data path get.
     pub fn counted(&self) -> CountedBdev {
@@ -72,6 +82,10 @@ pub struct State {
     pub next_seq: u64,
     /// The NVMe-oF target.
     pub nvmf: NvmfState,
+    /// Cache devices by their bdev's name, opened by the first
+    /// `bdev_adacache_create` on them and shared by every cached volume
+    /// on the bdev (dropped with the bdev).
+    pub caches: BTreeMap<String, Arc<cache::device::CacheDevice>>,
 }
 
 /// The NVMe-oF side. The target itself is the record of its subsystems,
@@ -113,16 +127,18 @@ impl State {
         self.next_seq
     }
 
-    /// The wrapper bdev (delay, error) built on bdev `name`, if any: it
+    /// The bdev built on bdev `name`, if any: a wrapper (delay, error) or
+    /// a layered bdev (a cached bdev on its core and cache bdevs). It
     /// claims its base, which then cannot be deleted or exported.
     pub fn wrapper_of(&self, name: &str) -> Option<String> {
         self.bdevs.iter().find_map(|(n, (_, r))| {
-            let base = match r.bdev.as_ref() {
-                bdev::Bdev::Delay(d) => d.base(),
-                bdev::Bdev::Error(e) => e.base(),
-                _ => return None,
+            let uses = match r.bdev.as_ref() {
+                bdev::Bdev::Delay(d) => d.base().info().name == name,
+                bdev::Bdev::Error(e) => e.base().info().name == name,
+                bdev::Bdev::Layered(l) => l.base_names().iter().any(|b| b == name),
+                _ => false,
             };
-            (base.info().name == name).then(|| n.clone())
+            uses.then(|| n.clone())
         })
     }
 
@@ -152,6 +168,9 @@ pub struct App {
     /// `--config-persist`: set once the configuration was loaded, so the
     /// calls replaying it do not rewrite the file one by one.
     pub persist: OnceLock<Persist>,
+    /// The `rackcache_cache_*` series of every cached bdev (see
+    /// `methods::adacache::metrics`).
+    pub cache_metrics: crate::methods::adacache::metrics::CacheMetrics,
 }
 
 impl App {
@@ -162,6 +181,7 @@ impl App {
             started: Instant::now(),
             metrics: Registry::new(),
             persist: OnceLock::new(),
+            cache_metrics: Default::default(),
         }
     }
 }

@@ -218,6 +218,10 @@ async fn run(args: Args) -> Result<(), String> {
             stop_rx.clone(),
         )));
     }
+    // Cached bdevs' statistics onto /metrics (see methods::adacache::metrics).
+    servers.push(tokio::spawn(
+        rackcache_dataplane::methods::adacache::metrics::run(Arc::clone(&app), stop_rx.clone()),
+    ));
     let mut term = signal(SignalKind::terminate()).map_err(|e| format!("SIGTERM handler: {e}"))?;
     let mut int = signal(SignalKind::interrupt()).map_err(|e| format!("SIGINT handler: {e}"))?;
     tokio::select! {
@@ -235,6 +239,9 @@ async fn run(args: Args) -> Result<(), String> {
         t.shutdown().await;
         tracing::info!("NVMe-oF target stopped");
     }
+    // Cached bdevs finish what is in flight and make their metadata
+    // durable (dirty data stays cached: the next start loads it).
+    rackcache_dataplane::methods::adacache::stop_all(&app).await;
     // Make every completed write durable before exiting.
     let bdevs: Vec<_> = app
         .state

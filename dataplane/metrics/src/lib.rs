@@ -13,4 +13,4 @@ pub mod http;
 pub mod registry;
 
 pub use histogram::Histogram;
-pub use registry::{Counter, Gauge, Registry};
+pub use registry::{Counter, FloatGauge, Gauge, Registry};

@@ -54,6 +54,22 @@ impl Gauge {
     }
 }
 
+/// A value that goes up and down and need not be whole (a ratio); a handle
+/// on one series.
+#[derive(Default, Debug)]
+pub struct FloatGauge(PGauge<f64, AtomicU64>);
+
+impl FloatGauge {
+    /// Sets the value.
+    pub fn set(&self, v: f64) {
+        self.0.set(v);
+    }
+    /// The current value.
+    pub fn get(&self) -> f64 {
+        self.0.get()
+    }
+}
+
 /// Makes the histogram of a new series (the family's constructor).
 #[derive(Clone, Copy)]
 struct NewHistogram;
@@ -68,6 +84,7 @@ impl MetricConstructor<Histogram> for NewHistogram {
 enum Fam {
     Counter(Family<Labels, PCounter<u64, AtomicU64>>),
     Gauge(Family<Labels, PGauge<i64, AtomicI64>>),
+    FloatGauge(Family<Labels, PGauge<f64, AtomicU64>>),
     Histogram(Family<Labels, Histogram, NewHistogram>),
 }
 
@@ -75,6 +92,7 @@ enum Fam {
 enum Series {
     Counter(Arc<Counter>),
     Gauge(Arc<Gauge>),
+    FloatGauge(Arc<FloatGauge>),
     Histogram(Arc<Histogram>),
 }
 
@@ -124,6 +142,7 @@ fn valid_name(n: &str) -> bool {
 enum Kind {
     Counter,
     Gauge,
+    FloatGauge,
     Histogram,
 }
 
@@ -161,6 +180,7 @@ impl Registry {
                 let f = match kind {
                     Kind::Counter => Fam::Counter(Family::default()),
                     Kind::Gauge => Fam::Gauge(Family::default()),
+                    Kind::FloatGauge => Fam::FloatGauge(Family::default()),
                     Kind::Histogram => Fam::Histogram(Family::new_with_constructor(NewHistogram)),
                 };
                 // prometheus-client appends `_total` to counters itself.
@@ -173,6 +193,7 @@ impl Registry {
                 match &f {
                     Fam::Counter(c) => inner.registry.register(exposed, help, c.clone()),
                     Fam::Gauge(g) => inner.registry.register(exposed, help, g.clone()),
+                    Fam::FloatGauge(g) => inner.registry.register(exposed, help, g.clone()),
                     Fam::Histogram(h) => inner.registry.register(exposed, help, h.clone()),
                 }
                 inner.families.insert(name.to_owned(), f.clone());
@@ -184,6 +205,7 @@ impl Registry {
             return match (s, kind) {
                 (Series::Counter(_), Kind::Counter)
                 | (Series::Gauge(_), Kind::Gauge)
+                | (Series::FloatGauge(_), Kind::FloatGauge)
                 | (Series::Histogram(_), Kind::Histogram) => Ok(s.clone()),
                 _ => Err(RegisterError::TypeMismatch(name.into())),
             };
@@ -194,6 +216,9 @@ impl Registry {
             }
             (Fam::Gauge(f), Kind::Gauge) => {
                 Series::Gauge(Arc::new(Gauge(f.get_or_create_owned(&key.1))))
+            }
+            (Fam::FloatGauge(f), Kind::FloatGauge) => {
+                Series::FloatGauge(Arc::new(FloatGauge(f.get_or_create_owned(&key.1))))
             }
             (Fam::Histogram(f), Kind::Histogram) => {
                 Series::Histogram(Arc::new(f.get_or_create_owned(&key.1)))
@@ -230,6 +255,19 @@ impl Registry {
         }
     }
 
+    /// A gauge series taking fractional values (ratios).
+    pub fn float_gauge(
+        &self,
+        name: &str,
+        help: &str,
+        labels: &[(&str, &str)],
+    ) -> Result<Arc<FloatGauge>, RegisterError> {
+        match self.register(name, help, Kind::FloatGauge, labels)? {
+            Series::FloatGauge(g) => Ok(g),
+            _ => Err(RegisterError::TypeMismatch(name.into())),
+        }
+    }
+
     /// A latency histogram series (name should end in `_seconds`).
     pub fn histogram(
         &self,
@@ -255,6 +293,7 @@ impl Registry {
         match inner.families.get(name) {
             Some(Fam::Counter(f)) => f.remove(&labels),
             Some(Fam::Gauge(f)) => f.remove(&labels),
+            Some(Fam::FloatGauge(f)) => f.remove(&labels),
             Some(Fam::Histogram(f)) => f.remove(&labels),
             None => false,
         };
@@ -339,6 +378,11 @@ mod tests {
             Err(RegisterError::InvalidName(_))
         ));
         r.gauge("g", "A gauge.", &[("q", "a\"b")]).unwrap().set(-3);
+        r.float_gauge("ratio", "A ratio.", &[]).unwrap().set(0.25);
+        assert!(matches!(
+            r.gauge("ratio", "x", &[]),
+            Err(RegisterError::TypeMismatch(_))
+        ));
         let text = r.render();
         assert!(
             text.contains("# TYPE rackcache_bdev_read_bytes counter\n"),
@@ -349,6 +393,7 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("g{q=\"a\\\"b\"} -3\n"), "{text}");
+        assert!(text.contains("ratio 0.25\n"), "{text}");
         r.remove("g", &[("q", "a\"b")]);
         assert!(!r.render().contains("g{q="));
         // A removed series registered again starts from zero.

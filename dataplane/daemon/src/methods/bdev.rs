@@ -201,6 +201,9 @@ pub(super) async fn delete(
         ));
     }
     let removed = state.bdevs.remove(&name);
+    // A cache device on it goes with it (no cached bdev uses it: they
+    // claim it); recreated, the bdev is opened afresh.
+    state.caches.remove(&name);
     IoStats::unregister(&app.metrics, &name);
     drop(state);
     // An rbd image is closed before the call returns (as SPDK does), so that
@@ -406,9 +409,10 @@ fn describe(r: &RegisteredBdev, claimed: bool) -> Value {
             json!({ "rbd": { "pool_name": pool, "rbd_name": image, "cluster_name": r.cluster } })
         }
         Bdev::Delay(_) | Bdev::Error(_) => super::fault::driver_specific(&r.bdev),
-        // Layered bdevs describe themselves through their own RPCs
-        // (bdev_adacache_get_bdevs); this will hold their summary.
-        Bdev::Layered(_) => json!({}),
+        Bdev::Layered(_) => match super::adacache::as_volume(&r.bdev) {
+            Some(v) => super::adacache::driver_specific(v),
+            None => json!({}),
+        },
     };
     let mut d = json!({
         "name": info.name,

@@ -85,7 +85,8 @@ fn bdev_config(state: &State) -> Value {
     out.extend(
         bdevs
             .iter()
-            .map(|(_, b)| json!({ "method": b.created_by.0, "params": b.created_by.1 })),
+            .map(|(_, b)| b.config_call())
+            .map(|(method, params)| json!({ "method": method, "params": params })),
     );
     Value::Array(out)
 }

@@ -2,6 +2,7 @@
 //! thin: parse and validate (unknown parameters are rejected), act on the
 //! state, map errors in one place ([`crate::rpc::error`]).
 
+pub mod adacache;
 mod bdev;
 mod fault;
 mod framework;
@@ -41,6 +42,17 @@ pub const METHODS: &[&str] = &[
     "bdev_error_delete",
     "bdev_error_inject_error",
     "bdev_error_resume_pending",
+    "bdev_adacache_create",
+    "bdev_adacache_delete",
+    "bdev_adacache_get_bdevs",
+    "bdev_adacache_get_stats",
+    "bdev_adacache_reset_stats",
+    "bdev_adacache_flush",
+    "bdev_adacache_flush_status",
+    "bdev_adacache_set_mode",
+    "bdev_adacache_set_policy",
+    "bdev_adacache_resize",
+    "bdev_adacache_get_devices",
     "nvmf_create_transport",
     "nvmf_get_transports",
     "nvmf_create_subsystem",
@@ -84,6 +96,17 @@ impl Dispatch for App {
             "bdev_error_delete" => bdev::delete(self, params, "error").await,
             "bdev_error_inject_error" => fault::error_inject(self, params).await,
             "bdev_error_resume_pending" => fault::error_resume_pending(self, params).await,
+            "bdev_adacache_create" => adacache::create(self, params).await,
+            "bdev_adacache_delete" => adacache::delete(self, params).await,
+            "bdev_adacache_get_bdevs" => adacache::get_bdevs(self, params).await,
+            "bdev_adacache_get_stats" => adacache::get_stats(self, params).await,
+            "bdev_adacache_reset_stats" => adacache::reset_stats(self, params).await,
+            "bdev_adacache_flush" => adacache::flush(self, params).await,
+            "bdev_adacache_flush_status" => adacache::flush_status(self, params).await,
+            "bdev_adacache_set_mode" => adacache::set_mode(self, params).await,
+            "bdev_adacache_set_policy" => adacache::set_policy(self, params).await,
+            "bdev_adacache_resize" => adacache::resize(self, params).await,
+            "bdev_adacache_get_devices" => adacache::get_devices(self, params).await,
             "nvmf_create_transport" => nvmf::create_transport(self, params).await,
             "nvmf_get_transports" => nvmf::get_transports(self, params).await,
             "nvmf_create_subsystem" => nvmf::create_subsystem(self, params).await,

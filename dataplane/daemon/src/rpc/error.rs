@@ -99,6 +99,34 @@ impl From<nvmf_tgt::TargetError> for RpcError {
     }
 }
 
+impl RpcError {
+    /// A cached-volume failure: the errno fitting its kind, then `what`
+    /// was being done, then why (the cache crate says what to fix).
+    pub fn cache(what: impl std::fmt::Display, e: &cache::volume::VolumeError) -> Self {
+        use cache::device::DeviceError as D;
+        use cache::volume::VolumeError as V;
+        let errno = match e {
+            V::Invalid(_) | V::Load { .. } => libc_errno::EINVAL,
+            V::Busy(m) if m.contains("not supported") => libc_errno::ENOTSUP,
+            V::Busy(_) => libc_errno::EBUSY,
+            V::Flush(_) => libc_errno::EIO,
+            V::Stopped(_) => libc_errno::ENODEV,
+            V::Device(d) => match d {
+                D::NoSpace { .. } | D::TableFull { .. } => libc_errno::ENOSPC,
+                D::VolumeExists(_) => libc_errno::EEXIST,
+                D::NoSuchVolume(_) => libc_errno::ENOENT,
+                D::Unformatted(_) => libc_errno::ENODEV,
+                D::Unsuitable { .. }
+                | D::InvalidSpec { .. }
+                | D::Version { .. }
+                | D::Corrupt { .. } => libc_errno::EINVAL,
+                _ => libc_errno::EIO,
+            },
+        };
+        Self::errno(errno, format!("{what}: {e}"))
+    }
+}
+
 /// The errno values used here (Linux numbering, as SPDK reports them).
 pub mod libc_errno {
     /// Operation not permitted.
@@ -115,6 +143,8 @@ pub mod libc_errno {
     pub const ENODEV: i32 = 19;
     /// Invalid argument.
     pub const EINVAL: i32 = 22;
+    /// No space left on device.
+    pub const ENOSPC: i32 = 28;
     /// Operation not supported.
     pub const ENOTSUP: i32 = 95;
 }

@@ -43,6 +43,7 @@ const READ_ONLY: &[&str] = &[
     "save_config",
     "framework_get_subsystems",
     "framework_get_config",
+    "bdev_adacache_flush_status",
 ];
 
 /// Whether a successful call of `method` may have changed the state.
@@ -282,6 +283,10 @@ mod tests {
             "bdev_get_bdevs",
             "nvmf_subsystem_get_controllers",
             "save_config",
+            "bdev_adacache_get_bdevs",
+            "bdev_adacache_get_stats",
+            "bdev_adacache_get_devices",
+            "bdev_adacache_flush_status",
             "rpc_get_methods",
         ] {
             assert!(!changes_state(m), "{m}");
@@ -291,6 +296,11 @@ mod tests {
             "bdev_delay_create",
             "bdev_error_inject_error",
             "nvmf_subsystem_add_host",
+            "bdev_adacache_create",
+            "bdev_adacache_delete",
+            "bdev_adacache_set_mode",
+            "bdev_adacache_set_policy",
+            "bdev_adacache_resize",
         ] {
             assert!(changes_state(m), "{m}");
         }

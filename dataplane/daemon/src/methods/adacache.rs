@@ -1,0 +1,425 @@
+//! Cached volumes (`bdev_adacache_*`): a bdev that puts a share of a cache
+//! device in front of a core bdev (the `cache` crate does the caching;
+//! these handlers create, inspect, tune and delete them).
+//!
+//! The daemon keeps one [`CacheDevice`] per cache bdev (`State::caches`),
+//! opened by the first create on it and shared by every volume there. A
+//! cached bdev claims its core and cache bdevs (`State::wrapper_of`), and
+//! `save_config` records it with its current parameters and `load`
+//! (`RegisteredBdev::config_call`), after both, so a restore attaches to
+//! the cache on the device and never formats it.
+//!
+//! Long operations (flushing, deleting) hold the control lock: other
+//! control calls wait, the data path does not (it never takes the lock).
+
+pub mod metrics;
+
+use std::sync::Arc;
+
+use bdev::Bdev;
+use cache::device::CacheDevice;
+use cache::volume::{CacheMode, CachedVolume, Cleaning, PolicyChange, SeqCutoff, VolumeParams};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::bdev::{check_name, exists, register, uuid_string};
+use super::parse;
+use crate::app::{App, IoStats, State};
+use crate::rpc::error::{libc_errno, RpcError};
+
+/// The cached volume a registered bdev is, if it is one.
+pub fn as_volume(b: &Bdev) -> Option<&CachedVolume> {
+    match b {
+        Bdev::Layered(l) => l.as_any().downcast_ref::<CachedVolume>(),
+        _ => None,
+    }
+}
+
+/// Cached bdev `name` (a handle sharing it).
+fn volume(state: &State, name: &str) -> Result<CachedVolume, RpcError> {
+    state
+        .bdevs
+        .get(name)
+        .and_then(|(_, r)| as_volume(&r.bdev).cloned())
+        .ok_or_else(|| {
+            RpcError::errno(
+                libc_errno::ENODEV,
+                format!("no cached bdev named {name} (see bdev_adacache_get_bdevs)"),
+            )
+        })
+}
+
+/// Every cached bdev, in creation order.
+pub(crate) fn volumes(state: &State) -> Vec<CachedVolume> {
+    let mut list: Vec<_> = state.bdevs.values().collect();
+    list.sort_by_key(|(seq, _)| *seq);
+    list.iter()
+        .filter_map(|(_, r)| as_volume(&r.bdev).cloned())
+        .collect()
+}
+
+/// `driver_specific` of `bdev_get_bdevs` for a cached bdev.
+pub(super) fn driver_specific(v: &CachedVolume) -> Value {
+    json!({ "adacache": summary(v) })
+}
+
+/// What `bdev_adacache_get_bdevs` shows of one cached bdev.
+fn summary(v: &CachedVolume) -> Value {
+    let p = v.params();
+    let name = p.name.clone();
+    let capacity_mib = v
+        .cache_device()
+        .find_volume(&name)
+        .map(|r| r.units.len() as u64);
+    json!({
+        "name": name,
+        "core_bdev_name": v.core_name(),
+        "cache_bdev_name": v.cache_name(),
+        "write_mode": p.write_mode,
+        "mode": p.mode,
+        "cache_size_mib": capacity_mib.unwrap_or(p.cache_size_mib),
+        "degraded": v.degraded(),
+        "params": p,
+    })
+}
+
+fn volume_error(what: &str, e: cache::volume::VolumeError) -> RpcError {
+    RpcError::cache(what, &e)
+}
+
+/// Refuses a base bdev another user holds: a namespace exports it, or a
+/// bdev is built on it. A cache bdev may be shared by cached bdevs, in
+/// that role only (`cache_role`); a bdev holding a cache device is never a
+/// core.
+fn check_base(state: &State, name: &str, role: &str, cache_role: bool) -> Result<(), RpcError> {
+    if !state.bdevs.contains_key(name) {
+        return Err(RpcError::errno(
+            libc_errno::ENODEV,
+            format!("{role} bdev {name} does not exist: create it first"),
+        ));
+    }
+    if let Some((nqn, nsid)) = state.nvmf.claims(name).into_iter().next() {
+        return Err(RpcError::errno(
+            libc_errno::EBUSY,
+            format!("{role} bdev {name} is claimed by namespace {nsid} of NVMe-oF subsystem {nqn}; remove the namespace first (nvmf_subsystem_remove_ns)"),
+        ));
+    }
+    let user = state.bdevs.iter().find_map(|(user, (_, r))| {
+        let uses = match r.bdev.as_ref() {
+            Bdev::Delay(d) => d.base().info().name == name,
+            Bdev::Error(e) => e.base().info().name == name,
+            b => as_volume(b)
+                .is_some_and(|v| v.core_name() == name || (!cache_role && v.cache_name() == name)),
+        };
+        uses.then_some(user)
+    });
+    if let Some(user) = user {
+        return Err(RpcError::errno(
+            libc_errno::EBUSY,
+            format!("{role} bdev {name} is claimed by bdev {user}"),
+        ));
+    }
+    if !cache_role && state.caches.contains_key(name) {
+        return Err(RpcError::errno(
+            libc_errno::EBUSY,
+            format!("{role} bdev {name} holds a cache device; use another bdev as core"),
+        ));
+    }
+    Ok(())
+}
+
+pub(super) async fn create(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
+    let p: VolumeParams = parse(params)?;
+    check_name(&p.name)?;
+    p.validate().map_err(RpcError::invalid_params)?;
+    if p.core_bdev_name == p.cache_bdev_name {
+        return Err(RpcError::invalid_params(format!(
+            "core_bdev_name and cache_bdev_name are both {}: the cache needs a bdev of its own",
+            p.core_bdev_name
+        )));
+    }
+    let mut state = app.state.lock().await;
+    exists(&state, &p.name)?;
+    check_base(&state, &p.core_bdev_name, "core", false)?;
+    check_base(&state, &p.cache_bdev_name, "cache", true)?;
+    let what = format!("cached bdev {}", p.name);
+    let device = match state.caches.get(&p.cache_bdev_name) {
+        Some(d) => Arc::clone(d),
+        None => {
+            let reg = &state.bdevs[&p.cache_bdev_name].1;
+            // `load` attaches to what is there: it never formats.
+            let d = CacheDevice::open(reg.counted(), !p.load)
+                .await
+                .map_err(|e| volume_error(&what, e.into()))?;
+            state
+                .caches
+                .insert(p.cache_bdev_name.clone(), Arc::clone(&d));
+            d
+        }
+    };
+    let core = state.bdevs[&p.core_bdev_name].1.counted();
+    let name = p.name.clone();
+    let load = p.load;
+    let v = CachedVolume::create(p, core, device)
+        .await
+        .map_err(|e| volume_error(&what, e))?;
+    let bdev = v.bdev();
+    let params = json!(v.params());
+    register(
+        app,
+        &mut state,
+        name.clone(),
+        bdev,
+        "bdev_adacache_create",
+        params,
+        None,
+    );
+    app.cache_metrics.add(&app.metrics, &v);
+    tracing::info!(bdev = %name, core = %v.core_name(), cache = %v.cache_name(), load, "cached bdev created");
+    Ok(json!(name))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Delete {
+    name: String,
+    /// Discard dirty data instead of writing it back first.
+    #[serde(default)]
+    force: bool,
+}
+
+pub(super) async fn delete(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
+    let Delete { name, force } = parse(params)?;
+    let mut state = app.state.lock().await;
+    let v = volume(&state, &name)?;
+    if let Some(user) = state.wrapper_of(&name) {
+        return Err(RpcError::errno(
+            libc_errno::EBUSY,
+            format!("bdev {name} is claimed by bdev {user}; delete that first"),
+        ));
+    }
+    if let Some((nqn, nsid)) = state.nvmf.claims(&name).into_iter().next() {
+        return Err(RpcError::errno(
+            libc_errno::EBUSY,
+            format!("bdev {name} is claimed by namespace {nsid} of NVMe-oF subsystem {nqn}; remove the namespace first (nvmf_subsystem_remove_ns)"),
+        ));
+    }
+    let what = format!("deleting cached bdev {name}");
+    if !force {
+        // Written back and checked before anything is torn down: if core
+        // refuses the dirty data, the volume stays as it was.
+        v.flush_all().await.map_err(|e| {
+            volume_error(
+                &format!("{what} (dirty data kept; retry, or force=true to discard it)"),
+                e,
+            )
+        })?;
+    }
+    v.delete(force).await.map_err(|e| volume_error(&what, e))?;
+    state.bdevs.remove(&name);
+    IoStats::unregister(&app.metrics, &name);
+    app.cache_metrics.remove(&app.metrics, &name);
+    tracing::info!(bdev = %name, force, "cached bdev deleted");
+    Ok(json!(true))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OptName {
+    name: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ByName {
+    name: String,
+}
+
+pub(super) async fn get_bdevs(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
+    let OptName { name } = parse(params)?;
+    let state = app.state.lock().await;
+    let list = match name {
+        Some(n) => vec![volume(&state, &n)?],
+        None => volumes(&state),
+    };
+    Ok(Value::Array(list.iter().map(summary).collect()))
+}
+
+pub(super) async fn get_stats(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
+    let ByName { name } = parse(params)?;
+    let v = volume(&*app.state.lock().await, &name)?;
+    let s = v
+        .stats()
+        .await
+        .map_err(|e| volume_error(&format!("statistics of {name}"), e))?;
+    Ok(json!(s))
+}
+
+pub(super) async fn reset_stats(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
+    let ByName { name } = parse(params)?;
+    let v = volume(&*app.state.lock().await, &name)?;
+    // The counters on /metrics never go down: they take in what happened
+    // up to now before the volume's figures restart from zero.
+    app.cache_metrics
+        .reset(&v, || async {
+            v.reset_stats()
+                .await
+                .map_err(|e| volume_error(&format!("resetting statistics of {name}"), e))
+        })
+        .await?;
+    Ok(json!(true))
+}
+
+pub(super) async fn flush(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
+    let ByName { name } = parse(params)?;
+    let v = volume(&*app.state.lock().await, &name)?;
+    v.start_flush()
+        .await
+        .map_err(|e| volume_error(&format!("flushing {name}"), e))?;
+    Ok(json!(true))
+}
+
+pub(super) async fn flush_status(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
+    let ByName { name } = parse(params)?;
+    let v = volume(&*app.state.lock().await, &name)?;
+    let s = v
+        .flush_status()
+        .await
+        .map_err(|e| volume_error(&format!("flush status of {name}"), e))?;
+    Ok(json!(s))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SetMode {
+    name: String,
+    write_mode: CacheMode,
+}
+
+pub(super) async fn set_mode(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
+    let SetMode { name, write_mode } = parse(params)?;
+    // Held: leaving write-back flushes first, and no other change may
+    // interleave with it.
+    let state = app.state.lock().await;
+    let v = volume(&state, &name)?;
+    v.set_mode(write_mode).await.map_err(|e| {
+        volume_error(
+            &format!("setting the cache mode of {name} to {}", write_mode.name()),
+            e,
+        )
+    })?;
+    tracing::info!(bdev = %name, mode = write_mode.name(), "cache mode set");
+    Ok(json!(true))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SetPolicy {
+    name: String,
+    admission: Option<String>,
+    eviction: Option<String>,
+    cleaning: Option<Cleaning>,
+    seq_cutoff: Option<SeqCutoff>,
+}
+
+pub(super) async fn set_policy(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
+    let p: SetPolicy = parse(params)?;
+    if p.admission.is_none()
+        && p.eviction.is_none()
+        && p.cleaning.is_none()
+        && p.seq_cutoff.is_none()
+    {
+        return Err(RpcError::invalid_params(
+            "nothing to change: give admission, eviction, cleaning or seq_cutoff",
+        ));
+    }
+    let state = app.state.lock().await;
+    let v = volume(&state, &p.name)?;
+    let change = PolicyChange {
+        admission: p.admission,
+        eviction: p.eviction,
+        cleaning: p.cleaning,
+        seq_cutoff: p.seq_cutoff,
+    };
+    v.set_policy(change)
+        .await
+        .map_err(|e| volume_error(&format!("changing the policies of {}", p.name), e))?;
+    tracing::info!(bdev = %p.name, "cache policies changed");
+    Ok(json!(true))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Resize {
+    name: String,
+    cache_size_mib: u64,
+}
+
+pub(super) async fn resize(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
+    let Resize {
+        name,
+        cache_size_mib,
+    } = parse(params)?;
+    if cache_size_mib == 0 {
+        return Err(RpcError::invalid_params(
+            "cache_size_mib must be at least 1 (bdev_adacache_delete removes the cache)",
+        ));
+    }
+    let state = app.state.lock().await;
+    let v = volume(&state, &name)?;
+    v.resize(cache_size_mib).await.map_err(|e| {
+        volume_error(
+            &format!("resizing the cache of {name} to {cache_size_mib} MiB"),
+            e,
+        )
+    })?;
+    tracing::info!(bdev = %name, cache_size_mib, "cache resized");
+    Ok(json!(true))
+}
+
+pub(super) async fn get_devices(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
+    parse::<super::NoParams>(params)?;
+    let state = app.state.lock().await;
+    let attached = volumes(&state);
+    let list = state
+        .caches
+        .iter()
+        .map(|(name, d)| {
+            let vols: Vec<Value> = d
+                .volumes()
+                .iter()
+                .map(|r| {
+                    json!({
+                        "name": r.name,
+                        "cache_size_mib": r.units.len(),
+                        // A volume on the device that no cached bdev of
+                        // this process serves (not loaded yet).
+                        "attached": attached.iter().any(|v| v.params().name == r.name && v.cache_name() == *name),
+                    })
+                })
+                .collect();
+            json!({
+                "cache_bdev_name": name,
+                "uuid": uuid_string(&d.uuid()),
+                "total_mib": d.total_units(),
+                "free_mib": d.free_units(),
+                "volumes": vols,
+            })
+        })
+        .collect();
+    Ok(Value::Array(list))
+}
+
+/// At shutdown (after the NVMe-oF target stopped): stops every cached
+/// volume, newest first, so that in-flight I/O finishes and its metadata
+/// is durable. Dirty data stays in the cache (a restart loads it).
+pub async fn stop_all(app: &App) {
+    let list = volumes(&*app.state.lock().await);
+    for v in list.iter().rev() {
+        let name = v.params().name;
+        match v.stop(false).await {
+            Ok(()) => tracing::info!(bdev = %name, "cached bdev stopped"),
+            Err(e) => tracing::error!(bdev = %name, error = %e, "stopping cached bdev failed"),
+        }
+    }
+}
