@@ -64,15 +64,6 @@ func cacheStats(t *testing.T, dp *framework.Dataplane, name string) adacacheStat
 	return s
 }
 
-// cacheStatsErr is cacheStats for callers that must not stop the test.
-func cacheStatsErr(dp *framework.Dataplane, name string) (adacacheStats, error) {
-	var s adacacheStats
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	err := dp.Client.Call(ctx, "bdev_adacache_get_stats", map[string]any{"name": name}, &s)
-	return s, err
-}
-
 // callErr is Dataplane.Call returning the error instead of failing.
 func callErr(dp *framework.Dataplane, method string, params, result any) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
