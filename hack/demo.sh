@@ -216,7 +216,7 @@ timed() {
 }
 barrier() {
   n=0
-  until wget -q -T 5 -O - "http://10.0.3.100:8080/" 2>/dev/null | grep -qx "go-$1"; do
+  until wget -q -O - "http://10.0.3.100:8080/" 2>/dev/null | grep -qx "go-$1"; do
     n=$((n + 1)); [ $n -lt 600 ] || { echo "DEMO: the host never said go-$1"; exit 1; }
     sleep 0.5
   done

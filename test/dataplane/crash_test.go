@@ -55,7 +55,9 @@ verify() {
 			line = "V " c
 			for (i = 0; i < nb; i++) {
 				s = v[i]
-				if ((i in bad) || s !~ /^seq[0-9]+$/) line = line " X"; else line = line " " (substr(s, 4) + 0)
+				# The digits as text: busybox awk reads a leading 0 as octal.
+				d = substr(s, 4); sub(/^0+/, "", d); if (d == "") d = "0"
+				if ((i in bad) || s !~ /^seq[0-9]+$/) line = line " X"; else line = line " " d
 			}
 			print line
 		}'
@@ -205,6 +207,15 @@ func TestCachedCrashConsistency(t *testing.T) {
 		Timeout:       time.Duration(cycles)*90*time.Second + 3*time.Minute,
 	}, handle)
 
+	vals := framework.GuestValues(t, res.Output)
+	if vals["connect"] != "0" || vals["init"] != "0" {
+		t.Fatalf("guest: connect %q, initial stamps %q", vals["connect"], vals["init"])
+	}
+	for c := 1; c <= cycles; c++ {
+		if got := vals[fmt.Sprintf("step-%d", c)]; got != "0" {
+			t.Errorf("cycle %d: the guest's step (kill and restart) exited %q", c, got)
+		}
+	}
 	lost := checkCrashOutput(t, res.Output, cycles)
 	total := 0
 	for c := 1; c <= cycles; c++ {

@@ -18,11 +18,12 @@ const GuestStepPort = 8080
 // GuestStepFunctions is a busybox-sh library for guest jobs run by
 // RunGuestWithSteps: `step NAME` asks the host to run its handler for NAME
 // and returns once the handler has finished (0 when it succeeded), printing
-// the handler's answer. Run it in the background (`step NAME &`) to let the
+// the handler's answer (busybox 1.35's wget waits up to 900 s by default;
+// its -T option crashes). Run it in the background (`step NAME &`) to let the
 // host act while the job goes on, then `wait` for it.
 const GuestStepFunctions = `
 step() {
-	wget -q -T 900 -O - "http://10.0.3.100:8080/$1"
+	wget -q -O - "http://10.0.3.100:8080/$1"
 }
 `
 
