@@ -46,7 +46,7 @@ cache_file="$dp_dir/cache.img"
 # Sizes: Ceph holds data_mib MiB of data in each image; the guest reads a
 # hot_mib MiB hot set passes times per timing; the cached volume has
 # cache_mib MiB of the cache_file_mib MiB cache device.
-data_mib=32 hot_mib=16 passes=3 cache_mib=128 cache_file_mib=256
+data_mib=32 hot_mib=8 passes=3 cache_mib=128 cache_file_mib=256
 nqn=nqn.2026-11.io.rackcache:demo-volume
 # The guest reaches the dataplane at this address through guestfwd.
 guest_target=10.0.3.100
@@ -178,12 +178,13 @@ dataplane_stop() {
   rm -f "$dp_dir/pid"
 }
 
-# The guest's job. The hot set is read in 16 KiB O_DIRECT reads (dd: the
+# The guest's job. The hot set is read in 64 KiB O_DIRECT reads (dd: the
 # guest has no fio), PASSES times per timing, from the raw namespace and from
-# the cached one; the job waits for the host at two barriers (an HTTP GET of
-# the host's one-shot answer through guestfwd): before the warm passes, and
-# after writing 4 MiB in write-back, while the host kills the dataplane with
-# SIGKILL and starts it again from its persisted configuration.
+# the cached one. At each `sync NAME` the job prints "DEMO-SYNC NAME" and
+# waits for the host's one-shot "go-NAME" (an HTTP GET through guestfwd):
+# the host takes its measurements there, and at "restart" kills the
+# dataplane with SIGKILL right after the job's write-back write and starts
+# it again from its persisted configuration.
 guest_job() {
   cat <<'JOB'
 set -eu
@@ -191,7 +192,7 @@ A=$1 S=$2 NQN=$3 HOT_MIB=$4 PASSES=$5 DATA_MIB=$6
 # Kernel messages stay in dmesg (the host reads our lines from the console).
 echo 1 >/proc/sys/kernel/printk
 nvme connect -t tcp -a "$A" -s "$S" -n "$NQN" --reconnect-delay=1 --ctrl-loss-tmo=300 >/dev/null
-# ns DEV NSID: the block device of namespace NSID.
+# ns NSID: the block device of namespace NSID.
 ns() {
   for s in /sys/class/nvme-subsystem/nvme-subsys*; do
     [ "$(cat "$s/subsysnqn" 2>/dev/null)" = "$NQN" ] || continue
@@ -208,13 +209,14 @@ while { [ -z "$cdev" ] || [ -z "$rdev" ]; } && [ $i -lt 50 ]; do cdev="$(ns 1)";
 [ -n "$cdev" ] && [ -n "$rdev" ] || { echo "DEMO: the namespaces did not appear"; exit 1; }
 echo "DEMO: connected: cached volume $cdev, raw rbd $rdev"
 centis() { cut -d' ' -f1 /proc/uptime | tr -d .; }
-pass() { dd if="$1" bs=16k count=$((HOT_MIB * 64)) iflag=direct of=/dev/null 2>/dev/null; }
+pass() { dd if="$1" bs=64k count=$((HOT_MIB * 16)) iflag=direct of=/dev/null 2>/dev/null; }
 timed() {
-  t0=$(centis); n=0
+  t0=$(centis) n=0
   while [ $n -lt $PASSES ]; do pass "$1"; n=$((n + 1)); done
   echo $(($(centis) - t0))
 }
-barrier() {
+sync_host() {
+  echo "DEMO-SYNC $1"
   n=0
   until wget -q -O - "http://10.0.3.100:8080/" 2>/dev/null | grep -qx "go-$1"; do
     n=$((n + 1)); [ $n -lt 600 ] || { echo "DEMO: the host never said go-$1"; exit 1; }
@@ -225,14 +227,14 @@ sum() { dd if="$1" bs=1M skip=$2 count=$3 iflag=direct 2>/dev/null | md5sum | cu
 echo "DEMO-VAL raw-data=$(sum "$rdev" 0 "$DATA_MIB")"
 echo "DEMO-VAL cached-data=$(sum "$cdev" 0 "$DATA_MIB")"
 pass "$rdev"
+sync_host raw
 echo "DEMO-VAL raw-cs=$(timed "$rdev")"
-echo "DEMO-SYNC warm"
-barrier warm
+sync_host warm
 echo "DEMO-VAL cached-cs=$(timed "$cdev")"
 dd if=/job/guest-pattern.bin of="$cdev" bs=1M seek=64 count=4 oflag=direct conv=notrunc 2>/dev/null
-echo "DEMO-SYNC restart"
-barrier restarted
+sync_host restart
 echo "DEMO-VAL after-cs=$(timed "$cdev")"
+sync_host after
 echo "DEMO-VAL written-after=$(sum "$cdev" 64 4)"
 echo "DEMO-VAL cached-data-after=$(sum "$cdev" 0 "$DATA_MIB")"
 nvme disconnect -n "$NQN" >/dev/null
@@ -241,7 +243,7 @@ JOB
 
 # wait_mark WORD: waits until the guest printed "DEMO-SYNC WORD".
 wait_mark() {
-  until tr -d '\r' <"$console" 2>/dev/null | grep -qx "DEMO-SYNC $1"; do
+  until [ -f "$console" ] && tr -d '\r' <"$console" | grep -qx "DEMO-SYNC $1"; do
     kill -0 "$guest_pid" 2>/dev/null || die "the guest stopped before $1 (console: $console)"
     sleep 0.2
   done
@@ -250,8 +252,11 @@ wait_mark() {
 # open_barrier WORD: answers the guest's next GET with go-WORD, once.
 open_barrier() {
   stop_pid "${barrier_pid:-}" socat
-  socat -T 10 "TCP-LISTEN:$step_port,bind=127.0.0.1,reuseaddr" \
-    SYSTEM:"printf 'HTTP/1.0 200 OK\\r\\nContent-Type: text/plain\\r\\n\\r\\ngo-$1\\n'" &
+  # socat parses quotes and escapes in its address: the answer comes from a
+  # script instead.
+  printf '#!/bin/sh\nprintf "HTTP/1.0 200 OK\\r\\nContent-Type: text/plain\\r\\n\\r\\ngo-%%s\\n" "$1"\n' >"$demo_dir/go.sh"
+  chmod +x "$demo_dir/go.sh"
+  socat -T 10 "TCP-LISTEN:$step_port,bind=127.0.0.1,reuseaddr" SYSTEM:"$demo_dir/go.sh $1" &
   barrier_pid=$!
 }
 
@@ -264,6 +269,12 @@ stop_pid() {
 }
 
 val() { tr -d '\r' <"$console" | sed -n "s/^DEMO-VAL $1=//p" | tail -n 1; }
+
+# snapshot: bdev_get_iostat of every bdev and the cached volume's statistics.
+snapshot() {
+  printf '{"iostat": %s, "cache": %s}' "$(dp_call bdev_get_iostat)" \
+    "$(dp_call bdev_adacache_get_stats '{"name": "Cached0"}')"
+}
 
 guest_step() {
   say "3/4 the compute node: a qemu guest (Debian's stock kernel, TCG) reads a ${hot_mib} MiB hot set over NVMe/TCP"
@@ -284,11 +295,15 @@ guest_step() {
   # barrier still listening go with it.
   trap 'stop_pid "${barrier_pid:-}" socat; stop_pid "$guest_pid" run.sh' EXIT
 
+  local snap_raw snap_warm snap_before snap_after
+  wait_mark raw
+  snap_raw="$(snapshot)"
+  open_barrier raw
   wait_mark warm
-  stats_cold="$(dp_call bdev_adacache_get_stats '{"name": "Cached0"}')"
+  snap_warm="$(snapshot)"
   open_barrier warm
   wait_mark restart
-  stats_warm="$(dp_call bdev_adacache_get_stats '{"name": "Cached0"}')"
+  snap_before="$(snapshot)"
   say "4/4 warm restart: kill -9 the dataplane, start it again from its persisted configuration"
   local pid
   pid="$(cat "$dp_dir/pid")"
@@ -298,18 +313,18 @@ guest_step() {
   dataplane_start
   echo "    killed pid $pid with SIGKILL (4 MiB written in write-back just before); new pid $(cat "$dp_dir/pid") serving again after $((SECONDS - t0)) s"
   open_barrier restarted
+  wait_mark after
+  snap_after="$(snapshot)"
+  open_barrier after
   wait "$guest_pid" || die "the guest job failed (console: $console)"
   trap - EXIT
   stop_pid "${barrier_pid:-}" socat
-  local stats_after
-  stats_after="$(dp_call bdev_adacache_get_stats '{"name": "Cached0"}')"
 
   # What the guest read must be what Ceph holds, on both namespaces, also
   # after the restart; what it wrote in write-back must survive the kill.
-  local want_data want_written
+  local want_data want_written k
   want_data="$(head -c $((data_mib << 20)) "$demo_dir/pattern.bin" | md5sum | cut -c1-32)"
   want_written="$(md5sum <"$guest_data" | cut -c1-32)"
-  local k
   for k in raw-data cached-data cached-data-after; do
     [ "$(val "$k")" = "$want_data" ] || die "$k: the guest read md5 $(val "$k"), Ceph holds $want_data"
   done
@@ -318,33 +333,53 @@ guest_step() {
   echo "    verified: both namespaces read Ceph's data (md5 $want_data), also after the restart;"
   echo "    the 4 MiB written in write-back before kill -9 read back identical (md5 $want_written)"
 
-  "$REPO_ROOT/bin/venv/bin/python3" - "$stats_cold" "$stats_warm" "$stats_after" \
+  "$REPO_ROOT/bin/venv/bin/python3" - "$snap_raw" "$snap_warm" "$snap_before" "$snap_after" \
     "$(val raw-cs)" "$(val cached-cs)" "$(val after-cs)" "$hot_mib" "$passes" <<'PY'
 import json, sys
-cold, warm, after = (json.loads(a) for a in sys.argv[1:4])
-raw_cs, cached_cs, after_cs = (int(a) for a in sys.argv[4:7])
-hot, passes = int(sys.argv[7]), int(sys.argv[8])
-mib = lambda b: f"{b / (1 << 20):8.1f} MiB"
-def ratio(a, b, key):
-    reads = b["requests"]["rd_total"] - a["requests"]["rd_total"]
-    hits = b["requests"]["rd_hits"] - a["requests"]["rd_hits"]
-    return hits / reads if reads else 0.0
-warm_hit = ratio(cold, warm, "read")
-after_hit = after["hit_ratio"]["read"]
-b = warm["blocks"]
-print(f"    I/O volumes of the cached volume since it was created (bdev_adacache_get_stats blocks):")
-print(f"      core (Ceph) read   {mib(b['core_volume_rd'])}    core (Ceph) written  {mib(b['core_volume_wr'])}")
-print(f"      cache read         {mib(b['cache_volume_rd'])}    cache written        {mib(b['cache_volume_wr'])}")
-print(f"      host read          {mib(b['volume_rd'])}    host written         {mib(b['volume_wr'])}")
-print(f"    dirty {mib(warm['dirty_bytes']).strip()} before the kill; evictions {warm['evictions']['blocks']} blocks")
-rate = lambda cs: (hot * passes) / (cs / 100) if cs else float("inf")
-print(f"    {passes} passes over the {hot} MiB hot set in 16 KiB reads (guest under TCG):")
-print(f"      raw RBD              {raw_cs / 100:6.2f} s  {rate(raw_cs):7.1f} MiB/s")
-print(f"      cached, warm         {cached_cs / 100:6.2f} s  {rate(cached_cs):7.1f} MiB/s  read hit ratio {warm_hit:.3f}"
-      f"  speedup {raw_cs / max(cached_cs, 1):.1f}x over raw RBD")
-print(f"      cached, after kill -9 + restart"
-      f"  {after_cs / 100:6.2f} s  {rate(after_cs):7.1f} MiB/s  read hit ratio {after_hit:.3f}"
-      f"  ({after_hit / warm_hit * 100 if warm_hit else 0:.0f}% of before; speedup {raw_cs / max(after_cs, 1):.1f}x)")
+raw, warm, before, after = (json.loads(a) for a in sys.argv[1:5])
+raw_cs, cached_cs, after_cs = (int(a) for a in sys.argv[5:8])
+hot, passes = int(sys.argv[8]), int(sys.argv[9])
+
+def io(snap, name):
+    for b in snap["iostat"]["bdevs"]:
+        if b["name"] == name:
+            return b
+    return {"num_read_ops": 0, "read_latency_ticks": 0}
+
+def mean_us(a, b, name):
+    """Mean read latency at the dataplane between two snapshots (a: None = since start)."""
+    x, y = (io(a, name) if a else {"num_read_ops": 0, "read_latency_ticks": 0}), io(b, name)
+    ops = y["num_read_ops"] - x["num_read_ops"]
+    rate = b["iostat"]["tick_rate"]
+    return (y["read_latency_ticks"] - x["read_latency_ticks"]) / rate * 1e6 / ops if ops else 0.0
+
+def hit(a, b):
+    x, y = (a["cache"]["requests"] if a else {"rd_total": 0, "rd_hits": 0}), b["cache"]["requests"]
+    reads = y["rd_total"] - x["rd_total"]
+    return (y["rd_hits"] - x["rd_hits"]) / reads if reads else 0.0
+
+raw_us = mean_us(raw, warm, "CephRaw")
+warm_us = mean_us(warm, before, "Cached0")
+after_us = mean_us(None, after, "Cached0")
+warm_hit, after_hit = hit(warm, before), hit(None, after)
+mib = lambda v: f"{v / (1 << 20):7.1f} MiB"
+b = before["cache"]["blocks"]
+print("    the cached volume's I/O volumes since its creation (bdev_adacache_get_stats blocks):")
+print(f"      core (Ceph) read {mib(b['core_volume_rd'])}   core (Ceph) written {mib(b['core_volume_wr'])}")
+print(f"      cache read       {mib(b['cache_volume_rd'])}   cache written       {mib(b['cache_volume_wr'])}")
+print(f"      (host read       {mib(b['volume_rd'])}   host written        {mib(b['volume_wr'])};"
+      f" dirty {before['cache']['dirty_bytes'] >> 20} MiB before the kill)")
+print(f"    {passes} passes over the {hot} MiB hot set in 64 KiB reads:")
+print("                            read hit   mean read latency     guest's time (TCG)")
+print("                            ratio      at the dataplane")
+print(f"      raw RBD               -          {raw_us:8.0f} us           {raw_cs / 100:6.2f} s")
+print(f"      cached, warm          {warm_hit:5.3f}      {warm_us:8.0f} us           {cached_cs / 100:6.2f} s")
+print(f"      cached, after restart {after_hit:5.3f}      {after_us:8.0f} us           {after_cs / 100:6.2f} s")
+sp = lambda a, b: f"{a / b:.1f}x" if b else "-"
+print(f"    speedup over raw RBD: {sp(raw_us, warm_us)} at the dataplane, {sp(raw_cs, cached_cs)} as the guest saw it"
+      " (the emulated guest's own cost per read weighs on the latter)")
+print(f"    after kill -9 and restart: hit ratio {after_hit:.3f}"
+      f" ({after_hit / warm_hit * 100 if warm_hit else 0:.0f}% of before), speedup {sp(raw_us, after_us)} at the dataplane")
 PY
   echo "    guest job took $((SECONDS - started)) s (console: $console)"
 }
