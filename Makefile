@@ -118,7 +118,7 @@ test-e2e: ## ginkgo e2e suites against the cluster in KUBECONFIG.
 	else echo "test-e2e: no e2e suites yet (test/e2e/)"; exit 2; fi
 
 .PHONY: soak
-soak: ## Crash soak: SOAK_CYCLES (default 20) kill -9 cycles of a write-back cached volume under the guest's writes.
+soak: deps guest-image ## Crash soak: SOAK_CYCLES (default 20) kill -9 cycles of a write-back cached volume under the guest's writes.
 	RACKCACHE_CRASH_CYCLES=$(or $(SOAK_CYCLES),20) go test -count=1 -timeout 3h -v -run '^TestCachedCrashConsistency$$' ./test/dataplane \
 	  | grep -E '^(=== RUN|--- |PASS|FAIL|ok)|crash_test.go.*(cycle|lost|seed)'
 

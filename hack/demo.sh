@@ -116,6 +116,8 @@ dataplane_start() {
   "$dp_bin" --rpc-socket "$rpc_sock" --metrics-listen "127.0.0.1:$metrics_port" \
     --config-persist "$dp_dir/config.json" >>"$dp_dir/dataplane.log" 2>&1 </dev/null &
   echo $! >"$dp_dir/pid"
+  # Not a job of this shell: the demo's own kill -9 is not reported.
+  disown
   local i=0
   until "${rpc[@]}" spdk_get_version >/dev/null 2>&1; do
     i=$((i + 1))
@@ -312,7 +314,7 @@ guest_step() {
   local t0=$SECONDS
   dataplane_start
   echo "    killed pid $pid with SIGKILL (4 MiB written in write-back just before); new pid $(cat "$dp_dir/pid") serving again after $((SECONDS - t0)) s"
-  open_barrier restarted
+  open_barrier restart
   wait_mark after
   snap_after="$(snapshot)"
   open_barrier after
