@@ -120,7 +120,7 @@ test-e2e: ## ginkgo e2e suites against the cluster in KUBECONFIG.
 .PHONY: soak
 soak: deps guest-image ## Crash soak: SOAK_CYCLES (default 20) kill -9 cycles of a write-back cached volume under the guest's writes.
 	RACKCACHE_CRASH_CYCLES=$(or $(SOAK_CYCLES),20) go test -count=1 -timeout 3h -v -run '^TestCachedCrashConsistency$$' ./test/dataplane \
-	  | grep -E '^(=== RUN|--- |PASS|FAIL|ok)|crash_test.go.*(cycle|lost|seed)'
+	  | grep --line-buffered -E '^(=== RUN|--- |PASS|FAIL|ok)|crash_test.go.*(cycle|lost|seed)'
 
 .PHONY: bench
 bench: ## Benchmarks; each prints ratios against its baseline run side by side.
