@@ -398,7 +398,7 @@ up() {
   cat <<MSG
     Ceph:       export CEPH_CONF=$ceph_dir/ceph.conf; ceph -s; rbd ls
     Dataplane:  bin/venv/bin/spdk-rpc -s $rpc_sock nvmf_get_subsystems
-                bin/venv/bin/spdk-rpc -s $rpc_sock bdev_get_iostat -b Cached0
+                bin/venv/bin/spdk-rpc -s $rpc_sock bdev_get_iostat
                 curl -s http://127.0.0.1:$metrics_port/metrics
     Stop both:  make demo-down     (stops them by PID and removes $demo_dir)
 MSG
