@@ -378,9 +378,11 @@ mod tests {
             Err(RegisterError::InvalidName(_))
         ));
         r.gauge("g", "A gauge.", &[("q", "a\"b")]).unwrap().set(-3);
-        r.float_gauge("ratio", "A ratio.", &[]).unwrap().set(0.25);
+        r.float_gauge("ratio", "A ratio.", &[("bdev", "m")])
+            .unwrap()
+            .set(0.25);
         assert!(matches!(
-            r.gauge("ratio", "x", &[]),
+            r.gauge("ratio", "x", &[("bdev", "m")]),
             Err(RegisterError::TypeMismatch(_))
         ));
         let text = r.render();
@@ -393,7 +395,7 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("g{q=\"a\\\"b\"} -3\n"), "{text}");
-        assert!(text.contains("ratio 0.25\n"), "{text}");
+        assert!(text.contains("ratio{bdev=\"m\"} 0.25\n"), "{text}");
         r.remove("g", &[("q", "a\"b")]);
         assert!(!r.render().contains("g{q="));
         // A removed series registered again starts from zero.

@@ -147,6 +147,18 @@ pub(super) async fn create(app: &App, params: Option<Value>) -> Result<Value, Rp
         Some(d) => Arc::clone(d),
         None => {
             let reg = &state.bdevs[&p.cache_bdev_name].1;
+            // Refused before a blank device is formatted, so the refusal
+            // changes nothing.
+            let units = cache::layout::Geometry::for_device(reg.bdev.info().size_bytes()).units;
+            if !p.load && p.cache_size_mib > u64::from(units) {
+                return Err(RpcError::errno(
+                    libc_errno::ENOSPC,
+                    format!(
+                        "{what}: cache bdev {} holds at most {units} MiB of cache, {} asked (cache_size_mib)",
+                        p.cache_bdev_name, p.cache_size_mib
+                    ),
+                ));
+            }
             // `load` attaches to what is there: it never formats.
             let d = CacheDevice::open(reg.counted(), !p.load)
                 .await

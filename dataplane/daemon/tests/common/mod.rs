@@ -37,7 +37,9 @@ impl Daemon {
         let child = cmd.spawn().expect("start rackcache-dataplane");
         let d = Daemon { child };
         let deadline = Instant::now() + Duration::from_secs(60);
-        while !socket.exists() {
+        // The file appears at bind(), a moment before listen(): wait until
+        // a connection is accepted.
+        while std::os::unix::net::UnixStream::connect(socket).is_err() {
             assert!(
                 Instant::now() < deadline,
                 "the daemon did not open {}",

@@ -1,0 +1,158 @@
+"""rackcache's cached-volume commands for SPDK's command line (spdk-rpc).
+
+SPDK's stock client knows nothing of bdev_adacache_*; this plugin adds a
+command per method, with options mirroring the JSON parameters:
+
+    PYTHONPATH=python spdk-rpc --plugin rackcache_rpc_plugin \\
+        bdev_adacache_create C0 Ceph0 Nvme0 1024 --write-mode wb
+
+Every option left out is left out of the request (the daemon's default
+applies). Nested parameters (cleaning, seq_cutoff) are built from their
+flags. See docs/dataplane.md, "Cached volumes".
+"""
+
+from spdk.rpc.cmd_parser import print_dict, print_json
+
+
+def _cleaning(args):
+    """The `cleaning` object from --cleaning and its knobs, or None."""
+    knobs = {
+        'staleness_ms': args.staleness_ms,
+        'wake_up_ms': args.wake_up_ms,
+        'max_batch': args.max_batch,
+        'activity_threshold_ms': args.activity_threshold_ms,
+        'dirty_ratio': args.dirty_ratio,
+        'batch_blocks': args.batch_blocks,
+    }
+    given = {k: v for k, v in knobs.items() if v is not None}
+    if args.cleaning is None:
+        if given:
+            raise SystemExit('cleaning parameters need --cleaning nop|lazy|aggressive')
+        return None
+    return dict(policy=args.cleaning, **given)
+
+
+def _seq_cutoff(args):
+    """The `seq_cutoff` object from --seq-cutoff and its threshold, or None."""
+    if args.seq_cutoff is None:
+        if args.seq_cutoff_threshold_kib is not None:
+            raise SystemExit('--seq-cutoff-threshold-kib needs --seq-cutoff always|full|never')
+        return None
+    c = {'policy': args.seq_cutoff}
+    if args.seq_cutoff_threshold_kib is not None:
+        c['threshold_kib'] = args.seq_cutoff_threshold_kib
+    return c
+
+
+def _policy_options(p):
+    """Options shared by create and set_policy."""
+    p.add_argument('--admission', help='admission policy: always, nhit[:N], tinylfu[:strict], size-aware')
+    p.add_argument('--eviction', help='eviction policy: lru2, lazy[:PARA[:K]]')
+    p.add_argument('--cleaning', choices=['nop', 'lazy', 'aggressive'], help='cleaning policy')
+    p.add_argument('--staleness-ms', type=int, help='lazy: dirty data younger than this is left alone')
+    p.add_argument('--wake-up-ms', type=int, help='lazy, aggressive: time between cleaning rounds')
+    p.add_argument('--max-batch', type=int, help='lazy: most blocks one round writes back')
+    p.add_argument('--activity-threshold-ms', type=int, help='lazy: idle after this long without host I/O')
+    p.add_argument('--dirty-ratio', type=float, help='aggressive: dirty share above which cleaning runs')
+    p.add_argument('--batch-blocks', type=int, help='aggressive: most blocks one round writes back')
+    p.add_argument('--seq-cutoff', choices=['always', 'full', 'never'], help='sequential cutoff policy')
+    p.add_argument('--seq-cutoff-threshold-kib', type=int, help='sequential stream length that bypasses the cache')
+
+
+def _params(**kw):
+    return {k: v for k, v in kw.items() if v is not None}
+
+
+def spdk_rpc_plugin_initialize(subparsers):
+    def bdev_adacache_create(args):
+        print_json(args.client.call('bdev_adacache_create', _params(
+            name=args.name,
+            core_bdev_name=args.core_bdev_name,
+            cache_bdev_name=args.cache_bdev_name,
+            cache_size_mib=args.cache_size_mib,
+            write_mode=args.write_mode,
+            mode=args.mode,
+            block_sizes_kib=[int(s) for s in args.block_sizes_kib.split(',')] if args.block_sizes_kib else None,
+            write_miss_fill=args.write_miss_fill,
+            admission=args.admission,
+            eviction=args.eviction,
+            cleaning=_cleaning(args),
+            seq_cutoff=_seq_cutoff(args),
+            load=True if args.load else None)))
+    p = subparsers.add_parser('bdev_adacache_create', help='Create a cached bdev (rackcache)')
+    p.add_argument('name', help='name of the cached bdev')
+    p.add_argument('core_bdev_name', help='the bdev cached (usually rbd)')
+    p.add_argument('cache_bdev_name', help='the bdev holding the cache space (shared by cached bdevs)')
+    p.add_argument('cache_size_mib', type=int, help="this volume's share of the cache bdev, MiB")
+    p.add_argument('-w', '--write-mode', choices=['wt', 'wb', 'wa', 'pt'], help='cache mode (default wt)')
+    p.add_argument('-m', '--mode', choices=['adaptive', 'fixed'], help='block sizes (default adaptive)')
+    p.add_argument('--block-sizes-kib', help='comma-separated block sizes in KiB, e.g. 32,64,128,256')
+    p.add_argument('--write-miss-fill', choices=['sparse', 'head-tail', 'whole-block'],
+                   help='how partial write misses are completed')
+    _policy_options(p)
+    p.add_argument('-l', '--load', action='store_true',
+                   help="attach to the volume's existing cache on the cache bdev instead of creating it")
+    p.set_defaults(func=bdev_adacache_create)
+
+    def bdev_adacache_delete(args):
+        print_json(args.client.call('bdev_adacache_delete', _params(
+            name=args.name, force=True if args.force else None)))
+    p = subparsers.add_parser('bdev_adacache_delete',
+                              help='Delete a cached bdev, writing its dirty data back first')
+    p.add_argument('name', help='name of the cached bdev')
+    p.add_argument('-f', '--force', action='store_true', help='discard dirty data instead of writing it back')
+    p.set_defaults(func=bdev_adacache_delete)
+
+    def bdev_adacache_get_bdevs(args):
+        print_dict(args.client.call('bdev_adacache_get_bdevs', _params(name=args.name)))
+    p = subparsers.add_parser('bdev_adacache_get_bdevs', help='List cached bdevs')
+    p.add_argument('name', nargs='?', help='only this cached bdev')
+    p.set_defaults(func=bdev_adacache_get_bdevs)
+
+    def by_name(method, help, printer=print_dict):
+        def run(args):
+            printer(args.client.call(method, {'name': args.name}))
+        p = subparsers.add_parser(method, help=help)
+        p.add_argument('name', help='name of the cached bdev')
+        p.set_defaults(func=run)
+
+    by_name('bdev_adacache_get_stats', 'Statistics of a cached bdev')
+    by_name('bdev_adacache_reset_stats', 'Reset the statistics of a cached bdev', print_json)
+    by_name('bdev_adacache_flush', 'Start writing every dirty block of a cached bdev back', print_json)
+    by_name('bdev_adacache_flush_status', 'Progress of the flush of a cached bdev')
+
+    def bdev_adacache_set_mode(args):
+        print_json(args.client.call('bdev_adacache_set_mode',
+                                    {'name': args.name, 'write_mode': args.write_mode}))
+    p = subparsers.add_parser('bdev_adacache_set_mode',
+                              help='Change the cache mode of a cached bdev (leaving wb flushes first)')
+    p.add_argument('name', help='name of the cached bdev')
+    p.add_argument('write_mode', choices=['wt', 'wb', 'wa', 'pt'], help='new cache mode')
+    p.set_defaults(func=bdev_adacache_set_mode)
+
+    def bdev_adacache_set_policy(args):
+        print_json(args.client.call('bdev_adacache_set_policy', _params(
+            name=args.name,
+            admission=args.admission,
+            eviction=args.eviction,
+            cleaning=_cleaning(args),
+            seq_cutoff=_seq_cutoff(args))))
+    p = subparsers.add_parser('bdev_adacache_set_policy',
+                              help='Change admission, eviction, cleaning or sequential cutoff of a cached bdev')
+    p.add_argument('name', help='name of the cached bdev')
+    _policy_options(p)
+    p.set_defaults(func=bdev_adacache_set_policy)
+
+    def bdev_adacache_resize(args):
+        print_json(args.client.call('bdev_adacache_resize',
+                                    {'name': args.name, 'cache_size_mib': args.cache_size_mib}))
+    p = subparsers.add_parser('bdev_adacache_resize', help="Change a cached bdev's share of its cache bdev")
+    p.add_argument('name', help='name of the cached bdev')
+    p.add_argument('cache_size_mib', type=int, help='new share, MiB')
+    p.set_defaults(func=bdev_adacache_resize)
+
+    def bdev_adacache_get_devices(args):
+        print_dict(args.client.call('bdev_adacache_get_devices'))
+    p = subparsers.add_parser('bdev_adacache_get_devices',
+                              help='List cache devices: capacity, free space and the volumes on each')
+    p.set_defaults(func=bdev_adacache_get_devices)
