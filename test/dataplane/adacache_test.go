@@ -10,13 +10,6 @@ import (
 	"github.com/rackcache/rackcache/test/framework"
 )
 
-// notSupportedYet reports whether err is the cache's refusal of an engine
-// operation that has not landed yet (set_mode, resize).
-// TODO(engine): drop once they land; those calls must then succeed.
-func notSupportedYet(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "not supported yet")
-}
-
 // The operator's typed cached-volume calls against the real dataplane: a
 // write-back cached bdev on a malloc core and a malloc cache bdev, listed,
 // inspected, flushed, tuned and deleted; refusals carry the dataplane's
@@ -77,9 +70,9 @@ func TestGoClientCachedBdevs(t *testing.T) {
 		t.Errorf("CachedBdevFlushStatus: %+v, %v", fs, err)
 	}
 
-	if err := c.SetCachedBdevMode(ctx, "C0", dataplane.WriteThrough); err != nil && !notSupportedYet(err) {
+	if err := c.SetCachedBdevMode(ctx, "C0", dataplane.WriteThrough); err != nil {
 		t.Errorf("SetCachedBdevMode: %v", err)
-	} else if err == nil {
+	} else {
 		list, _ := c.CachedBdevs(ctx, "C0")
 		if len(list) != 1 || list[0].WriteMode != "wt" {
 			t.Errorf("after SetCachedBdevMode wt: %+v", list)
@@ -88,9 +81,9 @@ func TestGoClientCachedBdevs(t *testing.T) {
 	if err := c.SetCachedBdevMode(ctx, "C0", "xx"); !dataplane.IsCode(err, dataplane.CodeInvalidParams) {
 		t.Errorf("SetCachedBdevMode xx: err = %v, want invalid params", err)
 	}
-	if err := c.ResizeCachedBdev(ctx, "C0", 4); err != nil && !notSupportedYet(err) {
+	if err := c.ResizeCachedBdev(ctx, "C0", 4); err != nil {
 		t.Errorf("ResizeCachedBdev: %v", err)
-	} else if err == nil {
+	} else {
 		list, _ := c.CachedBdevs(ctx, "C0")
 		if len(list) != 1 || list[0].CacheSizeMiB != 4 {
 			t.Errorf("after ResizeCachedBdev 4: %+v", list)

@@ -388,12 +388,6 @@ fn malloc_cache_refusals_claims_metrics_and_delete_flushes() {
     assert!(d.stop().success());
 }
 
-/// Whether the engine's mode change, policy change and resize have landed
-/// in the cache crate. TODO(engine): set to true when they do; until then
-/// the calls must be refused with -95 "not supported yet" and change
-/// nothing.
-const ENGINE_OPS_LANDED: bool = false;
-
 /// The params `save_config` records for cached bdev `name`.
 fn saved_params(socket: &Path, name: &str) -> Value {
     let cfg = rpc(socket, "save_config", json!({}));
@@ -433,45 +427,25 @@ fn set_mode_set_policy_and_resize() {
     };
     let free_before = free();
     let outcome = |m: &str, p: Value| match unix_rpc(&socket, m, p) {
-        Ok(v) => {
-            if !ENGINE_OPS_LANDED {
-                panic!("{m} succeeded: set ENGINE_OPS_LANDED");
-            }
-            assert_eq!(v, true);
-        }
-        Err(e) => {
-            if ENGINE_OPS_LANDED {
-                panic!("{m}: {e}");
-            }
-            assert_eq!(e["code"], -95, "{m}: {e}");
-            assert!(
-                e["message"].as_str().unwrap().contains("not supported yet"),
-                "{e}"
-            );
-        }
+        Ok(v) => assert_eq!(v, true),
+        Err(e) => panic!("{m}: {e}"),
     };
 
     outcome(
         "bdev_adacache_set_mode",
         json!({"name": "C0", "write_mode": "wt"}),
     );
-    let want = if ENGINE_OPS_LANDED { "wt" } else { "wb" };
+    let want = "wt";
     assert_eq!(info()["write_mode"], want);
     assert_eq!(saved_params(&socket, "C0")["write_mode"], want);
-    if ENGINE_OPS_LANDED {
-        let f = call("bdev_adacache_flush_status", json!({"name": "C0"}));
-        assert_eq!(f["dirty_bytes"], 0, "leaving wb flushed: {f}");
-    }
+    let f = call("bdev_adacache_flush_status", json!({"name": "C0"}));
+    assert_eq!(f["dirty_bytes"], 0, "leaving wb flushed: {f}");
 
     outcome(
         "bdev_adacache_set_policy",
         json!({"name": "C0", "admission": "nhit:2", "cleaning": {"policy": "nop"}}),
     );
-    let want = if ENGINE_OPS_LANDED {
-        ("nhit:2", "nop")
-    } else {
-        ("always", "lazy")
-    };
+    let want = ("nhit:2", "nop");
     for p in [info()["params"].clone(), saved_params(&socket, "C0")] {
         assert_eq!(
             (p["admission"].clone(), p["cleaning"]["policy"].clone()),
@@ -484,14 +458,14 @@ fn set_mode_set_policy_and_resize() {
         "bdev_adacache_resize",
         json!({"name": "C0", "cache_size_mib": 8}),
     );
-    let want = if ENGINE_OPS_LANDED { 8 } else { 16 };
+    let want = 8;
     assert_eq!(info()["cache_size_mib"], want);
     assert_eq!(saved_params(&socket, "C0")["cache_size_mib"], want);
     assert_eq!(free(), free_before + 16 - want);
     let st = call("bdev_adacache_get_stats", json!({"name": "C0"}));
     assert_eq!(st["usage"]["capacity_bytes"], json!(want << 20));
 
-    // Bad values are refused whatever the engine supports.
+    // Bad values are refused.
     for (m, p) in [
         (
             "bdev_adacache_set_mode",

@@ -23,6 +23,20 @@ pub(crate) enum Seg {
     Missing { start: u64, end: u64 },
 }
 
+impl Seg {
+    pub fn start(&self) -> u64 {
+        match *self {
+            Seg::Cached { start, .. } | Seg::Missing { start, .. } => start,
+        }
+    }
+
+    pub fn end(&self) -> u64 {
+        match *self {
+            Seg::Cached { end, .. } | Seg::Missing { end, .. } => end,
+        }
+    }
+}
+
 /// Algorithm 1: walks `[begin, end)` (aligned to the smallest size) and
 /// appends cached blocks and merged missing intervals to `out`. `classes`
 /// are sorted by size, smallest first.

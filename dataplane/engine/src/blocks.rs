@@ -97,6 +97,19 @@ pub(crate) struct Pin {
     pub shared: u16,
     /// A fill or a cache write owns the block.
     pub exclusive: bool,
+    /// One of the shared pins is a write-back (at most one at a time).
+    pub writeback: bool,
+}
+
+/// How in-flight work uses a block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PinKind {
+    /// A cache read of a hit.
+    Shared,
+    /// A write-back (reads the cache, like a hit).
+    Writeback,
+    /// A fill, cache write or cache zeroing.
+    Exclusive,
 }
 
 /// One block size.
@@ -330,15 +343,19 @@ impl Blocks {
     }
 
     /// Returns true when the block went from unpinned to pinned.
-    pub fn add_pin(&mut self, id: u32, exclusive: bool) -> bool {
+    pub fn add_pin(&mut self, id: u32, kind: PinKind) -> bool {
         let mut p = self.pin(id);
         let was = p != Pin::default();
-        if exclusive {
+        if kind == PinKind::Exclusive {
             debug_assert!(!was, "exclusive pin on a pinned block");
             p.exclusive = true;
         } else {
             debug_assert!(!p.exclusive, "shared pin on an exclusively pinned block");
             p.shared += 1;
+            if kind == PinKind::Writeback {
+                debug_assert!(!p.writeback, "two write-backs of one block");
+                p.writeback = true;
+            }
         }
         self.pins.insert(id, p);
         *self.flags_mut(id) |= F_PINNED;
@@ -346,14 +363,18 @@ impl Blocks {
     }
 
     /// Returns true when the block became unpinned.
-    pub fn drop_pin(&mut self, id: u32, exclusive: bool) -> bool {
+    pub fn drop_pin(&mut self, id: u32, kind: PinKind) -> bool {
         let mut p = self.pin(id);
-        if exclusive {
+        if kind == PinKind::Exclusive {
             debug_assert!(p.exclusive);
             p.exclusive = false;
         } else {
             debug_assert!(p.shared > 0);
             p.shared -= 1;
+            if kind == PinKind::Writeback {
+                debug_assert!(p.writeback);
+                p.writeback = false;
+            }
         }
         if p == Pin::default() {
             self.pins.remove(id);
@@ -404,10 +425,11 @@ mod tests {
         b.store_ext(id, Ext::full(8, false));
         assert_eq!(b.flags(id), 0);
         assert_eq!(b.ext.len(), 0);
-        assert!(b.add_pin(id, false));
-        assert!(!b.add_pin(id, false));
-        assert!(!b.drop_pin(id, false));
-        assert!(b.drop_pin(id, false));
+        assert!(b.add_pin(id, PinKind::Shared));
+        assert!(!b.add_pin(id, PinKind::Writeback));
+        assert!(b.pin(id).writeback);
+        assert!(!b.drop_pin(id, PinKind::Writeback));
+        assert!(b.drop_pin(id, PinKind::Shared));
         assert_eq!(b.flags(id), 0);
     }
 }

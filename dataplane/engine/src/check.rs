@@ -16,6 +16,7 @@ impl Engine {
     /// the block LRU, group LRU and hole lists are consistent doubly-linked
     /// lists over exactly the blocks, in-use groups and holes; extents are
     /// well formed and the dirty byte counter matches them; pins match the
+    /// tickets in flight; queued refused requests are in order and wait for
     /// tickets in flight.
     #[doc(hidden)]
     pub fn check_invariants(&self) -> Result<(), String> {
@@ -187,26 +188,32 @@ impl Engine {
             return Err("hole lists are not the set of free slots below cursors".into());
         }
         // Pins against tickets.
-        let mut expected: BTreeMap<u32, (u16, bool)> = BTreeMap::new();
-        for r in self.inflight_records() {
+        let mut expected: BTreeMap<u32, (u16, bool, bool)> = BTreeMap::new();
+        for (r, writeback) in self.inflight_records() {
             for &(id, exclusive) in r {
                 let e = expected.entry(id).or_default();
                 if exclusive {
-                    if e.1 {
+                    if e.1 || writeback {
                         return Err(format!("block {id:#x} pinned exclusively twice"));
                     }
                     e.1 = true;
                 } else {
                     e.0 += 1;
+                    if writeback {
+                        if e.2 {
+                            return Err(format!("block {id:#x} written back twice at once"));
+                        }
+                        e.2 = true;
+                    }
                 }
             }
         }
-        for (id, (shared, exclusive)) in &expected {
+        for (id, (shared, exclusive, writeback)) in &expected {
             let p = b.pin(*id);
-            if (p.shared, p.exclusive) != (*shared, *exclusive) {
+            if (p.shared, p.exclusive, p.writeback) != (*shared, *exclusive, *writeback) {
                 return Err(format!(
                     "block {id:#x}: pin {p:?} but tickets say {:?}",
-                    (shared, exclusive)
+                    (shared, exclusive, writeback)
                 ));
             }
             if p.exclusive && p.shared > 0 {
@@ -215,6 +222,14 @@ impl Engine {
         }
         if expected.len() != b.pins.len() {
             return Err("pins without tickets".into());
+        }
+        if self.waiters().windows(2).any(|w| w[0].seq >= w[1].seq) {
+            return Err("refused requests out of order".into());
+        }
+        for w in self.waiters() {
+            if !self.ticket_active(w.ticket) {
+                return Err(format!("waiter {} waits for a completed ticket", w.seq));
+            }
         }
         Ok(())
     }

@@ -2,25 +2,31 @@
 //!
 //! Planning a request is two phases. Phase 1 only reads: Algorithm 1 splits
 //! the aligned request range into cached blocks and missing intervals, and
-//! every cached block is checked against in-flight pins; a conflict answers
-//! `Retry` with nothing changed. Phase 2 pins and promotes the cached blocks
-//! first (so reclaiming space for the misses can never evict them), then
-//! walks the segments in order, covering missing intervals with Algorithm 2
-//! and producing the plan's I/O.
+//! every cached block is checked against in-flight pins and older refused
+//! requests; a conflict answers `Retry` naming a ticket to wait for, with
+//! nothing changed except the request's place in the FIFO of refused
+//! requests (`Waiter`), which refuses later conflicting requests so it
+//! cannot be starved. Phase 2 pins and promotes the cached blocks first (so
+//! reclaiming space for the misses can never evict them), then walks the
+//! segments in order, covering missing intervals with Algorithm 2 and
+//! producing the plan's I/O.
 //!
 //! Block life cycle:
 //! - inserted by a miss: exclusively pinned until its ticket completes, so
 //!   nobody reads it before its fill lands; a failed ticket removes it;
 //! - cached: readable (shared pins), writable (exclusive pin);
 //! - dirty (write-back): never evicted; eviction and flushing first write it
-//!   back under a shared pin (reads continue, writes retry), and only a clean
-//!   block or group is reclaimed;
+//!   back under a shared pin (reads continue, also while it starts; writes
+//!   retry), and only a clean block or group is reclaimed;
 //! - removed: evicted (space reused at once), or invalidated (deallocate,
-//!   failed I/O), which leaves a hole its size reuses first.
+//!   failed I/O), which leaves a hole its size reuses first. Every removal
+//!   is reported with its cache address (`Plan::evicted`, `dropped`).
 
 use crate::admission::{self, AdmissionCounters, AdmissionPolicy, Candidate};
 use crate::alloc::{greedy_cover, missing_intervals, Seg};
-use crate::blocks::{id_class, id_index, make_id, Blocks, Ext, FREE_KEY, F_DIRTY, F_EXT, F_PINNED};
+use crate::blocks::{
+    id_class, id_index, make_id, Blocks, Ext, PinKind, FREE_KEY, F_DIRTY, F_EXT, F_PINNED,
+};
 use crate::config::{Config, ConfigError, WriteMissFill, WriteMode};
 use crate::eviction::{self, BlockRef, EvictionPolicy, Verdict};
 use crate::group::Groups;
@@ -34,6 +40,24 @@ use std::fmt;
 struct Undo {
     id: u32,
     before: Ext,
+}
+
+/// A refused request, in the FIFO of refused requests: later requests that
+/// conflict with it (overlap its blocks, one of the two writing) are
+/// refused too, so it cannot be overtaken. It expires when the ticket it
+/// waits for completes; the runtime retries refused requests in order
+/// before new ones, which renews it if the request is refused again.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Waiter {
+    /// Place in the queue (arrival order of first refusal).
+    pub seq: u64,
+    /// Volume range of the blocks the request touches.
+    pub begin: u64,
+    pub end: u64,
+    /// The request writes (or completes partial blocks).
+    pub exclusive: bool,
+    /// The in-flight ticket it waits for.
+    pub ticket: u32,
 }
 
 /// What a ticket holds until it completes.
@@ -130,6 +154,9 @@ pub struct Engine {
     dropped: Vec<Evicted>,
     /// Write-back tickets in flight.
     wb_inflight: u32,
+    /// Refused requests still waiting, oldest first.
+    waiters: Vec<Waiter>,
+    next_seq: u64,
 }
 
 impl fmt::Debug for Engine {
@@ -176,6 +203,8 @@ impl Engine {
             flush_cursor: (0, 0),
             dropped: Vec::new(),
             wb_inflight: 0,
+            waiters: Vec::new(),
+            next_seq: 0,
             cfg,
         })
     }
@@ -230,6 +259,7 @@ impl Engine {
                 .sum::<usize>()
             + self.free_tickets.capacity() * 4
             + self.dropped.capacity() * std::mem::size_of::<Evicted>()
+            + self.waiters.capacity() * std::mem::size_of::<Waiter>()
             + self.segs.capacity() * std::mem::size_of::<Seg>()
             + self.cover.capacity() * 16;
         Metadata {
@@ -287,6 +317,7 @@ impl Engine {
         len: u64,
         plan: &mut Plan,
     ) -> Result<(), RequestError> {
+        let waiting = plan.waiting;
         plan.reset(op, offset, len);
         if len == 0 {
             return Err(RequestError::Empty);
@@ -306,20 +337,59 @@ impl Engine {
         segs.clear();
         missing_intervals(&self.blocks.classes, begin, end, &mut segs);
 
-        // Phase 1: conflicts with in-flight work.
+        // Phase 1: conflicts with in-flight work, and with older refused
+        // requests (FIFO fairness, see `Waiter`).
+        let mut conflict = None;
+        let mut writes = op != Op::Read;
         for seg in &segs {
             if let Seg::Cached { id, start, .. } = *seg {
                 let pin = self.blocks.pin(id);
                 let exclusive = self.needs_exclusive(op, id, start, offset, len);
-                if pin.exclusive || (exclusive && pin.shared > 0) {
-                    plan.status = PlanStatus::Retry;
-                    plan.retry_after = self.holder(id).map(Ticket);
-                    debug_assert!(plan.retry_after.is_some(), "pinned without a ticket");
-                    self.stats.retries += 1;
-                    self.segs = segs;
-                    return Ok(());
+                writes |= exclusive;
+                if conflict.is_none() && (pin.exclusive || (exclusive && pin.shared > 0)) {
+                    conflict = self.holder(id);
+                    debug_assert!(conflict.is_some(), "pinned without a ticket");
                 }
             }
+        }
+        let (fb, fe) = match (segs.first(), segs.last()) {
+            (Some(f), Some(l)) => (f.start(), l.end()),
+            _ => (begin, end),
+        };
+        let seq = waiting.unwrap_or(u64::MAX);
+        if conflict.is_none() {
+            conflict = self
+                .waiters
+                .iter()
+                .find(|w| w.seq < seq && w.begin < fe && fb < w.end && (w.exclusive || writes))
+                .map(|w| w.ticket);
+        }
+        if let Some(ticket) = conflict {
+            let seq = waiting.unwrap_or_else(|| {
+                self.next_seq += 1;
+                self.next_seq
+            });
+            let w = Waiter {
+                seq,
+                begin: fb,
+                end: fe,
+                exclusive: writes,
+                ticket,
+            };
+            match self.waiters.iter().position(|x| x.seq >= seq) {
+                Some(i) if self.waiters[i].seq == seq => self.waiters[i] = w,
+                Some(i) => self.waiters.insert(i, w),
+                None => self.waiters.push(w),
+            }
+            plan.status = PlanStatus::Retry;
+            plan.retry_after = Some(Ticket(ticket));
+            plan.waiting = Some(seq);
+            self.stats.retries += 1;
+            self.segs = segs;
+            return Ok(());
+        }
+        if waiting.is_some() {
+            self.waiters.retain(|w| w.seq != seq);
         }
 
         // Phase 2.
@@ -342,7 +412,7 @@ impl Engine {
             Op::Read => self.plan_read(t, &segs, plan),
             Op::Write => self.plan_write(t, &segs, plan),
             Op::Deallocate => {
-                self.plan_deallocate(&segs, plan);
+                self.plan_deallocate(t, &segs, plan);
                 (0, 0)
             }
         };
@@ -578,7 +648,12 @@ impl Engine {
         (hit, miss)
     }
 
-    fn plan_deallocate(&mut self, segs: &[Seg], plan: &mut Plan) {
+    /// Deallocated ranges read as zeroes afterwards (core does after its
+    /// discard): blocks fully covered are invalidated, a range at an edge
+    /// of a block's valid extent trims it, and a hole in the middle is
+    /// zeroed in the cache under an exclusive pin (dirty data around it
+    /// stays dirty; a dirty hole writes zeroes back later, as core has).
+    fn plan_deallocate(&mut self, t: u32, segs: &[Seg], plan: &mut Plan) {
         let (o, e) = (plan.request.offset, plan.request.end());
         let s = self.sector_shift;
         for seg in segs {
@@ -590,7 +665,9 @@ impl Engine {
             let a = ((ds - start) >> s) as u16;
             let b = ((de - start) >> s) as u16;
             let (vl, vh) = (ex.valid_lo, ex.valid_hi);
-            let (nl, nh) = if a <= vl && b >= vh {
+            let (nl, nh) = if b <= vl || a >= vh {
+                continue;
+            } else if a <= vl && b >= vh {
                 plan.evicted.push(Evicted {
                     offset: start,
                     size: self.blocks.size(id),
@@ -604,9 +681,10 @@ impl Engine {
             } else if a < vh && b >= vh {
                 (vl, a)
             } else {
-                // A hole inside the valid extent: the stale bytes stay
-                // cached; deallocated data is undefined, so any value is
-                // a correct answer until the host writes it again.
+                let addr = self.blocks.cache_addr(id);
+                Plan::push_io(&mut plan.cache_zeroes, ds, de - ds, addr + ds - start);
+                self.pin(t, id, true);
+                self.inflight[t as usize].undo.push(Undo { id, before: ex });
                 continue;
             };
             let mut n = ex;
@@ -633,7 +711,8 @@ impl Engine {
         let fills = sum_io(&plan.fills);
         let wbs = sum_io(&plan.writebacks);
         self.stats.read_from_core += fills + sum_ext(&plan.core_reads);
-        self.stats.write_to_cache += fills + sum_io(&plan.cache_writes);
+        self.stats.write_to_cache +=
+            fills + sum_io(&plan.cache_writes) + sum_io(&plan.cache_zeroes);
         self.stats.read_from_cache += sum_io(&plan.cache_reads) + wbs;
         self.stats.write_to_core += sum_ext(&plan.core_writes) + wbs;
     }
@@ -656,6 +735,9 @@ impl Engine {
         }
         let mut rec = std::mem::take(&mut self.inflight[t]);
         self.dropped.clear();
+        if !self.waiters.is_empty() {
+            self.waiters.retain(|w| w.ticket != t as u32);
+        }
         if outcome == Completion::Failed {
             self.stats.failed_completions += 1;
         }
@@ -668,18 +750,25 @@ impl Engine {
                     e.dirty_hi = 0;
                     self.set_ext(id, e);
                 }
-                self.unpin(id, false);
+                self.unpin(id, PinKind::Writeback);
             }
         } else {
             for &(id, exclusive) in &rec.pins {
-                self.unpin(id, exclusive);
+                let kind = if exclusive {
+                    PinKind::Exclusive
+                } else {
+                    PinKind::Shared
+                };
+                self.unpin(id, kind);
             }
             if outcome == Completion::Failed {
                 for &id in &rec.new_blocks {
                     self.drop_block(id);
                 }
                 for u in &rec.undo {
-                    if rec.op == Some(Op::Write) && !u.before.is_dirty() {
+                    // A failed write or cache zeroing leaves the range
+                    // undefined: a clean block can no longer be trusted.
+                    if rec.op != Some(Op::Read) && !u.before.is_dirty() {
                         self.drop_block(u.id);
                     } else {
                         self.set_ext(u.id, u.before);
@@ -714,12 +803,13 @@ impl Engine {
         self.stats.invalidated_blocks += 1;
     }
 
-    /// The pins of every ticket in flight (for the invariant checker).
-    pub(crate) fn inflight_records(&self) -> impl Iterator<Item = &[(u32, bool)]> {
+    /// The pins of every ticket in flight, and whether it is a write-back
+    /// (for the invariant checker).
+    pub(crate) fn inflight_records(&self) -> impl Iterator<Item = (&[(u32, bool)], bool)> {
         self.inflight
             .iter()
             .filter(|r| r.active)
-            .map(|r| &r.pins[..])
+            .map(|r| (&r.pins[..], r.writeback))
     }
 
     fn take_ticket(&mut self, op: Op, writeback: bool) -> u32 {
@@ -764,15 +854,22 @@ impl Engine {
     }
 
     fn pin(&mut self, t: u32, id: u32, exclusive: bool) {
-        if self.blocks.add_pin(id, exclusive) {
+        let kind = if self.inflight[t as usize].writeback {
+            PinKind::Writeback
+        } else if exclusive {
+            PinKind::Exclusive
+        } else {
+            PinKind::Shared
+        };
+        if self.blocks.add_pin(id, kind) {
             let g = self.blocks.group(id);
             self.groups.groups[g as usize].pinned += 1;
         }
         self.inflight[t as usize].pins.push((id, exclusive));
     }
 
-    fn unpin(&mut self, id: u32, exclusive: bool) {
-        if self.blocks.drop_pin(id, exclusive) {
+    fn unpin(&mut self, id: u32, kind: PinKind) {
+        if self.blocks.drop_pin(id, kind) {
             let g = self.blocks.group(id);
             self.groups.groups[g as usize].pinned -= 1;
         }
@@ -899,14 +996,14 @@ impl Engine {
         let tail = self.blocks.lru.tail;
         if tail != NIL && id_class(tail) == class {
             let f = self.blocks.flags(tail);
-            if f & F_PINNED == 0 {
-                if f & F_DIRTY == 0 {
-                    let g = self.blocks.group(tail);
-                    self.evict_block(tail, plan);
-                    self.groups.touch(g);
-                    self.stats.replaced_blocks += 1;
-                    return Some(tail);
-                }
+            if f & (F_PINNED | F_DIRTY) == 0 {
+                let g = self.blocks.group(tail);
+                self.evict_block(tail, &mut plan.evicted);
+                self.groups.touch(g);
+                self.stats.replaced_blocks += 1;
+                return Some(tail);
+            }
+            if self.can_write_back(tail) {
                 self.start_writeback(tail, plan);
             }
         }
@@ -915,14 +1012,15 @@ impl Engine {
         while g != NIL && scanned < self.cfg.max_victim_scan {
             scanned += 1;
             let grp = self.groups.groups[g as usize];
-            if grp.pinned == 0 {
-                if grp.dirty == 0 {
-                    self.evict_group(g, plan);
-                    let chunk = self.blocks.classes[class].take_chunk(g);
-                    self.groups.assign(g, class, chunk);
-                    self.stats.evicted_groups += 1;
-                    return self.take_open_slot(class);
-                }
+            if grp.pinned == 0 && grp.dirty == 0 {
+                self.evict_group(g, &mut plan.evicted);
+                let chunk = self.blocks.classes[class].take_chunk(g);
+                self.groups.assign(g, class, chunk);
+                self.stats.evicted_groups += 1;
+                return self.take_open_slot(class);
+            }
+            if grp.dirty > 0 {
+                // Pinned or not: readers do not stop a write-back.
                 self.clean_group(g, plan);
             }
             g = grp.prev;
@@ -930,9 +1028,9 @@ impl Engine {
         None
     }
 
-    fn evict_block(&mut self, id: u32, plan: &mut Plan) {
+    fn evict_block(&mut self, id: u32, out: &mut Vec<Evicted>) {
         let size = self.blocks.size(id);
-        plan.evicted.push(Evicted {
+        out.push(Evicted {
             offset: self.blocks.offset(id),
             size,
             cache_addr: self.blocks.cache_addr(id),
@@ -943,14 +1041,14 @@ impl Engine {
     }
 
     /// Evicts every block of `g` and takes it off the LRU; the caller reuses it.
-    fn evict_group(&mut self, g: u32, plan: &mut Plan) {
+    pub(crate) fn evict_group(&mut self, g: u32, out: &mut Vec<Evicted>) {
         let grp = self.groups.groups[g as usize];
         let class = grp.class as usize;
         let per = self.blocks.classes[class].per_group;
         for slot in 0..grp.cursor as u32 {
             let id = make_id(class, grp.chunk * per + slot);
             if self.blocks.entry(id).key != FREE_KEY {
-                self.evict_block(id, plan);
+                self.evict_block(id, out);
             } else {
                 self.blocks.holes[class].remove(&mut self.blocks.classes[..], id);
             }
@@ -978,11 +1076,45 @@ impl Engine {
         let per = self.blocks.classes[class].per_group;
         for slot in 0..grp.cursor as u32 {
             let id = make_id(class, grp.chunk * per + slot);
-            let f = self.blocks.flags(id);
-            if self.blocks.entry(id).key != FREE_KEY && f & F_DIRTY != 0 && f & F_PINNED == 0 {
+            if self.blocks.entry(id).key != FREE_KEY && self.can_write_back(id) {
                 self.start_writeback(id, plan);
             }
         }
+    }
+
+    /// A dirty block can be written back unless a write owns it, a
+    /// write-back is already in flight, or a refused write waits for it. A
+    /// write-back only reads the cache, so readers do not stop it: a dirty
+    /// block that is read all the time still gets cleaned.
+    pub(crate) fn can_write_back(&self, id: u32) -> bool {
+        let f = self.blocks.flags(id);
+        if f & F_DIRTY == 0 {
+            return false;
+        }
+        if f & F_PINNED != 0 {
+            let p = self.blocks.pin(id);
+            if p.exclusive || p.writeback {
+                return false;
+            }
+        }
+        if self.waiters.is_empty() {
+            return true;
+        }
+        let start = self.blocks.offset(id);
+        let end = start + self.blocks.size(id) as u64;
+        !self
+            .waiters
+            .iter()
+            .any(|w| w.exclusive && w.begin < end && start < w.end)
+    }
+
+    /// Refused requests still waiting, oldest first (for the checker).
+    pub(crate) fn waiters(&self) -> &[Waiter] {
+        &self.waiters
+    }
+
+    pub(crate) fn ticket_active(&self, t: u32) -> bool {
+        self.inflight.get(t as usize).is_some_and(|r| r.active)
     }
 
     /// Adds a block's dirty extent to the plan's write-backs.

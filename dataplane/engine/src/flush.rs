@@ -22,9 +22,11 @@
 //! Blocks are chosen by a clock hand over the slabs, so consecutive calls
 //! continue where the previous one stopped and every dirty block is reached
 //! within one lap. Blocks being written back stay readable; writes to them
-//! retry until the write-back ticket completes.
+//! retry until the write-back ticket completes. Blocks being read are
+//! written back too; blocks a write owns, or a refused write waits for, are
+//! skipped until their next lap.
 
-use crate::blocks::{make_id, FREE_KEY, F_DIRTY, F_PINNED};
+use crate::blocks::{make_id, FREE_KEY};
 use crate::engine::Engine;
 use crate::plan::{Op, Plan};
 
@@ -82,10 +84,9 @@ impl Engine {
                 slot = 0;
                 continue;
             }
-            let c = &self.blocks.classes[class];
-            let (key, f) = (c.entries[slot as usize].key, c.flags[slot as usize]);
-            if key != FREE_KEY && f & F_DIRTY != 0 && f & F_PINNED == 0 {
-                self.start_writeback(make_id(class, slot), plan);
+            let id = make_id(class, slot);
+            if self.blocks.entry(id).key != FREE_KEY && self.can_write_back(id) {
+                self.start_writeback(id, plan);
                 picked += 1;
             }
             slot += 1;

@@ -119,6 +119,22 @@ impl Groups {
         }
     }
 
+    /// Adds free groups up to `count` (used after the free ones there are).
+    pub fn grow(&mut self, count: u32) {
+        let old = self.groups.len() as u32;
+        self.groups.resize(count as usize, Group::FREE);
+        let mut free: Vec<u32> = (old..count).rev().collect();
+        free.extend_from_slice(&self.free);
+        self.free = free;
+    }
+
+    /// Forgets groups from `count` on; they must be free.
+    pub fn shrink(&mut self, count: u32) {
+        debug_assert!(self.groups[count as usize..].iter().all(|g| !g.in_use));
+        self.groups.truncate(count as usize);
+        self.free.retain(|&g| g < count);
+    }
+
     pub fn release(&mut self, g: u32) {
         self.unlink(g);
         self.free.push(g);

@@ -63,12 +63,13 @@ pub mod config;
 mod engine;
 pub mod eviction;
 pub mod flush;
-pub mod names;
 mod group;
 mod index;
 mod lru;
 mod map;
+pub mod names;
 pub mod plan;
+mod reconfig;
 mod restore;
 pub mod stats;
 
@@ -79,6 +80,7 @@ pub use config::{
 pub use engine::{BlockInfo, CompletionError, Engine, RequestError};
 pub use flush::FlushKind;
 pub use plan::{CacheIo, Completion, Evicted, Extent, Op, Plan, PlanStatus, Ticket};
+pub use reconfig::{ReconfigureError, ResizeError};
 pub use restore::{RestoreError, RestoredBlock};
 pub use stats::{AllocStats, Metadata, OpStats, Stats};
 

@@ -79,9 +79,11 @@ pub struct Ticket(pub(crate) u32);
 pub enum PlanStatus {
     /// Execute the plan.
     Ready,
-    /// The request touches blocks that in-flight work owns; nothing changed
-    /// (except fairness marks, see `docs/engine.md`). Queue the request and
-    /// plan it again after `Plan::retry_after` completes.
+    /// The request touches blocks that in-flight work owns, or conflicts
+    /// with an older refused request; nothing changed except that it holds
+    /// a place in the queue of refused requests (`Plan::waiting`). Queue
+    /// it and plan it again, in arrival order, after `Plan::retry_after`
+    /// completes (see `docs/engine.md`, "Consistency rules").
     Retry,
 }
 
@@ -104,6 +106,7 @@ pub enum Completion {
 ///    together they cover the request exactly once, except that a fill may
 ///    also cover bytes outside the request (whole-block fills).
 /// 3. `cache_writes` and `core_writes` carry the host's write data.
+/// 4. `discards` and `cache_zeroes` (deallocate) run in any order.
 ///
 /// Fills and cache writes never overlap unless `fills_before_cache_writes`.
 #[derive(Clone, Debug)]
@@ -121,6 +124,14 @@ pub struct Plan {
     /// On `Retry`: an in-flight ticket the request waits for; plan the
     /// request again once it completes (it may then wait for another).
     pub retry_after: Option<Ticket>,
+    /// On `Retry`: the request's place in the engine's queue of refused
+    /// requests. `plan` reads it back, so retry a refused request with the
+    /// same `Plan` (or this value in it): it keeps its place, and requests
+    /// that arrived after it and conflict with it wait behind it. A new
+    /// request starts with `None` (`Plan::new()`, or a plan whose last
+    /// answer was `Ready` or an error); set it to `None` before reusing the
+    /// plan of an abandoned request for another.
+    pub waiting: Option<u64>,
     /// Host read data served by the cache.
     pub cache_reads: Vec<CacheIo>,
     /// Read from core, write the same bytes to the cache; for reads the host's
@@ -134,8 +145,14 @@ pub struct Plan {
     pub core_writes: Vec<Extent>,
     /// Dirty data to copy from cache to core.
     pub writebacks: Vec<CacheIo>,
-    /// Ranges to deallocate in core.
+    /// Ranges to deallocate in core; afterwards they must read as zeroes.
     pub discards: Vec<Extent>,
+    /// Cache ranges to overwrite with zeroes: a deallocate that punches a
+    /// hole into the middle of a block's valid extent keeps the block (its
+    /// valid extent stays one range) and zeroes the hole, so it reads as
+    /// the deallocated core does. The block is pinned by `ticket` until
+    /// the zeroes are written.
+    pub cache_zeroes: Vec<CacheIo>,
     /// Blocks evicted while planning (their space is reused by this plan).
     pub evicted: Vec<Evicted>,
     /// Fills overlap cache writes (whole-block write-miss fills): run them
@@ -159,6 +176,7 @@ impl Plan {
             ticket: None,
             writeback_ticket: None,
             retry_after: None,
+            waiting: None,
             cache_reads: Vec::new(),
             fills: Vec::new(),
             core_reads: Vec::new(),
@@ -166,6 +184,7 @@ impl Plan {
             core_writes: Vec::new(),
             writebacks: Vec::new(),
             discards: Vec::new(),
+            cache_zeroes: Vec::new(),
             evicted: Vec::new(),
             fills_before_cache_writes: false,
         }
@@ -178,6 +197,7 @@ impl Plan {
         self.ticket = None;
         self.writeback_ticket = None;
         self.retry_after = None;
+        self.waiting = None;
         self.cache_reads.clear();
         self.fills.clear();
         self.core_reads.clear();
@@ -185,6 +205,7 @@ impl Plan {
         self.core_writes.clear();
         self.writebacks.clear();
         self.discards.clear();
+        self.cache_zeroes.clear();
         self.evicted.clear();
         self.fills_before_cache_writes = false;
     }

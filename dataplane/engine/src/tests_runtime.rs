@@ -328,3 +328,315 @@ fn flush_all_drains_every_dirty_block_in_batches() {
     assert_eq!(e.writebacks_inflight(), 0);
     e.check_invariants().unwrap();
 }
+
+#[test]
+fn a_hole_deallocated_inside_a_block_reads_as_zeroes() {
+    // A dirty 32 KiB block; deallocate 8 KiB in its middle.
+    let mut e = small(1 << 20);
+    run(&mut e, Op::Write, 0, 32 * K);
+    let addr = e.lookup(0).unwrap().cache_addr;
+    let mut p = Plan::new();
+    e.plan(Op::Deallocate, 8 * K, 8 * K, &mut p).unwrap();
+    assert_eq!(
+        p.cache_zeroes,
+        vec![CacheIo {
+            offset: 8 * K,
+            len: 8 * K,
+            cache_addr: addr + 8 * K
+        }]
+    );
+    assert_eq!(
+        p.discards,
+        vec![Extent {
+            offset: 8 * K,
+            len: 8 * K
+        }]
+    );
+    // Nobody reads the block before the zeroes land.
+    let mut r = Plan::new();
+    e.plan(Op::Read, 8 * K, 4 * K, &mut r).unwrap();
+    assert_eq!(r.status, PlanStatus::Retry);
+    assert_eq!(r.retry_after, p.ticket);
+    e.complete(p.ticket.unwrap(), Completion::Ok).unwrap();
+    // The block keeps its data around the hole and stays dirty: the
+    // write-back carries the zeroes to core too.
+    let b = e.lookup(0).unwrap();
+    assert_eq!(b.valid.len, 32 * K);
+    assert_eq!(b.dirty.unwrap().len, 32 * K);
+    let r = run(&mut e, Op::Read, 8 * K, 4 * K);
+    assert_eq!(r.cache_reads[0].cache_addr, addr + 8 * K);
+    // A failed zeroing leaves a clean block untrusted: it is dropped.
+    let mut cfg = Config::fixed(1 << 30, 1 << 20, 32 << 10);
+    cfg.group_size = 32 << 10;
+    cfg.write_mode = WriteMode::WriteThrough;
+    let mut e = Engine::new(cfg).unwrap();
+    run(&mut e, Op::Read, 0, 32 * K);
+    e.plan(Op::Deallocate, 8 * K, 4 * K, &mut p).unwrap();
+    e.complete(p.ticket.unwrap(), Completion::Failed).unwrap();
+    assert!(e.lookup(0).is_none());
+    assert_eq!(e.dropped().len(), 1);
+    e.check_invariants().unwrap();
+}
+
+#[test]
+fn readers_do_not_stop_write_backs() {
+    let mut cfg = Config::fixed(1 << 30, 64 * K, 32 << 10);
+    cfg.group_size = 32 << 10;
+    let mut e = Engine::new(cfg).unwrap();
+    run(&mut e, Op::Write, 0, 32 * K);
+    run(&mut e, Op::Write, 32 * K, 32 * K);
+    // Overlapping readers keep both blocks pinned all the time.
+    let mut r0 = Plan::new();
+    let mut r1 = Plan::new();
+    e.plan(Op::Read, 0, 64 * K, &mut r0).unwrap();
+    // Flushing writes the read block back anyway, once.
+    let mut f = Plan::new();
+    assert_eq!(e.plan_flush(FlushKind::Lazy, &mut f), 2);
+    let mut again = Plan::new();
+    assert_eq!(
+        e.plan_flush(FlushKind::All, &mut again),
+        0,
+        "already in flight"
+    );
+    e.plan(Op::Read, 0, 64 * K, &mut r1).unwrap();
+    assert_eq!(r1.status, PlanStatus::Ready, "write-backs only read");
+    e.complete(r0.ticket.unwrap(), Completion::Ok).unwrap();
+    e.complete(f.writeback_ticket.unwrap(), Completion::Ok)
+        .unwrap();
+    assert_eq!(e.dirty_bytes(), 0);
+    e.check_invariants().unwrap();
+    e.complete(r1.ticket.unwrap(), Completion::Ok).unwrap();
+    // Eviction too: a full cache of dirty blocks under a reader cleans them
+    // for the next miss.
+    run(&mut e, Op::Write, 0, 64 * K);
+    e.plan(Op::Read, 0, 64 * K, &mut r0).unwrap();
+    let mut m = Plan::new();
+    e.plan(Op::Read, 1 << 20, 32 * K, &mut m).unwrap();
+    assert_eq!(m.core_reads.len(), 1, "nothing clean to replace yet");
+    assert_eq!(m.writebacks.iter().map(|w| w.len).sum::<u64>(), 64 * K);
+    e.check_invariants().unwrap();
+}
+
+#[test]
+fn a_reader_after_a_refused_writer_waits_its_turn() {
+    let mut e = small(1 << 20);
+    run(&mut e, Op::Write, 0, 32 * K);
+    let mut r1 = Plan::new();
+    e.plan(Op::Read, 0, 4 * K, &mut r1).unwrap();
+    assert_eq!(r1.status, PlanStatus::Ready);
+    // The writer is refused while r1 reads.
+    let mut w = Plan::new();
+    e.plan(Op::Write, 4 * K, 4 * K, &mut w).unwrap();
+    assert_eq!(w.status, PlanStatus::Retry);
+    assert_eq!(w.retry_after, r1.ticket);
+    // A reader arriving after it does not get in ahead of it...
+    let mut r2 = Plan::new();
+    e.plan(Op::Read, 8 * K, 4 * K, &mut r2).unwrap();
+    assert_eq!(r2.status, PlanStatus::Retry);
+    assert_eq!(r2.retry_after, r1.ticket);
+    // ...nor does a write-back (it would prolong the writer's wait).
+    let mut f = Plan::new();
+    assert_eq!(e.plan_flush(FlushKind::All, &mut f), 0);
+    assert_eq!(e.dirty_bytes(), 32 * K);
+    e.check_invariants().unwrap();
+    // After r1, the runtime retries in arrival order: the writer first.
+    e.complete(r1.ticket.unwrap(), Completion::Ok).unwrap();
+    e.plan(Op::Write, 4 * K, 4 * K, &mut w).unwrap();
+    assert_eq!(w.status, PlanStatus::Ready);
+    e.plan(Op::Read, 8 * K, 4 * K, &mut r2).unwrap();
+    assert_eq!(r2.status, PlanStatus::Retry);
+    assert_eq!(r2.retry_after, w.ticket);
+    e.complete(w.ticket.unwrap(), Completion::Ok).unwrap();
+    e.plan(Op::Read, 8 * K, 4 * K, &mut r2).unwrap();
+    assert_eq!(r2.status, PlanStatus::Ready);
+    assert_eq!(e.plan_flush(FlushKind::All, &mut f), 1);
+    e.check_invariants().unwrap();
+}
+
+#[test]
+fn an_abandoned_refused_writer_stops_blocking_when_the_readers_finish() {
+    let mut e = small(1 << 20);
+    run(&mut e, Op::Read, 0, 32 * K);
+    let mut r1 = Plan::new();
+    e.plan(Op::Read, 0, 4 * K, &mut r1).unwrap();
+    let mut w = Plan::new();
+    e.plan(Op::Write, 0, 4 * K, &mut w).unwrap();
+    assert_eq!(w.status, PlanStatus::Retry);
+    // The writer is never retried (its host went away). The mark dies with
+    // the last reader's pin.
+    e.complete(r1.ticket.unwrap(), Completion::Ok).unwrap();
+    let p = run(&mut e, Op::Read, 0, 4 * K);
+    assert_eq!(p.cache_reads.len(), 1);
+}
+
+#[test]
+fn live_reconfiguration_keeps_cached_blocks() {
+    let mut e = small(256 * K);
+    run(&mut e, Op::Write, 0, 32 * K);
+    run(&mut e, Op::Read, 64 * K, 32 * K);
+    let before = e.cached_blocks();
+    // Leaving write-back with dirty data is refused until it is flushed.
+    let err = e.set_write_mode(WriteMode::WriteThrough).unwrap_err();
+    assert_eq!(
+        err,
+        ReconfigureError::Dirty {
+            dirty_bytes: 32 * K
+        }
+    );
+    assert!(err.to_string().contains("flush first"), "{err}");
+    assert_eq!(e.config().write_mode, WriteMode::WriteBack);
+    let mut p = Plan::new();
+    assert_eq!(e.plan_flush(FlushKind::All, &mut p), 1);
+    e.complete(p.writeback_ticket.unwrap(), Completion::Ok)
+        .unwrap();
+    e.set_write_mode(WriteMode::WriteThrough).unwrap();
+    let p = run(&mut e, Op::Write, 0, 4 * K);
+    assert_eq!(p.core_writes.len(), 1);
+    assert_eq!(p.cache_writes.len(), 1, "the cached block is updated");
+    assert_eq!(e.dirty_bytes(), 0);
+    // Entering write-back needs nothing.
+    e.set_write_mode(WriteMode::WriteBack).unwrap();
+    // Policies and flushing parameters change; the blocks stay.
+    e.set_admission(AdmissionConfig::NHit {
+        n: 2,
+        table_slots: 64,
+    })
+    .unwrap();
+    e.set_eviction(EvictionConfig::Lazy { para: 2, k: 1.0 })
+        .unwrap();
+    assert_eq!(e.policy_names(), ("nhit", "lazy"));
+    let bad = FlushConfig {
+        dirty_ratio: 2.0,
+        batch_blocks: 1,
+    };
+    assert!(matches!(
+        e.set_flush(bad),
+        Err(ReconfigureError::Invalid(_))
+    ));
+    e.set_flush(FlushConfig {
+        dirty_ratio: 0.0,
+        batch_blocks: 1,
+    })
+    .unwrap();
+    let offsets = |v: Vec<BlockInfo>| {
+        v.iter()
+            .map(|b| b.offset)
+            .collect::<std::collections::BTreeSet<_>>()
+    };
+    assert_eq!(offsets(e.cached_blocks()), offsets(before));
+    e.check_invariants().unwrap();
+    // The new policies run: a hit, then misses that fill the cache and
+    // make the lazy policy judge victims it was told about.
+    let p = run(&mut e, Op::Read, 64 * K, 4 * K);
+    assert_eq!(p.cache_reads.len(), 1);
+    for i in 0..40 {
+        for _ in 0..2 {
+            run(&mut e, Op::Read, (1 << 20) + i * 32 * K, 32 * K);
+        }
+    }
+    assert!(e.stats().evicted_blocks > 0 || e.stats().lazy_keeps > 0);
+    e.check_invariants().unwrap();
+}
+
+#[test]
+fn resize_grows_and_shrinks_keeping_what_fits() {
+    let mut e = small(128 * K); // four 32 KiB groups
+    for i in 0..4 {
+        run(&mut e, Op::Read, i * 32 * K, 32 * K);
+    }
+    let mut evicted = Vec::new();
+    // Growing adds free space: the next miss evicts nothing.
+    e.resize(256 * K, &mut evicted).unwrap();
+    assert!(evicted.is_empty());
+    assert_eq!(e.capacity(), 256 * K);
+    e.check_invariants().unwrap();
+    let p = run(&mut e, Op::Read, 1 << 20, 32 * K);
+    assert!(p.evicted.is_empty());
+    assert!(p.fills[0].cache_addr >= 128 * K);
+    // A dirty block beyond the new capacity refuses the shrink.
+    run(&mut e, Op::Write, 1 << 20, 4 * K);
+    let dirty_addr = e.lookup(1 << 20).unwrap().cache_addr;
+    assert_eq!(
+        e.resize(128 * K, &mut evicted),
+        Err(ResizeError::Dirty {
+            group_addr: dirty_addr
+        })
+    );
+    assert!(e
+        .resize(128 * K, &mut evicted)
+        .unwrap_err()
+        .to_string()
+        .contains("flush first"));
+    let mut f = Plan::new();
+    e.plan_flush(FlushKind::All, &mut f);
+    e.complete(f.writeback_ticket.unwrap(), Completion::Ok)
+        .unwrap();
+    // So does in-flight work.
+    let mut r = Plan::new();
+    e.plan(Op::Read, 1 << 20, 4 * K, &mut r).unwrap();
+    assert_eq!(
+        e.resize(128 * K, &mut evicted),
+        Err(ResizeError::Pinned {
+            group_addr: dirty_addr
+        })
+    );
+    assert_eq!(e.capacity(), 256 * K);
+    e.complete(r.ticket.unwrap(), Completion::Ok).unwrap();
+    // Too small for one group.
+    assert!(matches!(
+        e.resize(16 * K, &mut evicted),
+        Err(ResizeError::Invalid(_))
+    ));
+    e.resize(128 * K, &mut evicted).unwrap();
+    assert_eq!(
+        evicted,
+        vec![Evicted {
+            offset: 1 << 20,
+            size: 32 << 10,
+            cache_addr: dirty_addr
+        }]
+    );
+    assert!(e.lookup(1 << 20).is_none());
+    assert_eq!(e.stats().cached_blocks, 4);
+    e.check_invariants().unwrap();
+    // Everything allocated afterwards lies inside the new capacity.
+    for i in 0..8 {
+        let p = run(&mut e, Op::Read, (2 << 20) + i * 32 * K, 32 * K);
+        assert!(p.fills.iter().all(|f| f.cache_addr < 128 * K));
+    }
+}
+
+#[test]
+fn a_refused_writer_is_not_overtaken_on_blocks_nobody_held() {
+    let mut e = small(1 << 20);
+    run(&mut e, Op::Read, 0, 64 * K); // blocks A = 0..32K, B = 32..64K
+    let mut r1 = Plan::new();
+    e.plan(Op::Read, 0, 4 * K, &mut r1).unwrap();
+    // The writer needs A (held by r1) and B (free).
+    let mut w = Plan::new();
+    e.plan(Op::Write, 0, 64 * K, &mut w).unwrap();
+    assert_eq!(w.status, PlanStatus::Retry);
+    assert!(w.waiting.is_some());
+    // A reader of B arriving later would otherwise hold B when the writer
+    // retries after r1, and so on for ever.
+    let mut r2 = Plan::new();
+    e.plan(Op::Read, 40 * K, 4 * K, &mut r2).unwrap();
+    assert_eq!(r2.status, PlanStatus::Retry);
+    assert_eq!(r2.retry_after, r1.ticket);
+    // Unrelated requests are not held up.
+    let p = run(&mut e, Op::Read, 1 << 20, 4 * K);
+    assert_eq!(p.status, PlanStatus::Ready);
+    e.check_invariants().unwrap();
+    e.complete(r1.ticket.unwrap(), Completion::Ok).unwrap();
+    // In arrival order: the writer, then the reader (behind the writer).
+    e.plan(Op::Write, 0, 64 * K, &mut w).unwrap();
+    assert_eq!(w.status, PlanStatus::Ready);
+    assert_eq!(w.waiting, None);
+    e.plan(Op::Read, 40 * K, 4 * K, &mut r2).unwrap();
+    assert_eq!(r2.status, PlanStatus::Retry);
+    assert_eq!(r2.retry_after, w.ticket);
+    e.complete(w.ticket.unwrap(), Completion::Ok).unwrap();
+    e.plan(Op::Read, 40 * K, 4 * K, &mut r2).unwrap();
+    assert_eq!(r2.status, PlanStatus::Ready);
+    e.check_invariants().unwrap();
+}

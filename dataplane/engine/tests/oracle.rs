@@ -7,12 +7,17 @@
 //! random order, successfully or not. After every step the engine's
 //! invariant checker runs, and every read is compared with the host's view;
 //! at the end everything is flushed and core must hold every defined sector.
+//! Every block that leaves the cache must be reported (`plan.evicted`,
+//! `Engine::dropped`, `resize`'s list). Steps also change the write mode,
+//! resize the cache and restart the engine from `cached_blocks()` (the cache
+//! device's contents survive), so restore is checked against the data.
 
 use engine::{
-    AdmissionConfig, Completion, Config, Engine, EvictionConfig, FlushKind, Op, Plan, PlanStatus,
-    SizeAwareConfig, Ticket, WriteMissFill, WriteMode,
+    AdmissionConfig, Completion, Config, Engine, Evicted, EvictionConfig, FlushKind, Op, Plan,
+    PlanStatus, RestoredBlock, SizeAwareConfig, Ticket, WriteMissFill, WriteMode,
 };
 use proptest::prelude::*;
+use std::collections::BTreeSet;
 
 const SECTOR: u64 = 4096;
 const VOLUME_SECTORS: u64 = 512; // 2 MiB
@@ -24,6 +29,9 @@ enum Step {
     Deallocate { sector: u64, sectors: u64 },
     Complete { pick: usize, ok: bool },
     Flush { kind: u8, fate: u8 },
+    Mode { mode: u8 },
+    Resize { tight: bool },
+    Restart,
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -37,8 +45,15 @@ fn step() -> impl Strategy<Value = Step> {
         4 => (place.clone(), any::<u8>()).prop_map(|((sector, sectors), fate)| Step::Read { sector, sectors, fate }),
         4 => (place.clone(), any::<u8>()).prop_map(|((sector, sectors), fate)| Step::Write { sector, sectors, fate }),
         1 => place.prop_map(|(sector, sectors)| Step::Deallocate { sector, sectors }),
+        // Short deallocates in the hot region punch holes into blocks.
+        1 => (0..64u64, 1..3u64).prop_map(|(sector, sectors)| Step::Deallocate { sector, sectors }),
         4 => (any::<usize>(), prop::bool::weighted(0.85)).prop_map(|(pick, ok)| Step::Complete { pick, ok }),
         1 => (0..3u8, any::<u8>()).prop_map(|(kind, fate)| Step::Flush { kind, fate }),
+        1 => prop_oneof![
+            (0..3u8).prop_map(|mode| Step::Mode { mode }),
+            any::<bool>().prop_map(|tight| Step::Resize { tight }),
+            Just(Step::Restart),
+        ],
     ]
 }
 
@@ -96,7 +111,7 @@ fn config(choice: (u8, u8, u8, u8, u8, bool)) -> Config {
     c
 }
 
-/// Undefined sector content (deallocated, or a failed write).
+/// Undefined sector content (a failed write or deallocate).
 const UNDEFINED: Option<u64> = None;
 
 /// A ticket in flight, the host range its failure makes undefined, and
@@ -114,12 +129,15 @@ struct World {
     tickets: Vec<Tracked>,
     plan: Plan,
     skipped_writebacks: bool,
+    /// Refused requests in arrival order: (op, offset, len, fate, place).
+    queue: Vec<(Op, u64, u64, u8, u64)>,
 }
 
 impl World {
     fn new(cfg: Config) -> World {
         let engine = Engine::new(cfg).unwrap();
-        let cache_sectors = (engine.capacity() / SECTOR) as usize;
+        // Room for the largest capacity a resize picks.
+        let cache_sectors = ((256 << 10).max(engine.capacity()) / SECTOR) as usize;
         World {
             engine,
             core: vec![0; VOLUME_SECTORS as usize],
@@ -129,6 +147,7 @@ impl World {
             tickets: Vec::new(),
             plan: Plan::new(),
             skipped_writebacks: false,
+            queue: Vec::new(),
         }
     }
 
@@ -171,6 +190,131 @@ impl World {
         }
     }
 
+    /// Plans a request (a retry when `waiting` is its place); returns its
+    /// place if it was refused.
+    fn request(
+        &mut self,
+        op: Op,
+        offset: u64,
+        len: u64,
+        fate: u8,
+        waiting: Option<u64>,
+    ) -> Result<Option<u64>, String> {
+        self.plan.waiting = waiting;
+        match op {
+            Op::Read => self.read(offset, len, fate),
+            Op::Write => self.write(offset, len, fate),
+            Op::Deallocate => self.deallocate(offset, len),
+        }?;
+        let place = self.plan.waiting.take();
+        if self.plan.status == PlanStatus::Ready {
+            return Ok(None);
+        }
+        if waiting.is_some() && place != waiting {
+            return Err(format!("retry moved from place {waiting:?} to {place:?}"));
+        }
+        Ok(place)
+    }
+
+    /// A new request: refused ones join the queue.
+    fn arrive(&mut self, op: Op, offset: u64, len: u64, fate: u8) -> Result<(), String> {
+        if let Some(place) = self.request(op, offset, len, fate, None)? {
+            self.queue.push((op, offset, len, fate, place));
+        }
+        Ok(())
+    }
+
+    /// After a completion: every queued request again, in arrival order;
+    /// those refused again keep their place.
+    fn retry_queue(&mut self) -> Result<(), String> {
+        let queue = std::mem::take(&mut self.queue);
+        for (op, offset, len, fate, place) in queue {
+            if let Some(p) = self.request(op, offset, len, fate, Some(place))? {
+                self.queue.push((op, offset, len, fate, p));
+            }
+        }
+        Ok(())
+    }
+
+    /// The blocks one engine call removed are exactly those it reported.
+    fn removals(
+        &self,
+        before: &BTreeSet<(u64, u32, u64)>,
+        reported: &[Evicted],
+    ) -> Result<(), String> {
+        let after = self.blocks();
+        let removed: BTreeSet<_> = before.difference(&after).copied().collect();
+        let listed: BTreeSet<_> = reported
+            .iter()
+            .map(|e| (e.offset, e.size, e.cache_addr))
+            .collect();
+        if removed != listed || listed.len() != reported.len() {
+            return Err(format!("blocks removed {removed:?}, reported {reported:?}"));
+        }
+        Ok(())
+    }
+
+    fn blocks(&self) -> BTreeSet<(u64, u32, u64)> {
+        self.engine
+            .cached_blocks()
+            .iter()
+            .map(|b| (b.offset, b.size, b.cache_addr))
+            .collect()
+    }
+
+    fn mode(&mut self, mode: u8) -> Result<(), String> {
+        let mode = [
+            WriteMode::WriteBack,
+            WriteMode::WriteThrough,
+            WriteMode::WriteAround,
+        ][mode as usize % 3];
+        let dirty = self.engine.dirty_bytes();
+        let from = self.engine.config().write_mode;
+        match self.engine.set_write_mode(mode) {
+            Ok(()) if from == WriteMode::WriteBack && mode != from && dirty > 0 => {
+                Err("left write-back with dirty data".into())
+            }
+            Err(e) if !(from == WriteMode::WriteBack && dirty > 0) => Err(e.to_string()),
+            _ => Ok(()),
+        }
+    }
+
+    fn resize(&mut self, tight: bool) -> Result<(), String> {
+        let mut evicted = Vec::new();
+        let capacity = if tight { 64 << 10 } else { 256 << 10 };
+        let before = self.blocks();
+        if self.engine.resize(capacity, &mut evicted).is_ok() && self.engine.capacity() != capacity
+        {
+            return Err("resize did not take".into());
+        }
+        self.removals(&before, &evicted)
+    }
+
+    /// A restart: the engine is rebuilt from its blocks, the cache space
+    /// keeps its bytes. Only between requests.
+    fn restart(&mut self) -> Result<(), String> {
+        if !self.tickets.is_empty() {
+            return Ok(());
+        }
+        let blocks: Vec<RestoredBlock> = self
+            .engine
+            .cached_blocks()
+            .into_iter()
+            .map(Into::into)
+            .collect();
+        let before = self.blocks();
+        let mut e = Engine::new(self.engine.config().clone()).map_err(|e| e.to_string())?;
+        e.restore(&blocks).map_err(|e| e.to_string())?;
+        if e.dirty_bytes() != self.engine.dirty_bytes() {
+            return Err("restore changed the dirty bytes".into());
+        }
+        self.engine = e;
+        if self.blocks() != before {
+            return Err("restore changed the blocks".into());
+        }
+        Ok(())
+    }
+
     fn track(&mut self, failed_write: Option<(u64, u64)>) {
         if let Some(t) = self.plan.ticket {
             self.tickets.push((t, failed_write, false));
@@ -180,8 +324,12 @@ impl World {
         }
     }
 
-    /// A refused request names a ticket in flight to wait for.
-    fn check_retry(&self) -> Result<(), String> {
+    /// A refused request names a ticket in flight to wait for and its
+    /// place in the queue.
+    fn check_retry(&mut self) -> Result<(), String> {
+        if self.plan.waiting.is_none() {
+            return Err("a refused request has no place in the queue".into());
+        }
         match self.plan.retry_after {
             Some(t) if self.tickets.iter().any(|x| x.0 == t) => Ok(()),
             other => Err(format!("retry after {other:?}, not a ticket in flight")),
@@ -190,9 +338,11 @@ impl World {
 
     fn read(&mut self, offset: u64, len: u64, fate: u8) -> Result<(), String> {
         let mut plan = std::mem::take(&mut self.plan);
+        let before = self.blocks();
         self.engine
             .plan(Op::Read, offset, len, &mut plan)
             .map_err(|e| e.to_string())?;
+        self.removals(&before, &plan.evicted)?;
         self.plan = plan;
         if self.plan.status == PlanStatus::Retry {
             return self.check_retry();
@@ -251,9 +401,11 @@ impl World {
 
     fn write(&mut self, offset: u64, len: u64, fate: u8) -> Result<(), String> {
         let mut plan = std::mem::take(&mut self.plan);
+        let before = self.blocks();
         self.engine
             .plan(Op::Write, offset, len, &mut plan)
             .map_err(|e| e.to_string())?;
+        self.removals(&before, &plan.evicted)?;
         self.plan = plan;
         if self.plan.status == PlanStatus::Retry {
             return self.check_retry();
@@ -310,30 +462,45 @@ impl World {
 
     fn deallocate(&mut self, offset: u64, len: u64) -> Result<(), String> {
         let mut plan = std::mem::take(&mut self.plan);
+        let before = self.blocks();
         self.engine
             .plan(Op::Deallocate, offset, len, &mut plan)
             .map_err(|e| e.to_string())?;
+        self.removals(&before, &plan.evicted)?;
         self.plan = plan;
         if self.plan.status == PlanStatus::Retry {
             return self.check_retry();
         }
-        if self.plan.ticket.is_some() || self.plan.writeback_ticket.is_some() {
-            return Err("deallocate holds a ticket".into());
+        if self.plan.writeback_ticket.is_some()
+            || self.plan.ticket.is_some() == self.plan.cache_zeroes.is_empty()
+        {
+            return Err("deallocate holds a ticket without zeroing the cache".into());
         }
+        // Deallocated ranges read as zeroes (version 0) afterwards.
         for d in &self.plan.discards {
             for s in Self::sectors(d.offset, d.len) {
-                self.version += 1;
-                self.core[s] = u64::MAX - self.version;
-                self.host[s] = UNDEFINED;
+                self.core[s] = 0;
+                self.host[s] = Some(0);
             }
         }
+        for z in self.plan.cache_zeroes.clone() {
+            if z.offset < offset || z.end() > offset + len {
+                return Err("cache zeroes outside the deallocated range".into());
+            }
+            for d in self.cache_sectors(z.cache_addr, z.len) {
+                self.cache[d] = 0;
+            }
+        }
+        self.track(Some((offset, len)));
         Ok(())
     }
 
     fn flush(&mut self, kind: u8, fate: u8) -> Result<(), String> {
         let kind = [FlushKind::Lazy, FlushKind::Aggressive, FlushKind::All][kind as usize % 3];
         let mut plan = std::mem::take(&mut self.plan);
+        let before = self.blocks();
         let n = self.engine.plan_flush(kind, &mut plan);
+        self.removals(&before, &plan.evicted)?;
         self.plan = plan;
         if (n == 0) != self.plan.writeback_ticket.is_none() {
             return Err("flush ticket mismatch".into());
@@ -363,9 +530,12 @@ impl World {
         } else {
             Completion::Failed
         };
+        let before = self.blocks();
         self.engine
             .complete(t, outcome)
             .map_err(|e| e.to_string())?;
+        let dropped = self.engine.dropped().to_vec();
+        self.removals(&before, &dropped)?;
         if self.engine.complete(t, outcome).is_ok() {
             return Err("ticket completed twice".into());
         }
@@ -378,23 +548,27 @@ impl World {
                 sector,
                 sectors,
                 fate,
-            } => self.read(sector * SECTOR, sectors * SECTOR, fate),
+            } => self.arrive(Op::Read, sector * SECTOR, sectors * SECTOR, fate),
             Step::Write {
                 sector,
                 sectors,
                 fate,
-            } => self.write(sector * SECTOR, sectors * SECTOR, fate),
+            } => self.arrive(Op::Write, sector * SECTOR, sectors * SECTOR, fate),
             Step::Deallocate { sector, sectors } => {
-                self.deallocate(sector * SECTOR, sectors * SECTOR)
+                self.arrive(Op::Deallocate, sector * SECTOR, sectors * SECTOR, 1)
             }
             Step::Complete { pick, ok } => {
                 if self.tickets.is_empty() {
                     return Ok(());
                 }
                 let t = self.tickets[pick % self.tickets.len()].0;
-                self.finish(t, ok)
+                self.finish(t, ok)?;
+                self.retry_queue()
             }
             Step::Flush { kind, fate } => self.flush(kind, fate),
+            Step::Mode { mode } => self.mode(mode),
+            Step::Resize { tight } => self.resize(tight),
+            Step::Restart => self.restart(),
         }?;
         self.engine.check_invariants()?;
         if self.engine.inflight() != self.tickets.len() {
@@ -409,8 +583,14 @@ impl World {
 
     /// Completes everything, flushes everything, and checks core.
     fn drain(&mut self) -> Result<(), String> {
+        // Every refused request gets through once the work ahead of it
+        // completes.
         while let Some(&(t, ..)) = self.tickets.first() {
             self.finish(t, true)?;
+            self.retry_queue()?;
+        }
+        if !self.queue.is_empty() {
+            return Err(format!("requests starved: {:?}", self.queue));
         }
         for _ in 0..10_000 {
             if self.engine.dirty_bytes() == 0 {

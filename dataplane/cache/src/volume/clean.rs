@@ -40,7 +40,7 @@ impl Cleaner {
     /// How often the owner asks.
     pub fn tick(&self) -> Duration {
         let ms = match &self.policy {
-            Cleaning::Nop => 1000,
+            Cleaning::Nop {} => 1000,
             Cleaning::Lazy { wake_up_ms, .. } => (*wake_up_ms).min(1000),
             Cleaning::Aggressive { wake_up_ms, .. } => *wake_up_ms,
         };
@@ -64,14 +64,15 @@ impl Cleaner {
             from.is_none_or(|t| now.duration_since(t) >= Duration::from_millis(ms))
         };
         let kind = match &self.policy {
-            Cleaning::Nop => return None,
+            Cleaning::Nop {} => return None,
             Cleaning::Lazy {
                 staleness_ms,
                 wake_up_ms,
                 activity_threshold_ms,
                 ..
             } => {
-                let idle = now.duration_since(last_io) >= Duration::from_millis(*activity_threshold_ms);
+                let idle =
+                    now.duration_since(last_io) >= Duration::from_millis(*activity_threshold_ms);
                 let stale = now.duration_since(since) >= Duration::from_millis(*staleness_ms);
                 if !(idle && stale && waited(*wake_up_ms, self.last_round)) {
                     return None;
@@ -122,7 +123,7 @@ mod tests {
         let t0 = Instant::now();
         assert_eq!(c.due(t0, t0, BUSY_REQUESTS, 1), None);
         assert_eq!(c.due(t0, t0, 0, 1), Some(FlushKind::Aggressive));
-        let mut n = Cleaner::new(Cleaning::Nop);
+        let mut n = Cleaner::new(Cleaning::Nop {});
         assert_eq!(n.due(t0 + Duration::from_secs(999), t0, 0, 1 << 30), None);
     }
 }

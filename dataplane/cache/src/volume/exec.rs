@@ -8,6 +8,7 @@
 
 use std::sync::Arc;
 
+use bdev::view::BufView;
 use bdev::{BdevError, CountedBdev, DmaBuf};
 use engine::{CacheIo, Extent, Plan};
 use futures_util::future::join_all;
@@ -132,16 +133,6 @@ pub(crate) async fn cache_write(
     Ok(())
 }
 
-async fn core_write(core: &CountedBdev, offset: u64, data: &[u8], fua: bool) -> Result<(), BdevError> {
-    let buf = DmaBuf::from_slice(data);
-    let (_, r) = if fua {
-        core.write_fua(offset, buf).await
-    } else {
-        core.write(offset, buf).await
-    };
-    r
-}
-
 /// Copies the write-backs: cache -> core.
 async fn writebacks(d: &Devices, region: &VolumeRegion, list: &[CacheIo]) -> (Tally, u64) {
     let mut t = Tally::new();
@@ -160,6 +151,11 @@ async fn writebacks(d: &Devices, region: &VolumeRegion, list: &[CacheIo]) -> (Ta
             bytes += n;
         }
     }
+    // The blocks become clean (and their slots reusable) when this returns:
+    // core's own write cache must not hold the only copy.
+    if t.first.is_none() {
+        t.note(Dev::CoreWr, d.core.flush().await);
+    }
     (t, bytes)
 }
 
@@ -169,48 +165,128 @@ fn in_request(req: Extent, off: u64, len: u64) -> std::ops::Range<usize> {
     s..s + len as usize
 }
 
-/// Runs the read side of `plan` into `buf` (the request's length).
-async fn read_side(d: &Devices, region: &VolumeRegion, plan: &Plan, buf: &mut DmaBuf, t: &mut Tally) {
+/// One piece of a read's data, read straight into its view of the host's
+/// buffer (no copy).
+enum Piece {
+    /// From the cache device at this device offset.
+    Cache(u64),
+    /// From core at this volume offset.
+    Core(u64),
+    /// From core at this offset, then the same bytes to the cache device
+    /// at this device offset.
+    Fill(u64, u64),
+}
+
+/// Splits `c` at unit boundaries: (volume offset, length, device offset).
+fn unit_pieces(region: &VolumeRegion, c: &CacheIo) -> Vec<(u64, u64, u64)> {
+    let mut out = Vec::new();
+    let mut done = 0;
+    while done < c.len {
+        let a = c.cache_addr + done;
+        let n = (UNIT_SIZE - a % UNIT_SIZE).min(c.len - done);
+        out.push((c.offset + done, n, region.data_offset(a)));
+        done += n;
+    }
+    out
+}
+
+/// Runs the read side of `plan` into `buf` (the request's length): every
+/// piece is read into its own view of the buffer, concurrently, and the
+/// buffer comes back whole. Fills that reach outside the request (whole-
+/// block fills) go through a buffer of their own.
+async fn read_side(
+    d: &Devices,
+    region: &VolumeRegion,
+    plan: &Plan,
+    buf: DmaBuf,
+    t: &mut Tally,
+) -> DmaBuf {
     let req = plan.request;
-    let hits = join_all(plan.cache_reads.iter().map(|c| async move {
-        let (b, r) = cache_read(&d.cache, region, c.cache_addr, c.len).await;
-        (c.offset, b, r)
-    }));
-    let cores = join_all(plan.core_reads.iter().map(|e| async move {
-        let (b, r) = d.core.read(e.offset, DmaBuf::new(e.len as usize)).await;
-        (e.offset, b, r)
-    }));
-    let fills = join_all(plan.fills.iter().map(|f| async move {
+    let mut pieces = Vec::new();
+    let mut ranges = Vec::new();
+    let mut outside = Vec::new();
+    for c in &plan.cache_reads {
+        for (off, len, dev) in unit_pieces(region, c) {
+            ranges.push(in_request(req, off, len));
+            pieces.push(Piece::Cache(dev));
+        }
+    }
+    for e in &plan.core_reads {
+        ranges.push(in_request(req, e.offset, e.len));
+        pieces.push(Piece::Core(e.offset));
+    }
+    for f in &plan.fills {
+        let inside = f.offset >= req.offset && f.end() <= req.end();
+        let pieces_of = unit_pieces(region, f);
+        if inside && pieces_of.len() == 1 {
+            ranges.push(in_request(req, f.offset, f.len));
+            pieces.push(Piece::Fill(f.offset, pieces_of[0].2));
+        } else {
+            outside.push(*f);
+        }
+    }
+    let mut buf = buf;
+    if !ranges.is_empty() {
+        let views = match buf.into_views(ranges) {
+            Ok(v) => v,
+            Err(e) => {
+                t.note(Dev::CacheRd, Err(BdevError::InvalidArgument(e.to_string())));
+                return e.buf;
+            }
+        };
+        let cache = d.cache.bdev();
+        let results = join_all(pieces.into_iter().zip(views).map(|(p, v)| async move {
+            match p {
+                Piece::Cache(dev) => {
+                    let (v, r) = cache.read_view(dev, v).await;
+                    (v, Dev::CacheRd, r)
+                }
+                Piece::Core(off) => {
+                    let (v, r) = d.core.read_view(off, v).await;
+                    (v, Dev::CoreRd, r)
+                }
+                Piece::Fill(off, dev) => {
+                    let (v, r) = d.core.read_view(off, v).await;
+                    if r.is_err() {
+                        return (v, Dev::CoreRd, r);
+                    }
+                    let (v, r) = cache.write_view(dev, v).await;
+                    (v, Dev::CacheWr, r)
+                }
+            }
+        }))
+        .await;
+        let mut views = Vec::with_capacity(results.len());
+        for (v, dev, r) in results {
+            t.note(dev, r);
+            views.push(v);
+        }
+        buf = match BufView::reunite(views) {
+            Ok(b) => b,
+            Err(e) => {
+                // A device lost a view (it hands back a stand-in on some
+                // errors): the request fails, with a fresh buffer.
+                t.note(Dev::CacheRd, Err(BdevError::InvalidArgument(e.to_string())));
+                DmaBuf::new(req.len as usize)
+            }
+        };
+    }
+    for f in outside {
         let (b, r) = d.core.read(f.offset, DmaBuf::new(f.len as usize)).await;
-        if r.is_err() {
-            return (f.offset, b, Dev::CoreRd, r);
+        if !t.note(Dev::CoreRd, r) {
+            continue;
         }
         let w = cache_write(&d.cache, region, f.cache_addr, &b, false).await;
-        (f.offset, b, Dev::CacheWr, w)
-    }));
-    let (hits, cores, fills) = tokio::join!(hits, cores, fills);
-    for (off, b, r) in hits {
-        if t.note(Dev::CacheRd, r) {
-            buf[in_request(req, off, b.len() as u64)].copy_from_slice(&b);
-        }
-    }
-    for (off, b, r) in cores {
-        if t.note(Dev::CoreRd, r) {
-            buf[in_request(req, off, b.len() as u64)].copy_from_slice(&b);
-        }
-    }
-    for (off, b, dev, r) in fills {
-        // A failed cache write still read the right data from core, but the
-        // request fails: the engine rolls the block back either way.
-        if t.note(dev, r) {
-            let s = off.max(req.offset);
-            let e = (off + b.len() as u64).min(req.end());
+        if t.note(Dev::CacheWr, w) {
+            let s = f.offset.max(req.offset);
+            let e = f.end().min(req.end());
             if s < e {
                 buf[in_request(req, s, e - s)]
-                    .copy_from_slice(&b[(s - off) as usize..(e - off) as usize]);
+                    .copy_from_slice(&b[(s - f.offset) as usize..(e - f.offset) as usize]);
             }
         }
     }
+    buf
 }
 
 /// Runs fills of a write plan (head/tail or whole-block completions of new
@@ -221,7 +297,10 @@ async fn write_fills(d: &Devices, region: &VolumeRegion, plan: &Plan, t: &mut Ta
         if r.is_err() {
             return (Dev::CoreRd, r);
         }
-        (Dev::CacheWr, cache_write(&d.cache, region, f.cache_addr, &b, false).await)
+        (
+            Dev::CacheWr,
+            cache_write(&d.cache, region, f.cache_addr, &b, false).await,
+        )
     }))
     .await;
     for (dev, r) in rs {
@@ -229,19 +308,77 @@ async fn write_fills(d: &Devices, region: &VolumeRegion, plan: &Plan, t: &mut Ta
     }
 }
 
-/// Runs the write side of `plan` from `data` (the request's bytes).
-async fn write_side(d: &Devices, region: &VolumeRegion, plan: &Plan, data: &[u8], fua: bool, t: &mut Tally) {
+/// Runs the write side of `plan` from `buf` (the request's bytes). Cache
+/// writes go out of views of the buffer; core writes too, unless the same
+/// bytes also go to the cache (write-through), where core gets a copy so
+/// both writes run at once.
+async fn write_side(
+    d: &Devices,
+    region: &VolumeRegion,
+    plan: &Plan,
+    buf: DmaBuf,
+    fua: bool,
+    t: &mut Tally,
+) -> DmaBuf {
     let req = plan.request;
     if plan.fills_before_cache_writes {
         write_fills(d, region, plan, t).await;
     }
-    let caches = join_all(plan.cache_writes.iter().map(|c| async move {
-        let bytes = &data[in_request(req, c.offset, c.len)];
-        cache_write(&d.cache, region, c.cache_addr, bytes, fua).await
-    }));
-    let cores = join_all(plan.core_writes.iter().map(|e| async move {
-        core_write(&d.core, e.offset, &data[in_request(req, e.offset, e.len)], fua).await
-    }));
+    let mut ranges = Vec::new();
+    let mut targets = Vec::new();
+    for c in &plan.cache_writes {
+        for (off, len, dev) in unit_pieces(region, c) {
+            ranges.push(in_request(req, off, len));
+            targets.push((Dev::CacheWr, dev));
+        }
+    }
+    let copy_core = !plan.cache_writes.is_empty();
+    let core_copies: Vec<(u64, DmaBuf)> = if copy_core {
+        plan.core_writes
+            .iter()
+            .map(|e| {
+                (
+                    e.offset,
+                    DmaBuf::from_slice(&buf[in_request(req, e.offset, e.len)]),
+                )
+            })
+            .collect()
+    } else {
+        for e in &plan.core_writes {
+            ranges.push(in_request(req, e.offset, e.len));
+            targets.push((Dev::CoreWr, e.offset));
+        }
+        Vec::new()
+    };
+    let (views, unsplit) = if ranges.is_empty() {
+        (Vec::new(), Some(buf))
+    } else {
+        match buf.into_views(ranges) {
+            Ok(v) => (v, None),
+            Err(e) => {
+                t.note(Dev::CacheWr, Err(BdevError::InvalidArgument(e.to_string())));
+                return e.buf;
+            }
+        }
+    };
+    let cache = d.cache.bdev();
+    let by_view = join_all(
+        targets
+            .into_iter()
+            .zip(views)
+            .map(|((dev, off), v)| async move {
+                let (v, r) = match dev {
+                    Dev::CacheWr => cache.write_maybe_fua_view(off, v, fua).await,
+                    _ => d.core.write_maybe_fua_view(off, v, fua).await,
+                };
+                (v, dev, r)
+            }),
+    );
+    let copies = join_all(
+        core_copies
+            .into_iter()
+            .map(|(off, b)| async move { d.core.write_maybe_fua(off, b, fua).await.1 }),
+    );
     let fills = async {
         if !plan.fills_before_cache_writes {
             let mut t2 = Tally::new();
@@ -251,15 +388,27 @@ async fn write_side(d: &Devices, region: &VolumeRegion, plan: &Plan, data: &[u8]
             None
         }
     };
-    let (caches, cores, t2) = tokio::join!(caches, cores, fills);
-    for r in caches {
-        t.note(Dev::CacheWr, r);
-    }
-    for r in cores {
+    let (by_view, copies, t2) = tokio::join!(by_view, copies, fills);
+    for r in copies {
         t.note(Dev::CoreWr, r);
     }
     if let Some(t2) = t2 {
         merge(t, t2);
+    }
+    let mut views = Vec::with_capacity(by_view.len());
+    for (v, dev, r) in by_view {
+        t.note(dev, r);
+        views.push(v);
+    }
+    if let Some(b) = unsplit {
+        return b;
+    }
+    match BufView::reunite(views) {
+        Ok(b) => b,
+        Err(e) => {
+            t.note(Dev::CacheWr, Err(BdevError::InvalidArgument(e.to_string())));
+            DmaBuf::new(req.len as usize)
+        }
     }
 }
 
@@ -282,7 +431,7 @@ async fn discard_side(d: &Devices, region: &VolumeRegion, plan: &Plan, t: &mut T
     for r in cores {
         t.note(Dev::CoreWr, r);
     }
-    let zeroes = join_all(super::pending_engine::cache_zeroes(plan).iter().map(|c| async move {
+    let zeroes = join_all(plan.cache_zeroes.iter().map(|c| async move {
         let z = vec![0u8; c.len as usize];
         cache_write(&d.cache, region, c.cache_addr, &z, false).await
     }))
@@ -312,15 +461,14 @@ pub(crate) async fn execute(
         let mut t = Tally::new();
         match plan.op {
             engine::Op::Read => {
-                if let Some(b) = buf.as_mut() {
-                    read_side(d, region, plan, b, &mut t).await;
+                if let Some(b) = buf.take() {
+                    buf = Some(read_side(d, region, plan, b, &mut t).await);
                 }
             }
             engine::Op::Write => {
-                if let Some(b) = buf.as_ref() {
-                    write_side(d, region, plan, b, fua, &mut t).await;
-                } else {
-                    // A flush plan: only write-backs.
+                // Without a buffer it is a flush plan: only write-backs.
+                if let Some(b) = buf.take() {
+                    buf = Some(write_side(d, region, plan, b, fua, &mut t).await);
                 }
             }
             engine::Op::Deallocate => discard_side(d, region, plan, &mut t).await,

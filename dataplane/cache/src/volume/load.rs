@@ -17,6 +17,8 @@ use crate::device::{CacheDevice, VolumeSpec};
 use crate::layout::{MetaEntry, VolumeRegion, UNIT_SIZE};
 
 pub(super) struct Loaded {
+    /// The volume's sector (block) size.
+    pub sector: u32,
     pub engine: Engine,
     pub region: VolumeRegion,
     pub meta: MetaTable,
@@ -35,6 +37,16 @@ pub(super) async fn open_region(
         name: name.clone(),
         reason,
     };
+    // The volume's sector is the larger of the two block sizes, so every
+    // host I/O can be cached (a 4Kn cache SSD in front of 512-byte RBD
+    // exports a 4096-byte namespace).
+    let sector = sector.max(cache.bdev().info().block_size);
+    if !volume_size.is_multiple_of(u64::from(sector)) {
+        return Err(VolumeError::Invalid(format!(
+            "core {} ({volume_size} bytes) is not a whole number of the cache bdev's {sector}-byte blocks",
+            ci.name
+        )));
+    }
     let existing = cache.find_volume(name);
     let region = match (params.load, existing) {
         (true, None) => {
@@ -92,7 +104,9 @@ pub(super) async fn open_region(
     let mut meta = MetaTable::new(&region, metas);
     let blocks = restorable(&meta.blocks(), sector);
     if let Err(e) = engine.restore(&blocks.keep) {
-        return Err(load_err(format!("the on-device block table is inconsistent: {e}")));
+        return Err(load_err(format!(
+            "the on-device block table is inconsistent: {e}"
+        )));
     }
     for addr in blocks.dropped {
         meta.drop_entry(addr);
@@ -102,10 +116,15 @@ pub(super) async fn open_region(
             dirty_bytes = engine.stats().dirty_bytes, "cache loaded from device");
     }
     Ok(Loaded {
+        sector,
         engine,
         region,
         meta,
     })
+}
+
+fn last_is_dirty(b: &RestoredBlock) -> bool {
+    b.dirty.is_some()
 }
 
 struct Restorable {
@@ -127,8 +146,17 @@ fn restorable(entries: &[(u64, MetaEntry)], sector: u32) -> Restorable {
     let s = u64::from(sector);
     for &&(addr, e) in &sorted {
         if e.offset < end {
-            dropped.push(addr);
-            continue;
+            // Overlaps the last kept block: the dirty one of the two stays
+            // (it holds data core does not).
+            let last = keep.last_mut().expect("end > 0 means one was kept");
+            let (last_dirty, this_dirty) = (last_is_dirty(last), e.dirty.1 > e.dirty.0);
+            if this_dirty && !last_dirty {
+                dropped.push(last.cache_addr);
+                keep.pop();
+            } else {
+                dropped.push(addr);
+                continue;
+            }
         }
         end = e.offset + u64::from(e.size);
         let ext = |(lo, hi): (u16, u16)| Extent {

@@ -31,6 +31,8 @@ struct Unit {
     durable: u64,
     /// A write is in flight.
     writing: bool,
+    /// The last write failed: no retry until [`MetaTable::retry_failed`].
+    failed: bool,
 }
 
 /// A condition a request waits for.
@@ -64,6 +66,7 @@ impl MetaTable {
                 version: 0,
                 durable: 0,
                 writing: false,
+                failed: false,
             })
             .collect();
         units.resize_with(region.units.len(), || Unit {
@@ -71,6 +74,7 @@ impl MetaTable {
             version: 0,
             durable: 0,
             writing: false,
+            failed: false,
         });
         MetaTable {
             units,
@@ -84,12 +88,17 @@ impl MetaTable {
     /// Grows or shrinks to `n` units (new units empty, as the device wrote
     /// them).
     pub fn resize(&mut self, n: usize, entries_per_unit: usize) {
+        // Removals on units that go can never be written (the caller waited
+        // for them before a shrink).
+        self.pending_removals
+            .retain(|_, &mut (u, _)| (u as usize) < n);
         self.units.truncate(n);
         self.units.resize_with(n, || Unit {
             meta: UnitMeta::empty(entries_per_unit),
             version: 0,
             durable: 0,
             writing: false,
+            failed: false,
         });
     }
 
@@ -124,7 +133,12 @@ impl MetaTable {
     /// other than one describing exactly the block at `keep` (volume offset,
     /// size). Returns the removal sequence number to wait for, if anything
     /// was taken out.
-    pub fn clear_cache_range(&mut self, addr: u64, len: u64, keep: Option<(u64, u32)>) -> Option<u64> {
+    pub fn clear_cache_range(
+        &mut self,
+        addr: u64,
+        len: u64,
+        keep: Option<(u64, u32)>,
+    ) -> Option<u64> {
         let mut last = None;
         let end = addr + len;
         // Entries start at multiples of min_block and are at most one unit
@@ -185,7 +199,9 @@ impl MetaTable {
         let entry = self.entry_of(b);
         let (unit, idx) = self.locate(b.cache_addr);
         if self.units.get(unit)?.meta.entries.get(idx) == Some(&entry) {
-            return None;
+            // Unchanged, but the version that carries it may still be in
+            // flight: a write-back write must wait for it all the same.
+            return Some((unit as u32, self.units[unit].version));
         }
         // Anything else overlapping its slot is gone (the caller cleared it
         // durably before writing the data; this keeps the table exact).
@@ -209,8 +225,7 @@ impl MetaTable {
             .next()
             .is_none_or(|&first| first > d.removals);
         removals_ok
-            && d
-                .units
+            && d.units
                 .iter()
                 .all(|&(u, v)| self.units.get(u as usize).is_none_or(|x| x.durable >= v))
     }
@@ -220,7 +235,7 @@ impl MetaTable {
     pub fn take_writes(&mut self) -> Vec<(u32, u64, UnitMeta)> {
         let mut out = Vec::new();
         for (i, u) in self.units.iter_mut().enumerate() {
-            if !u.writing && u.version > u.durable {
+            if !u.writing && !u.failed && u.version > u.durable {
                 u.writing = true;
                 out.push((i as u32, u.version, u.meta.clone()));
             }
@@ -234,6 +249,7 @@ impl MetaTable {
             return;
         };
         u.writing = false;
+        u.failed = !ok;
         if ok {
             u.durable = u.durable.max(version);
             let durable = u.durable;
@@ -242,9 +258,30 @@ impl MetaTable {
         }
     }
 
+    /// Whether `d` waits for a unit whose last metadata write failed.
+    pub fn doomed(&self, d: &Durability) -> bool {
+        let failed = |u: u32| self.units.get(u as usize).is_some_and(|x| x.failed);
+        d.units
+            .iter()
+            .any(|&(u, v)| failed(u) && self.units[u as usize].durable < v)
+            || self
+                .pending_removals
+                .range(..=d.removals)
+                .any(|(_, &(u, _))| failed(u))
+    }
+
+    /// Lets units whose write failed be written again.
+    pub fn retry_failed(&mut self) {
+        for u in &mut self.units {
+            u.failed = false;
+        }
+    }
+
     /// Whether every change is durable and no write is in flight.
     pub fn is_clean(&self) -> bool {
-        self.units.iter().all(|u| !u.writing && u.durable >= u.version)
+        self.units
+            .iter()
+            .all(|u| !u.writing && u.durable >= u.version)
     }
 
     /// Every block the table holds, as the engine's restore takes them:

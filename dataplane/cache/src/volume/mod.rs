@@ -9,14 +9,13 @@
 //! - [`exec`]: running a plan's I/O against core and the cache device.
 //! - [`meta`]: the persisted block table and its durability rules.
 //! - [`clean`]: when background cleaning runs.
-//! - [`stats`]: `bdev_adacache_get_stats`.
+//! - [`stats`]: the figures of `bdev_adacache_get_stats`.
 
 mod clean;
 mod exec;
 mod load;
 mod meta;
 mod owner;
-mod pending_engine;
 pub mod params;
 pub mod stats;
 
@@ -176,8 +175,8 @@ impl CachedVolume {
         let info = BdevInfo {
             name: params.name.clone(),
             product_name: "AdaCache disk",
-            block_size: ci.block_size,
-            num_blocks: ci.num_blocks,
+            block_size: loaded.sector,
+            num_blocks: ci.size_bytes() / u64::from(loaded.sector),
             uuid: bdev::uuid_from_name("adacache", &params.name),
         };
         let (tx, rx) = mpsc::unbounded_channel();
@@ -215,7 +214,13 @@ impl CachedVolume {
     /// The parameters as they are now (what `save_config` records; `load`
     /// is set so that a restored configuration attaches, never formats).
     pub fn params(&self) -> VolumeParams {
-        let mut p = self.inner.shared.params.lock().expect("params lock").clone();
+        let mut p = self
+            .inner
+            .shared
+            .params
+            .lock()
+            .expect("params lock")
+            .clone();
         p.load = true;
         p
     }
@@ -240,7 +245,10 @@ impl CachedVolume {
         self.inner.shared.is_degraded()
     }
 
-    async fn ask<T>(&self, f: impl FnOnce(oneshot::Sender<T>) -> Control) -> Result<T, VolumeError> {
+    async fn ask<T>(
+        &self,
+        f: impl FnOnce(oneshot::Sender<T>) -> Control,
+    ) -> Result<T, VolumeError> {
         let (tx, rx) = oneshot::channel();
         self.inner
             .tx
@@ -346,11 +354,20 @@ impl CachedVolume {
     /// which discards it), stops, and frees the volume's cache space.
     pub async fn delete(&self, force: bool) -> Result<(), VolumeError> {
         self.stop(!force).await?;
-        self.inner.cache.delete_volume(&self.inner.info.name).await?;
+        self.inner
+            .cache
+            .delete_volume(&self.inner.info.name)
+            .await?;
         Ok(())
     }
 
-    async fn io(&self, op: HostOp, offset: u64, len: u64, buf: Option<DmaBuf>) -> (Option<DmaBuf>, bdev::Result<()>) {
+    async fn io(
+        &self,
+        op: HostOp,
+        offset: u64,
+        len: u64,
+        buf: Option<DmaBuf>,
+    ) -> (Option<DmaBuf>, bdev::Result<()>) {
         let (reply, rx) = oneshot::channel();
         let io = HostIo {
             op,
@@ -425,7 +442,11 @@ impl LayeredBdev for CachedVolume {
             // what a Flush must empty. Other modes acknowledge writes only
             // once core has them: flush core.
             if self.inner.shared.mode() == CacheMode::Wb {
-                self.inner.cache.flush().await.map_err(device_io)
+                // Requests that bypassed the cache (not admitted, cut off)
+                // went to core: its write cache is flushed too.
+                let (c, k) = tokio::join!(self.inner.cache.flush(), self.inner.core.flush());
+                c.map_err(device_io)?;
+                k
             } else {
                 self.inner.core.flush().await
             }
@@ -438,7 +459,11 @@ impl LayeredBdev for CachedVolume {
             while done < len {
                 let n = (len - done).min(ZEROES_CHUNK);
                 let (_, r) = self
-                    .data_io(HostOp::Write { fua: false }, offset + done, DmaBuf::new(n as usize))
+                    .data_io(
+                        HostOp::Write { fua: false },
+                        offset + done,
+                        DmaBuf::new(n as usize),
+                    )
                     .await;
                 r?;
                 done += n;

@@ -67,12 +67,54 @@ struct Running {
     touched: Vec<Extent>,
     /// A cleaning or flush plan (no host).
     cleaning: bool,
+    /// Core ranges its plan writes (host writes to core, deallocates):
+    /// fills planned later must not read them before they land.
+    core_writes: Vec<Extent>,
+    /// Cache ranges (address, length) its plan writes: blocks there are
+    /// recorded by this request when it completes, never by another.
+    cache_ranges: Vec<(u64, u64)>,
+}
+
+impl Running {
+    fn new(op: HostOp, reply: Option<Reply>, arrived: Instant) -> Running {
+        Running {
+            op,
+            reply,
+            arrived,
+            ticket: None,
+            writeback_ticket: None,
+            hit: false,
+            touched: Vec::new(),
+            cleaning: false,
+            core_writes: Vec::new(),
+            cache_ranges: Vec::new(),
+        }
+    }
+
+    fn writes_cache(&self, addr: u64, len: u64) -> bool {
+        self.cache_ranges
+            .iter()
+            .any(|&(a, l)| a < addr + len && addr < a + l)
+    }
+}
+
+/// Cache ranges a plan writes.
+fn cache_ranges(plan: &Plan) -> Vec<(u64, u64)> {
+    plan.fills
+        .iter()
+        .chain(&plan.cache_writes)
+        .chain(&plan.cache_zeroes)
+        .map(|c| (c.cache_addr, c.len))
+        .collect()
 }
 
 /// A request whose plan waits for durable metadata before its I/O.
 struct BlockedStart {
     id: u64,
     need: Durability,
+    /// Requests whose core writes overlap this plan's fills: a fill reading
+    /// core before such a write lands would cache the old data as valid.
+    after: Vec<u64>,
     plan: Plan,
     buf: Option<DmaBuf>,
     fua: bool,
@@ -84,6 +126,14 @@ struct BlockedAck {
     reply: Reply,
     buf: Option<DmaBuf>,
     fua: bool,
+}
+
+/// A shrink whose cut blocks' removals are not durable yet.
+struct Shrink {
+    need: Durability,
+    region: Arc<VolumeRegion>,
+    capacity: u64,
+    reply: oneshot::Sender<Result<(), VolumeError>>,
 }
 
 /// Control work that waits for every dirty block to be written back.
@@ -108,11 +158,18 @@ pub(crate) struct Owner {
     pub cleaner: Cleaner,
     rt: RuntimeCounters,
     base: Stats,
-    waiting: VecDeque<HostIo>,
+    /// Requests the engine refused for now, with the plan each was refused
+    /// in (the engine's FIFO contract: re-plan them in arrival order with
+    /// that plan, before new requests).
+    waiting: VecDeque<(HostIo, Plan)>,
     running: HashMap<u64, Running>,
     blocked_start: Vec<BlockedStart>,
     blocked_ack: Vec<BlockedAck>,
     bypass: Vec<(u64, Extent)>,
+    /// Bypassing writes waiting for the removal barrier.
+    bypass_blocked: Vec<(u64, HostOp, u64, Option<DmaBuf>, Durability)>,
+    /// Shrinks waiting for the removal of the blocks they cut.
+    shrinks: Vec<Shrink>,
     next_id: u64,
     /// A flush-everything is under way, and what waits for it.
     flushing: bool,
@@ -128,7 +185,6 @@ pub(crate) struct Owner {
     stopping: bool,
     stop_reply: Option<oneshot::Sender<Result<(), VolumeError>>>,
     last_io: Instant,
-    plan: Plan,
     blocks: Vec<engine::BlockInfo>,
 }
 
@@ -163,6 +219,8 @@ impl Owner {
             blocked_start: Vec::new(),
             blocked_ack: Vec::new(),
             bypass: Vec::new(),
+            bypass_blocked: Vec::new(),
+            shrinks: Vec::new(),
             next_id: 0,
             flushing: false,
             after_flush: Vec::new(),
@@ -175,7 +233,6 @@ impl Owner {
             stopping: false,
             stop_reply: None,
             last_io: Instant::now(),
-            plan: Plan::new(),
             blocks: Vec::new(),
         }
     }
@@ -235,6 +292,11 @@ impl Owner {
     // ------------------------------------------------------------ requests
 
     fn submit(&mut self, io: HostIo) {
+        self.submit_with(io, Plan::new());
+    }
+
+    /// Plans `io` in `plan` (a fresh plan, or the one it was refused in).
+    fn submit_with(&mut self, io: HostIo, mut plan: Plan) {
         let ext = Extent {
             offset: io.offset,
             len: io.len,
@@ -242,7 +304,7 @@ impl Owner {
         // Requests overlapping a bypassing one wait for it: a fill planned
         // now could read core before the bypassing write lands.
         if self.bypass.iter().any(|(_, e)| overlaps(*e, ext)) {
-            self.waiting.push_back(io);
+            self.waiting.push_back((io, Plan::new()));
             return;
         }
         if self.should_bypass(&io) {
@@ -254,15 +316,14 @@ impl Owner {
             HostOp::Write { .. } => Op::Write,
             HostOp::Deallocate => Op::Deallocate,
         };
-        let mut plan = std::mem::take(&mut self.plan);
         if let Err(e) = self.engine.plan(op, io.offset, io.len, &mut plan) {
-            self.plan = plan;
-            let _ = io.reply.send((io.buf, Err(BdevError::InvalidArgument(e.to_string()))));
+            let _ = io
+                .reply
+                .send((io.buf, Err(BdevError::InvalidArgument(e.to_string()))));
             return;
         }
         if plan.status == PlanStatus::Retry {
-            self.plan = plan;
-            self.waiting.push_back(io);
+            self.waiting.push_back((io, plan));
             return;
         }
         let id = self.id();
@@ -273,22 +334,23 @@ impl Owner {
             len: f.len,
         }));
         let hit = plan.fills.is_empty() && plan.core_reads.is_empty() && op == Op::Read;
-        self.running.insert(
-            id,
-            Running {
-                op: io.op,
-                reply: Some(io.reply),
-                arrived: io.arrived,
-                ticket: plan.ticket,
-                writeback_ticket: plan.writeback_ticket,
-                hit,
-                touched,
-                cleaning: false,
-            },
-        );
+        let after = self.fill_conflicts(&plan);
+        let core_writes = plan
+            .core_writes
+            .iter()
+            .chain(&plan.discards)
+            .copied()
+            .collect();
+        let mut run = Running::new(io.op, Some(io.reply), io.arrived);
+        run.ticket = plan.ticket;
+        run.writeback_ticket = plan.writeback_ticket;
+        run.hit = hit;
+        run.touched = touched;
+        run.core_writes = core_writes;
+        run.cache_ranges = cache_ranges(&plan);
+        self.running.insert(id, run);
         let need = self.prepare_slots(&plan);
-        self.launch(id, plan, io.buf, fua, need);
-        self.plan = Plan::new();
+        self.launch(id, plan, io.buf, fua, need, after);
     }
 
     /// Takes out of the persisted table every entry the plan's data will
@@ -302,15 +364,18 @@ impl Owner {
             self.blocks.clear();
             self.engine.blocks_in(c.offset, c.len, &mut self.blocks);
             for b in &self.blocks {
-                self.meta
-                    .clear_cache_range(b.cache_addr, u64::from(b.size), Some((b.offset, b.size)));
+                self.meta.clear_cache_range(
+                    b.cache_addr,
+                    u64::from(b.size),
+                    Some((b.offset, b.size)),
+                );
             }
         }
         let writes_anything = !plan.fills.is_empty()
             || !plan.cache_writes.is_empty()
             || !plan.core_writes.is_empty()
             || !plan.discards.is_empty()
-            || crate::volume::pending_engine::has_cache_zeroes(plan);
+            || !plan.cache_zeroes.is_empty();
         if !writes_anything {
             return None;
         }
@@ -321,11 +386,44 @@ impl Owner {
         (!self.meta.satisfied(&need)).then_some(need)
     }
 
-    fn launch(&mut self, id: u64, plan: Plan, buf: Option<DmaBuf>, fua: bool, need: Option<Durability>) {
-        if let Some(need) = need {
+    /// Running requests whose core writes overlap `plan`'s fills.
+    fn fill_conflicts(&self, plan: &Plan) -> Vec<u64> {
+        if plan.fills.is_empty() {
+            return Vec::new();
+        }
+        self.running
+            .iter()
+            .filter(|(_, r)| {
+                r.core_writes.iter().any(|w| {
+                    plan.fills.iter().any(|f| {
+                        overlaps(
+                            *w,
+                            Extent {
+                                offset: f.offset,
+                                len: f.len,
+                            },
+                        )
+                    })
+                })
+            })
+            .map(|(&id, _)| id)
+            .collect()
+    }
+
+    fn launch(
+        &mut self,
+        id: u64,
+        plan: Plan,
+        buf: Option<DmaBuf>,
+        fua: bool,
+        need: Option<Durability>,
+        after: Vec<u64>,
+    ) {
+        if need.is_some() || !after.is_empty() {
             self.blocked_start.push(BlockedStart {
                 id,
-                need,
+                need: need.unwrap_or_default(),
+                after,
                 plan,
                 buf,
                 fua,
@@ -352,6 +450,7 @@ impl Owner {
         };
         if let Some(t) = run.ticket {
             let _ = self.engine.complete(t, result);
+            self.forget_dropped();
         }
         if let Some(t) = run.writeback_ticket {
             let r = if out.writeback_ok {
@@ -360,6 +459,7 @@ impl Owner {
                 Completion::Failed
             };
             let _ = self.engine.complete(t, r);
+            self.forget_dropped();
         }
         self.add_errors(&out);
         self.rt.flushed_bytes += out.written_back;
@@ -377,6 +477,17 @@ impl Owner {
             self.blocks.clear();
             self.engine.blocks_in(e.offset, e.len, &mut self.blocks);
             for b in &self.blocks {
+                // A block another in-flight plan writes into has state on
+                // the engine its data does not have yet: that plan records
+                // it when it completes.
+                let size = u64::from(b.size);
+                if self
+                    .running
+                    .values()
+                    .any(|r| r.writes_cache(b.cache_addr, size))
+                {
+                    continue;
+                }
                 if let Some(u) = self.meta.record(b) {
                     units.push(u);
                 }
@@ -403,10 +514,16 @@ impl Owner {
             // A write-back write is acknowledged once the entry that finds
             // its data is durable; every write waits for removals planned
             // before it (a stale entry must not outlive the write).
-            let dirty_write =
-                matches!(run.op, HostOp::Write { .. }) && self.mode == CacheMode::Wb;
+            let dirty_write = matches!(run.op, HostOp::Write { .. }) && self.mode == CacheMode::Wb;
             let need = Durability {
-                units: if dirty_write { units } else { Vec::new() },
+                // A deallocate waits too: its trimmed entries must be
+                // durable before it is answered, or a crash brings the old
+                // bytes back.
+                units: if dirty_write || run.op == HostOp::Deallocate {
+                    units
+                } else {
+                    Vec::new()
+                },
                 removals: if run.op == HostOp::Read {
                     0
                 } else {
@@ -427,6 +544,14 @@ impl Owner {
         self.retry_waiting();
     }
 
+    /// Blocks a failed completion removed leave the persisted table too.
+    fn forget_dropped(&mut self) {
+        for i in 0..self.engine.dropped().len() {
+            let e = self.engine.dropped()[i];
+            self.meta.remove(e.cache_addr, e.offset);
+        }
+    }
+
     fn add_errors(&mut self, out: &Outcome) {
         let (a, b) = (&mut self.rt.errors, &out.errors);
         a.core_volume_rd += b.core_volume_rd;
@@ -442,13 +567,31 @@ impl Owner {
     /// A failing cache device: the volume stops using it (pass-through);
     /// dirty data stays reported and is not dropped.
     fn degrade(&mut self, why: &str) {
-        if self.shared.degraded.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        if self
+            .shared
+            .degraded
+            .swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
             return;
         }
         tracing::error!(bdev = %self.params.name, reason = why, dirty_bytes = self.engine.stats().dirty_bytes,
             "cache device failing: volume falls back to pass-through");
-        if self.mode != CacheMode::Wb || self.engine.stats().dirty_bytes == 0 {
-            // Cannot fail: pass-through leaves no dirty data behind.
+        if self.engine.stats().dirty_bytes == 0 {
+            // Nothing to lose: forget every cached block (reads and writes
+            // then bypass the failing device entirely) and pass through.
+            // Blocks being filled now fail on their own and roll back.
+            if self.running.is_empty() {
+                // Their entries leave the device's table too (pass-through
+                // writes go under the removal barrier), so that a restart
+                // never brings a block back that core has since changed.
+                for b in self.engine.cached_blocks() {
+                    self.meta.remove(b.cache_addr, b.offset);
+                }
+                if let Ok(fresh) = Engine::new(self.engine.config().clone()) {
+                    self.engine = fresh;
+                }
+            }
+            // Cannot fail: nothing is dirty.
             let _ = self.set_mode_now(CacheMode::Pt);
         }
     }
@@ -456,8 +599,10 @@ impl Owner {
     fn retry_waiting(&mut self) {
         let n = self.waiting.len();
         for _ in 0..n {
-            let Some(io) = self.waiting.pop_front() else { break };
-            self.submit(io);
+            let Some((io, plan)) = self.waiting.pop_front() else {
+                break;
+            };
+            self.submit_with(io, plan);
         }
     }
 
@@ -516,23 +661,28 @@ impl Owner {
             }
         }
         self.bypass.push((id, ext));
-        self.running.insert(
-            id,
-            Running {
-                op: io.op,
-                reply: Some(io.reply),
-                arrived: io.arrived,
-                ticket: None,
-                writeback_ticket: None,
-                hit: false,
-                touched: Vec::new(),
-                cleaning: false,
-            },
-        );
+        let mut run = Running::new(io.op, Some(io.reply), io.arrived);
+        if io.op != HostOp::Read {
+            run.core_writes = vec![ext];
+        }
+        self.running.insert(id, run);
+        // A write to core waits for every removal recorded before it: an
+        // evicted block's entry must be gone before core changes under it.
+        let need = Durability {
+            units: Vec::new(),
+            removals: self.meta.removal_mark(),
+        };
+        if io.op != HostOp::Read && !self.meta.satisfied(&need) {
+            self.bypass_blocked
+                .push((id, io.op, io.offset, io.buf, need));
+            return;
+        }
+        self.spawn_bypass(id, io.op, io.offset, io.buf);
+    }
+
+    fn spawn_bypass(&mut self, id: u64, op: HostOp, offset: u64, buf: Option<DmaBuf>) {
         let core = self.devices.core.clone();
         let tx = self.tx.clone();
-        let (op, offset) = (io.op, io.offset);
-        let buf = io.buf;
         tokio::spawn(async move {
             let (buf, r) = match (op, buf) {
                 (HostOp::Read, Some(b)) => core.read(offset, b).await,
@@ -549,10 +699,9 @@ impl Owner {
     // ------------------------------------------------------------ flushing
 
     fn start_cleaning_plan(&mut self, kind: FlushKind) -> u32 {
-        let mut plan = std::mem::take(&mut self.plan);
+        let mut plan = Plan::new();
         let n = self.engine.plan_flush(kind, &mut plan);
         if plan.writeback_ticket.is_none() {
-            self.plan = plan;
             return 0;
         }
         let id = self.id();
@@ -564,26 +713,20 @@ impl Owner {
                 len: w.len,
             })
             .collect();
-        self.running.insert(
-            id,
-            Running {
-                op: HostOp::Write { fua: false },
-                reply: None,
-                arrived: Instant::now(),
-                ticket: plan.ticket,
-                writeback_ticket: plan.writeback_ticket,
-                hit: false,
-                touched,
-                cleaning: true,
-            },
-        );
+        let mut run = Running::new(HostOp::Write { fua: false }, None, Instant::now());
+        run.ticket = plan.ticket;
+        run.writeback_ticket = plan.writeback_ticket;
+        run.touched = touched;
+        run.cleaning = true;
+        self.running.insert(id, run);
         self.cleaning_running = true;
-        self.launch(id, plan, None, false, None);
-        self.plan = Plan::new();
+        self.launch(id, plan, None, false, None, Vec::new());
         n
     }
 
     fn clean_tick(&mut self) {
+        // Failed metadata writes are retried at this pace, not at once.
+        self.meta.retry_failed();
         if self.flushing || self.cleaning_running || self.stopping {
             return;
         }
@@ -603,7 +746,12 @@ impl Owner {
         if !self.flushing || self.cleaning_running {
             return;
         }
-        if self.engine.stats().dirty_bytes > 0 {
+        // A write-back that failed ends the flush with its error: core
+        // refusing data would otherwise make flushing retry forever.
+        let failed = self.flush_error.is_some();
+        if !failed && self.engine.stats().dirty_bytes > 0 {
+            // When every dirty block is held by host I/O this plans
+            // nothing; the next completion pumps again.
             self.start_cleaning_plan(FlushKind::All);
             return;
         }
@@ -625,13 +773,22 @@ impl Owner {
                 });
             }
             AfterFlush::SetMode(m, r) => {
-                let res = self.set_mode_now(m);
+                let res = match &self.flush_error {
+                    Some(e) => Err(VolumeError::Flush(e.clone())),
+                    None => self.set_mode_now(m),
+                };
                 let _ = r.send(res);
             }
-            AfterFlush::Stop { reply } => {
-                self.stopping = true;
-                self.stop_reply = Some(reply);
-            }
+            AfterFlush::Stop { reply } => match &self.flush_error {
+                // Dirty data core refused stays: the volume keeps running.
+                Some(e) => {
+                    let _ = reply.send(Err(VolumeError::Flush(e.clone())));
+                }
+                None => {
+                    self.stopping = true;
+                    self.stop_reply = Some(reply);
+                }
+            },
         }
     }
 
@@ -646,10 +803,13 @@ impl Owner {
     }
 
     fn set_mode_now(&mut self, m: CacheMode) -> Result<(), VolumeError> {
-        crate::volume::pending_engine::set_write_mode(&mut self.engine, m.engine_mode())?;
+        self.engine
+            .set_write_mode(m.engine_mode())
+            .map_err(|e| VolumeError::Busy(e.to_string()))?;
         self.mode = m;
         self.params.write_mode = m;
         self.shared.set_mode(m);
+        self.shared.set_params(&self.params);
         Ok(())
     }
 
@@ -695,9 +855,11 @@ impl Owner {
             Control::SetPolicy(p, r) => {
                 let _ = r.send(self.set_policy(p));
             }
-            Control::Resize { capacity, region, reply } => {
-                let _ = reply.send(self.apply_resize(capacity, region));
-            }
+            Control::Resize {
+                capacity,
+                region,
+                reply,
+            } => self.apply_resize(capacity, region, reply),
             Control::Stop { flush, reply } => {
                 if flush {
                     self.begin_flush(AfterFlush::Stop { reply });
@@ -731,25 +893,56 @@ impl Owner {
                 self.engine.capacity(),
             )
             .map_err(|e| VolumeError::Invalid(e.0))?;
-        crate::volume::pending_engine::set_policies(&mut self.engine, cfg)?;
+        fn invalid(e: impl std::fmt::Display) -> VolumeError {
+            VolumeError::Invalid(e.to_string())
+        }
+        self.engine.set_admission(cfg.admission).map_err(invalid)?;
+        self.engine.set_eviction(cfg.eviction).map_err(invalid)?;
+        self.engine.set_flush(cfg.flush).map_err(invalid)?;
         self.cleaner = Cleaner::new(params.cleaning.clone());
         self.params = params;
         self.shared.set_params(&self.params);
         Ok(())
     }
 
-    fn apply_resize(&mut self, capacity: u64, region: Arc<VolumeRegion>) -> Result<(), VolumeError> {
+    fn apply_resize(
+        &mut self,
+        capacity: u64,
+        region: Arc<VolumeRegion>,
+        reply: oneshot::Sender<Result<(), VolumeError>>,
+    ) {
         let mut evicted = Vec::new();
-        crate::volume::pending_engine::resize(&mut self.engine, capacity, &mut evicted)?;
+        if let Err(e) = self.engine.resize(capacity, &mut evicted) {
+            let _ = reply.send(Err(VolumeError::Busy(e.to_string())));
+            return;
+        }
         for e in &evicted {
             self.meta.remove(e.cache_addr, e.offset);
         }
-        self.meta
-            .resize(region.units.len(), region.entries_per_unit());
+        if region.units.len() >= self.region.units.len() {
+            self.meta
+                .resize(region.units.len(), region.entries_per_unit());
+            self.finish_resize(capacity, region);
+            let _ = reply.send(Ok(()));
+            return;
+        }
+        // The cut units' entries must be gone from the device (and no write
+        // to them in flight) before the device gives them away.
+        self.shrinks.push(Shrink {
+            need: Durability {
+                units: Vec::new(),
+                removals: self.meta.removal_mark(),
+            },
+            region,
+            capacity,
+            reply,
+        });
+    }
+
+    fn finish_resize(&mut self, capacity: u64, region: Arc<VolumeRegion>) {
         self.region = region;
         self.params.cache_size_mib = capacity >> 20;
         self.shared.set_params(&self.params);
-        Ok(())
     }
 
     fn stats(&self) -> VolumeStats {
@@ -785,15 +978,59 @@ impl Owner {
             });
         }
         let starts = std::mem::take(&mut self.blocked_start);
+        let mut failed_any = false;
         for b in starts {
-            if self.meta.satisfied(&b.need) {
-                self.launch(b.id, b.plan, b.buf, b.fua, None);
+            let ready = self.meta.satisfied(&b.need)
+                && b.after.iter().all(|id| !self.running.contains_key(id));
+            if !ready && self.meta.doomed(&b.need) {
+                // Metadata it waits for cannot be written: the plan never
+                // runs; its tickets fail (the engine rolls back).
+                self.fail_unstarted(b);
+                failed_any = true;
+                continue;
+            }
+            if ready {
+                self.launch(b.id, b.plan, b.buf, b.fua, None, Vec::new());
             } else {
                 self.blocked_start.push(b);
             }
         }
+        if failed_any {
+            // Their rolled-back tickets may be what refused requests wait for.
+            self.retry_waiting();
+        }
+        for (id, op, off, buf, need) in std::mem::take(&mut self.bypass_blocked) {
+            if self.meta.satisfied(&need) {
+                self.spawn_bypass(id, op, off, buf);
+            } else if self.meta.doomed(&need) {
+                self.bypass.retain(|(i, _)| *i != id);
+                if let Some(reply) = self.running.remove(&id).and_then(|r| r.reply) {
+                    let _ = reply.send((buf, Err(meta_failed())));
+                }
+            } else {
+                self.bypass_blocked.push((id, op, off, buf, need));
+            }
+        }
+        for sh in std::mem::take(&mut self.shrinks) {
+            if self.meta.satisfied(&sh.need) {
+                self.meta
+                    .resize(sh.region.units.len(), sh.region.entries_per_unit());
+                self.finish_resize(sh.capacity, sh.region);
+                let _ = sh.reply.send(Ok(()));
+            } else if self.meta.doomed(&sh.need) {
+                let _ = sh.reply.send(Err(VolumeError::Busy(
+                    "the cache device failed while shrinking; the cut blocks' entries are not removed".into(),
+                )));
+            } else {
+                self.shrinks.push(sh);
+            }
+        }
         let acks = std::mem::take(&mut self.blocked_ack);
         for b in acks {
+            if self.meta.doomed(&b.need) {
+                let _ = b.reply.send((b.buf, Err(meta_failed())));
+                continue;
+            }
             if !self.meta.satisfied(&b.need) {
                 self.blocked_ack.push(b);
                 continue;
@@ -813,6 +1050,23 @@ impl Owner {
         self.pump_flush();
     }
 
+    fn fail_unstarted(&mut self, b: BlockedStart) {
+        let Some(run) = self.running.remove(&b.id) else {
+            return;
+        };
+        for t in [run.ticket, run.writeback_ticket].into_iter().flatten() {
+            let _ = self.engine.complete(t, Completion::Failed);
+            self.forget_dropped();
+        }
+        if run.cleaning {
+            self.cleaning_running = false;
+            self.flush_error = Some(meta_failed().to_string());
+        }
+        if let Some(reply) = run.reply {
+            let _ = reply.send((b.buf, Err(meta_failed())));
+        }
+    }
+
     /// Stopping and nothing left: make metadata durable and leave.
     fn finished(&mut self) -> bool {
         if !self.stopping
@@ -820,7 +1074,7 @@ impl Owner {
             || !self.blocked_start.is_empty()
             || !self.blocked_ack.is_empty()
             || !self.waiting.is_empty()
-            || !self.meta.is_clean()
+            || !(self.meta.is_clean() || self.shared.is_degraded())
         {
             return false;
         }
@@ -835,7 +1089,12 @@ fn overlaps(a: Extent, b: Extent) -> bool {
     a.offset < b.end() && b.offset < a.end()
 }
 
+fn meta_failed() -> BdevError {
+    BdevError::InvalidArgument(
+        "the cache device failed writing the metadata this request needs".into(),
+    )
+}
+
 fn gone(name: &str) -> BdevError {
     BdevError::InvalidArgument(format!("cached bdev {name} is being deleted"))
 }
-

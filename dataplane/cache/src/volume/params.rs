@@ -59,7 +59,7 @@ pub enum BlockMode {
 #[serde(tag = "policy", rename_all = "lowercase", deny_unknown_fields)]
 pub enum Cleaning {
     /// Never clean in the background (only flushes and evictions clean).
-    Nop,
+    Nop {},
     /// Clean when the volume is idle: OCF's ALRU.
     Lazy {
         /// Dirty data younger than this is left alone (OCF `stale_buffer_time`).
@@ -298,7 +298,7 @@ impl Cleaning {
     /// The engine's flush parameters for this policy.
     pub fn flush_config(&self) -> FlushConfig {
         match self {
-            Cleaning::Nop => FlushConfig::default(),
+            Cleaning::Nop {} => FlushConfig::default(),
             Cleaning::Lazy { max_batch, .. } => FlushConfig {
                 batch_blocks: *max_batch,
                 ..FlushConfig::default()
@@ -317,7 +317,7 @@ impl Cleaning {
     /// Checks the parameters' ranges.
     pub fn validate(&self) -> Result<(), ParamError> {
         match self {
-            Cleaning::Nop => Ok(()),
+            Cleaning::Nop {} => Ok(()),
             Cleaning::Lazy {
                 wake_up_ms,
                 max_batch,
@@ -374,7 +374,10 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(p.write_mode, CacheMode::Wt);
-        assert_eq!(p.block_sizes().unwrap(), vec![32 << 10, 64 << 10, 128 << 10, 256 << 10]);
+        assert_eq!(
+            p.block_sizes().unwrap(),
+            vec![32 << 10, 64 << 10, 128 << 10, 256 << 10]
+        );
         assert!(matches!(p.cleaning, Cleaning::Lazy { .. }));
         let cfg = p.engine_config(1 << 30, 512, 64 << 20).unwrap();
         assert_eq!(cfg.write_mode, WriteMode::WriteThrough);
@@ -403,8 +406,11 @@ mod tests {
         assert!(p.validate().unwrap_err().0.contains("exactly one"));
         let p = with("admission", "lfu".into()).unwrap();
         assert!(p.validate().unwrap_err().0.contains("unknown admission"));
-        let p = with("cleaning", serde_json::json!({"policy": "aggressive", "dirty_ratio": 2.0}))
-            .unwrap();
+        let p = with(
+            "cleaning",
+            serde_json::json!({"policy": "aggressive", "dirty_ratio": 2.0}),
+        )
+        .unwrap();
         assert!(p.validate().unwrap_err().0.contains("dirty_ratio"));
         assert!(with("cleaning", serde_json::json!({"policy": "nop", "x": 1})).is_err());
         let p = with("cache_size_mib", 0.into()).unwrap();

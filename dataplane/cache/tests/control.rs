@@ -1,0 +1,286 @@
+//! Control operations on live cached volumes: switching out of write-back
+//! flushes first, resizing keeps data, policies change without losing
+//! cached blocks, volumes sharing a device stay apart, delete flushes.
+
+mod common;
+
+use bdev::DmaBuf;
+use cache::volume::{CacheMode, PolicyChange};
+use common::{create, params, read, Devices, Rng};
+
+const VOLUME_MIB: u64 = 24;
+
+async fn write_pattern(b: &bdev::Bdev, rng: &mut Rng, off: u64, len: usize) -> Vec<u8> {
+    let mut data = vec![0u8; len];
+    rng.fill(&mut data);
+    b.write(off, DmaBuf::from_slice(&data)).await.1.unwrap();
+    data
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leaving_write_back_flushes_first_and_core_holds_the_data() {
+    let d = Devices::new(VOLUME_MIB, 12, false);
+    let dev = d.open_cache().await;
+    let (vol, b) = create(
+        &d,
+        &dev,
+        params(serde_json::json!({"write_mode": "wb",
+        "cleaning": {"policy": "nop"}})),
+    )
+    .await;
+    let mut rng = Rng(21);
+    let data = write_pattern(&b, &mut rng, 1 << 20, 512 << 10).await;
+    let st = vol.stats().await.unwrap();
+    assert_eq!(st.dirty_bytes, 512 << 10, "nop cleaning keeps writes dirty");
+    let (core, _) = d.core_ram.read(1 << 20, DmaBuf::new(512 << 10)).await;
+    assert!(
+        core[..] != data[..],
+        "write-back: core does not have it yet"
+    );
+    vol.set_mode(CacheMode::Wt).await.unwrap();
+    let st = vol.stats().await.unwrap();
+    assert_eq!((st.write_mode, st.dirty_bytes), ("wt", 0));
+    let (core, r) = d.core_ram.read(1 << 20, DmaBuf::new(512 << 10)).await;
+    r.unwrap();
+    assert!(
+        core[..] == data[..],
+        "the switch wrote every dirty byte back"
+    );
+    // Write-through now: a new write is on core when acknowledged.
+    let data2 = write_pattern(&b, &mut rng, 4 << 20, 64 << 10).await;
+    let (core, _) = d.core_ram.read(4 << 20, DmaBuf::new(64 << 10)).await;
+    assert!(core[..] == data2[..]);
+    // And back to write-back needs no flush.
+    vol.set_mode(CacheMode::Wb).await.unwrap();
+    vol.stop(false).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resize_grows_and_shrinks_keeping_data() {
+    let d = Devices::new(VOLUME_MIB, 12, false);
+    let dev = d.open_cache().await;
+    let (vol, b) = create(
+        &d,
+        &dev,
+        params(serde_json::json!({"write_mode": "wb",
+        "cache_size_mib": 2, "cleaning": {"policy": "nop"}})),
+    )
+    .await;
+    let free0 = dev.free_units();
+    let mut rng = Rng(22);
+    let data = write_pattern(&b, &mut rng, 0, 1536 << 10).await;
+    vol.resize(6).await.unwrap();
+    assert_eq!(dev.free_units(), free0 - 4);
+    assert_eq!(vol.stats().await.unwrap().usage.capacity_bytes, 6 << 20);
+    let more = write_pattern(&b, &mut rng, 8 << 20, 4 << 20).await;
+    vol.resize(1).await.unwrap();
+    assert_eq!(dev.free_units(), free0 + 1);
+    let st = vol.stats().await.unwrap();
+    assert_eq!(st.usage.capacity_bytes, 1 << 20);
+    assert!(st.usage.occupancy_bytes <= 1 << 20);
+    let (got, r) = read(&b, 0, 1536 << 10).await;
+    r.unwrap();
+    assert!(got[..] == data[..]);
+    let (got, r) = read(&b, 8 << 20, 4 << 20).await;
+    r.unwrap();
+    assert!(got[..] == more[..]);
+    assert!(vol.resize(0).await.is_err(), "zero is refused");
+    // The shrunk size is what a restart attaches to.
+    vol.stop(false).await.unwrap();
+    let mut p = vol.params();
+    assert_eq!(p.cache_size_mib, 1);
+    p.load = true;
+    let (vol, b) = create(&d, &dev, p).await;
+    let (got, _) = read(&b, 0, 1536 << 10).await;
+    assert!(got[..] == data[..]);
+    vol.delete(false).await.unwrap();
+    let (core, _) = d.core_ram.read(8 << 20, DmaBuf::new(4 << 20)).await;
+    assert!(core[..] == more[..], "delete flushed dirty data to core");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policies_change_without_losing_cached_blocks() {
+    let d = Devices::new(VOLUME_MIB, 12, false);
+    let dev = d.open_cache().await;
+    let (vol, b) = create(&d, &dev, params(serde_json::json!({}))).await;
+    read(&b, 0, 1 << 20).await.1.unwrap();
+    let before = vol.stats().await.unwrap().cached_blocks;
+    assert!(before > 0);
+    vol.set_policy(PolicyChange {
+        admission: Some("tinylfu".into()),
+        eviction: Some("lazy:2:1.0".into()),
+        ..PolicyChange::default()
+    })
+    .await
+    .unwrap();
+    assert_eq!(vol.stats().await.unwrap().cached_blocks, before);
+    let p = vol.params();
+    assert_eq!(
+        (p.admission.as_str(), p.eviction.as_str()),
+        ("tinylfu", "lazy:2:1.0")
+    );
+    let bad = vol
+        .set_policy(PolicyChange {
+            admission: Some("lfu".into()),
+            ..PolicyChange::default()
+        })
+        .await;
+    assert!(bad.unwrap_err().to_string().contains("unknown admission"));
+    assert_eq!(
+        vol.params().admission,
+        "tinylfu",
+        "a refused change changes nothing"
+    );
+    vol.reset_stats().await.unwrap();
+    read(&b, 0, 1 << 20).await.1.unwrap();
+    assert_eq!(vol.stats().await.unwrap().hit_ratio.read, 1.0);
+    vol.stop(false).await.unwrap();
+}
+
+/// Two volumes on one cache device: the second's eviction storm does not
+/// touch the first's blocks (each has its own units).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_volume_is_unaffected_by_the_firsts_eviction_storm() {
+    let d = Devices::new(VOLUME_MIB, 16, false);
+    let d2 = Devices::new(VOLUME_MIB, 1, false);
+    let dev = d.open_cache().await;
+    let (quiet, qb) = create(&d, &dev, params(serde_json::json!({"cache_size_mib": 4}))).await;
+    let mut p = params(serde_json::json!({"cache_size_mib": 2, "write_mode": "wb"}));
+    p.name = "Cache1".into();
+    let storm = cache::volume::CachedVolume::create(p, d2.core.clone(), dev.clone())
+        .await
+        .unwrap();
+    let sb = std::sync::Arc::new(storm.bdev());
+    read(&qb, 0, 2 << 20).await.1.unwrap();
+    quiet.reset_stats().await.unwrap();
+    let mut rng = Rng(23);
+    for i in 0..64u64 {
+        write_pattern(&sb, &mut rng, (i % 20) << 20, 256 << 10).await;
+        read(&qb, (i % 8) << 18, 256 << 10).await.1.unwrap();
+    }
+    let s = storm.stats().await.unwrap();
+    assert!(s.evictions.blocks > 0, "the storm evicted: {s:?}");
+    let q = quiet.stats().await.unwrap();
+    assert_eq!(q.hit_ratio.read, 1.0, "{q:?}");
+    assert_eq!(q.evictions.blocks, 0);
+    assert_eq!(dev.volumes().len(), 2);
+    storm.delete(true).await.unwrap();
+    quiet.delete(false).await.unwrap();
+    assert!(dev.volumes().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_refusals_change_nothing() {
+    let d = Devices::new(VOLUME_MIB, 12, false);
+    let dev = d.open_cache().await;
+    let free = dev.free_units();
+    let try_create = |json: serde_json::Value| {
+        let core = d.core.clone();
+        let dev = dev.clone();
+        async move { cache::volume::CachedVolume::create(params(json), core, dev).await }
+    };
+    let e = try_create(serde_json::json!({"load": true}))
+        .await
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("create it without load"), "{e}");
+    let e = try_create(serde_json::json!({"cache_size_mib": 100}))
+        .await
+        .err()
+        .unwrap();
+    assert!(!e.to_string().is_empty());
+    let e = try_create(serde_json::json!({"block_sizes_kib": [3]}))
+        .await
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("3 KiB"), "{e}");
+    assert_eq!(dev.free_units(), free);
+    assert!(dev.volumes().is_empty());
+    let (v, _) = create(&d, &dev, params(serde_json::json!({}))).await;
+    let e = try_create(serde_json::json!({})).await.err().unwrap();
+    assert!(e.to_string().contains("load=true"), "{e}");
+    v.stop(false).await.unwrap();
+    let e = try_create(serde_json::json!({"load": true, "block_sizes_kib": [64]}))
+        .await
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("block sizes"), "{e}");
+}
+
+/// Core refusing write-backs: a flush ends with the error instead of
+/// retrying forever, and delete (which flushes) keeps the volume and its
+/// dirty data.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flush_core_refuses_fails_and_delete_keeps_the_dirty_data() {
+    use bdev::error_inject::{ErrorType, IoTypeSel};
+    use bdev::IoKind;
+    let d = Devices::new(VOLUME_MIB, 12, true);
+    let dev = d.open_cache().await;
+    let (vol, b) = create(
+        &d,
+        &dev,
+        params(serde_json::json!({"write_mode": "wb",
+        "cleaning": {"policy": "nop"}})),
+    )
+    .await;
+    let mut rng = Rng(24);
+    let data = write_pattern(&b, &mut rng, 0, 256 << 10).await;
+    let core_ee = Devices::error_bdev(&d.core);
+    core_ee
+        .inject(
+            IoTypeSel::Kind(IoKind::Write),
+            ErrorType::Failure,
+            1_000_000,
+        )
+        .unwrap();
+    let e = vol.flush_all().await.unwrap_err();
+    assert!(e.to_string().contains("flushing dirty data"), "{e}");
+    assert!(
+        vol.delete(false).await.is_err(),
+        "delete must not drop dirty data"
+    );
+    assert!(vol.set_mode(CacheMode::Wt).await.is_err());
+    let st = vol.stats().await.unwrap();
+    assert_eq!((st.write_mode, st.dirty_bytes), ("wb", 256 << 10));
+    let (got, r) = read(&b, 0, 256 << 10).await;
+    r.unwrap();
+    assert!(got[..] == data[..], "still served from the cache");
+    core_ee.clear();
+    vol.set_mode(CacheMode::Wt).await.unwrap();
+    assert_eq!(
+        vol.params().write_mode,
+        CacheMode::Wt,
+        "params follow the mode"
+    );
+    vol.delete(false).await.unwrap();
+    let (core, _) = d.core_ram.read(0, DmaBuf::new(256 << 10)).await;
+    assert!(core[..] == data[..]);
+}
+
+/// A 4096-byte cache bdev in front of a 512-byte core exports 4096-byte
+/// blocks: every host I/O can then be cached.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_larger_block_size_is_the_volumes() {
+    use bdev::malloc::MallocBdev;
+    use bdev::Bdev;
+    let d = Devices::new(VOLUME_MIB, 12, false);
+    let cache4k = common::counted(Bdev::Malloc(
+        MallocBdev::new("nvme4k", 12 << 8, 4096).unwrap(),
+    ));
+    let dev = cache::device::CacheDevice::open(cache4k, true)
+        .await
+        .unwrap();
+    let (vol, b) = create(&d, &dev, params(serde_json::json!({"write_mode": "wb"}))).await;
+    assert_eq!(b.info().block_size, 4096);
+    assert_eq!(b.info().size_bytes(), VOLUME_MIB << 20);
+    let mut rng = Rng(25);
+    let data = write_pattern(&b, &mut rng, 4096, 8192).await;
+    let (got, r) = read(&b, 4096, 8192).await;
+    r.unwrap();
+    assert!(got[..] == data[..]);
+    assert!(
+        b.write(512, DmaBuf::new(512)).await.1.is_err(),
+        "512-byte I/O is refused"
+    );
+    vol.stop(false).await.unwrap();
+}
