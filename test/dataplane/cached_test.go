@@ -140,8 +140,10 @@ var integrityCases = []cachedCase{
 		"seq_cutoff": map[string]any{"policy": "always", "threshold_kib": 256},
 	}},
 	// A cache device with 4 KiB blocks (an SSD's) under a core with
-	// 512-byte sectors: the 512-byte writes must still work (or the
-	// volume be refused at creation).
+	// 512-byte sectors: every write must work. (The volume now exposes
+	// 4 KiB blocks, and the guest's 512-byte writes become the kernel's
+	// read-modify-write; before, it exposed 512-byte sectors, failed those
+	// writes with Invalid Field and fell back to pass-through.)
 	{key: "wt-4k-cache", params: map[string]any{"write_mode": "wt", "mode": "adaptive"}, cacheBlock: 4096},
 }
 
