@@ -117,6 +117,11 @@ test-e2e: ## ginkgo e2e suites against the cluster in KUBECONFIG.
 	@if ls test/e2e/*_test.go >/dev/null 2>&1; then hack/deps.sh go-tools && ginkgo -v ./test/e2e/...; \
 	else echo "test-e2e: no e2e suites yet (test/e2e/)"; exit 2; fi
 
+.PHONY: soak
+soak: deps guest-image ## Crash soak: SOAK_CYCLES (default 20) kill -9 cycles of a write-back cached volume under the guest's writes.
+	RACKCACHE_CRASH_CYCLES=$(or $(SOAK_CYCLES),20) go test -count=1 -timeout 3h -v -run '^TestCachedCrashConsistency$$' ./test/dataplane \
+	  | grep --line-buffered -E '^(=== RUN|--- |PASS|FAIL|ok)|crash_test.go.*(cycle|lost|seed)'
+
 .PHONY: bench
 bench: ## Benchmarks; each prints ratios against its baseline run side by side.
 	@# The NVMe/TCP bench runs the release daemon: build every binary first.

@@ -271,3 +271,16 @@ func NewDataplaneTLS(t testing.TB) *DataplaneTLS {
 	}
 	return d
 }
+
+// Kill ends the process with SIGKILL (a crash: nothing is flushed or
+// drained) and waits for it. Its temp dir and log stay until the test ends.
+func (d *Dataplane) Kill(t testing.TB) {
+	t.Helper()
+	if d.cmd.ProcessState != nil {
+		return
+	}
+	if err := d.cmd.Process.Kill(); err != nil {
+		t.Fatalf("kill -9 rackcache-dataplane: %v", err)
+	}
+	_ = d.cmd.Wait()
+}

@@ -37,6 +37,8 @@ type GuestOptions struct {
 	Timeout time.Duration
 	// MemoryMB is the guest's memory (default 1024).
 	MemoryMB int
+	// Stop, when closed, ends the guest early (as a timeout would).
+	Stop <-chan struct{}
 }
 
 // GuestResult is what a finished job left behind.
@@ -95,6 +97,15 @@ func RunGuest(t testing.TB, opts GuestOptions) GuestResult {
 	// should run.sh hang.
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+30*time.Second)
 	defer cancel()
+	if opts.Stop != nil {
+		go func() {
+			select {
+			case <-opts.Stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	}
 
 	dir, err := os.MkdirTemp("", "rackcache-guest-")
 	if err != nil {
