@@ -82,5 +82,8 @@ async fn accept_failures_back_off() {
     // thousands.
     let bound = elapsed.as_millis() as usize / 50 + 2;
     assert!(n >= 1, "the accept failed (descriptor limit)");
-    assert!(n <= bound, "{n} failed accepts in {elapsed:?}: no backoff (at most {bound})");
+    assert!(
+        n <= bound,
+        "{n} failed accepts in {elapsed:?}: no backoff (at most {bound})"
+    );
 }
