@@ -130,7 +130,7 @@ bench: ## Benchmarks; each prints ratios against its baseline run side by side.
 ##@ Demo
 
 .PHONY: demo
-demo: deps guest-image ## Ceph, the dataplane serving an RBD image over NVMe/TCP, a guest kernel using it.
+demo: deps guest-image ## Ceph, the dataplane caching an RBD image on a file cache device, a guest kernel using it; speedup and warm restart.
 	hack/demo.sh up
 
 .PHONY: demo-down
