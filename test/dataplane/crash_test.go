@@ -23,9 +23,12 @@ const (
 	crashBlocks = 64
 	crashWrites = 100
 	// RACKCACHE_CRASH_CYCLES sets the number of kill -9 cycles (`make soak`
-	// runs 20 or more; `make test` the default).
+	// runs 20 or more; `make test` the default). One cycle in `make test`:
+	// the guest's 6.1 kernel has crashed once in 34 cycles in
+	// nvme_tcp_recv_skb as the target died (docs/development.md), and the
+	// soak is where many cycles belong.
 	crashCyclesEnv     = "RACKCACHE_CRASH_CYCLES"
-	crashDefaultCycles = 2
+	crashDefaultCycles = 1
 )
 
 // The guest job. Every 16th write is O_DSYNC (FUA; GNU dd, busybox's has no

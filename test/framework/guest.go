@@ -190,13 +190,23 @@ func RunGuest(t testing.TB, opts GuestOptions) GuestResult {
 
 	start := time.Now()
 	var console strings.Builder
+	oops := ""
 	streamLines(stdout, func(line string) {
 		console.WriteString(line)
 		console.WriteByte('\n')
 		t.Logf("guest %6.1fs| %s", time.Since(start).Seconds(), line)
+		// A crashed guest kernel never finishes its job: stop at once
+		// rather than at the timeout.
+		if oops == "" && isKernelOops(line) {
+			oops = line
+			cancel()
+		}
 	})
 	waitErr := cmd.Wait()
 	close(waited)
+	if oops != "" {
+		t.Fatalf("qemu guest: the guest kernel crashed (%s); console above", strings.TrimSpace(oops))
+	}
 
 	status, err := os.ReadFile(statusFile)
 	if err != nil {
@@ -257,6 +267,16 @@ func jobOutput(console, nonce string) string {
 		rest = rest[:j]
 	}
 	return rest
+}
+
+// isKernelOops reports whether a console line starts a kernel crash report.
+func isKernelOops(line string) bool {
+	for _, m := range []string{"BUG: kernel NULL pointer dereference", "Kernel panic - not syncing", "Oops: "} {
+		if strings.Contains(line, m) {
+			return true
+		}
+	}
+	return false
 }
 
 // streamLines calls fn for each line read from r until EOF.
