@@ -81,7 +81,18 @@ lint: ## golangci-lint, cargo clippy (-D warnings) and bash -n on hack/.
 	@for f in $$(git ls-files -co --exclude-standard 'hack/*.sh' 'hack/**/*.sh' .ci/run); do bash -n "$$f"; done
 
 .PHONY: verify
-verify: fmt-check vet lint ## Everything static: formatting, vet, linters.
+verify: fmt-check vet lint verify-generated ## Everything static: formatting, vet, linters, generated code.
+
+.PHONY: verify-generated
+verify-generated: ## Fail when `make generate manifests` would change the generated files on disk.
+	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	  gen() { find api config/crd config/rbac -type f \( -name 'zz_generated.*.go' -o -path 'config/crd/bases/*' -o -path 'config/rbac/role.yaml' \) 2>/dev/null | sort; }; \
+	  for f in $$(gen); do mkdir -p "$$tmp/before/$$(dirname $$f)"; cp "$$f" "$$tmp/before/$$f"; done; \
+	  $(MAKE) --no-print-directory generate manifests >/dev/null; \
+	  for f in $$(gen); do mkdir -p "$$tmp/after/$$(dirname $$f)"; cp "$$f" "$$tmp/after/$$f"; done; \
+	  mkdir -p "$$tmp/before" "$$tmp/after"; \
+	  if ! diff -ru "$$tmp/before" "$$tmp/after"; then \
+	    echo "generated files were stale (now regenerated): review and commit them"; exit 1; fi
 
 ##@ Build
 

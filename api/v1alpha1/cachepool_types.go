@@ -1,0 +1,252 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// DefaultRackLabel is the Node label a cache server's rack is read from
+// when a CachePool does not name one.
+const DefaultRackLabel = "topology.rackcache.io/rack"
+
+// CacheDevice is a block device (or file) on each cache server that holds
+// cache data.
+type CacheDevice struct {
+	// Path is the device's absolute path on the node, e.g. /dev/nvme1n1 or
+	// /dev/disk/by-id/nvme-....
+	// +required
+	// +kubebuilder:validation:MinLength=2
+	// +kubebuilder:validation:MaxLength=4096
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('/') && !self.contains('/../') && !self.endsWith('/..')",message="device path must be absolute (start with /) and must not contain .., e.g. /dev/nvme1n1"
+	Path string `json:"path"`
+	// Size is how much of the device the cache uses; the whole device when unset.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="device size must be a positive byte quantity such as 800Gi"
+	Size *resource.Quantity `json:"size,omitempty"`
+}
+
+// RookBackend points at a Rook CephCluster: monitors come from its
+// ConfigMap rook-ceph-mon-endpoints, credentials from the Secrets Rook
+// creates for CSI (rook-csi-rbd-provisioner, rook-csi-rbd-node).
+type RookBackend struct {
+	// Namespace is the namespace of the Rook CephCluster.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace"`
+}
+
+// SecretReference names a Secret holding the Ceph user (keys userID and userKey).
+type SecretReference struct {
+	// Name of the Secret.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+	// Namespace of the Secret.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	Namespace string `json:"namespace"`
+}
+
+// CephBackend says where the Ceph cluster is: a Rook CephCluster, or
+// explicit monitors plus a Secret.
+// +kubebuilder:validation:XValidation:rule="has(self.rook) != has(self.monitors)",message="set exactly one of ceph.rook (a Rook CephCluster namespace) or ceph.monitors (with ceph.secretRef)"
+// +kubebuilder:validation:XValidation:rule="!has(self.monitors) || has(self.secretRef)",message="ceph.monitors needs ceph.secretRef naming a Secret with keys userID and userKey"
+// +kubebuilder:validation:XValidation:rule="!has(self.rook) || !has(self.secretRef)",message="ceph.secretRef is not used with ceph.rook (Rook's CSI Secrets are read); remove it"
+type CephBackend struct {
+	// Rook points at a Rook CephCluster.
+	// +optional
+	Rook *RookBackend `json:"rook,omitempty"`
+	// Monitors are the Ceph monitor addresses, host:port (e.g. 10.0.0.1:6789).
+	// +optional
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:XValidation:rule="self.matches('^[^:/ ]+:[0-9]{1,5}$') || self.matches('^\\\\[[0-9a-fA-F:.]+\\\\]:[0-9]{1,5}$')",message="each monitor must be host:port or [ipv6]:port, e.g. 10.0.0.1:6789"
+	// +listType=atomic
+	Monitors []string `json:"monitors,omitempty"`
+	// SecretRef names the Secret with the Ceph user for explicit monitors.
+	// +optional
+	SecretRef *SecretReference `json:"secretRef,omitempty"`
+}
+
+// Placement says how volumes are spread over the pool's servers.
+type Placement struct {
+	// RackLabel is the Node label holding a cache server's rack.
+	// +optional
+	// +kubebuilder:default="topology.rackcache.io/rack"
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=316
+	RackLabel string `json:"rackLabel,omitempty"`
+	// AllowCrossRack lets a volume wanted in a rack with no free capacity be
+	// placed in another rack (its NVMe/TCP traffic then crosses racks).
+	// +optional
+	// +kubebuilder:default=true
+	AllowCrossRack *bool `json:"allowCrossRack,omitempty"`
+}
+
+// CachePoolSpec is the desired state of a CachePool.
+// +kubebuilder:validation:XValidation:rule="self.allocationMode != 'Fixed' || size(self.blockSizesKiB) == 1",message="allocationMode Fixed uses exactly one block size; list one entry in blockSizesKiB"
+type CachePoolSpec struct {
+	// NodeSelector picks the nodes that run a cache server.
+	// +required
+	// +kubebuilder:validation:MinProperties=1
+	NodeSelector map[string]string `json:"nodeSelector"`
+	// Tolerations of the cache server pods.
+	// +optional
+	// +listType=atomic
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+	// Devices hold the cache data on every server.
+	// +required
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=map
+	// +listMapKey=path
+	Devices []CacheDevice `json:"devices"`
+	// BlockSizesKiB are the cache block sizes in KiB, ascending, each a power
+	// of two from 4 to 1024.
+	// +optional
+	// +kubebuilder:default={32,64,128,256}
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=9
+	// +kubebuilder:validation:XValidation:rule="self.all(x, self.exists_one(y, y == x))",message="blockSizesKiB must not repeat a size"
+	// +kubebuilder:validation:XValidation:rule="[1, 2, 3, 4, 5, 6, 7, 8].all(i, i >= size(self) || self[i - 1] <= self[i])",message="blockSizesKiB must be in ascending order, e.g. [32, 64, 128, 256]"
+	// +listType=atomic
+	BlockSizesKiB []BlockSizeKiB `json:"blockSizesKiB,omitempty"`
+	// AllocationMode says how cache blocks are sized.
+	// +optional
+	// +kubebuilder:default=Adaptive
+	AllocationMode AllocationMode `json:"allocationMode,omitempty"`
+	// WriteMode is the write mode of volumes that do not set their own,
+	// taken when the volume is created (changing it later does not change
+	// existing volumes).
+	// +optional
+	// +kubebuilder:default=WriteThrough
+	WriteMode WriteMode `json:"writeMode,omitempty"`
+	// Policies are the default cache policies of the pool's volumes.
+	// +optional
+	Policies CachePolicy `json:"policies,omitempty"`
+	// Port is the NVMe/TCP port the cache servers listen on.
+	// +optional
+	// +kubebuilder:default=4420
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port,omitempty"`
+	// Ceph is the backing Ceph cluster.
+	// +required
+	Ceph CephBackend `json:"ceph"`
+	// Placement says how volumes are spread over the servers.
+	// +optional
+	Placement Placement `json:"placement,omitempty"`
+	// Image is the dataplane container image.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	Image string `json:"image"`
+	// ImagePullPolicy of the dataplane container.
+	// +optional
+	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
+	// Resources of the dataplane container.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+}
+
+// ServerStatus is what the operator last read from one cache server.
+type ServerStatus struct {
+	// NodeName is the node the server runs on.
+	// +required
+	NodeName string `json:"nodeName"`
+	// Rack is the node's rack label value, empty when unlabelled.
+	// +optional
+	Rack string `json:"rack,omitempty"`
+	// Address is the NVMe/TCP address hosts connect to.
+	// +optional
+	Address string `json:"address,omitempty"`
+	// Ready is true when the server answers and its cache devices are healthy.
+	// +optional
+	Ready bool `json:"ready"`
+	// Capacity is the cache capacity of the server.
+	// +optional
+	Capacity *resource.Quantity `json:"capacity,omitempty"`
+	// Allocated is the cache capacity given to volumes.
+	// +optional
+	Allocated *resource.Quantity `json:"allocated,omitempty"`
+	// Volumes is the number of cached volumes on the server.
+	// +optional
+	Volumes int32 `json:"volumes"`
+	// Version is the dataplane's version.
+	// +optional
+	Version string `json:"version,omitempty"`
+	// Message says why the server is not ready.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// CachePoolStatus is the observed state of a CachePool.
+type CachePoolStatus struct {
+	// Conditions: Ready, Degraded, Progressing.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// ObservedGeneration is the generation the last successful pass acted on.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Servers is per-server state.
+	// +optional
+	// +listType=map
+	// +listMapKey=nodeName
+	Servers []ServerStatus `json:"servers,omitempty"`
+	// ReadyServers counts servers that are ready.
+	// +optional
+	ReadyServers int32 `json:"readyServers"`
+	// TotalServers counts servers the pool should run.
+	// +optional
+	TotalServers int32 `json:"totalServers"`
+	// Capacity is the pool's total cache capacity.
+	// +optional
+	Capacity *resource.Quantity `json:"capacity,omitempty"`
+	// Allocated is the cache capacity given to volumes.
+	// +optional
+	Allocated *resource.Quantity `json:"allocated,omitempty"`
+	// Volumes counts the pool's cached volumes.
+	// +optional
+	Volumes int32 `json:"volumes"`
+}
+
+// CachePool is a set of cache servers (the nodes its node selector picks),
+// their cache devices and policies, and the Ceph cluster behind them.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=cpool,categories=rackcache
+// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyServers`,description="Ready cache servers"
+// +kubebuilder:printcolumn:name="Servers",type=integer,JSONPath=`.status.totalServers`,description="Cache servers"
+// +kubebuilder:printcolumn:name="Capacity",type=string,JSONPath=`.status.capacity`
+// +kubebuilder:printcolumn:name="Allocated",type=string,JSONPath=`.status.allocated`
+// +kubebuilder:printcolumn:name="Volumes",type=integer,JSONPath=`.status.volumes`
+// +kubebuilder:printcolumn:name="Write Mode",type=string,JSONPath=`.spec.writeMode`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type CachePool struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired state.
+	// +required
+	Spec CachePoolSpec `json:"spec"`
+	// Status is the observed state.
+	// +optional
+	Status CachePoolStatus `json:"status,omitempty"`
+}
+
+// CachePoolList is a list of CachePools.
+//
+// +kubebuilder:object:root=true
+type CachePoolList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []CachePool `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&CachePool{}, &CachePoolList{})
+}

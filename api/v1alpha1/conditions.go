@@ -1,0 +1,68 @@
+package v1alpha1
+
+// Condition types. Both kinds report Ready and Degraded; the rest are
+// kind-specific. Every condition carries ObservedGeneration.
+const (
+	// ConditionReady: a pool has at least one ready server and every
+	// wanted server runs; a volume is served and hosts can connect.
+	ConditionReady = "Ready"
+	// ConditionDegraded: something is wrong but service continues (a pool
+	// lost a server) or cannot continue (a write-back volume's server is lost).
+	ConditionDegraded = "Degraded"
+	// ConditionProgressing (CachePool): the DaemonSet is rolling out or
+	// servers are starting.
+	ConditionProgressing = "Progressing"
+	// ConditionPlaced (CachedVolume): a cache server was chosen.
+	ConditionPlaced = "Placed"
+	// ConditionFlushed (CachedVolume): no dirty data is waiting for Ceph;
+	// False with ReasonFlushing while a flush runs.
+	ConditionFlushed = "Flushed"
+)
+
+// Condition reasons.
+const (
+	// ReasonAsExpected: the condition holds for the normal reason.
+	ReasonAsExpected = "AsExpected"
+	// ReasonServersNotReady: some cache servers do not answer or are unhealthy.
+	ReasonServersNotReady = "ServersNotReady"
+	// ReasonNoServers: the node selector matches no node.
+	ReasonNoServers = "NoServers"
+	// ReasonRollingOut: the dataplane DaemonSet is updating.
+	ReasonRollingOut = "RollingOut"
+	// ReasonCephUnavailable: monitors or credentials cannot be resolved.
+	ReasonCephUnavailable = "CephUnavailable"
+	// ReasonPoolNotFound: the volume's CachePool does not exist.
+	ReasonPoolNotFound = "PoolNotFound"
+	// ReasonNoCapacity: no server (allowed by the rack rules) has room.
+	ReasonNoCapacity = "NoCapacity"
+	// ReasonPlacedInRack: placed on a server in the wanted rack.
+	ReasonPlacedInRack = "PlacedInRack"
+	// ReasonPlacedCrossRack: the wanted rack was full; placed in another rack.
+	ReasonPlacedCrossRack = "PlacedCrossRack"
+	// ReasonServerLost: the volume's server is gone or unreachable.
+	ReasonServerLost = "ServerLost"
+	// ReasonDirtyDataOnLostServer: a write-back volume's server is lost; its
+	// dirty data is there, so it is not re-placed.
+	ReasonDirtyDataOnLostServer = "DirtyDataOnLostServer"
+	// ReasonReplaced: a write-through or write-around volume was re-placed
+	// after its server was lost (the cache starts cold).
+	ReasonReplaced = "Replaced"
+	// ReasonDataplaneError: a dataplane call failed; the message says which.
+	ReasonDataplaneError = "DataplaneError"
+	// ReasonFlushing: dirty data is being written to Ceph.
+	ReasonFlushing = "Flushing"
+	// ReasonFlushFailed: writing dirty data to Ceph failed.
+	ReasonFlushFailed = "FlushFailed"
+	// ReasonDeleting: the volume is being torn down.
+	ReasonDeleting = "Deleting"
+	// ReasonUnknown: the data needed to decide is missing.
+	ReasonUnknown = "Unknown"
+)
+
+// Finalizers.
+const (
+	// CachePoolFinalizer holds a pool's deletion while volumes use it.
+	CachePoolFinalizer = "rackcache.io/cachepool"
+	// CachedVolumeFinalizer flushes and removes a volume from its dataplane.
+	CachedVolumeFinalizer = "rackcache.io/cachedvolume"
+)
