@@ -62,6 +62,7 @@ type CephBackend struct {
 	// +optional
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=255
 	// +kubebuilder:validation:items:XValidation:rule="self.matches('^[^:/ ]+:[0-9]{1,5}$') || self.matches('^\\\\[[0-9a-fA-F:.]+\\\\]:[0-9]{1,5}$')",message="each monitor must be host:port or [ipv6]:port, e.g. 10.0.0.1:6789"
 	// +listType=atomic
 	Monitors []string `json:"monitors,omitempty"`
@@ -99,7 +100,7 @@ type CachePoolSpec struct {
 	// Devices hold the cache data on every server.
 	// +required
 	// +kubebuilder:validation:MinItems=1
-	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:MaxItems=8
 	// +listType=map
 	// +listMapKey=path
 	Devices []CacheDevice `json:"devices"`
