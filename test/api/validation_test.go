@@ -27,6 +27,7 @@ func TestCRDValidation(t *testing.T) {
 	t.Run("CachePoolRejects", func(t *testing.T) { testCachePoolRejects(t, c) })
 	t.Run("CachedVolumeDefaultsAndRejects", func(t *testing.T) { testCachedVolumeDefaultsAndRejects(t, c) })
 	t.Run("CachedVolumeImmutableAndTransitions", func(t *testing.T) { testCachedVolumeImmutableAndTransitions(t, c) })
+	t.Run("SamplesAccepted", func(t *testing.T) { testSamplesAccepted(t, c) })
 }
 
 func apiClient(t *testing.T) client.Client {
