@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -22,15 +23,16 @@ import (
 // TestCRDValidation starts one apiserver with the CRDs and runs every case
 // against it.
 func TestCRDValidation(t *testing.T) {
-	c := apiClient(t)
+	c, cfg := apiClient(t)
 	t.Run("CachePoolDefaultsAndValid", func(t *testing.T) { testCachePoolDefaultsAndValid(t, c) })
 	t.Run("CachePoolRejects", func(t *testing.T) { testCachePoolRejects(t, c) })
 	t.Run("CachedVolumeDefaultsAndRejects", func(t *testing.T) { testCachedVolumeDefaultsAndRejects(t, c) })
 	t.Run("CachedVolumeImmutableAndTransitions", func(t *testing.T) { testCachedVolumeImmutableAndTransitions(t, c) })
 	t.Run("SamplesAccepted", func(t *testing.T) { testSamplesAccepted(t, c) })
+	t.Run("PrinterColumns", func(t *testing.T) { testPrinterColumns(t, c, cfg) })
 }
 
-func apiClient(t *testing.T) client.Client {
+func apiClient(t *testing.T) (client.Client, *rest.Config) {
 	t.Helper()
 	_, cfg := framework.StartEnvtest(t, filepath.Join(framework.RepoRoot(), "config", "crd", "bases"))
 	scheme := runtime.NewScheme()
@@ -41,7 +43,7 @@ func apiClient(t *testing.T) client.Client {
 	if err != nil {
 		t.Fatalf("client: %v", err)
 	}
-	return c
+	return c, cfg
 }
 
 func validPool(name string) *rcv1.CachePool {
