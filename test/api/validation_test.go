@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -30,6 +31,7 @@ func TestCRDValidation(t *testing.T) {
 	t.Run("CachedVolumeImmutableAndTransitions", func(t *testing.T) { testCachedVolumeImmutableAndTransitions(t, c) })
 	t.Run("SamplesAccepted", func(t *testing.T) { testSamplesAccepted(t, c) })
 	t.Run("PrinterColumns", func(t *testing.T) { testPrinterColumns(t, c, cfg) })
+	t.Run("IntegerQuantities", func(t *testing.T) { testIntegerQuantities(t, c) })
 }
 
 func apiClient(t *testing.T) (client.Client, *rest.Config) {
@@ -303,5 +305,31 @@ func testCachedVolumeImmutableAndTransitions(t *testing.T, c client.Client) {
 	ready.Spec.WriteMode = rcv1.WriteThrough
 	if err := c.Update(ctx, ready); err != nil {
 		t.Fatalf("leave WriteBack on a Ready volume: %v", err)
+	}
+}
+
+// testIntegerQuantities: YAML users may write sizes as plain integers; the
+// CEL rules that read quantities must accept them too.
+func testIntegerQuantities(t *testing.T, c client.Client) {
+	ctx := context.Background()
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "rackcache.io/v1alpha1",
+		"kind":       "CachedVolume",
+		"metadata":   map[string]any{"name": "integer-size"},
+		"spec": map[string]any{
+			"poolName":  "fast",
+			"rbd":       map[string]any{"pool": "rbd", "image": "integer-size"},
+			"size":      int64(1 << 30),
+			"cacheSize": "512Mi",
+		},
+	}}
+	if err := c.Create(ctx, u); err != nil {
+		t.Fatalf("volume with an integer size refused: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Delete(ctx, u) })
+	u.Object["spec"].(map[string]any)["size"] = int64(1 << 29)
+	err := c.Update(ctx, u)
+	if err == nil || !strings.Contains(err.Error(), "size cannot shrink") {
+		t.Fatalf("shrinking an integer size: got %v, want %q", err, "size cannot shrink")
 	}
 }
