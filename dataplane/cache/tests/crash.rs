@@ -139,6 +139,16 @@ fn crashable2(
     (counted(Bdev::Layered(Box::new(c))), frozen, delay, ddelay)
 }
 
+/// The restart after a crash: the cache device opened again from what
+/// reached the RAM, the volume attached with `load`.
+async fn reload(ram: &Arc<Bdev>, json: serde_json::Value, core: bdev::CountedBdev) -> CachedVolume {
+    let (cache, _, _) = crashable(ram);
+    let dev = CacheDevice::open(cache, false).await.unwrap();
+    let mut p = params(json);
+    p.load = true;
+    CachedVolume::create(p, core, dev).await.unwrap()
+}
+
 /// A crashable cache bdev whose metadata writes fail while the returned
 /// flag is set.
 fn failing_meta(inner: &Arc<Bdev>) -> (bdev::CountedBdev, Arc<AtomicBool>) {
@@ -193,11 +203,7 @@ async fn rewrite_acked_before_its_entry_is_durable() {
     let _ = w1.await;
     vol.stop(false).await.unwrap();
     // Restart from what is on the media.
-    let (cache2, _, _) = crashable(&ram);
-    let dev2 = CacheDevice::open(cache2, false).await.unwrap();
-    let mut p = params(json);
-    p.load = true;
-    let vol2 = CachedVolume::create(p, core, dev2).await.unwrap();
+    let vol2 = reload(&ram, json, core).await;
     let b2 = vol2.bdev();
     let (got, r) = read(&b2, 0, 4096).await;
     r.unwrap();
@@ -322,11 +328,7 @@ async fn entry_of_unwritten_block_recorded_by_neighbour() {
     frozen.store(true, Ordering::SeqCst);
     let _ = r2.await;
     vol.stop(false).await.unwrap();
-    let (cache2, _, _) = crashable(&ram);
-    let dev2 = CacheDevice::open(cache2, false).await.unwrap();
-    let mut p = params(json);
-    p.load = true;
-    let vol2 = CachedVolume::create(p, core, dev2).await.unwrap();
+    let vol2 = reload(&ram, json, core).await;
     let st = vol2.stats().await.unwrap();
     eprintln!("restored occupancy {}", st.usage.occupancy_bytes);
     let (got, r) = read(&vol2.bdev(), 0, 64 << 10).await;
@@ -385,11 +387,7 @@ async fn bypass_write_skips_removal_barrier() {
     frozen.store(true, Ordering::SeqCst);
     let _ = r.await;
     vol.stop(false).await.unwrap();
-    let (cache2, _, _) = crashable(&ram);
-    let dev2 = CacheDevice::open(cache2, false).await.unwrap();
-    let mut p = params(json);
-    p.load = true;
-    let vol2 = CachedVolume::create(p, core, dev2).await.unwrap();
+    let vol2 = reload(&ram, json, core).await;
     let (got, r) = read(&vol2.bdev(), 0, 64 << 10).await;
     r.unwrap();
     assert!(
@@ -468,11 +466,7 @@ async fn trimmed_deallocate_not_durable_before_ack() {
     eprintln!("unmap acked after {:?}", t.elapsed());
     frozen.store(true, Ordering::SeqCst);
     vol.stop(false).await.unwrap();
-    let (cache2, _, _) = crashable(&ram);
-    let dev2 = CacheDevice::open(cache2, false).await.unwrap();
-    let mut p = params(json);
-    p.load = true;
-    let vol2 = CachedVolume::create(p, core, dev2).await.unwrap();
+    let vol2 = reload(&ram, json, core).await;
     let (got, r) = read(&vol2.bdev(), 24 << 10, 8 << 10).await;
     r.unwrap();
     assert!(
@@ -518,11 +512,7 @@ async fn disjoint_write_inside_unacked_dirty_hull_lost() {
     frozen.store(true, Ordering::SeqCst);
     let _ = w3.await;
     vol.stop(false).await.unwrap();
-    let (cache2, _, _) = crashable(&ram);
-    let dev2 = CacheDevice::open(cache2, false).await.unwrap();
-    let mut p = params(json);
-    p.load = true;
-    let vol2 = CachedVolume::create(p, core, dev2).await.unwrap();
+    let vol2 = reload(&ram, json, core).await;
     let (got, r) = read(&vol2.bdev(), 4096, 4096).await;
     r.unwrap();
     assert!(
