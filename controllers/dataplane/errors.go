@@ -84,8 +84,9 @@ func IsInvalid(err error) bool { return IsCode(err, CodeInvalidParams, CodeInval
 // version).
 func IsMethodNotFound(err error) bool { return IsCode(err, CodeMethodNotFound) }
 
-// Secret is a credential (a cephx key). It is sent as is but prints, logs
-// and formats as "<redacted>", so a request struct may be logged whole.
+// Secret is a credential (a cephx key). It prints, logs, formats and
+// JSON-encodes as "<redacted>", so a request struct may be logged whole by
+// any logger; the client sends the value itself as a plain string.
 type Secret string
 
 const redacted = "<redacted>"
@@ -94,6 +95,9 @@ func (Secret) String() string               { return redacted }
 func (Secret) GoString() string             { return redacted }
 func (Secret) LogValue() slog.Value         { return slog.StringValue(redacted) }
 func (s Secret) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(redacted)) }
+
+// MarshalJSON keeps JSON loggers from writing the value.
+func (Secret) MarshalJSON() ([]byte, error) { return []byte(`"` + redacted + `"`), nil }
 
 // redactedError is an error whose text had secrets cut out; the chain
 // below stays reachable for errors.Is/As.

@@ -3,9 +3,11 @@ package dataplane
 import "context"
 
 // NVMe-oF target: the TCP transport, subsystems with their listeners,
-// namespaces and allowed hosts. As in SPDK, unknown or duplicate
-// subsystems, namespaces, hosts and listeners are answered with
-// CodeInvalidParams (IsInvalid), not ENOENT/EEXIST.
+// namespaces and allowed hosts. As in SPDK, unknown subsystems, namespaces,
+// bdevs and hosts and duplicate namespaces, hosts and listeners are answered
+// with CodeInvalidParams (IsInvalid), and a second transport or subsystem of
+// one NQN with CodeInternalError, not ENOENT/EEXIST: read the state
+// (Subsystems) to tell them apart.
 
 // Transport is nvmf_create_transport's parameters; zero fields take the
 // dataplane's defaults.
@@ -23,7 +25,7 @@ type Transport struct {
 }
 
 // CreateTransport creates the NVMe/TCP transport (once per dataplane; a
-// second call is IsInvalid).
+// second call answers CodeInternalError).
 func (c *Client) CreateTransport(ctx context.Context, t Transport) error {
 	if t.TrType == "" {
 		t.TrType = "TCP"
@@ -40,7 +42,8 @@ type SubsystemParams struct {
 	MaxNamespaces uint32 `json:"max_namespaces,omitempty"`
 }
 
-// CreateSubsystem creates an NVM subsystem.
+// CreateSubsystem creates an NVM subsystem (CodeInternalError when the NQN
+// exists).
 func (c *Client) CreateSubsystem(ctx context.Context, p SubsystemParams) error {
 	return c.call(ctx, "nvmf_create_subsystem", p, nil)
 }
@@ -96,8 +99,8 @@ type Subsystem struct {
 	Namespaces      []Namespace     `json:"namespaces"`
 }
 
-// Subsystems lists every subsystem, the discovery subsystem first (nqn
-// ""), or the one named (IsInvalid when there is none).
+// Subsystems lists every subsystem, the discovery subsystem first
+// (nqn "", the default), or the one named (IsInvalid when there is none).
 func (c *Client) Subsystems(ctx context.Context, nqn string) ([]Subsystem, error) {
 	var p any
 	if nqn != "" {
