@@ -127,7 +127,8 @@ func redact(err error, token string, secrets []Secret) error {
 		return s
 	}
 	var e *RPCError
-	if errors.As(err, &e) && e == err {
+	// do returns an *RPCError bare, so rebuilding it loses nothing.
+	if errors.As(err, &e) {
 		return &RPCError{Method: e.Method, Code: e.Code, Message: clean(e.Message)}
 	}
 	if msg := err.Error(); clean(msg) != msg {
