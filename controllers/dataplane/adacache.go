@@ -189,3 +189,48 @@ func (c *Client) SetCachedBdevMode(ctx context.Context, name, writeMode string) 
 func (c *Client) ResizeCachedBdev(ctx context.Context, name string, cacheSizeMiB uint64) error {
 	return c.call(ctx, "bdev_adacache_resize", map[string]any{"name": name, "cache_size_mib": cacheSizeMiB}, nil)
 }
+
+// PolicyChange is bdev_adacache_set_policy's changes: nil or empty fields
+// stay as they are (at least one must be set).
+type PolicyChange struct {
+	Admission string     `json:"admission,omitempty"`
+	Eviction  string     `json:"eviction,omitempty"`
+	Cleaning  *Cleaning  `json:"cleaning,omitempty"`
+	SeqCutoff *SeqCutoff `json:"seq_cutoff,omitempty"`
+}
+
+// SetCachedBdevPolicy changes a cached bdev's policies in place.
+func (c *Client) SetCachedBdevPolicy(ctx context.Context, name string, p PolicyChange) error {
+	params := struct {
+		Name string `json:"name"`
+		PolicyChange
+	}{name, p}
+	return c.call(ctx, "bdev_adacache_set_policy", params, nil)
+}
+
+// CacheVolume is a volume's share of a cache device.
+type CacheVolume struct {
+	Name         string `json:"name"`
+	CacheSizeMiB uint64 `json:"cache_size_mib"`
+	// Attached: a cached bdev of this dataplane serves it (false: on the
+	// device but not loaded).
+	Attached bool `json:"attached"`
+}
+
+// CacheDevice is one entry of bdev_adacache_get_devices: a formatted cache
+// bdev, its room and the volumes it holds.
+type CacheDevice struct {
+	CacheBdevName string        `json:"cache_bdev_name"`
+	UUID          string        `json:"uuid"`
+	TotalMiB      uint64        `json:"total_mib"`
+	FreeMiB       uint64        `json:"free_mib"`
+	Volumes       []CacheVolume `json:"volumes"`
+}
+
+// CacheDevices lists the cache devices (the capacity the operator places
+// volumes by).
+func (c *Client) CacheDevices(ctx context.Context) ([]CacheDevice, error) {
+	var out []CacheDevice
+	err := c.call(ctx, "bdev_adacache_get_devices", nil, &out)
+	return out, err
+}

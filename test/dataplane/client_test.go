@@ -110,6 +110,39 @@ func TestTypedClient(t *testing.T) {
 	})
 	must(t, "CreateCachedBdev", err)
 	wantErr(t, "deleting the core bdev of a cached bdev", c.DeleteMallocBdev(ctx, "Core0"), dataplane.IsBusy, "IsBusy")
+	_, err = c.CreateCachedBdev(ctx, dataplane.CachedBdevParams{Name: "C1", CoreBdevName: "Core0", CacheBdevName: "Cache0", CacheSizeMiB: 8})
+	wantErr(t, "a second cached bdev on a claimed core", err, func(err error) bool { return err != nil }, "an error")
+	list, err := c.CachedBdevs(ctx, cached)
+	must(t, "CachedBdevs", err)
+	if len(list) != 1 || list[0].CoreBdevName != "Core0" || list[0].WriteMode != dataplane.WriteThrough {
+		t.Errorf("CachedBdevs = %+v, want C0 over Core0 in write-through", list)
+	}
+	_, err = c.CachedBdevs(ctx, "Nope")
+	wantErr(t, "CachedBdevs of an unknown bdev", err, dataplane.IsNotFound, "IsNotFound")
+	devs, err := c.CacheDevices(ctx)
+	must(t, "CacheDevices", err)
+	if len(devs) != 1 || devs[0].CacheBdevName != "Cache0" || devs[0].FreeMiB >= devs[0].TotalMiB ||
+		len(devs[0].Volumes) != 1 || !devs[0].Volumes[0].Attached || devs[0].Volumes[0].CacheSizeMiB != 8 {
+		t.Errorf("CacheDevices = %+v, want Cache0 holding C0 (8 MiB, attached)", devs)
+	}
+	must(t, "SetCachedBdevPolicy", c.SetCachedBdevPolicy(ctx, cached, dataplane.PolicyChange{SeqCutoff: &dataplane.SeqCutoff{Policy: "never"}}))
+	wantErr(t, "SetCachedBdevPolicy with nothing", c.SetCachedBdevPolicy(ctx, cached, dataplane.PolicyChange{}), dataplane.IsInvalid, "IsInvalid")
+	must(t, "SetCachedBdevMode", c.SetCachedBdevMode(ctx, cached, dataplane.WriteBack))
+	must(t, "ResizeCachedBdev", c.ResizeCachedBdev(ctx, cached, 16))
+	must(t, "FlushCachedBdev", c.FlushCachedBdev(ctx, cached))
+	fs, err := c.CachedBdevFlushStatus(ctx, cached)
+	must(t, "CachedBdevFlushStatus", err)
+	if fs.Error != nil {
+		t.Errorf("CachedBdevFlushStatus = %+v, want no error", fs)
+	}
+	must(t, "ResetCachedBdevStats", c.ResetCachedBdevStats(ctx, cached))
+	cs, err := c.CachedBdevStats(ctx, cached)
+	must(t, "CachedBdevStats", err)
+	if cs.Name != cached || cs.WriteMode != dataplane.WriteBack || cs.Usage.CapacityBytes != 16<<20 || len(cs.Raw) == 0 {
+		t.Errorf("CachedBdevStats = %+v, want C0 in write-back with 16 MiB", cs)
+	}
+	_, err = c.CachedBdevStats(ctx, "Nope")
+	wantErr(t, "CachedBdevStats of an unknown bdev", err, dataplane.IsNotFound, "IsNotFound")
 
 	// nvmf
 	must(t, "CreateTransport", c.CreateTransport(ctx, dataplane.Transport{MaxQueueDepth: 128}))
