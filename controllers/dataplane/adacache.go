@@ -122,7 +122,7 @@ type FlushStatus struct {
 // CreateCachedBdev creates a cached bdev and returns its name.
 func (c *Client) CreateCachedBdev(ctx context.Context, p CachedBdevParams) (string, error) {
 	var name string
-	err := c.Call(ctx, "bdev_adacache_create", p, &name)
+	err := c.call(ctx, "bdev_adacache_create", p, &name)
 	return name, err
 }
 
@@ -133,7 +133,7 @@ func (c *Client) DeleteCachedBdev(ctx context.Context, name string, force bool) 
 	if force {
 		p["force"] = true
 	}
-	return c.Call(ctx, "bdev_adacache_delete", p, nil)
+	return c.call(ctx, "bdev_adacache_delete", p, nil)
 }
 
 // CachedBdevs lists the cached bdevs (name "" for all).
@@ -143,14 +143,14 @@ func (c *Client) CachedBdevs(ctx context.Context, name string) ([]CachedBdev, er
 		p = map[string]any{"name": name}
 	}
 	var out []CachedBdev
-	err := c.Call(ctx, "bdev_adacache_get_bdevs", p, &out)
+	err := c.call(ctx, "bdev_adacache_get_bdevs", p, &out)
 	return out, err
 }
 
 // CachedBdevStats returns a cached bdev's statistics since the last reset.
 func (c *Client) CachedBdevStats(ctx context.Context, name string) (*CacheStats, error) {
 	var raw json.RawMessage
-	if err := c.Call(ctx, "bdev_adacache_get_stats", map[string]any{"name": name}, &raw); err != nil {
+	if err := c.call(ctx, "bdev_adacache_get_stats", map[string]any{"name": name}, &raw); err != nil {
 		return nil, err
 	}
 	s := &CacheStats{Raw: raw}
@@ -162,18 +162,18 @@ func (c *Client) CachedBdevStats(ctx context.Context, name string) (*CacheStats,
 
 // ResetCachedBdevStats restarts a cached bdev's statistics from zero.
 func (c *Client) ResetCachedBdevStats(ctx context.Context, name string) error {
-	return c.Call(ctx, "bdev_adacache_reset_stats", map[string]any{"name": name}, nil)
+	return c.call(ctx, "bdev_adacache_reset_stats", map[string]any{"name": name}, nil)
 }
 
 // FlushCachedBdev starts writing every dirty block back (see FlushStatus).
 func (c *Client) FlushCachedBdev(ctx context.Context, name string) error {
-	return c.Call(ctx, "bdev_adacache_flush", map[string]any{"name": name}, nil)
+	return c.call(ctx, "bdev_adacache_flush", map[string]any{"name": name}, nil)
 }
 
 // CachedBdevFlushStatus reports the progress of a flush.
 func (c *Client) CachedBdevFlushStatus(ctx context.Context, name string) (*FlushStatus, error) {
 	var s FlushStatus
-	if err := c.Call(ctx, "bdev_adacache_flush_status", map[string]any{"name": name}, &s); err != nil {
+	if err := c.call(ctx, "bdev_adacache_flush_status", map[string]any{"name": name}, &s); err != nil {
 		return nil, err
 	}
 	return &s, nil
@@ -182,10 +182,55 @@ func (c *Client) CachedBdevFlushStatus(ctx context.Context, name string) (*Flush
 // SetCachedBdevMode changes the cache mode (leaving write-back flushes
 // first).
 func (c *Client) SetCachedBdevMode(ctx context.Context, name, writeMode string) error {
-	return c.Call(ctx, "bdev_adacache_set_mode", map[string]any{"name": name, "write_mode": writeMode}, nil)
+	return c.call(ctx, "bdev_adacache_set_mode", map[string]any{"name": name, "write_mode": writeMode}, nil)
 }
 
 // ResizeCachedBdev changes a cached bdev's share of its cache bdev.
 func (c *Client) ResizeCachedBdev(ctx context.Context, name string, cacheSizeMiB uint64) error {
-	return c.Call(ctx, "bdev_adacache_resize", map[string]any{"name": name, "cache_size_mib": cacheSizeMiB}, nil)
+	return c.call(ctx, "bdev_adacache_resize", map[string]any{"name": name, "cache_size_mib": cacheSizeMiB}, nil)
+}
+
+// PolicyChange is bdev_adacache_set_policy's changes: nil or empty fields
+// stay as they are (at least one must be set).
+type PolicyChange struct {
+	Admission string     `json:"admission,omitempty"`
+	Eviction  string     `json:"eviction,omitempty"`
+	Cleaning  *Cleaning  `json:"cleaning,omitempty"`
+	SeqCutoff *SeqCutoff `json:"seq_cutoff,omitempty"`
+}
+
+// SetCachedBdevPolicy changes a cached bdev's policies in place.
+func (c *Client) SetCachedBdevPolicy(ctx context.Context, name string, p PolicyChange) error {
+	params := struct {
+		Name string `json:"name"`
+		PolicyChange
+	}{name, p}
+	return c.call(ctx, "bdev_adacache_set_policy", params, nil)
+}
+
+// CacheVolume is a volume's share of a cache device.
+type CacheVolume struct {
+	Name         string `json:"name"`
+	CacheSizeMiB uint64 `json:"cache_size_mib"`
+	// Attached: a cached bdev of this dataplane serves it (false: on the
+	// device but not loaded).
+	Attached bool `json:"attached"`
+}
+
+// CacheDevice is one entry of bdev_adacache_get_devices: a formatted cache
+// bdev, its room and the volumes it holds.
+type CacheDevice struct {
+	CacheBdevName string        `json:"cache_bdev_name"`
+	UUID          string        `json:"uuid"`
+	TotalMiB      uint64        `json:"total_mib"`
+	FreeMiB       uint64        `json:"free_mib"`
+	Volumes       []CacheVolume `json:"volumes"`
+}
+
+// CacheDevices lists the cache devices (the capacity the operator places
+// volumes by).
+func (c *Client) CacheDevices(ctx context.Context) ([]CacheDevice, error) {
+	var out []CacheDevice
+	err := c.call(ctx, "bdev_adacache_get_devices", nil, &out)
+	return out, err
 }

@@ -2,6 +2,11 @@
 // API: SPDK's method names and parameters, over the dataplane's Unix socket
 // (framed as SPDK frames it: JSON values back to back) or over HTTPS on TCP
 // with a bearer token, the way the operator reaches a cache server.
+//
+// Every method the operator and the CSI driver use has a typed wrapper
+// (bdev.go, rbd.go, adacache.go, nvmf.go, framework.go); failures come back
+// as *RPCError (see errors.go). Call remains for methods without a wrapper
+// (test-only bdevs such as bdev_malloc_create, fault injection).
 package dataplane
 
 import (
@@ -19,32 +24,6 @@ import (
 	"time"
 )
 
-// JSON-RPC error codes the dataplane uses (SPDK's).
-const (
-	CodeParseError     = -32700
-	CodeInvalidRequest = -32600
-	CodeMethodNotFound = -32601
-	CodeInvalidParams  = -32602
-	CodeInternalError  = -32603
-)
-
-// Error is an error answer from the dataplane.
-type Error struct {
-	Method  string
-	Code    int
-	Message string
-}
-
-func (e *Error) Error() string {
-	return fmt.Sprintf("dataplane %s: %s (code %d)", e.Method, e.Message, e.Code)
-}
-
-// IsCode reports whether err is a dataplane answer with the given code.
-func IsCode(err error, code int) bool {
-	var e *Error
-	return errors.As(err, &e) && e.Code == code
-}
-
 // Client calls one dataplane. It is safe for concurrent use.
 type Client struct {
 	// exactly one of socket and url is set
@@ -52,23 +31,50 @@ type Client struct {
 	url    string
 	token  string
 	http   *http.Client
-	nextID atomic.Int64
+	// timeout bounds a call whose context has no deadline of its own.
+	timeout time.Duration
+	nextID  atomic.Int64
+}
+
+// DefaultTimeout bounds a call whose context carries no deadline.
+const DefaultTimeout = 30 * time.Second
+
+type options struct {
+	tls     *tls.Config
+	timeout time.Duration
+}
+
+// Option configures a Client.
+type Option func(*options)
+
+// HTTPOption is the former name of Option.
+type HTTPOption = Option
+
+// WithTimeout bounds each call whose context has no deadline (default
+// DefaultTimeout); a deadline on the context always wins.
+func WithTimeout(d time.Duration) Option {
+	return func(o *options) { o.timeout = d }
+}
+
+func newOptions(opts []Option) options {
+	o := options{tls: &tls.Config{MinVersion: tls.VersionTLS12}, timeout: DefaultTimeout}
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
 }
 
 // NewUnixClient talks to the dataplane's Unix socket (default
 // /var/tmp/spdk.sock). Each call uses a connection of its own, as SPDK's
 // rpc.py does.
-func NewUnixClient(socket string) *Client {
-	return &Client{socket: socket}
+func NewUnixClient(socket string, opts ...Option) *Client {
+	return &Client{socket: socket, timeout: newOptions(opts).timeout}
 }
-
-// HTTPOption configures the client of the dataplane's TCP endpoint.
-type HTTPOption func(*tls.Config)
 
 // WithCAPool verifies the dataplane's certificate against the CAs in pool
 // only (the operator's own CA), not against the system's roots.
-func WithCAPool(pool *x509.CertPool) HTTPOption {
-	return func(c *tls.Config) { c.RootCAs = pool }
+func WithCAPool(pool *x509.CertPool) Option {
+	return func(o *options) { o.tls.RootCAs = pool }
 }
 
 // CAPoolFromPEM is a pool holding the PEM certificates in pem (for example
@@ -85,14 +91,12 @@ func CAPoolFromPEM(pem []byte) (*x509.CertPool, error) {
 // url, presenting token: https://10.1.2.3:5260/ with WithCAPool to verify
 // the server (the token and cephx keys travel in these requests), or
 // http:// only against a dataplane started with --rpc-insecure.
-func NewHTTPClient(url, token string, opts ...HTTPOption) *Client {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	for _, o := range opts {
-		o(cfg)
-	}
+func NewHTTPClient(url, token string, opts ...Option) *Client {
+	o := newOptions(opts)
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = cfg
-	return &Client{url: url, token: token, http: &http.Client{Timeout: 30 * time.Second, Transport: tr}}
+	tr.TLSClientConfig = o.tls
+	// The context bounds each call (see WithTimeout), not the http.Client.
+	return &Client{url: url, token: token, timeout: o.timeout, http: &http.Client{Transport: tr}}
 }
 
 type request struct {
@@ -112,8 +116,28 @@ type response struct {
 }
 
 // Call invokes method with params (nil for none) and decodes the result into
-// result (nil to ignore it).
+// result (nil to ignore it). Prefer the typed methods; Call is for methods
+// without one.
 func (c *Client) Call(ctx context.Context, method string, params, result any) error {
+	return c.call(ctx, method, params, result)
+}
+
+// call is Call; secrets (cephx keys the params carry) are cut out of any
+// error it returns, whatever the dataplane or the transport echoed.
+func (c *Client) call(ctx context.Context, method string, params, result any, secrets ...Secret) error {
+	err := c.do(ctx, method, params, result)
+	if err == nil {
+		return nil
+	}
+	return redact(err, c.token, secrets)
+}
+
+func (c *Client) do(ctx context.Context, method string, params, result any) error {
+	if _, ok := ctx.Deadline(); !ok && c.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
 	req := request{JSONRPC: "2.0", Method: method, ID: c.nextID.Add(1), Params: params}
 	body, err := json.Marshal(req)
 	if err != nil {
@@ -129,7 +153,7 @@ func (c *Client) Call(ctx context.Context, method string, params, result any) er
 		return fmt.Errorf("dataplane %s: %w", method, err)
 	}
 	if resp.Error != nil {
-		return &Error{Method: method, Code: resp.Error.Code, Message: resp.Error.Message}
+		return &RPCError{Method: method, Code: resp.Error.Code, Message: resp.Error.Message}
 	}
 	if resp.ID != req.ID {
 		return fmt.Errorf("dataplane %s: answer for request %d, want %d", method, resp.ID, req.ID)

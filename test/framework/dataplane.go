@@ -114,7 +114,7 @@ func StartDataplane(t testing.TB, args ...string) *Dataplane {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		err := d.Client.Call(ctx, "spdk_get_version", nil, nil)
+		_, err := d.Client.Version(ctx)
 		cancel()
 		if err == nil {
 			return d
