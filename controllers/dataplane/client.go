@@ -20,6 +20,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"sync/atomic"
 	"time"
 )
@@ -181,15 +182,26 @@ func (c *Client) callUnix(ctx context.Context, body []byte, resp *response) erro
 	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
 	defer stop()
 	if _, err := conn.Write(body); err != nil {
-		return fmt.Errorf("send: %w", err)
+		return unixError(ctx, "send", err)
 	}
 	if err := json.NewDecoder(conn).Decode(resp); err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return fmt.Errorf("read answer: %w", err)
+		return unixError(ctx, "read answer", err)
 	}
 	return nil
+}
+
+// unixError reports a failed socket step as the context's error when the
+// context ended it: the socket deadline equals the context's and may fire a
+// moment before the context's own timer, so a socket timeout is the
+// context's deadline too.
+func unixError(ctx context.Context, step string, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%s: %w", step, ctx.Err())
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("%s: %w", step, context.DeadlineExceeded)
+	}
+	return fmt.Errorf("%s: %w", step, err)
 }
 
 func (c *Client) callHTTP(ctx context.Context, body []byte, resp *response) error {
