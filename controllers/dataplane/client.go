@@ -78,6 +78,14 @@ func WithCAPool(pool *x509.CertPool) Option {
 	return func(o *options) { o.tls.RootCAs = pool }
 }
 
+// WithServerName verifies the dataplane's certificate for name instead of
+// the URL's host. The operator issues one certificate per CachePool for a
+// fixed DNS name, so a server's certificate survives its node's address
+// changing and new nodes joining.
+func WithServerName(name string) Option {
+	return func(o *options) { o.tls.ServerName = name }
+}
+
 // CAPoolFromPEM is a pool holding the PEM certificates in pem (for example
 // the ca.crt of the Secret the dataplane's certificate came from).
 func CAPoolFromPEM(pem []byte) (*x509.CertPool, error) {
