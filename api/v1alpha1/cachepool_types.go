@@ -174,6 +174,11 @@ type ServerStatus struct {
 	// Volumes is the number of cached volumes on the server.
 	// +optional
 	Volumes int32 `json:"volumes"`
+	// IOPS is the server's read and write operations per second between the
+	// operator's last two reads of its I/O statistics; placement's power of
+	// two choices compares it.
+	// +optional
+	IOPS int64 `json:"iops,omitempty"`
 	// Version is the dataplane's version.
 	// +optional
 	Version string `json:"version,omitempty"`

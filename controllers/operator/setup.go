@@ -1,0 +1,66 @@
+// Package operator wires the reconcilers into a controller-runtime manager;
+// cmd/operator and the envtest suites both start the operator through it.
+package operator
+
+import (
+	"fmt"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/rackcache/rackcache/controllers/cachedvolume"
+	"github.com/rackcache/rackcache/controllers/cachepool"
+	"github.com/rackcache/rackcache/controllers/servers"
+)
+
+// Options are the operator's settings.
+type Options struct {
+	// Namespace holds the dataplane DaemonSets, Secrets and ConfigMaps.
+	Namespace string
+	// StatusInterval is how often each server's state is read.
+	StatusInterval time.Duration
+	// ServerLostGrace is how long a server may be unreachable before its
+	// write-through and write-around volumes are re-placed.
+	ServerLostGrace time.Duration
+	// DataplaneTimeout bounds each JSON-RPC call to a dataplane.
+	DataplaneTimeout time.Duration
+	// RPCPort is the dataplanes' JSON-RPC port (servers.RPCPort when zero).
+	RPCPort int
+}
+
+// DefaultOptions are the settings cmd/operator starts with.
+func DefaultOptions() Options {
+	return Options{
+		Namespace:        "rackcache-system",
+		StatusInterval:   30 * time.Second,
+		ServerLostGrace:  5 * time.Minute,
+		DataplaneTimeout: 30 * time.Second,
+	}
+}
+
+// Setup registers the CachePool and CachedVolume reconcilers with mgr.
+func Setup(mgr ctrl.Manager, o Options) error {
+	conn := &servers.Connector{Reader: mgr.GetClient(), Namespace: o.Namespace, Timeout: o.DataplaneTimeout, Port: o.RPCPort}
+	pools := &cachepool.Reconciler{
+		Client:         mgr.GetClient(),
+		Namespace:      o.Namespace,
+		Connector:      conn,
+		Recorder:       mgr.GetEventRecorderFor("cachepool-controller"),
+		StatusInterval: o.StatusInterval,
+	}
+	if err := pools.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the CachePool reconciler: %w", err)
+	}
+	volumes := &cachedvolume.Reconciler{
+		Client:          mgr.GetClient(),
+		Namespace:       o.Namespace,
+		Connector:       conn,
+		Recorder:        mgr.GetEventRecorderFor("cachedvolume-controller"),
+		ServerLostGrace: o.ServerLostGrace,
+		StatsInterval:   o.StatusInterval,
+	}
+	if err := volumes.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the CachedVolume reconciler: %w", err)
+	}
+	return nil
+}
