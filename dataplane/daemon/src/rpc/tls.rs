@@ -157,6 +157,12 @@ impl Pair {
             .map_err(|e| format!("read TLS private key from {}: {e}", files.key.display()))?;
         let provider = rustls::crypto::ring::default_provider();
         let key = CertifiedKey::from_der(chain, key, &provider).map_err(|e| {
+            let e = match e {
+                rustls::Error::InconsistentKeys(_) => {
+                    "the private key does not match the certificate".to_owned()
+                }
+                e => e.to_string(),
+            };
             format!(
                 "TLS certificate {} and key {}: {e}",
                 files.cert.display(),
