@@ -276,6 +276,9 @@ func TestCachePoolEnvtest(t *testing.T) {
 			g.Expect(c.Reason).To(Equal(rcv1.ReasonCephUnavailable))
 			g.Expect(c.Message).To(ContainSubstring("rook-ceph/rook-ceph-mon-endpoints"))
 		}).WithTimeout(wait).Should(Succeed())
+		// The servers are still run: they need Ceph only for volumes.
+		_, err := e.ownedObjects("rooky")
+		g.Expect(err).NotTo(HaveOccurred())
 	})
 
 	t.Run("deletion waits for the pool's CachedVolumes", func(t *testing.T) {
@@ -287,7 +290,7 @@ func TestCachePoolEnvtest(t *testing.T) {
 		}).WithTimeout(wait).Should(Succeed())
 		vol := &rcv1.CachedVolume{
 			ObjectMeta: metav1.ObjectMeta{Name: "vol-beta"},
-			Spec: rcv1.CachedVolumeSpec{PoolName: "beta", RBD: rcv1.RBDImage{Pool: "rbd", Image: "img"}, Size: resource.MustParse("1Gi")},
+			Spec:       rcv1.CachedVolumeSpec{PoolName: "beta", RBD: rcv1.RBDImage{Pool: "rbd", Image: "img"}, Size: resource.MustParse("1Gi")},
 		}
 		g.Expect(e.c.Create(e.ctx, vol)).To(Succeed())
 		g.Eventually(func(g Gomega) {
@@ -370,4 +373,3 @@ func gaugeSeries(name, pool string) int {
 	}
 	return n
 }
-
