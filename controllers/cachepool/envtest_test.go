@@ -73,8 +73,8 @@ func startEnv(t *testing.T) *env {
 		t.Fatalf("new manager: %v", err)
 	}
 	r := &Reconciler{
-		Client:         mgr.GetClient(),
-		Namespace:      operatorNS,
+		Client:    mgr.GetClient(),
+		Namespace: operatorNS,
 		// Port: the test's dataplane listens on a free loopback port.
 		Connector:      &servers.Connector{Reader: mgr.GetClient(), Namespace: operatorNS, Timeout: 5 * time.Second, Port: framework.FreeLoopbackPort(t)},
 		Recorder:       mgr.GetEventRecorderFor("cachepool-controller"),
