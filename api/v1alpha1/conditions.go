@@ -3,8 +3,9 @@ package v1alpha1
 // Condition types. Both kinds report Ready and Degraded; the rest are
 // kind-specific. Every condition carries ObservedGeneration.
 const (
-	// ConditionReady: a pool has at least one ready server and every
-	// wanted server runs; a volume is served and hosts can connect.
+	// ConditionReady: a pool has at least one ready server and its Ceph
+	// backend resolves (servers down or missing show as Degraded); a
+	// volume is served and hosts can connect.
 	ConditionReady = "Ready"
 	// ConditionDegraded: something is wrong but service continues (a pool
 	// lost a server) or cannot continue (a write-back volume's server is lost).

@@ -26,6 +26,8 @@ type serverReading struct {
 	// MissingCacheBdevs are cacheN bdevs of the pool's devices the server
 	// does not have (the device could not be opened at start).
 	MissingCacheBdevs []string
+	// DeviceErrors say why missing cache bdevs could not be opened now.
+	DeviceErrors []string
 	// DegradedVolumes are cached bdevs whose cache device failed.
 	DegradedVolumes []string
 	// Failure says which call failed and why (when !Answered).
@@ -121,6 +123,10 @@ func (r *Reconciler) readInto(ctx context.Context, c *dataplane.Client, pool *rc
 	if err != nil {
 		return err
 	}
+	var openErrs []string
+	if bdevs, openErrs, err = ensureCacheBdevs(ctx, c, pool.Spec.Devices, bdevs); err != nil {
+		return err
+	}
 	devices, err := c.CacheDevices(ctx)
 	if err != nil {
 		return err
@@ -134,6 +140,7 @@ func (r *Reconciler) readInto(ctx context.Context, c *dataplane.Client, pool *rc
 		return err
 	}
 	out.CapacityBytes, out.MissingCacheBdevs = serverCapacity(pool.Spec.Devices, devices, bdevs)
+	out.DeviceErrors = openErrs
 	out.AllocatedBytes = allocatedBytes(devices)
 	out.Volumes = int32(len(cached))
 	for _, b := range cached {
@@ -143,6 +150,38 @@ func (r *Reconciler) readInto(ctx context.Context, c *dataplane.Client, pool *rc
 	}
 	out.IOPS = r.io.rate(pool.Name, out.Server.NodeName, cachedBdevOps(stats, cached))
 	return nil
+}
+
+// ensureCacheBdevs opens the pool's cache devices a running server lacks.
+// The start-up ConfigMap only reaches a dataplane without a persisted
+// configuration, so a device added to the pool later is opened here (and
+// persisted by the dataplane); a device that cannot be opened stays
+// missing, with the dataplane's reason. It returns the bdev list to read
+// from.
+func ensureCacheBdevs(ctx context.Context, c *dataplane.Client, spec []rcv1.CacheDevice, bdevs []dataplane.Bdev) ([]dataplane.Bdev, []string, error) {
+	have := make(map[string]bool, len(bdevs))
+	for i := range bdevs {
+		have[bdevs[i].Name] = true
+	}
+	opened := false
+	var errs []string
+	for i, d := range spec {
+		name := servers.CacheBdevName(i)
+		if have[name] {
+			continue
+		}
+		if _, err := c.CreateAioBdev(ctx, name, d.Path, cacheBlockSize); err != nil && !dataplane.IsExists(err) {
+			// Other devices still count; this one is reported missing.
+			errs = append(errs, fmt.Sprintf("%s (%s): %v", name, d.Path, err))
+			continue
+		}
+		opened = true
+	}
+	if !opened {
+		return bdevs, errs, nil
+	}
+	bdevs, err := c.Bdevs(ctx, "")
+	return bdevs, errs, err
 }
 
 // serverCapacity is the cache capacity of one server: per device of the

@@ -107,6 +107,9 @@ func serverStatus(r *serverReading) rcv1.ServerStatus {
 	if len(r.MissingCacheBdevs) > 0 {
 		why = append(why, "cache bdev(s) missing: "+strings.Join(r.MissingCacheBdevs, ", ")+" (the device could not be opened)")
 	}
+	if len(r.DeviceErrors) > 0 {
+		why = append(why, "opening cache devices failed: "+strings.Join(r.DeviceErrors, "; "))
+	}
 	if len(r.DegradedVolumes) > 0 {
 		why = append(why, "cached volume(s) degraded (cache device failed): "+strings.Join(r.DegradedVolumes, ", "))
 	}

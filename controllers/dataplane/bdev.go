@@ -87,3 +87,11 @@ func (c *Client) CreateMallocBdev(ctx context.Context, name string, numBlocks ui
 func (c *Client) DeleteMallocBdev(ctx context.Context, name string) error {
 	return c.call(ctx, "bdev_malloc_delete", map[string]string{"name": name}, nil)
 }
+
+// CreateAioBdev opens a file or block device as a bdev (O_DIRECT) of
+// blockSize-byte blocks and returns its name (IsExists for a taken name).
+func (c *Client) CreateAioBdev(ctx context.Context, name, filename string, blockSize uint32) (string, error) {
+	var out string
+	err := c.call(ctx, "bdev_aio_create", map[string]any{"name": name, "filename": filename, "block_size": blockSize}, &out)
+	return out, err
+}
