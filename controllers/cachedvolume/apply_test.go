@@ -95,7 +95,9 @@ func TestApplyOnRealDataplane(t *testing.T) {
 		t.Errorf("second apply changed things: created %v, changed %v", again.Created, again.Changed)
 	}
 
-	runLoad(t, port, d.Subsystem.NQN)
+	if err := runLoad(t, port, d.Subsystem.NQN); err != nil {
+		t.Fatalf("write load as an allowed host: %v", err)
+	}
 	before := dirtyBytes(ctx, t, dp.Client, d.Cached.Name)
 	if before == 0 {
 		t.Fatalf("no dirty data after the write load in write-back mode")
@@ -165,7 +167,9 @@ func TestApplyOnRealDataplane(t *testing.T) {
 	}
 
 	// Teardown: everything of the volume goes; a second one is a no-op.
-	runLoad(t, port, d.Subsystem.NQN) // refused: the host is no longer allowed
+	if err := runLoad(t, port, d.Subsystem.NQN); err == nil {
+		t.Errorf("a host removed from the allowed hosts could still connect")
+	}
 	for i := 0; ; i++ {
 		tr, err := Teardown(ctx, dp.Client, vol.Name, d.Cluster.Name)
 		if err != nil {
@@ -248,7 +252,7 @@ func dirtyBytes(ctx context.Context, t *testing.T, c *dataplane.Client, name str
 
 // runLoad writes random 4 KiB blocks for a second through rackcache-loadgen
 // (the repository's NVMe/TCP host), connecting as loadgenHostNQN.
-func runLoad(t *testing.T, port int, nqn string) {
+func runLoad(t *testing.T, port int, nqn string) error {
 	t.Helper()
 	bin := filepath.Join(filepath.Dir(framework.DataplaneBinary(t)), "rackcache-loadgen")
 	if _, err := os.Stat(bin); err != nil {
@@ -259,4 +263,5 @@ func runLoad(t *testing.T, port int, nqn string) {
 	out, err := exec.CommandContext(ctx, bin, "--addr", "127.0.0.1:"+strconv.Itoa(port), "--nqn", nqn,
 		"--pattern", "randwrite", "--qd", "8", "--seconds", "1").CombinedOutput()
 	t.Logf("loadgen: %v\n%s", err, out)
+	return err
 }
