@@ -19,7 +19,9 @@ import (
 func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
 	vol := s.vol
 	s.obs.Deleting = true
-	s.obs.Placed = vol.Status.Server != ""
+	if vol.Status.Server != "" {
+		keepPlacement(s)
+	}
 	if !controllerutil.ContainsFinalizer(vol, rcv1.CachedVolumeFinalizer) {
 		return ctrl.Result{}, nil
 	}

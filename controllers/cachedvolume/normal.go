@@ -46,14 +46,20 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 			return r.statsRequeue(), nil
 		}
 	} else {
-		s.obs.Placed = true
-		if c := meta.FindStatusCondition(vol.Status.Conditions, rcv1.ConditionPlaced); c != nil && c.Status == metav1.ConditionTrue {
-			s.obs.PlacedReason, s.obs.PlacedMessage = c.Reason, c.Message
-		} else {
-			s.obs.PlacedReason = rcv1.ReasonPlacedInRack
-		}
+		keepPlacement(s)
 	}
 	return r.serve(ctx, s, true)
+}
+
+// keepPlacement carries an earlier pass's placement into this one.
+func keepPlacement(s *scope) {
+	s.obs.Placed = true
+	if c := meta.FindStatusCondition(s.vol.Status.Conditions, rcv1.ConditionPlaced); c != nil && c.Status == metav1.ConditionTrue {
+		s.obs.PlacedReason, s.obs.PlacedMessage = c.Reason, c.Message
+		return
+	}
+	s.obs.PlacedReason = rcv1.ReasonPlacedInRack
+	s.obs.PlacedMessage = "placed on " + s.vol.Status.Server
 }
 
 // serve makes the volume's server serve it, or applies the lost-server

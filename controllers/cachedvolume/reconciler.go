@@ -87,7 +87,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	}
 
 	before := vol.DeepCopy()
-	s := &scope{vol: vol, obs: Observation{Generation: vol.Generation}}
+	s := &scope{vol: vol, obs: Observation{Generation: vol.Generation, Now: r.now()}}
 	defer func() {
 		if s.gone {
 			return
