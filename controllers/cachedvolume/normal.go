@@ -84,7 +84,7 @@ func (r *Reconciler) serve(ctx context.Context, s *scope, mayReplace bool) (ctrl
 		s.obs.CephError = err.Error()
 		return ctrl.Result{}, fmt.Errorf("resolve the Ceph backend of pool %s: %w", pool.Name, err)
 	}
-	c, err := r.Connector.Client(ctx, pool.Name, server.Address)
+	c, err := r.dataplaneClient(ctx, pool.Name, server.Address)
 	if err != nil {
 		s.obs.DataplaneError = err.Error()
 		return ctrl.Result{}, err
