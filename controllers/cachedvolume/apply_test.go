@@ -143,33 +143,45 @@ func TestApplyOnRealDataplane(t *testing.T) {
 	if again := mustApply(ctx, t, dp.Client, d); len(again.Created)+len(again.Changed) > 0 {
 		t.Errorf("apply after the changes changed things again: created %v, changed %v", again.Created, again.Changed)
 	}
+	if err := runLoad(t, port, d.Subsystem.NQN); err == nil {
+		t.Errorf("a host removed from the allowed hosts could still connect")
+	}
 
 	// Leaving write-back flushes first, pass by pass, then switches.
 	d.Cached.WriteMode = dataplane.WriteThrough
-	sawFlush := false
+	flushed := false
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		res = mustApply(ctx, t, dp.Client, d)
 		if res.Flushing == nil {
 			break
 		}
-		sawFlush = true
+		flushed = true
 		if time.Now().After(deadline) {
 			t.Fatalf("flush before leaving write-back did not finish: %+v", res.Flushing)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if !sawFlush || res.WriteMode != dataplane.WriteThrough {
-		t.Errorf("leaving write-back: flushed %v (want true), write mode %q (want wt)", sawFlush, res.WriteMode)
+	if !flushed || res.WriteMode != dataplane.WriteThrough {
+		t.Errorf("leaving write-back: flushed %v (want true), write mode %q (want wt)", flushed, res.WriteMode)
 	}
 	if n := dirtyBytes(ctx, t, dp.Client, d.Cached.Name); n != 0 {
 		t.Errorf("%d dirty bytes after the switch to write-through", n)
 	}
 
-	// Teardown: everything of the volume goes; a second one is a no-op.
-	if err := runLoad(t, port, d.Subsystem.NQN); err == nil {
-		t.Errorf("a host removed from the allowed hosts could still connect")
+	// Back to write-back with dirty data, for teardown to flush.
+	d.Hosts, d.Cached.WriteMode = []string{loadgenHostNQN}, dataplane.WriteBack
+	mustApply(ctx, t, dp.Client, d)
+	if err := runLoad(t, port, d.Subsystem.NQN); err != nil {
+		t.Fatalf("write load: %v", err)
 	}
+	if dirtyBytes(ctx, t, dp.Client, d.Cached.Name) == 0 {
+		t.Fatalf("no dirty data before teardown")
+	}
+
+	// Teardown: the dirty data is flushed over passes, then everything of
+	// the volume goes; a second teardown is a no-op.
+	sawFlush := false
 	for i := 0; ; i++ {
 		tr, err := Teardown(ctx, dp.Client, vol.Name, d.Cluster.Name)
 		if err != nil {
@@ -178,10 +190,14 @@ func TestApplyOnRealDataplane(t *testing.T) {
 		if tr.Done {
 			break
 		}
+		sawFlush = sawFlush || tr.Flush != nil
 		if i > 600 {
 			t.Fatalf("teardown did not finish: %+v", tr.Flush)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+	if !sawFlush {
+		t.Errorf("teardown of a volume with dirty data did not flush")
 	}
 	if sub, err := lookupSubsystem(ctx, dp.Client, d.Subsystem.NQN); err != nil || sub != nil {
 		t.Errorf("subsystem after teardown: %+v, %v", sub, err)

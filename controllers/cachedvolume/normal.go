@@ -189,6 +189,9 @@ func (r *Reconciler) recordApplied(ctx context.Context, s *scope, c *dataplane.C
 	st.WriteMode = APIWriteMode(res.WriteMode)
 	s.obs.Applied = true
 	s.obs.CacheDegraded = res.Degraded
+	if res.Degraded && !meta.IsStatusConditionTrue(st.Conditions, rcv1.ConditionDegraded) {
+		r.event(vol, corev1.EventTypeWarning, "Degraded", "the cache device of cache server %s failed; the volume is served from Ceph", server.NodeName)
+	}
 	wasFlushing := st.Flush != nil && st.Flush.InProgress
 	if f := res.Flushing; f != nil {
 		s.obs.Flushing, s.obs.FlushDirty = true, f.DirtyBytes
