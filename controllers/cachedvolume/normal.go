@@ -179,8 +179,8 @@ func findServer(pool *rcv1.CachePool, name string) *rcv1.ServerStatus {
 func (r *Reconciler) recordApplied(ctx context.Context, s *scope, c *dataplane.Client, server *rcv1.ServerStatus, d Desired, res ApplyResult) {
 	vol := s.vol
 	st := &vol.Status
-	wasServed := meta.IsStatusConditionTrue(st.Conditions, rcv1.ConditionReady) ||
-		st.Phase == rcv1.VolumeReady || st.Phase == rcv1.VolumeFlushing || st.Phase == rcv1.VolumeDegraded
+	wasServed := !s.placedNow && (meta.IsStatusConditionTrue(st.Conditions, rcv1.ConditionReady) ||
+		st.Phase == rcv1.VolumeReady || st.Phase == rcv1.VolumeFlushing || st.Phase == rcv1.VolumeDegraded)
 	if len(res.Created) > 0 && wasServed {
 		r.event(vol, corev1.EventTypeNormal, "Recovered",
 			"re-created %v on cache server %s (cache re-attached: %v)", res.Created, server.NodeName, res.Loaded)

@@ -65,6 +65,9 @@ type scope struct {
 	// cacheSize is the resolved cache size in bytes.
 	cacheSize int64
 	obs       Observation
+	// placedNow: the volume got its server in this pass (its objects are
+	// new there, not a recovery).
+	placedNow bool
 	// gone: the finalizer was removed, the object may no longer exist.
 	gone bool
 }

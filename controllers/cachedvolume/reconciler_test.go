@@ -90,6 +90,21 @@ func (g *reconcilerRig) event(reason string) string {
 	}
 }
 
+// noEvent drains the recorded events and fails on one with reason.
+func (g *reconcilerRig) noEvent(reason string) {
+	g.t.Helper()
+	for {
+		select {
+		case e := <-g.events.Events:
+			if strings.Contains(e, " "+reason+" ") {
+				g.t.Errorf("unexpected event %q", e)
+			}
+		default:
+			return
+		}
+	}
+}
+
 func condition(vol *rcv1.CachedVolume, typ string) metav1.Condition {
 	if c := meta.FindStatusCondition(vol.Status.Conditions, typ); c != nil {
 		return *c

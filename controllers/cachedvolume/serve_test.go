@@ -92,6 +92,7 @@ func TestReconcilerServesVolume(t *testing.T) {
 		t.Fatalf("after the first serving pass: %+v (requeue %v)", st, res.RequeueAfter)
 	}
 	g.event("Placed")
+	g.noEvent("Recovered") // a first creation is no recovery
 	if v, ok := gauge("rackcache_volume_cache_size_bytes", "e2e"); !ok || v != 16<<20 {
 		t.Errorf("cache size metric %v (present %v), want 16 MiB", v, ok)
 	}
