@@ -97,9 +97,13 @@ verify-generated: ## Fail when `make generate manifests` would change the genera
 ##@ Build
 
 .PHONY: build
-build: ## Build the Go packages and the dataplane workspace (release).
+build: operator ## Build the Go packages, bin/rackcache-operator and the dataplane workspace (release).
 	go build $(GO_PACKAGES)
 	cd $(DATAPLANE) && $(CARGO) build --workspace --release
+
+.PHONY: operator
+operator: ## Build the operator binary into bin/rackcache-operator.
+	go build -o bin/rackcache-operator ./cmd/operator
 
 ##@ Test
 
