@@ -101,8 +101,13 @@ install_kubectl() {
   dir="$RACKCACHE_CACHE/tools/kubectl-$version"
   if [ ! -x "$dir/kubectl" ]; then
     log "go-tools: building kubectl $version"
-    # -C: the module's own go.mod, never the project's.
-    with_lock "tool-kubectl-$version" go build -C "$mod" -o "$dir/kubectl" .
+    # -C: the module's own go.mod, never the project's. The -X flags give
+    # `kubectl version` the release it is (v0.X.Y is Kubernetes 1.X.Y).
+    local release="v1.${version#v0.}" pkg ldflags=""
+    for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
+      ldflags+=" -X $pkg.gitVersion=$release -X $pkg.gitMajor=1 -X $pkg.gitMinor=$(cut -d. -f2 <<<"$version")"
+    done
+    with_lock "tool-kubectl-$version" go build -C "$mod" -ldflags "$ldflags" -o "$dir/kubectl" .
   fi
   link_into_bin kubectl "$dir/kubectl"
 }
