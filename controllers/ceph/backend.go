@@ -108,7 +108,7 @@ func withUser(ctx context.Context, r client.Reader, mons []string, ns, name stri
 	id := strings.TrimPrefix(strings.TrimSpace(string(s.Data[UserIDKey])), "client.")
 	key := strings.TrimSpace(string(s.Data[UserKeyKey]))
 	if id == "" || key == "" {
-		return nil, fmt.Errorf("Secret %s/%s must hold keys %s and %s", ns, name, UserIDKey, UserKeyKey)
+		return nil, fmt.Errorf("secret %s/%s must hold keys %s and %s", ns, name, UserIDKey, UserKeyKey)
 	}
 	return &Backend{Monitors: mons, UserID: id, Key: dataplane.Secret(key)}, nil
 }

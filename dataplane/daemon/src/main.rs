@@ -50,7 +50,8 @@ struct Args {
     /// configurations then cross the network in clear. For tests only.
     #[arg(long, requires = "rpc_listen", conflicts_with_all = ["rpc_tls_cert", "rpc_tls_key"])]
     rpc_insecure: bool,
-    /// Serve Prometheus metrics (GET /metrics) on this TCP address.
+    /// Serve Prometheus metrics (GET /metrics) and the Kubernetes probes
+    /// (GET /healthz, GET /readyz) on this TCP address.
     #[arg(long)]
     metrics_listen: Option<std::net::SocketAddr>,
     /// Log format.
@@ -126,7 +127,7 @@ fn tcp_options(args: &Args) -> Result<Option<rpc::http::TcpOptions>, String> {
     };
     let token = read_token(token_file)?;
     let tls = match (&args.rpc_tls_cert, &args.rpc_tls_key) {
-        (Some(cert), Some(key)) => Some(rpc::http::load_tls(cert, key)?),
+        (Some(cert), Some(key)) => Some(rpc::tls::ServerTls::load(cert, key)?),
         _ if args.rpc_insecure => None,
         _ => {
             return Err(
@@ -170,7 +171,27 @@ async fn load_config(args: &Args, app: &App) -> Result<(), String> {
 async fn run(args: Args) -> Result<(), String> {
     let tcp = tcp_options(&args)?;
     let app = Arc::new(App::new());
+    let (stop_tx, stop_rx) = watch::channel(false);
+    // The metrics port carries the Kubernetes probes: it listens first, so
+    // the liveness probe is answered while a long configuration (cache
+    // devices to load, Ceph clusters to reach) is applied, and the
+    // readiness probe says why the daemon is not ready yet.
+    let readiness = metrics::http::Readiness::new("applying the start-up configuration");
+    let mut servers = Vec::new();
+    if let Some(addr) = args.metrics_listen {
+        let l = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| format!("listen for metrics on {addr}: {e}"))?;
+        tracing::info!(addr = %l.local_addr().map_err(|e| e.to_string())?, "metrics listening");
+        servers.push(tokio::spawn(metrics::http::serve(
+            l,
+            Arc::clone(&app.metrics),
+            Arc::clone(&readiness),
+            stop_rx.clone(),
+        )));
+    }
     load_config(&args, &app).await?;
+    readiness.not_ready("opening the RPC listeners");
     if let Some(p) = &args.config_persist {
         let _ = app.persist.set(config::Persist::new(p.clone()));
         // Written now too, so a --config seed or a file from an older
@@ -183,13 +204,12 @@ async fn run(args: Args) -> Result<(), String> {
         .map_err(|e| format!("listen on {}: {e}", args.rpc_socket.display()))?;
     tracing::info!(socket = %args.rpc_socket.display(), "json-rpc listening");
 
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let mut servers = vec![tokio::spawn(rpc::server::serve_unix(
+    servers.push(tokio::spawn(rpc::server::serve_unix(
         listener,
         args.rpc_socket.clone(),
         Arc::clone(&app),
         stop_rx.clone(),
-    ))];
+    )));
     if let (Some(addr), Some(options)) = (args.rpc_listen, tcp) {
         let l = tokio::net::TcpListener::bind(addr)
             .await
@@ -207,27 +227,19 @@ async fn run(args: Args) -> Result<(), String> {
             stop_rx.clone(),
         )));
     }
-    if let Some(addr) = args.metrics_listen {
-        let l = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|e| format!("listen for metrics on {addr}: {e}"))?;
-        tracing::info!(addr = %l.local_addr().map_err(|e| e.to_string())?, "metrics listening");
-        servers.push(tokio::spawn(metrics::http::serve(
-            l,
-            Arc::clone(&app.metrics),
-            stop_rx.clone(),
-        )));
-    }
     // Cached bdevs' statistics onto /metrics (see methods::adacache::metrics).
     servers.push(tokio::spawn(
         rackcache_dataplane::methods::adacache::metrics::run(Arc::clone(&app), stop_rx.clone()),
     ));
+    readiness.ready();
+    tracing::info!("ready");
     let mut term = signal(SignalKind::terminate()).map_err(|e| format!("SIGTERM handler: {e}"))?;
     let mut int = signal(SignalKind::interrupt()).map_err(|e| format!("SIGINT handler: {e}"))?;
     tokio::select! {
         _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
         _ = int.recv() => tracing::info!("SIGINT: shutting down"),
     }
+    readiness.not_ready("shutting down");
     let _ = stop_tx.send(true);
     for s in servers {
         let _ = s.await;

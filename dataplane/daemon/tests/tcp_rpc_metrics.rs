@@ -1,6 +1,6 @@
 //! JSON-RPC over TCP (TLS, bearer token checked before the body is read)
-//! and the Prometheus endpoint of a running daemon; the flag combinations
-//! that must refuse to start.
+//! and the Prometheus endpoint and probes of a running daemon; the flag
+//! combinations that must refuse to start.
 
 mod common;
 
@@ -119,6 +119,22 @@ fn tls_rpc_needs_the_token_and_metrics_are_served() {
         "{body}"
     );
     assert!(!body.contains(TOKEN), "the token leaked into metrics");
+    // The probes the DaemonSet uses, on the metrics port: alive, and ready
+    // once the RPC servers listen (they have answered above; the flag is
+    // set a moment after the listeners are opened, hence the bounded wait).
+    let (code, body) = http(metrics_port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!((code, body.as_str()), (200, "ok\n"));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let (code, body) = http(metrics_port, b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n");
+        if code == 200 {
+            assert_eq!(body, "ok\n");
+            break;
+        }
+        assert_eq!(code, 503, "{body}");
+        assert!(std::time::Instant::now() < deadline, "never ready: {body}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
     let log = std::fs::read_to_string(work.path().join("spdk.log")).unwrap();
     assert!(!log.contains(TOKEN), "the token leaked into the log");
     drop(d);

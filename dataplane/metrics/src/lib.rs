@@ -6,7 +6,8 @@
 //!
 //! - [`registry`]: families of labelled series, the OpenMetrics text.
 //! - [`histogram`]: the lock-free latency histogram.
-//! - [`http`]: `GET /metrics` on a TCP port (hyper).
+//! - [`http`]: `GET /metrics` on a TCP port (hyper), with the `/healthz`
+//!   and `/readyz` probes.
 
 pub mod histogram;
 pub mod http;

@@ -55,7 +55,12 @@ async fn prometheus_parser_reads_what_we_serve() {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = watch::channel(false);
-    let server = tokio::spawn(http::serve(listener, Arc::clone(&registry), stopped));
+    let server = tokio::spawn(http::serve(
+        listener,
+        Arc::clone(&registry),
+        http::Readiness::new("test"),
+        stopped,
+    ));
 
     let url = format!("http://{addr}/metrics");
     let out = tokio::task::spawn_blocking(move || {

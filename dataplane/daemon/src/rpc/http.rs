@@ -10,7 +10,6 @@
 //! closed at accept); the body is limited to [`MAX_BODY`].
 
 use std::convert::Infallible;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,11 +24,10 @@ use subtle::ConstantTimeEq;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
-use tokio_rustls::rustls;
-use tokio_rustls::TlsAcceptor;
 
 use super::error::{RpcError, PARSE_ERROR};
 use super::server::{handle_value, Dispatch};
+use super::tls::ServerTls;
 
 /// Largest request body (a `load_subsystem_config` of many subsystems fits).
 pub const MAX_BODY: usize = 32 << 20;
@@ -41,8 +39,9 @@ const BODY_TIMEOUT: Duration = Duration::from_secs(60);
 pub struct TcpOptions {
     /// The bearer token callers must present.
     pub token: Arc<String>,
-    /// TLS; `None` serves plain HTTP (only with `--rpc-insecure`).
-    pub tls: Option<TlsAcceptor>,
+    /// TLS (the certificate follows its files); `None` serves plain HTTP
+    /// (only with `--rpc-insecure`).
+    pub tls: Option<ServerTls>,
     /// Connections served at once; more are closed when accepted.
     pub max_connections: usize,
     /// Time for the TLS handshake and for the request head.
@@ -51,7 +50,7 @@ pub struct TcpOptions {
 
 impl TcpOptions {
     /// The daemon's defaults: the operator opens a handful of connections.
-    pub fn new(token: String, tls: Option<TlsAcceptor>) -> Self {
+    pub fn new(token: String, tls: Option<ServerTls>) -> Self {
         Self {
             token: Arc::new(token),
             tls,
@@ -59,28 +58,6 @@ impl TcpOptions {
             header_timeout: Duration::from_secs(10),
         }
     }
-}
-
-/// Loads a PEM certificate chain and private key into a TLS acceptor
-/// (rustls with the ring provider; TLS 1.2 and 1.3; HTTP/1.1 by ALPN).
-pub fn load_tls(cert: &Path, key: &Path) -> Result<TlsAcceptor, String> {
-    use rustls_pki_types::pem::PemObject;
-    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
-    let certs = CertificateDer::pem_file_iter(cert)
-        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| format!("read TLS certificates from {}: {e}", cert.display()))?;
-    if certs.is_empty() {
-        return Err(format!("{} holds no PEM certificate", cert.display()));
-    }
-    let key = PrivateKeyDer::from_pem_file(key)
-        .map_err(|e| format!("read TLS private key from {}: {e}", key.display()))?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .and_then(|b| b.with_no_client_auth().with_single_cert(certs, key))
-        .map_err(|e| format!("TLS certificate and key: {e}"))?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(TlsAcceptor::from(Arc::new(config)))
 }
 
 /// How long the accept loop waits after a failed accept.

@@ -1,6 +1,7 @@
 //! JSON-RPC 2.0: errors with SPDK's codes, the Unix socket server, and the
-//! token-protected HTTP endpoint on TCP.
+//! token-protected HTTP endpoint on TCP with its reloading TLS certificate.
 
 pub mod error;
 pub mod http;
 pub mod server;
+pub mod tls;

@@ -154,3 +154,65 @@ pub fn rpc_request(token: Option<&[u8]>, body: &str) -> Vec<u8> {
     );
     r
 }
+
+/// A CA that issues server certificates for 127.0.0.1 with a chosen serial
+/// and expiry (what the operator does when it rotates a certificate).
+pub struct TestCa {
+    issuer: CertifiedIssuer<'static, KeyPair>,
+}
+
+/// A certificate and its key, PEM, and the certificate's DER (what a
+/// client receives).
+pub struct Issued {
+    pub cert_pem: String,
+    pub key_pem: String,
+    pub der: CertificateDer<'static>,
+}
+
+impl TestCa {
+    pub fn new(name: &str) -> Self {
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(DnType::CommonName, format!("{name} test CA"));
+        let issuer = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
+        Self { issuer }
+    }
+
+    /// The CA certificate clients trust.
+    pub fn der(&self) -> &CertificateDer<'static> {
+        self.issuer.der()
+    }
+
+    /// A server certificate with `serial`, valid until `not_after`
+    /// (year, month, day), with a new key.
+    pub fn issue(&self, serial: u64, not_after: (i32, u8, u8)) -> Issued {
+        let key = KeyPair::generate().unwrap();
+        let mut params =
+            CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()]).unwrap();
+        params.serial_number = Some(serial.into());
+        params.not_before = rcgen::date_time_ymd(2020, 1, 1);
+        params.not_after = rcgen::date_time_ymd(not_after.0, not_after.1, not_after.2);
+        let cert = params.signed_by(&key, &self.issuer).unwrap();
+        Issued {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+            der: cert.der().clone(),
+        }
+    }
+}
+
+/// The certificate the server at 127.0.0.1:`port` presents to a client
+/// trusting `ca` (`Err` when the handshake fails).
+pub fn peer_certificate(
+    port: u16,
+    ca: &CertificateDer<'static>,
+) -> Result<CertificateDer<'static>, String> {
+    let s = tls_connect(port, ca)?;
+    let chain = s
+        .conn
+        .peer_certificates()
+        .ok_or("the server presented no certificate")?;
+    Ok(chain[0].clone().into_owned())
+}
