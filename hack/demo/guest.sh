@@ -152,7 +152,7 @@ guest_step() {
   trap - EXIT
   stop_pid "${barrier_pid:-}" socat
 
-  # What the guest read must be what Ceph holds, on both namespaces, also
+  # What the guest read must be what Ceph holds, on both volumes, also
   # after the restart; what it wrote in write-back must survive the kill.
   local want_data want_written k
   want_data="$(head -c $((data_mib << 20)) "$demo_dir/pattern.bin" | md5sum | cut -c1-32)"
@@ -162,7 +162,7 @@ guest_step() {
   done
   [ "$(val written-after)" = "$want_written" ] \
     || die "the 4 MiB written before the kill read back with md5 $(val written-after), want $want_written"
-  echo "    verified: both namespaces read Ceph's data (md5 $want_data), also after the restart;"
+  echo "    verified: both volumes read Ceph's data (md5 $want_data), also after the restart;"
   echo "    the 4 MiB written in write-back before kill -9 read back identical (md5 $want_written)"
 
   "$REPO_ROOT/bin/venv/bin/python3" - "$snap_raw" "$snap_warm" "$snap_before" "$snap_after" \
@@ -171,7 +171,6 @@ import json, sys
 raw, warm, before, after = (json.loads(a) for a in sys.argv[1:5])
 raw_cs, cached_cs, after_cs = (int(a) for a in sys.argv[5:8])
 hot, passes = int(sys.argv[8]), int(sys.argv[9])
-
 cached_bdev, raw_bdev = sys.argv[10:12]
 
 def io(snap, name):

@@ -12,7 +12,8 @@
 //	    ConfigMap, emptyDir and hostPath volumes as files under DIR, the
 //	    container as the local rackcache-dataplane binary with the
 //	    DaemonSet's own arguments, restarted when it exits, and the pod's
-//	    status (podIP, Ready from its readiness probe) as a kubelet writes it.
+//	    status (podIP, Ready from its readiness probe) as a kubelet writes it,
+//	    and the DaemonSet's status as its controller would for one node.
 //
 // It is demo scaffolding, not a test fake: the apiserver, the operator and
 // the dataplane processes it starts are the real ones.

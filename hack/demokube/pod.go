@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
@@ -173,6 +174,39 @@ func (p *localPod) setStatus(ready bool, restarts int32, started *metav1.Time) {
 	})
 	if err != nil && p.ctx.Err() == nil {
 		ctrl.Log.Error(err, "update pod status", "pod", p.pod.Name)
+	}
+	p.setDaemonSetStatus(ready)
+}
+
+// setDaemonSetStatus writes the DaemonSet's status as the DaemonSet
+// controller would for this one node (there is no controller-manager).
+func (p *localPod) setDaemonSetStatus(ready bool) {
+	owner := metav1.GetControllerOf(p.pod)
+	if owner == nil {
+		return
+	}
+	readyCount := int32(0)
+	if ready {
+		readyCount = 1
+	}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		ds := &appsv1.DaemonSet{}
+		if err := p.k.c.Get(p.ctx, client.ObjectKey{Namespace: p.pod.Namespace, Name: owner.Name}, ds); err != nil {
+			return err
+		}
+		ds.Status = appsv1.DaemonSetStatus{
+			ObservedGeneration:     ds.Generation,
+			DesiredNumberScheduled: 1,
+			CurrentNumberScheduled: 1,
+			UpdatedNumberScheduled: 1,
+			NumberReady:            readyCount,
+			NumberAvailable:        readyCount,
+			NumberUnavailable:      1 - readyCount,
+		}
+		return p.k.c.Status().Update(p.ctx, ds)
+	})
+	if err != nil && p.ctx.Err() == nil {
+		ctrl.Log.Error(err, "update DaemonSet status", "daemonSet", owner.Name)
 	}
 }
 
