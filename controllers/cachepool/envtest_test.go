@@ -73,9 +73,10 @@ func startEnv(t *testing.T) *env {
 		t.Fatalf("new manager: %v", err)
 	}
 	r := &Reconciler{
-		Client:         mgr.GetClient(),
-		Namespace:      operatorNS,
-		Connector:      &servers.Connector{Reader: mgr.GetClient(), Namespace: operatorNS, Timeout: 5 * time.Second},
+		Client:    mgr.GetClient(),
+		Namespace: operatorNS,
+		// Port: the test's dataplane listens on a free loopback port.
+		Connector:      &servers.Connector{Reader: mgr.GetClient(), Namespace: operatorNS, Timeout: 5 * time.Second, Port: framework.FreeLoopbackPort(t)},
 		Recorder:       mgr.GetEventRecorderFor("cachepool-controller"),
 		StatusInterval: 2 * time.Second,
 	}
@@ -316,6 +317,10 @@ func TestCachePoolEnvtest(t *testing.T) {
 			return apierrors.IsNotFound(err)
 		}).WithTimeout(wait).Should(BeTrue())
 		g.Eventually(func() int { return gaugeSeries("rackcache_pool_servers", "beta") }).WithTimeout(wait).Should(BeZero())
+	})
+
+	t.Run("a server's state is read over TLS with the pool's credentials", func(t *testing.T) {
+		serverReadOverTLS(t, e)
 	})
 
 	t.Run("no status or Event shows the Ceph key", func(t *testing.T) {

@@ -2,6 +2,7 @@ package cachepool
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +13,7 @@ import (
 
 	rcv1 "github.com/rackcache/rackcache/api/v1alpha1"
 	"github.com/rackcache/rackcache/controllers/dataplane"
+	"github.com/rackcache/rackcache/controllers/servers"
 	"github.com/rackcache/rackcache/test/framework"
 )
 
@@ -94,5 +96,47 @@ func TestRenderedConfigStartsARealDataplane(t *testing.T) {
 	wantCapacity := int64(devices[0].TotalMiB)*mib + 128<<20
 	if second.CapacityBytes != wantCapacity || second.AllocatedBytes != 32*mib || second.Volumes != 1 || len(second.DegradedVolumes) != 0 {
 		t.Errorf("server with one volume read as %+v, want capacity %d (formatted cache0 + cache1), allocated 32 MiB, 1 volume", second, wantCapacity)
+	}
+}
+
+// TestIssuedCertificateServesARealDataplane starts rackcache-dataplane with
+// the token and server certificate the reconciler issues, and calls it the
+// way the operator does: over HTTPS, verifying against the pool's CA for
+// the pool's TLS server name, presenting the token.
+func TestIssuedCertificateServesARealDataplane(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Now()
+	ca, err := newCA("tls", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := newServerCert(ca, servers.TLSServerName("tls"), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := "an-rpc-token-of-enough-length-0123456789"
+	files := map[string][]byte{"tls.crt": cert.CertPEM, "tls.key": cert.KeyPEM, "token": []byte(token)}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o400); err != nil {
+			t.Fatal(err)
+		}
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", framework.FreeLoopbackPort(t))
+	framework.StartDataplane(t, "--rpc-listen", addr, "--rpc-token-file", filepath.Join(dir, "token"),
+		"--rpc-tls-cert", filepath.Join(dir, "tls.crt"), "--rpc-tls-key", filepath.Join(dir, "tls.key"))
+
+	roots, err := dataplane.CAPoolFromPEM(ca.CertPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	good := dataplane.NewHTTPClient("https://"+addr+"/", token, dataplane.WithCAPool(roots), dataplane.WithServerName(servers.TLSServerName("tls")))
+	if _, err := good.Version(ctx); err != nil {
+		t.Fatalf("call over TLS with the pool's CA and name: %v", err)
+	}
+	otherPool := dataplane.NewHTTPClient("https://"+addr+"/", token, dataplane.WithCAPool(roots), dataplane.WithServerName(servers.TLSServerName("other")))
+	if _, err := otherPool.Version(ctx); err == nil {
+		t.Error("the certificate was accepted for another pool's name")
 	}
 }
