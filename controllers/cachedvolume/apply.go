@@ -148,40 +148,87 @@ func ensureCachedBdev(ctx context.Context, c *dataplane.Client, d Desired, res *
 }
 
 // createCachedBdev attaches to the volume's cache where a device already
-// holds it (load), and only otherwise formats a new one on the device with
+// holds it (load), and only otherwise creates a new one on the device with
 // most room: creating without load over an existing cache would discard
 // its dirty data.
+//
+// The dataplane lists only the cache devices it has opened; a restarted
+// dataplane opens them again on the first create. So devices not listed are
+// first asked to load the volume (which opens a formatted device, or fails
+// on a blank one); only what is still unlisted after that is blank.
 func createCachedBdev(ctx context.Context, c *dataplane.Client, d Desired, res *ApplyResult) error {
 	devices, err := c.CacheDevices(ctx)
 	if err != nil {
 		return fmt.Errorf("list cache devices: %w", err)
 	}
 	p := d.Cached
+	if dev := deviceHolding(devices, p.Name); dev != "" {
+		return createOn(ctx, c, p, dev, true, res)
+	}
+	for _, name := range unopened(devices, d.CacheDevices) {
+		err := createOn(ctx, c, p, name, true, res)
+		if err == nil {
+			return nil
+		}
+		// Invalid: formatted, without this volume; not found: blank or absent.
+		if !dataplane.IsInvalid(err) && !dataplane.IsNotFound(err) {
+			return err
+		}
+	}
+	if devices, err = c.CacheDevices(ctx); err != nil {
+		return fmt.Errorf("list cache devices: %w", err)
+	}
 	var best *dataplane.CacheDevice
 	for i := range devices {
 		dev := &devices[i]
-		if slices.ContainsFunc(dev.Volumes, func(v dataplane.CacheVolume) bool { return v.Name == p.Name }) {
-			p.CacheBdevName, p.Load = dev.CacheBdevName, true
-			break
-		}
 		if slices.Contains(d.CacheDevices, dev.CacheBdevName) && (best == nil || dev.FreeMiB > best.FreeMiB) {
 			best = dev
 		}
 	}
-	if !p.Load {
-		if best == nil {
-			return fmt.Errorf("create cached bdev %s: none of the cache devices %s is formatted on this server", p.Name, strings.Join(d.CacheDevices, ", "))
-		}
-		if best.FreeMiB < p.CacheSizeMiB {
-			return fmt.Errorf("create cached bdev %s: the cache device with most room (%s) has %d MiB free, %d MiB needed", p.Name, best.CacheBdevName, best.FreeMiB, p.CacheSizeMiB)
-		}
-		p.CacheBdevName = best.CacheBdevName
+	if best != nil && best.FreeMiB >= p.CacheSizeMiB {
+		return createOn(ctx, c, p, best.CacheBdevName, false, res)
 	}
+	// Blank devices: the first create formats them.
+	for _, name := range unopened(devices, d.CacheDevices) {
+		err := createOn(ctx, c, p, name, false, res)
+		if err == nil || !dataplane.IsNoSpace(err) && !dataplane.IsNotFound(err) {
+			return err
+		}
+	}
+	if best == nil {
+		return fmt.Errorf("create cached bdev %s: none of the cache devices %s is usable on this server", p.Name, strings.Join(d.CacheDevices, ", "))
+	}
+	return fmt.Errorf("create cached bdev %s: the cache device with most room (%s) has %d MiB free, %d MiB needed", p.Name, best.CacheBdevName, best.FreeMiB, p.CacheSizeMiB)
+}
+
+// deviceHolding names the listed device holding volume's cache ("" none).
+func deviceHolding(devices []dataplane.CacheDevice, volume string) string {
+	for _, dev := range devices {
+		if slices.ContainsFunc(dev.Volumes, func(v dataplane.CacheVolume) bool { return v.Name == volume }) {
+			return dev.CacheBdevName
+		}
+	}
+	return ""
+}
+
+// unopened are the wanted cache devices the dataplane does not list.
+func unopened(devices []dataplane.CacheDevice, wanted []string) []string {
+	var out []string
+	for _, name := range wanted {
+		if !slices.ContainsFunc(devices, func(d dataplane.CacheDevice) bool { return d.CacheBdevName == name }) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+func createOn(ctx context.Context, c *dataplane.Client, p dataplane.CachedBdevParams, device string, load bool, res *ApplyResult) error {
+	p.CacheBdevName, p.Load = device, load
 	if _, err := c.CreateCachedBdev(ctx, p); err != nil && !dataplane.IsExists(err) {
-		return fmt.Errorf("create cached bdev %s on %s (load %v): %w", p.Name, p.CacheBdevName, p.Load, err)
+		return fmt.Errorf("create cached bdev %s on %s (load %v): %w", p.Name, device, load, err)
 	}
 	res.Created = append(res.Created, "cached bdev "+p.Name)
-	res.Loaded = p.Load
+	res.Loaded = load
 	return nil
 }
 

@@ -19,7 +19,9 @@ import (
 func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
 	vol := s.vol
 	s.obs.Deleting = true
-	s.obs.Placed = vol.Status.Server != ""
+	if vol.Status.Server != "" {
+		keepPlacement(s)
+	}
 	if !controllerutil.ContainsFinalizer(vol, rcv1.CachedVolumeFinalizer) {
 		return ctrl.Result{}, nil
 	}
@@ -45,7 +47,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result
 	if backend, err := ceph.Resolve(ctx, r.Client, pool, ceph.Node); err == nil {
 		cluster = ClusterName(pool.Name, backend.Fingerprint())
 	}
-	c, err := r.Connector.Client(ctx, pool.Name, server.Address)
+	c, err := r.dataplaneClient(ctx, pool.Name, server.Address)
 	if err != nil {
 		s.obs.DataplaneError = err.Error()
 		return ctrl.Result{}, err

@@ -46,14 +46,20 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 			return r.statsRequeue(), nil
 		}
 	} else {
-		s.obs.Placed = true
-		if c := meta.FindStatusCondition(vol.Status.Conditions, rcv1.ConditionPlaced); c != nil && c.Status == metav1.ConditionTrue {
-			s.obs.PlacedReason, s.obs.PlacedMessage = c.Reason, c.Message
-		} else {
-			s.obs.PlacedReason = rcv1.ReasonPlacedInRack
-		}
+		keepPlacement(s)
 	}
 	return r.serve(ctx, s, true)
+}
+
+// keepPlacement carries an earlier pass's placement into this one.
+func keepPlacement(s *scope) {
+	s.obs.Placed = true
+	if c := meta.FindStatusCondition(s.vol.Status.Conditions, rcv1.ConditionPlaced); c != nil && c.Status == metav1.ConditionTrue {
+		s.obs.PlacedReason, s.obs.PlacedMessage = c.Reason, c.Message
+		return
+	}
+	s.obs.PlacedReason = rcv1.ReasonPlacedInRack
+	s.obs.PlacedMessage = "placed on " + s.vol.Status.Server
 }
 
 // serve makes the volume's server serve it, or applies the lost-server
@@ -78,7 +84,7 @@ func (r *Reconciler) serve(ctx context.Context, s *scope, mayReplace bool) (ctrl
 		s.obs.CephError = err.Error()
 		return ctrl.Result{}, fmt.Errorf("resolve the Ceph backend of pool %s: %w", pool.Name, err)
 	}
-	c, err := r.Connector.Client(ctx, pool.Name, server.Address)
+	c, err := r.dataplaneClient(ctx, pool.Name, server.Address)
 	if err != nil {
 		s.obs.DataplaneError = err.Error()
 		return ctrl.Result{}, err
@@ -173,8 +179,8 @@ func findServer(pool *rcv1.CachePool, name string) *rcv1.ServerStatus {
 func (r *Reconciler) recordApplied(ctx context.Context, s *scope, c *dataplane.Client, server *rcv1.ServerStatus, d Desired, res ApplyResult) {
 	vol := s.vol
 	st := &vol.Status
-	wasServed := meta.IsStatusConditionTrue(st.Conditions, rcv1.ConditionReady) ||
-		st.Phase == rcv1.VolumeReady || st.Phase == rcv1.VolumeFlushing || st.Phase == rcv1.VolumeDegraded
+	wasServed := !s.placedNow && (meta.IsStatusConditionTrue(st.Conditions, rcv1.ConditionReady) ||
+		st.Phase == rcv1.VolumeReady || st.Phase == rcv1.VolumeFlushing || st.Phase == rcv1.VolumeDegraded)
 	if len(res.Created) > 0 && wasServed {
 		r.event(vol, corev1.EventTypeNormal, "Recovered",
 			"re-created %v on cache server %s (cache re-attached: %v)", res.Created, server.NodeName, res.Loaded)
@@ -183,6 +189,9 @@ func (r *Reconciler) recordApplied(ctx context.Context, s *scope, c *dataplane.C
 	st.WriteMode = APIWriteMode(res.WriteMode)
 	s.obs.Applied = true
 	s.obs.CacheDegraded = res.Degraded
+	if res.Degraded && !meta.IsStatusConditionTrue(st.Conditions, rcv1.ConditionDegraded) {
+		r.event(vol, corev1.EventTypeWarning, "Degraded", "the cache device of cache server %s failed; the volume is served from Ceph", server.NodeName)
+	}
 	wasFlushing := st.Flush != nil && st.Flush.InProgress
 	if f := res.Flushing; f != nil {
 		s.obs.Flushing, s.obs.FlushDirty = true, f.DirtyBytes

@@ -27,7 +27,7 @@ func (r *Reconciler) place(ctx context.Context, s *scope, exclude string, replac
 	}
 	st := &vol.Status
 	st.Server, st.Rack, st.CrossRack, st.Address = res.Server.Name, res.Server.Rack, res.CrossRack, ""
-	s.obs.Placed = true
+	s.obs.Placed, s.placedNow = true, true
 	switch {
 	case replaced:
 		s.obs.PlacedReason = rcv1.ReasonReplaced

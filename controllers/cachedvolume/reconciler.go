@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	rcv1 "github.com/rackcache/rackcache/api/v1alpha1"
+	"github.com/rackcache/rackcache/controllers/dataplane"
 	"github.com/rackcache/rackcache/controllers/servers"
 )
 
@@ -45,6 +46,16 @@ type Reconciler struct {
 	Now func() time.Time
 	// Rand drives placement's sampling (seeded from the clock when nil).
 	Rand *rand.Rand
+	// Dial makes the client of a server (Connector.Client when nil; tests
+	// reach a real dataplane on its Unix socket).
+	Dial func(ctx context.Context, pool, address string) (*dataplane.Client, error)
+}
+
+func (r *Reconciler) dataplaneClient(ctx context.Context, pool, address string) (*dataplane.Client, error) {
+	if r.Dial != nil {
+		return r.Dial(ctx, pool, address)
+	}
+	return r.Connector.Client(ctx, pool, address)
 }
 
 // scope is one pass over one volume.
@@ -54,6 +65,9 @@ type scope struct {
 	// cacheSize is the resolved cache size in bytes.
 	cacheSize int64
 	obs       Observation
+	// placedNow: the volume got its server in this pass (its objects are
+	// new there, not a recovery).
+	placedNow bool
 	// gone: the finalizer was removed, the object may no longer exist.
 	gone bool
 }
@@ -87,7 +101,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	}
 
 	before := vol.DeepCopy()
-	s := &scope{vol: vol, obs: Observation{Generation: vol.Generation}}
+	s := &scope{vol: vol, obs: Observation{Generation: vol.Generation, Now: r.now()}}
 	defer func() {
 		if s.gone {
 			return

@@ -2,6 +2,7 @@ package cachedvolume
 
 import (
 	"fmt"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,7 +14,10 @@ import (
 // from it alone, every pass.
 type Observation struct {
 	Generation int64
-	Deleting   bool
+	// Now stamps conditions that change (the reconciler's clock, so the
+	// lost-server grace measured from them follows it too).
+	Now      time.Time
+	Deleting bool
 	// DeleteBlocked says why deletion waits (e.g. dirty data on a lost server).
 	DeleteBlocked string
 	PoolMissing   bool
@@ -56,7 +60,7 @@ func SetConditions(conds *[]metav1.Condition, o *Observation) {
 		{rcv1.ConditionFlushed, flushedCondition},
 	} {
 		status, reason, msg := c.eval(o)
-		meta.SetStatusCondition(conds, metav1.Condition{Type: c.typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: o.Generation})
+		meta.SetStatusCondition(conds, metav1.Condition{Type: c.typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: o.Generation, LastTransitionTime: metav1.NewTime(o.Now)})
 	}
 }
 
