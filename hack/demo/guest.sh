@@ -106,7 +106,7 @@ snapshot() {
 }
 
 guest_step() {
-  say "5/6 the compute node: a qemu guest (Debian's stock kernel, TCG) connects to both volumes, reads a ${hot_mib} MiB hot set"
+  say "5/6 the compute node: a qemu guest (Debian's stock kernel, TCG) connects to both volumes, reads an ${hot_mib} MiB hot set"
   "$REPO_ROOT/hack/guest/build.sh" >/dev/null
   local started=$SECONDS job="$demo_dir/guest-job.sh" guest_data="$demo_dir/guest-pattern.bin"
   head -c $((4 << 20)) /dev/urandom >"$guest_data"
