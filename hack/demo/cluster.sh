@@ -65,6 +65,8 @@ fail() {
 control_plane_step() {
   say "2/6 a local control plane (etcd + kube-apiserver), the CRDs, rackcache-operator"
   mkdir -p "$kube_dir" "$demo_dir/bin"
+  # `make demo` installs it first; hack/demo.sh run alone may not have.
+  [ -x "$REPO_ROOT/bin/kubectl" ] || "$REPO_ROOT/hack/deps.sh" go-tools
   local assets
   assets="$("$REPO_ROOT/hack/envtest-assets.sh" --print-dir)"
   (cd "$REPO_ROOT" && go build -o "$demokube" ./hack/demokube && go build -o bin/rackcache-operator ./cmd/operator)
