@@ -97,9 +97,13 @@ verify-generated: ## Fail when `make generate manifests` would change the genera
 ##@ Build
 
 .PHONY: build
-build: ## Build the Go packages and the dataplane workspace (release).
+build: operator ## Build the Go packages, bin/rackcache-operator and the dataplane workspace (release).
 	go build $(GO_PACKAGES)
 	cd $(DATAPLANE) && $(CARGO) build --workspace --release
+
+.PHONY: operator
+operator: ## Build the operator binary into bin/rackcache-operator.
+	go build -o bin/rackcache-operator ./cmd/operator
 
 ##@ Test
 
@@ -141,11 +145,11 @@ bench: ## Benchmarks; each prints ratios against its baseline run side by side.
 ##@ Demo
 
 .PHONY: demo
-demo: deps guest-image ## Ceph, the dataplane caching an RBD image on a file cache device, a guest kernel using it; speedup and warm restart.
+demo: deps envtest-assets guest-image ## Through the operator: Ceph, a local apiserver, a CachePool and CachedVolumes, a guest kernel using them; speedup, warm restart, kubectl get.
 	hack/demo.sh up
 
 .PHONY: demo-down
-demo-down: ## Stop what `make demo` started (Ceph, the dataplane).
+demo-down: ## Stop what `make demo` started (Ceph, apiserver, operator, dataplane), by PID.
 	hack/demo.sh down
 
 .PHONY: clean

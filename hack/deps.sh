@@ -9,7 +9,8 @@
 #   python    a venv (bin/venv) with SPDK's official JSON-RPC client (spdk)
 #             libCacheSim (libcachesim, the simulator benchmark's baseline) and
 #             prometheus-client (its parser checks our /metrics output)
-#   go-tools  controller-gen, ginkgo, csi-sanity, helm, golangci-lint, kustomize
+#   go-tools  controller-gen, ginkgo, csi-sanity, helm, golangci-lint, kustomize,
+#             kubectl (hack/tools/kubectl, its own module)
 #   rust      checks rustfmt and clippy (installed with the toolchain)
 #   cargo-fuzz  cargo-fuzz, built from crates.io into the cache
 #   all       all of the above (default)
@@ -87,6 +88,28 @@ install_go_tools() {
     fi
     link_into_bin "$name" "$dir/$name"
   done
+  install_kubectl
+}
+
+# kubectl has no prebuilt download reachable here and no `go install`-able
+# main package of its own: hack/tools/kubectl is a tiny module whose go.mod
+# pins k8s.io/kubectl, built into the cache keyed by that version.
+install_kubectl() {
+  local mod="$REPO_ROOT/hack/tools/kubectl" version dir
+  version="$(sed -n 's#^\s*k8s.io/kubectl \(v[^ ]*\).*#\1#p' "$mod/go.mod")"
+  [ -n "$version" ] || die "no k8s.io/kubectl version pinned in $mod/go.mod"
+  dir="$RACKCACHE_CACHE/tools/kubectl-$version"
+  if [ ! -x "$dir/kubectl" ]; then
+    log "go-tools: building kubectl $version"
+    # -C: the module's own go.mod, never the project's. The -X flags give
+    # `kubectl version` the release it is (v0.X.Y is Kubernetes 1.X.Y).
+    local release="v1.${version#v0.}" pkg ldflags=""
+    for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
+      ldflags+=" -X $pkg.gitVersion=$release -X $pkg.gitMajor=1 -X $pkg.gitMinor=$(cut -d. -f2 <<<"$version")"
+    done
+    with_lock "tool-kubectl-$version" go build -C "$mod" -ldflags "$ldflags" -o "$dir/kubectl" .
+  fi
+  link_into_bin kubectl "$dir/kubectl"
 }
 
 CARGO_FUZZ_VERSION="0.12.0"

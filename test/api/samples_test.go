@@ -5,8 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"testing"
 
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -14,35 +15,38 @@ import (
 	"github.com/rackcache/rackcache/test/framework"
 )
 
-// testSamplesAccepted creates every object in config/samples so that the
-// examples docs/operator.md points at stay valid.
-func testSamplesAccepted(t *testing.T, c client.Client) {
-	files, err := filepath.Glob(filepath.Join(framework.RepoRoot(), "config", "samples", "rackcache_*.yaml"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no samples found under config/samples (err %v)", err)
-	}
-	ctx := context.Background()
+// sampleEntries lists config/samples while the tree is built: one entry per
+// sample, so that the examples docs/operator.md points at stay valid.
+func sampleEntries() []TableEntry {
+	files, _ := filepath.Glob(filepath.Join(framework.RepoRoot(), "config", "samples", "rackcache_*.yaml"))
+	var entries []TableEntry
 	for _, f := range files {
-		raw, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatalf("read sample: %v", err)
-		}
-		var obj client.Object
-		switch {
-		case strings.Contains(string(raw), "kind: CachePool\n"):
-			obj = &rcv1.CachePool{}
-		case strings.Contains(string(raw), "kind: CachedVolume\n"):
-			obj = &rcv1.CachedVolume{}
-		default:
-			t.Fatalf("%s: neither a CachePool nor a CachedVolume", f)
-		}
-		if err := yaml.UnmarshalStrict(raw, obj); err != nil {
-			t.Fatalf("%s: decode: %v", f, err)
-		}
-		if err := c.Create(ctx, obj); err != nil {
-			t.Errorf("%s: apiserver refused the sample: %v", filepath.Base(f), err)
-			continue
-		}
-		_ = c.Delete(ctx, obj)
+		entries = append(entries, Entry(filepath.Base(f), f))
 	}
+	return entries
 }
+
+var _ = Describe("config/samples", func() {
+	It("holds a Rook pool, a pool with explicit monitors and a volume", func() {
+		Expect(sampleEntries()).To(HaveLen(3))
+	})
+
+	DescribeTable("the apiserver accepts the sample",
+		func(ctx context.Context, path string) {
+			raw, err := os.ReadFile(path)
+			Expect(err).NotTo(HaveOccurred())
+			var obj client.Object
+			switch {
+			case strings.Contains(string(raw), "kind: CachePool\n"):
+				obj = &rcv1.CachePool{}
+			case strings.Contains(string(raw), "kind: CachedVolume\n"):
+				obj = &rcv1.CachedVolume{}
+			default:
+				Fail(path + ": neither a CachePool nor a CachedVolume")
+			}
+			Expect(yaml.UnmarshalStrict(raw, obj)).To(Succeed(), "decode %s", path)
+			create(ctx, obj)
+		},
+		sampleEntries(),
+	)
+})

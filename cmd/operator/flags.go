@@ -1,0 +1,50 @@
+package main
+
+import (
+	"flag"
+	"os"
+
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/rackcache/rackcache/controllers/operator"
+)
+
+// config is everything the command line sets.
+type config struct {
+	metricsAddr string
+	probeAddr   string
+	leaderElect bool
+	operator    operator.Options
+	zap         zap.Options
+}
+
+// parseFlags reads the command line into a config. The namespace defaults to
+// POD_NAMESPACE (the Deployment sets it from the downward API), so the
+// operator keeps the dataplane objects beside itself wherever it is installed.
+func parseFlags(fs *flag.FlagSet, args []string) (*config, error) {
+	c := &config{operator: operator.DefaultOptions()}
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		c.operator.Namespace = ns
+	}
+	fs.StringVar(&c.metricsAddr, "metrics-bind-address", ":8080",
+		"Address the Prometheus /metrics endpoint binds to (plain HTTP); 0 disables it.")
+	fs.StringVar(&c.probeAddr, "health-probe-bind-address", ":8081",
+		"Address the /healthz and /readyz probe endpoints bind to.")
+	fs.BoolVar(&c.leaderElect, "leader-elect", false,
+		"Elect a leader (a Lease in --namespace) so that only one replica reconciles at a time.")
+	fs.StringVar(&c.operator.Namespace, "namespace", c.operator.Namespace,
+		"Namespace of the operator's own objects: the dataplane DaemonSets, Secrets, ConfigMaps and the leader election Lease (POD_NAMESPACE when set).")
+	fs.DurationVar(&c.operator.StatusInterval, "status-interval", c.operator.StatusInterval,
+		"How often each cache server's state and each volume's statistics are read from the dataplanes.")
+	fs.DurationVar(&c.operator.ServerLostGrace, "server-lost-grace", c.operator.ServerLostGrace,
+		"How long a cache server may be unreachable before its write-through and write-around volumes are re-placed.")
+	fs.DurationVar(&c.operator.DataplaneTimeout, "dataplane-timeout", c.operator.DataplaneTimeout,
+		"Deadline of each JSON-RPC call to a dataplane.")
+	// Production settings by default: JSON lines at info level.
+	c.zap = zap.Options{Development: false}
+	c.zap.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	return c, nil
+}

@@ -1,0 +1,12 @@
+package operator
+
+// What the wiring itself needs, whatever the reconcilers add with their own
+// markers (controller-gen merges them into config/rbac/role.yaml): both
+// reconcilers' event recorders, the servers package's listing of dataplane
+// pods and their Nodes, and the Secrets and ConfigMaps that the dataplane
+// connector and the Ceph resolver read (the pool's token and CA; Rook's
+// monitor ConfigMap and CSI Secrets, or the Secret a pool names).
+//
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=pods;nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets;configmaps,verbs=get;list;watch

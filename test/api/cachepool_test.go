@@ -1,0 +1,113 @@
+package api
+
+import (
+	"context"
+	"strings"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	rcv1 "github.com/rackcache/rackcache/api/v1alpha1"
+)
+
+// poolRejects is an Entry of the CachePool rejection table; want is also
+// recorded so that the rules spec can tell which CEL rule has no entry.
+func poolRejects(name string, mutate func(*rcv1.CachePool), want string) TableEntry {
+	testedMessages["CachePool"] = append(testedMessages["CachePool"], want)
+	return Entry(name, name, mutate, want)
+}
+
+var _ = Describe("CachePool", func() {
+	It("is accepted with the documented defaults", func(ctx context.Context) {
+		pool := validPool("defaults")
+		create(ctx, pool)
+		got := &rcv1.CachePool{}
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(pool), got)).To(Succeed())
+		s := got.Spec
+		Expect(s.BlockSizesKiB).To(Equal([]rcv1.BlockSizeKiB{32, 64, 128, 256}))
+		Expect(s.AllocationMode).To(Equal(rcv1.Adaptive))
+		Expect(s.WriteMode).To(Equal(rcv1.WriteThrough))
+		Expect(s.Port).To(BeEquivalentTo(4420))
+		Expect(s.Placement.RackLabel).To(Equal(rcv1.DefaultRackLabel))
+		Expect(s.Placement.AllowCrossRack).To(Equal(ptr.To(true)))
+	})
+
+	It("accepts a fixed-size write-back pool in front of Rook with every policy set", func(ctx context.Context) {
+		rook := validPool("rook")
+		rook.Spec.Ceph = rcv1.CephBackend{Rook: &rcv1.RookBackend{Namespace: "rook-ceph"}}
+		rook.Spec.AllocationMode = rcv1.Fixed
+		rook.Spec.BlockSizesKiB = []rcv1.BlockSizeKiB{4}
+		rook.Spec.WriteMode = rcv1.WriteBack
+		rook.Spec.Policies = rcv1.CachePolicy{
+			Admission: "nhit:2", Eviction: "lazy:4:2",
+			Cleaning:  &rcv1.Cleaning{Policy: rcv1.CleaningLazy, StalenessMs: ptr.To[int32](1000), WakeUpMs: ptr.To[int32](100)},
+			SeqCutoff: &rcv1.SeqCutoff{Policy: rcv1.SeqCutoffFull, ThresholdKiB: ptr.To[int32](1024)},
+		}
+		create(ctx, rook)
+	})
+
+	DescribeTable("the apiserver rejects a violating pool with the rule's message",
+		func(ctx context.Context, name string, mutate func(*rcv1.CachePool), want string) {
+			p := validPool("bad-" + strings.ReplaceAll(strings.ToLower(name), " ", "-"))
+			mutate(p)
+			expectCreateRejected(ctx, p, want)
+		},
+		poolRejects("block size not a power of two", func(p *rcv1.CachePool) { p.Spec.BlockSizesKiB = []rcv1.BlockSizeKiB{32, 48} },
+			"block sizes are in KiB and must be a power of two from 4 (4 KiB) to 1024 (1 MiB)"),
+		poolRejects("block size below 4 KiB", func(p *rcv1.CachePool) { p.Spec.BlockSizesKiB = []rcv1.BlockSizeKiB{2} },
+			"must be a power of two from 4 (4 KiB) to 1024 (1 MiB)"),
+		poolRejects("block size above 1 MiB", func(p *rcv1.CachePool) { p.Spec.BlockSizesKiB = []rcv1.BlockSizeKiB{2048} },
+			"must be a power of two from 4 (4 KiB) to 1024 (1 MiB)"),
+		poolRejects("block sizes descending", func(p *rcv1.CachePool) { p.Spec.BlockSizesKiB = []rcv1.BlockSizeKiB{64, 32} },
+			"blockSizesKiB must be in ascending order"),
+		poolRejects("block sizes repeated", func(p *rcv1.CachePool) { p.Spec.BlockSizesKiB = []rcv1.BlockSizeKiB{32, 32, 64} },
+			"blockSizesKiB must not repeat a size"),
+		poolRejects("fixed with two sizes", func(p *rcv1.CachePool) {
+			p.Spec.AllocationMode = rcv1.Fixed
+			p.Spec.BlockSizesKiB = []rcv1.BlockSizeKiB{32, 64}
+		}, "allocationMode Fixed uses exactly one block size"),
+		poolRejects("relative device path", func(p *rcv1.CachePool) { p.Spec.Devices[0].Path = "dev/nvme1n1" },
+			"device path must be absolute"),
+		poolRejects("device path with ..", func(p *rcv1.CachePool) { p.Spec.Devices[0].Path = "/dev/../etc/passwd" },
+			"device path must be absolute (start with /) and must not contain .."),
+		poolRejects("zero device size", func(p *rcv1.CachePool) { p.Spec.Devices[0].Size = ptr.To(resource.MustParse("0")) },
+			"device size must be a positive byte quantity"),
+		poolRejects("both rook and monitors", func(p *rcv1.CachePool) { p.Spec.Ceph.Rook = &rcv1.RookBackend{Namespace: "rook-ceph"} },
+			"set exactly one of ceph.rook"),
+		poolRejects("neither rook nor monitors", func(p *rcv1.CachePool) { p.Spec.Ceph = rcv1.CephBackend{} },
+			"set exactly one of ceph.rook"),
+		poolRejects("monitors without secret", func(p *rcv1.CachePool) { p.Spec.Ceph.SecretRef = nil },
+			"ceph.monitors needs ceph.secretRef"),
+		poolRejects("rook with secret", func(p *rcv1.CachePool) {
+			p.Spec.Ceph.Monitors = nil
+			p.Spec.Ceph.Rook = &rcv1.RookBackend{Namespace: "rook-ceph"}
+		}, "ceph.secretRef is not used with ceph.rook"),
+		poolRejects("monitor without port", func(p *rcv1.CachePool) { p.Spec.Ceph.Monitors = []string{"10.0.0.1"} },
+			"each monitor must be host:port or [ipv6]:port"),
+		poolRejects("bad admission", func(p *rcv1.CachePool) { p.Spec.Policies.Admission = "nhit:0" },
+			"admission must be one of always, nhit, nhit:N"),
+		poolRejects("bad eviction", func(p *rcv1.CachePool) { p.Spec.Policies.Eviction = "lru" },
+			"eviction must be lru2, lazy"),
+		poolRejects("lazy fields on aggressive cleaning", func(p *rcv1.CachePool) {
+			p.Spec.Policies.Cleaning = &rcv1.Cleaning{Policy: rcv1.CleaningAggressive, StalenessMs: ptr.To[int32](5)}
+		}, "stalenessMs, maxBatch and activityThresholdMs apply only to policy Lazy"),
+		poolRejects("aggressive fields on lazy cleaning", func(p *rcv1.CachePool) {
+			p.Spec.Policies.Cleaning = &rcv1.Cleaning{Policy: rcv1.CleaningLazy, DirtyRatioPercent: ptr.To[int32](50)}
+		}, "dirtyRatioPercent and batchBlocks apply only to policy Aggressive"),
+		poolRejects("wake-up on nop cleaning", func(p *rcv1.CachePool) {
+			p.Spec.Policies.Cleaning = &rcv1.Cleaning{Policy: rcv1.CleaningNop, WakeUpMs: ptr.To[int32](5)}
+		}, "wakeUpMs does not apply to policy Nop"),
+		poolRejects("unknown write mode", func(p *rcv1.CachePool) { p.Spec.WriteMode = "wb" },
+			`Unsupported value: "wb"`),
+		poolRejects("port out of range", func(p *rcv1.CachePool) { p.Spec.Port = 70000 },
+			"should be less than or equal to 65535"),
+		poolRejects("duplicate device", func(p *rcv1.CachePool) {
+			p.Spec.Devices = append(p.Spec.Devices, rcv1.CacheDevice{Path: "/dev/nvme1n1"})
+		}, "Duplicate value"),
+		poolRejects("empty node selector", func(p *rcv1.CachePool) { p.Spec.NodeSelector = map[string]string{} },
+			"spec.nodeSelector"),
+	)
+})
