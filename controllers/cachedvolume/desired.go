@@ -92,11 +92,16 @@ func addressFamily(address string) string {
 	return "IPv4"
 }
 
-// EffectiveWriteMode is the volume's write mode: its own, else the pool's.
+// EffectiveWriteMode is the volume's write mode: its own; else the mode it
+// runs with (status.writeMode, the pool's mode when it was created: the
+// pool's writeMode is taken at creation, so changing it later moves no
+// existing volume, write-back ones least of all); else the pool's.
 func EffectiveWriteMode(vol *rcv1.CachedVolume, pool *rcv1.CachePool) rcv1.WriteMode {
 	switch {
 	case vol.Spec.WriteMode != "":
 		return vol.Spec.WriteMode
+	case vol.Status.WriteMode != "":
+		return vol.Status.WriteMode
 	case pool.Spec.WriteMode != "":
 		return pool.Spec.WriteMode
 	default:

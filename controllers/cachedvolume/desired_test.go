@@ -212,3 +212,25 @@ func TestResolveCacheSize(t *testing.T) {
 		}
 	}
 }
+
+// TestEffectiveWriteModeTakenAtCreation: the pool's write mode is taken
+// when a volume is created; a later change of the pool's mode, or clearing
+// the volume's own, keeps the mode the volume runs with.
+func TestEffectiveWriteModeTakenAtCreation(t *testing.T) {
+	pool := &rcv1.CachePool{Spec: rcv1.CachePoolSpec{WriteMode: rcv1.WriteThrough}}
+	for _, tc := range []struct {
+		name          string
+		spec, running rcv1.WriteMode
+		want          rcv1.WriteMode
+	}{
+		{"new volume takes the pool's", "", "", rcv1.WriteThrough},
+		{"own mode wins", rcv1.WriteAround, rcv1.WriteBack, rcv1.WriteAround},
+		{"pool changed later: keeps its mode", "", rcv1.WriteBack, rcv1.WriteBack},
+	} {
+		vol := &rcv1.CachedVolume{}
+		vol.Spec.WriteMode, vol.Status.WriteMode = tc.spec, tc.running
+		if got := EffectiveWriteMode(vol, pool); got != tc.want {
+			t.Errorf("%s: EffectiveWriteMode = %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
