@@ -4,17 +4,31 @@ package cachepool
 
 import (
 	"context"
+	"fmt"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	rcv1 "github.com/rackcache/rackcache/api/v1alpha1"
+	"github.com/rackcache/rackcache/controllers/ceph"
 	"github.com/rackcache/rackcache/controllers/servers"
 )
 
-// Reconciler reconciles CachePools. (Placeholder until the reconciler lands.)
+// defaultStatusInterval applies when StatusInterval is zero.
+const defaultStatusInterval = 30 * time.Second
+
+// staleCacheRetry is how soon a pass is retried after creating an object
+// the cache had not seen (AlreadyExists).
+const staleCacheRetry = time.Second
+
+// Reconciler reconciles CachePools.
 type Reconciler struct {
 	Client    client.Client
 	Namespace string
@@ -24,14 +38,202 @@ type Reconciler struct {
 	StatusInterval time.Duration
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+
+	// io keeps each server's previous I/O counters for its IOPS.
+	io ioTracker
 }
 
-// Reconcile does one pass over a CachePool.
+// +kubebuilder:rbac:groups=rackcache.io,resources=cachepools,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=rackcache.io,resources=cachepools/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=rackcache.io,resources=cachepools/finalizers,verbs=update
+// +kubebuilder:rbac:groups=rackcache.io,resources=cachedvolumes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps,resources=daemonsets,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups="",resources=pods;nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+
+// Reconcile does one pass over a CachePool: finalizer, credentials,
+// ConfigMap and DaemonSet, then the status read from the servers; or, when
+// the pool is being deleted, waits for its volumes to go.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	pool := &rcv1.CachePool{}
+	if err := r.Client.Get(ctx, req.NamespacedName, pool); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forget(req.Name)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("get CachePool %s: %w", req.Name, err)
+	}
+	if !pool.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, pool)
+	}
+	if !controllerutil.ContainsFinalizer(pool, rcv1.CachePoolFinalizer) {
+		// The update wakes the next pass.
+		patch := client.MergeFromWithOptions(pool.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		controllerutil.AddFinalizer(pool, rcv1.CachePoolFinalizer)
+		if err := r.Client.Patch(ctx, pool, patch); err != nil {
+			return ctrl.Result{}, fmt.Errorf("add finalizer to CachePool %s: %w", pool.Name, err)
+		}
+		return ctrl.Result{}, nil
+	}
+	return r.reconcileNormal(ctx, pool)
+}
+
+func (r *Reconciler) reconcileNormal(ctx context.Context, pool *rcv1.CachePool) (ctrl.Result, error) {
+	applyErr := r.reconcileObjects(ctx, pool)
+	o, observeErr := r.observe(ctx, pool)
+	o.Succeeded = applyErr == nil && observeErr == nil
+	statusErr := r.writeStatus(ctx, pool, o)
+	err := kerrors.NewAggregate([]error{applyErr, observeErr, statusErr})
+	if err != nil && apierrors.IsAlreadyExists(applyErr) {
+		return ctrl.Result{RequeueAfter: staleCacheRetry}, nil
+	}
+	return ctrl.Result{RequeueAfter: r.statusInterval()}, err
+}
+
+// reconcileObjects makes the pool's credentials, ConfigMap and DaemonSet
+// what they should be.
+func (r *Reconciler) reconcileObjects(ctx context.Context, pool *rcv1.CachePool) error {
+	if err := r.reconcileCredentials(ctx, pool); err != nil {
+		return err
+	}
+	config, err := renderDataplaneConfig(pool)
+	if err != nil {
+		return err
+	}
+	owner := client.FieldOwner(servers.ManagerName)
+	if err := r.Client.Apply(ctx, desiredConfigMap(pool, r.Namespace, config), owner, client.ForceOwnership); err != nil {
+		return fmt.Errorf("apply ConfigMap %s/%s: %w", r.Namespace, servers.ConfigMapName(pool.Name), err)
+	}
+	if err := r.Client.Apply(ctx, desiredDaemonSet(pool, r.Namespace, configHash(config)), owner, client.ForceOwnership); err != nil {
+		return fmt.Errorf("apply DaemonSet %s/%s: %w", r.Namespace, servers.DaemonSetName(pool.Name), err)
+	}
+	return nil
+}
+
+// observe reads what the status is computed from: the Ceph backend, the
+// DaemonSet, the servers and the volumes. A failed read of a server is part
+// of the observation; a failed read of the API server is an error.
+func (r *Reconciler) observe(ctx context.Context, pool *rcv1.CachePool) (*observation, error) {
+	o := &observation{Generation: pool.Generation, Now: r.now()}
+	var errs []error
+	if _, err := ceph.Resolve(ctx, r.Client, pool, ceph.Node); err != nil {
+		o.CephError = err.Error()
+	}
+	ds := &appsv1.DaemonSet{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: servers.DaemonSetName(pool.Name)}, ds)
+	switch {
+	case apierrors.IsNotFound(err):
+		ds = nil
+	case err != nil:
+		errs = append(errs, fmt.Errorf("get DaemonSet %s/%s: %w", r.Namespace, servers.DaemonSetName(pool.Name), err))
+		ds = nil
+	}
+	if ds != nil {
+		o.DesiredScheduled = ds.Status.DesiredNumberScheduled
+	}
+	o.Rollout = rolloutMessage(ds)
+	list, err := servers.List(ctx, r.Client, r.Namespace, pool)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	o.Readings = r.readServers(ctx, pool, list)
+	volumes, err := r.countVolumes(ctx, pool.Name)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	o.Volumes = volumes
+	return o, kerrors.NewAggregate(errs)
+}
+
+// countVolumes counts the CachedVolumes naming pool. A list and a filter,
+// not a field index: volumes are few per cluster, and the CachedVolume
+// reconciler is free to index them its own way.
+func (r *Reconciler) countVolumes(ctx context.Context, pool string) (int32, error) {
+	var list rcv1.CachedVolumeList
+	if err := r.Client.List(ctx, &list); err != nil {
+		return 0, fmt.Errorf("list CachedVolumes: %w", err)
+	}
+	var n int32
+	for i := range list.Items {
+		if list.Items[i].Spec.PoolName == pool {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// writeStatus computes the pool's status from o, records Events for its
+// transitions and the metrics, and patches the status when it changed. It
+// is the only status writer.
+func (r *Reconciler) writeStatus(ctx context.Context, pool *rcv1.CachePool, o *observation) error {
+	before := pool.DeepCopy()
+	pool.Status = computeStatus(&before.Status, o)
+	for _, e := range transitionEvents(&before.Status, &pool.Status) {
+		r.event(pool, e.Type, e.Reason, e.Message)
+	}
+	recordMetrics(pool.Name, &pool.Status)
+	if equality.Semantic.DeepEqual(before.Status, pool.Status) {
+		return nil
+	}
+	if err := r.Client.Status().Patch(ctx, pool, client.MergeFrom(before)); err != nil {
+		return fmt.Errorf("patch status of CachePool %s: %w", pool.Name, err)
+	}
+	return nil
+}
+
+// reconcileDelete holds the pool while CachedVolumes name it; then it lets
+// it go (its DaemonSet, ConfigMap and Secrets follow by garbage collection).
+func (r *Reconciler) reconcileDelete(ctx context.Context, pool *rcv1.CachePool) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(pool, rcv1.CachePoolFinalizer) {
+		return ctrl.Result{}, nil
+	}
+	o, observeErr := r.observe(ctx, pool)
+	if observeErr != nil {
+		return ctrl.Result{}, observeErr
+	}
+	if o.Volumes > 0 {
+		o.Deleting = true
+		o.Succeeded = true
+		ctrl.LoggerFrom(ctx).Info("deletion held: CachedVolumes use the pool", "volumes", o.Volumes)
+		if err := r.writeStatus(ctx, pool, o); err != nil {
+			return ctrl.Result{}, err
+		}
+		return ctrl.Result{RequeueAfter: r.statusInterval()}, nil
+	}
+	patch := client.MergeFromWithOptions(pool.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	controllerutil.RemoveFinalizer(pool, rcv1.CachePoolFinalizer)
+	if err := r.Client.Patch(ctx, pool, patch); client.IgnoreNotFound(err) != nil {
+		return ctrl.Result{}, fmt.Errorf("remove finalizer from CachePool %s: %w", pool.Name, err)
+	}
+	r.forget(pool.Name)
+	ctrl.LoggerFrom(ctx).Info("CachePool released: no CachedVolume uses it")
 	return ctrl.Result{}, nil
 }
 
-// SetupWithManager registers the reconciler.
-func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).For(&rcv1.CachePool{}).Complete(r)
+// forget drops what is kept in memory and in metrics for a pool that is gone.
+func (r *Reconciler) forget(pool string) {
+	r.io.forget(pool)
+	forgetMetrics(pool)
+}
+
+func (r *Reconciler) event(pool *rcv1.CachePool, eventType, reason, message string) {
+	if r.Recorder != nil {
+		r.Recorder.Event(pool, eventType, reason, message)
+	}
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+func (r *Reconciler) statusInterval() time.Duration {
+	if r.StatusInterval > 0 {
+		return r.StatusInterval
+	}
+	return defaultStatusInterval
 }

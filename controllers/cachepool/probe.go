@@ -1,0 +1,221 @@
+package cachepool
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	rcv1 "github.com/rackcache/rackcache/api/v1alpha1"
+	"github.com/rackcache/rackcache/controllers/dataplane"
+	"github.com/rackcache/rackcache/controllers/servers"
+)
+
+const mib = 1 << 20
+
+// serverReading is what one pass learned about one cache server.
+type serverReading struct {
+	Server servers.Server
+	// Answered: every JSON-RPC call of the pass succeeded; the figures
+	// below are only meaningful then.
+	Answered       bool
+	Version        string
+	CapacityBytes  int64
+	AllocatedBytes int64
+	Volumes        int32
+	IOPS           int64
+	// MissingCacheBdevs are cacheN bdevs of the pool's devices the server
+	// does not have (the device could not be opened at start).
+	MissingCacheBdevs []string
+	// DegradedVolumes are cached bdevs whose cache device failed.
+	DegradedVolumes []string
+	// Failure says which call failed and why (when !Answered).
+	Failure string
+}
+
+// ioSample is one bdev_get_iostat reading of a server's cached bdevs, on
+// the dataplane's own clock.
+type ioSample struct {
+	Ops      uint64
+	Ticks    uint64
+	TickRate uint64
+}
+
+// ioTracker keeps each server's previous I/O sample, per pool and node, to
+// turn counters into a rate.
+type ioTracker struct {
+	mu   sync.Mutex
+	last map[string]ioSample
+}
+
+// rate records cur for pool/node and returns the operations per second
+// since the previous sample (0 for the first, or after a restart reset the
+// counters).
+func (t *ioTracker) rate(pool, node string, cur ioSample) int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.last == nil {
+		t.last = map[string]ioSample{}
+	}
+	key := pool + "/" + node
+	prev, ok := t.last[key]
+	t.last[key] = cur
+	if !ok {
+		return 0
+	}
+	return opsPerSecond(prev, cur)
+}
+
+// forget drops every sample of pool.
+func (t *ioTracker) forget(pool string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for k := range t.last {
+		if len(k) > len(pool) && k[:len(pool)+1] == pool+"/" {
+			delete(t.last, k)
+		}
+	}
+}
+
+// opsPerSecond is the rate between two samples; counters or clocks going
+// backwards (a restarted dataplane) give 0.
+func opsPerSecond(prev, cur ioSample) int64 {
+	if cur.TickRate == 0 || cur.Ticks <= prev.Ticks || cur.Ops < prev.Ops {
+		return 0
+	}
+	seconds := float64(cur.Ticks-prev.Ticks) / float64(cur.TickRate)
+	return int64(float64(cur.Ops-prev.Ops)/seconds + 0.5)
+}
+
+// readServer asks one server for its version, cache devices, cached bdevs
+// and I/O counters. The first failing call ends the reading.
+func (r *Reconciler) readServer(ctx context.Context, pool *rcv1.CachePool, s servers.Server) serverReading {
+	out := serverReading{Server: s}
+	if s.Address == "" {
+		out.Failure = "the dataplane pod has no address yet"
+		return out
+	}
+	c, err := r.Connector.Client(ctx, pool.Name, s.Address)
+	if err != nil {
+		out.Failure = fmt.Sprintf("connect: %v", err)
+		return out
+	}
+	if err := r.readInto(ctx, c, pool, &out); err != nil {
+		out.Failure = err.Error()
+		return out
+	}
+	out.Answered = true
+	return out
+}
+
+func (r *Reconciler) readInto(ctx context.Context, c *dataplane.Client, pool *rcv1.CachePool, out *serverReading) error {
+	v, err := c.Version(ctx)
+	if err != nil {
+		return err
+	}
+	out.Version = v.Version
+	bdevs, err := c.Bdevs(ctx, "")
+	if err != nil {
+		return err
+	}
+	devices, err := c.CacheDevices(ctx)
+	if err != nil {
+		return err
+	}
+	cached, err := c.CachedBdevs(ctx, "")
+	if err != nil {
+		return err
+	}
+	stats, err := c.IOStat(ctx)
+	if err != nil {
+		return err
+	}
+	out.CapacityBytes, out.MissingCacheBdevs = serverCapacity(pool.Spec.Devices, devices, bdevs)
+	out.AllocatedBytes = allocatedBytes(devices)
+	out.Volumes = int32(len(cached))
+	for _, b := range cached {
+		if b.Degraded {
+			out.DegradedVolumes = append(out.DegradedVolumes, b.Name)
+		}
+	}
+	out.IOPS = r.io.rate(pool.Name, out.Server.NodeName, cachedBdevOps(stats, cached))
+	return nil
+}
+
+// serverCapacity is the cache capacity of one server: per device of the
+// pool, the room of the cache formatted on it (once a volume opened it),
+// else the size of its bdev, capped by the device's size in the spec. It
+// also returns the names of the cache bdevs the server lacks.
+func serverCapacity(spec []rcv1.CacheDevice, devices []dataplane.CacheDevice, bdevs []dataplane.Bdev) (int64, []string) {
+	var total int64
+	var missing []string
+	for i, d := range spec {
+		name := servers.CacheBdevName(i)
+		size, ok := deviceSize(name, devices, bdevs)
+		if !ok {
+			missing = append(missing, name)
+			continue
+		}
+		if d.Size != nil && d.Size.Value() < size {
+			size = d.Size.Value()
+		}
+		total += size
+	}
+	return total, missing
+}
+
+func deviceSize(name string, devices []dataplane.CacheDevice, bdevs []dataplane.Bdev) (int64, bool) {
+	for _, d := range devices {
+		if d.CacheBdevName == name {
+			return int64(d.TotalMiB) * mib, true
+		}
+	}
+	for i := range bdevs {
+		if bdevs[i].Name == name {
+			return int64(bdevs[i].SizeBytes()), true
+		}
+	}
+	return 0, false
+}
+
+// allocatedBytes is the cache given to volumes on every device.
+func allocatedBytes(devices []dataplane.CacheDevice) int64 {
+	var total int64
+	for _, d := range devices {
+		for _, v := range d.Volumes {
+			total += int64(v.CacheSizeMiB) * mib
+		}
+	}
+	return total
+}
+
+// cachedBdevOps sums the read and write operations of the cached bdevs
+// only: the bdevs under them see the same I/O again.
+func cachedBdevOps(stats *dataplane.IOStats, cached []dataplane.CachedBdev) ioSample {
+	names := make(map[string]bool, len(cached))
+	for _, b := range cached {
+		names[b.Name] = true
+	}
+	out := ioSample{Ticks: stats.Ticks, TickRate: stats.TickRate}
+	for _, b := range stats.Bdevs {
+		if names[b.Name] {
+			out.Ops += b.NumReadOps + b.NumWriteOps
+		}
+	}
+	return out
+}
+
+// readServers reads every server at once: a slow server delays the pass
+// by one timeout, not one per server.
+func (r *Reconciler) readServers(ctx context.Context, pool *rcv1.CachePool, list []servers.Server) []serverReading {
+	out := make([]serverReading, len(list))
+	var wg sync.WaitGroup
+	for i := range list {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i] = r.readServer(ctx, pool, list[i])
+		}()
+	}
+	wg.Wait()
+	return out
+}
