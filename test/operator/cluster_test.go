@@ -10,7 +10,6 @@ package operator
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -18,8 +17,8 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -47,6 +46,9 @@ type serverInput struct {
 	Rack string
 	// CacheMiB is the size of the server's cache file.
 	CacheMiB int
+	// Unready creates the pod not ready (its readiness probe not passed
+	// yet): the server runs but is no candidate until setPodReady(true).
+	Unready bool
 }
 
 // server is one running stand-in cache server.
@@ -209,7 +211,7 @@ func (s *server) createPod(ctx context.Context) {
 	DeferCleanup(func(ctx SpecContext) {
 		Expect(client.IgnoreNotFound(k8s.Delete(ctx, pod, client.GracePeriodSeconds(0)))).To(Succeed())
 	})
-	s.setPodReady(ctx, true)
+	s.setPodReady(ctx, !s.in.Unready)
 }
 
 // setPodReady sets the pod's status as the kubelet would: running with
@@ -303,12 +305,22 @@ func (s *server) cacheBytes(ctx context.Context) uint64 {
 	return total
 }
 
-// ignoreExists lets a create of an object another spec made pass.
-func ignoreExists(err error) error {
-	if apierrors.IsAlreadyExists(err) {
-		return nil
-	}
-	return err
+// syncDaemonSetStatus reports the pool's DaemonSet as rolled out on its n
+// nodes, as the DaemonSet controller (absent from envtest) would once the
+// stand-in pods run.
+func syncDaemonSetStatus(ctx context.Context, pool *rcv1.CachePool, n int32) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		var ds appsv1.DaemonSet
+		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: servers.DaemonSetName(pool.Name)}, &ds)).To(Succeed())
+		ds.Status = appsv1.DaemonSetStatus{
+			ObservedGeneration:     ds.Generation,
+			DesiredNumberScheduled: n,
+			CurrentNumberScheduled: n,
+			UpdatedNumberScheduled: n,
+			NumberReady:            n,
+			NumberAvailable:        n,
+		}
+		g.Expect(k8s.Status().Update(ctx, &ds)).To(Succeed())
+	}).WithContext(ctx).WithTimeout(setupTimeout).WithPolling(poll).Should(Succeed(), "the operator creates the DaemonSet of pool %s", pool.Name)
 }
-
-var _ = fmt.Sprintf

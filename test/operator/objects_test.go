@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rcv1 "github.com/rackcache/rackcache/api/v1alpha1"
@@ -60,7 +59,7 @@ func createPool(ctx context.Context, in poolInput) *rcv1.CachePool {
 		pool.Spec.Ceph.SecretRef = &rcv1.SecretReference{Name: cephUserSecret, Namespace: operatorNamespace}
 	}
 	Expect(k8s.Create(ctx, pool)).To(Succeed())
-	DeferCleanup(func(ctx SpecContext) { deleteAndWait(ctx, pool) })
+	DeferCleanup(func(ctx SpecContext) { cleanUp(ctx, pool) })
 	return pool
 }
 
@@ -97,14 +96,31 @@ func createVolume(ctx context.Context, in volumeInput) *rcv1.CachedVolume {
 		},
 	}
 	Expect(k8s.Create(ctx, vol)).To(Succeed())
-	DeferCleanup(func(ctx SpecContext) { deleteAndWait(ctx, vol) })
+	DeferCleanup(func(ctx SpecContext) { cleanUp(ctx, vol) })
 	return vol
 }
 
-// deleteAndWait deletes obj and waits until its finalizers let it go. One
-// that is still there after deleteTimeout fails the spec, then loses its
-// finalizers so the rest of the suite can go on.
+// cleanUp deletes obj when its spec or container ends. After a failure its
+// server may be gone already, so its finalizer gets a short wait only.
+func cleanUp(ctx context.Context, obj client.Object) {
+	GinkgoHelper()
+	timeout := deleteTimeout
+	if CurrentSpecReport().Failed() {
+		timeout = failedCleanupTimeout
+	}
+	deleteWithin(ctx, obj, timeout)
+}
+
+// deleteAndWait deletes obj and waits until its finalizers let it go.
 func deleteAndWait(ctx context.Context, obj client.Object) {
+	GinkgoHelper()
+	deleteWithin(ctx, obj, deleteTimeout)
+}
+
+// deleteWithin deletes obj and waits until its finalizers let it go. One
+// that is still there after timeout fails the spec, then loses its
+// finalizers so the rest of the suite can go on.
+func deleteWithin(ctx context.Context, obj client.Object, timeout time.Duration) {
 	GinkgoHelper()
 	if err := k8s.Delete(ctx, obj); apierrors.IsNotFound(err) {
 		return
@@ -113,7 +129,7 @@ func deleteAndWait(ctx context.Context, obj client.Object) {
 	}
 	gone := func() error { return k8s.Get(ctx, client.ObjectKeyFromObject(obj), obj) }
 	ok := InterceptGomegaFailure(func() {
-		Eventually(gone).WithContext(ctx).WithTimeout(deleteTimeout).WithPolling(poll).Should(
+		Eventually(gone).WithContext(ctx).WithTimeout(timeout).WithPolling(poll).Should(
 			Satisfy(apierrors.IsNotFound), "%T %s is deleted (its finalizer done)", obj, obj.GetName())
 	})
 	if ok != nil {
@@ -173,5 +189,3 @@ func condition(conds []metav1.Condition, t string) *metav1.Condition {
 
 // elapsedSince is for log lines only (never asserted: no timing thresholds).
 func elapsedSince(t time.Time) string { return time.Since(t).Round(time.Millisecond).String() }
-
-var _ = ptr.To[bool]

@@ -49,6 +49,9 @@ const (
 	convergeTimeout = 2 * time.Minute
 	// deleteTimeout: a volume's finalizer flushes and tears down.
 	deleteTimeout = 3 * time.Minute
+	// failedCleanupTimeout: the same after a spec failed (its servers may
+	// be gone, so the finalizer may never finish).
+	failedCleanupTimeout = 20 * time.Second
 	// holdPeriod: how long Consistently watches a state that must stay
 	// (longer than the grace period plus two status intervals).
 	holdPeriod = serverLostGrace + 3*statusInterval
