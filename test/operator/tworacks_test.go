@@ -114,8 +114,13 @@ var _ = Describe("A CachePool with servers in two racks", Ordered, func() {
 
 		By("exposing the volume's gauges and the pool's allocation")
 		Eventually(func(g Gomega) {
-			g.Expect(seriesWithLabel(g, "rackcache_volume_", "volume", vol.Name)).NotTo(BeEmpty(), "rackcache_volume_* series of %s", vol.Name)
-			v, ok := gaugeValue(g, "rackcache_pool_allocated_bytes", map[string]string{"pool": poolName})
+			labels := map[string]string{"volume": vol.Name, "pool": poolName, "server": srvB.in.Node}
+			v, ok := gaugeValue(g, "rackcache_volume_cache_size_bytes", labels)
+			g.Expect(ok).To(BeTrue(), "rackcache_volume_cache_size_bytes%v", labels)
+			g.Expect(v).To(BeEquivalentTo(16 << 20))
+			g.Expect(seriesWithLabel(g, "rackcache_volume_", "volume", vol.Name)).To(ContainElements(
+				"rackcache_volume_hit_ratio", "rackcache_volume_dirty_bytes"), "rackcache_volume_* series of %s", vol.Name)
+			v, ok = gaugeValue(g, "rackcache_pool_allocated_bytes", map[string]string{"pool": poolName})
 			g.Expect(ok).To(BeTrue())
 			g.Expect(v).To(BeEquivalentTo(16 << 20))
 		}).WithContext(ctx).WithTimeout(convergeTimeout).WithPolling(poll).Should(Succeed())
