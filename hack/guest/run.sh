@@ -10,8 +10,10 @@
 #   --bin PATH[:DEST]      copy a host binary and the shared libraries ldd
 #                          finds for it (default DEST: /usr/local/bin/NAME;
 #                          repeatable)
-#   --guestfwd GPORT:HPORT the guest's 10.0.3.100:GPORT reaches the host's
-#                          127.0.0.1:HPORT (repeatable)
+#   --guestfwd GPORT:[HADDR:]HPORT
+#                          the guest's 10.0.3.100:GPORT reaches the host's
+#                          HADDR:HPORT; HADDR is a loopback address
+#                          (127.x.y.z, default 127.0.0.1) (repeatable)
 #   --hostfwd HPORT:GPORT  the host's 127.0.0.1:HPORT reaches the guest's
 #                          GPORT (repeatable)
 #   --timeout SECONDS      kill the guest and fail after this long (default 300)
@@ -152,10 +154,14 @@ cat "$guest/initrd.gz" "$tmp/job.cpio.gz" >"$tmp/initrd.gz"
 # 127.0.0.1 only.
 netdev="user,id=n1,net=10.0.3.0/24,host=10.0.3.2,dns=10.0.3.3,restrict=on"
 for spec in "${guestfwds[@]}"; do
-  gport="${spec%%:*}" hport="${spec#*:}"
-  is_port "$gport" && is_port "$hport" || die "--guestfwd needs GPORT:HPORT, got $spec"
+  gport="${spec%%:*}" hport="${spec##*:}" haddr=127.0.0.1
+  # GPORT:HADDR:HPORT reaches another loopback address (servers of the
+  # operator's suite listen on 127.0.0.2, 127.0.0.3, ...); never beyond it.
+  [ "$gport:$hport" = "$spec" ] || haddr="${spec#*:}" haddr="${haddr%:*}"
+  is_port "$gport" && is_port "$hport" || die "--guestfwd needs GPORT:[HADDR:]HPORT, got $spec"
+  [[ "$haddr" =~ ^127\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$ ]] || die "--guestfwd: $haddr is not a loopback address (127.x.y.z)"
   # qemu spawns the command for each connection the guest opens.
-  netdev+=",guestfwd=tcp:10.0.3.100:$gport-cmd:socat - TCP:127.0.0.1:$hport"
+  netdev+=",guestfwd=tcp:10.0.3.100:$gport-cmd:socat - TCP:$haddr:$hport"
 done
 for spec in "${hostfwds[@]}"; do
   hport="${spec%%:*}" gport="${spec#*:}"

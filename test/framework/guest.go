@@ -31,6 +31,10 @@ type GuestOptions struct {
 	// GuestForwards maps a guest port on 10.0.3.100 to a port on the host's
 	// 127.0.0.1: the only places the guest can connect to.
 	GuestForwards map[int]int
+	// GuestForwardsTo maps a guest port on 10.0.3.100 to "host:port" on
+	// another loopback address (127.x.y.z), for targets that listen on one
+	// (the operator suite's cache servers listen on 127.0.0.2, ...).
+	GuestForwardsTo map[int]string
 	// HostForwards maps a port on the host's 127.0.0.1 to a guest port.
 	HostForwards map[int]int
 	// Timeout bounds the whole boot and job (default 5 minutes).
@@ -138,6 +142,9 @@ func RunGuest(t testing.TB, opts GuestOptions) GuestResult {
 	}
 	for _, g := range sortedKeys(opts.GuestForwards) {
 		args = append(args, "--guestfwd", fmt.Sprintf("%d:%d", g, opts.GuestForwards[g]))
+	}
+	for _, g := range sortedKeys(opts.GuestForwardsTo) {
+		args = append(args, "--guestfwd", fmt.Sprintf("%d:%s", g, opts.GuestForwardsTo[g]))
 	}
 	for _, h := range sortedKeys(opts.HostForwards) {
 		args = append(args, "--hostfwd", fmt.Sprintf("%d:%d", h, opts.HostForwards[h]))

@@ -37,7 +37,11 @@ type guestStep struct {
 // on the calling goroutine (so handle may use t.Fatalf), one at a time, in
 // the order they arrive. A handler error fails the test and makes the
 // guest's step fail. When handle stops the test, the guest is stopped too.
-func RunGuestWithSteps(t *testing.T, opts GuestOptions, handle func(step string) error) GuestResult {
+//
+// t may be a ginkgo GinkgoTB(): a failure of the guest (which runs on a
+// goroutine of its own) is raised again on the caller's goroutine, where
+// ginkgo's Fail can panic safely.
+func RunGuestWithSteps(t testing.TB, opts GuestOptions, handle func(step string) error) GuestResult {
 	t.Helper()
 	steps := make(chan guestStep)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -76,8 +80,12 @@ func RunGuestWithSteps(t *testing.T, opts GuestOptions, handle func(step string)
 	opts.Stop = stop
 	done := make(chan struct{})
 	var res GuestResult
+	var guestPanic any
 	go func() {
 		defer close(done)
+		// A ginkgo failure panics; on this goroutine nothing would recover
+		// it, so it is kept and raised again by the caller.
+		defer func() { guestPanic = recover() }()
 		res = RunGuest(t, opts)
 	}()
 	// Should handle stop the test (t.Fatalf), the guest is stopped and
@@ -93,6 +101,9 @@ func RunGuestWithSteps(t *testing.T, opts GuestOptions, handle func(step string)
 				t.Errorf("guest step %s: %v", s.name, err)
 			}
 		case <-done:
+			if guestPanic != nil {
+				panic(guestPanic)
+			}
 			return res
 		}
 	}

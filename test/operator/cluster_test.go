@@ -1,0 +1,326 @@
+package operator
+
+// Stand-ins for what the kubelet and the DaemonSet controller would do: there
+// is no kubelet in envtest, so the suite creates the Node of each cache
+// server, runs the real dataplane on the node's address with the files the
+// DaemonSet's pod would mount (the pool's token, TLS Secret and ConfigMap,
+// created by the operator), and creates the dataplane Pod with the status a
+// kubelet would report.
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	rcv1 "github.com/rackcache/rackcache/api/v1alpha1"
+	"github.com/rackcache/rackcache/controllers/servers"
+	"github.com/rackcache/rackcache/test/framework"
+)
+
+// poolNodeLabel selects a pool's nodes: each pool of the suite has its own
+// servers, labelled poolNodeLabel=<pool>.
+const poolNodeLabel = "rackcache.io/test-pool"
+
+// configKey is the key of the pool's ConfigMap holding the dataplane's
+// start-up configuration (what the DaemonSet passes to --config).
+const configKey = "config.json"
+
+// serverInput says which cache server to stand in for.
+type serverInput struct {
+	// Pool is the CachePool the server belongs to.
+	Pool *rcv1.CachePool
+	// Node names the Node; IP is its address (127.0.0.x: the loopback /8
+	// answers on every address, so each server has one of its own).
+	Node, IP string
+	// Rack is the Node's rack label value ("" for none).
+	Rack string
+	// CacheMiB is the size of the server's cache file.
+	CacheMiB int
+	// Unready creates the pod not ready (its readiness probe not passed
+	// yet): the server runs but is no candidate until setPodReady(true).
+	Unready bool
+}
+
+// server is one running stand-in cache server.
+type server struct {
+	in serverInput
+	// dir keeps what outlives a dataplane process: the cache file, the
+	// persisted configuration and the credentials.
+	dir                               string
+	cacheFile, persistFile            string
+	tokenFile, certFile, keyFile, cfg string
+	dp                                *framework.Dataplane
+}
+
+// podName is the stand-in dataplane pod's name.
+func (s *server) podName() string { return servers.DaemonSetName(s.in.Pool.Name) + "-" + s.in.Node }
+
+// startServer creates the Node, waits for the operator's Secrets and
+// ConfigMap of the pool, starts a real dataplane with them and creates the
+// Ready dataplane Pod. Everything goes when the current spec or container
+// ends (DeferCleanup).
+func startServer(ctx context.Context, in serverInput) *server {
+	GinkgoHelper()
+	dir, err := os.MkdirTemp("", "rackcache-server-")
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(os.RemoveAll, dir)
+	s := &server{
+		in:          in,
+		dir:         dir,
+		cacheFile:   filepath.Join(dir, "cache.img"),
+		persistFile: filepath.Join(dir, "persisted.json"),
+		tokenFile:   filepath.Join(dir, "token"),
+		certFile:    filepath.Join(dir, "tls.crt"),
+		keyFile:     filepath.Join(dir, "tls.key"),
+		cfg:         filepath.Join(dir, "config.json"),
+	}
+	createNode(ctx, in)
+	s.writePoolFiles(ctx)
+	Expect(os.WriteFile(s.cacheFile, nil, 0o600)).To(Succeed())
+	Expect(os.Truncate(s.cacheFile, int64(in.CacheMiB)<<20)).To(Succeed())
+	s.start()
+	s.createPod(ctx)
+	return s
+}
+
+func createNode(ctx context.Context, in serverInput) {
+	GinkgoHelper()
+	labels := map[string]string{poolNodeLabel: in.Pool.Name}
+	if in.Rack != "" {
+		labels[rackLabel(in.Pool)] = in.Rack
+	}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: in.Node, Labels: labels}}
+	Expect(k8s.Create(ctx, node)).To(Succeed())
+	DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(k8s.Delete(ctx, node))).To(Succeed()) })
+	node.Status = corev1.NodeStatus{
+		Addresses:  []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: in.IP}},
+		Conditions: []corev1.NodeCondition{nodeCondition(corev1.ConditionTrue)},
+	}
+	Expect(k8s.Status().Update(ctx, node)).To(Succeed())
+}
+
+func rackLabel(pool *rcv1.CachePool) string {
+	if pool.Spec.Placement.RackLabel != "" {
+		return pool.Spec.Placement.RackLabel
+	}
+	return rcv1.DefaultRackLabel
+}
+
+// writePoolFiles waits for the pool's token Secret, TLS Secret and
+// ConfigMap (the operator creates them) and writes what the pod would mount.
+func (s *server) writePoolFiles(ctx context.Context) {
+	GinkgoHelper()
+	pool := s.in.Pool.Name
+	var token, tls corev1.Secret
+	var cm corev1.ConfigMap
+	Eventually(func(g Gomega) {
+		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: servers.TokenSecretName(pool)}, &token)).To(Succeed())
+		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: servers.TLSSecretName(pool)}, &tls)).To(Succeed())
+		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: servers.ConfigMapName(pool)}, &cm)).To(Succeed())
+		g.Expect(token.Data).To(HaveKey(servers.TokenKey))
+		g.Expect(tls.Data).To(HaveKey(servers.TLSCertKey))
+		g.Expect(tls.Data).To(HaveKey(servers.TLSKeyKey))
+		g.Expect(cm.Data).To(HaveKey(configKey))
+	}).WithContext(ctx).WithTimeout(setupTimeout).WithPolling(poll).Should(Succeed(),
+		"the operator creates pool %s's token Secret, TLS Secret and ConfigMap", pool)
+	Expect(os.WriteFile(s.tokenFile, token.Data[servers.TokenKey], 0o600)).To(Succeed())
+	Expect(os.WriteFile(s.certFile, tls.Data[servers.TLSCertKey], 0o600)).To(Succeed())
+	Expect(os.WriteFile(s.keyFile, tls.Data[servers.TLSKeyKey], 0o600)).To(Succeed())
+	Expect(os.WriteFile(s.cfg, s.localConfig(cm.Data[configKey]), 0o600)).To(Succeed())
+}
+
+// localConfig is the pool's start-up configuration with every device path
+// of the pool replaced by this server's own cache file. In a cluster each
+// node has its own device at that path; here all servers share one host,
+// and two dataplanes must never share a cache file (each would format and
+// overwrite the other's cache data).
+func (s *server) localConfig(poolConfig string) []byte {
+	GinkgoHelper()
+	var doc any
+	Expect(json.Unmarshal([]byte(poolConfig), &doc)).To(Succeed(), "the pool's %s is JSON", configKey)
+	paths := map[string]bool{}
+	for _, d := range s.in.Pool.Spec.Devices {
+		paths[d.Path] = true
+	}
+	replaced := 0
+	var walk func(v any) any
+	walk = func(v any) any {
+		switch t := v.(type) {
+		case map[string]any:
+			for k, e := range t {
+				t[k] = walk(e)
+			}
+		case []any:
+			for i, e := range t {
+				t[i] = walk(e)
+			}
+		case string:
+			if paths[t] {
+				replaced++
+				return s.cacheFile
+			}
+		}
+		return v
+	}
+	doc = walk(doc)
+	Expect(replaced).To(Equal(len(paths)), "the pool's %s names each cache device once:\n%s", configKey, poolConfig)
+	out, err := json.Marshal(doc)
+	Expect(err).NotTo(HaveOccurred())
+	return out
+}
+
+// start runs the dataplane with the server's files, as the pod's container
+// would: JSON-RPC over TLS with the pool's token on the node's address,
+// metrics there too, the pool's configuration at start and its own
+// persisted configuration (which wins when present).
+func (s *server) start() {
+	GinkgoHelper()
+	s.dp = framework.StartDataplane(GinkgoTB(),
+		"--rpc-listen", net.JoinHostPort(s.in.IP, strconv.Itoa(rpcPort)),
+		"--rpc-token-file", s.tokenFile,
+		"--rpc-tls-cert", s.certFile, "--rpc-tls-key", s.keyFile,
+		"--metrics-listen", net.JoinHostPort(s.in.IP, strconv.Itoa(metricsPort)),
+		"--config", s.cfg,
+		"--config-persist", s.persistFile,
+	)
+}
+
+// createPod creates the dataplane pod the DaemonSet would have made on the
+// node, with the status its kubelet would report once it runs.
+func (s *server) createPod(ctx context.Context) {
+	GinkgoHelper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: s.podName(), Namespace: operatorNamespace, Labels: servers.Labels(s.in.Pool.Name)},
+		Spec: corev1.PodSpec{
+			NodeName:    s.in.Node,
+			HostNetwork: true,
+			Containers:  []corev1.Container{{Name: "dataplane", Image: s.in.Pool.Spec.Image}},
+		},
+	}
+	Expect(k8s.Create(ctx, pod)).To(Succeed())
+	DeferCleanup(func(ctx SpecContext) {
+		Expect(client.IgnoreNotFound(k8s.Delete(ctx, pod, client.GracePeriodSeconds(0)))).To(Succeed())
+	})
+	s.setPodReady(ctx, !s.in.Unready)
+}
+
+// setPodReady sets the pod's status as the kubelet would: running with
+// the node's address, Ready as its readiness probe says.
+func (s *server) setPodReady(ctx context.Context, ready bool) {
+	GinkgoHelper()
+	status := corev1.ConditionFalse
+	if ready {
+		status = corev1.ConditionTrue
+	}
+	Eventually(func(g Gomega) {
+		var pod corev1.Pod
+		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: s.podName()}, &pod)).To(Succeed())
+		pod.Status.Phase = corev1.PodRunning
+		pod.Status.HostIP = s.in.IP
+		pod.Status.PodIP = s.in.IP
+		pod.Status.PodIPs = []corev1.PodIP{{IP: s.in.IP}}
+		pod.Status.Conditions = []corev1.PodCondition{
+			{Type: corev1.PodReady, Status: status, LastTransitionTime: metav1.Now()},
+			{Type: corev1.ContainersReady, Status: status, LastTransitionTime: metav1.Now()},
+		}
+		g.Expect(k8s.Status().Update(ctx, &pod)).To(Succeed())
+	}).WithContext(ctx).WithTimeout(setupTimeout).WithPolling(poll).Should(Succeed())
+}
+
+// setNodeReady sets the Node's Ready condition, as its kubelet's heartbeat
+// (or the node controller, once the heartbeats stop) would.
+func (s *server) setNodeReady(ctx context.Context, ready bool) {
+	GinkgoHelper()
+	status := corev1.ConditionFalse
+	if ready {
+		status = corev1.ConditionTrue
+	}
+	Eventually(func(g Gomega) {
+		var node corev1.Node
+		g.Expect(k8s.Get(ctx, client.ObjectKey{Name: s.in.Node}, &node)).To(Succeed())
+		node.Status.Conditions = []corev1.NodeCondition{nodeCondition(status)}
+		g.Expect(k8s.Status().Update(ctx, &node)).To(Succeed())
+	}).WithContext(ctx).WithTimeout(setupTimeout).WithPolling(poll).Should(Succeed())
+}
+
+func nodeCondition(status corev1.ConditionStatus) corev1.NodeCondition {
+	now := metav1.Now()
+	return corev1.NodeCondition{Type: corev1.NodeReady, Status: status, LastHeartbeatTime: now, LastTransitionTime: now}
+}
+
+// kill ends the dataplane with SIGKILL, a crash: nothing is flushed or
+// drained. The pod turns not ready, as its failing probe would make it.
+func (s *server) kill(ctx context.Context) {
+	GinkgoHelper()
+	s.dp.Kill(GinkgoTB())
+	s.setPodReady(ctx, false)
+}
+
+// restart starts the dataplane again with the same files, as the kubelet
+// restarts a crashed container; forgetConfig first removes its persisted
+// configuration (a node whose host path was lost), so only the pool's
+// start-up configuration (the cache devices) is applied and the operator
+// must create the volumes again, attaching to their cache data. The new
+// process is stopped when the current spec ends.
+func (s *server) restart(ctx context.Context, forgetConfig bool) {
+	GinkgoHelper()
+	if forgetConfig {
+		Expect(os.Remove(s.persistFile)).To(Succeed(), "remove the persisted configuration")
+	}
+	s.start()
+	s.setPodReady(ctx, true)
+}
+
+// markLost makes the server lost: the process dies, the pod and the Node
+// turn not ready (a node that lost power).
+func (s *server) markLost(ctx context.Context) {
+	GinkgoHelper()
+	s.dp.Kill(GinkgoTB())
+	s.setPodReady(ctx, false)
+	s.setNodeReady(ctx, false)
+}
+
+// cacheBytes is the size of the server's cache file as the dataplane
+// reports it: the size of the cache device's bdev (read over the Unix
+// socket, not through the operator).
+func (s *server) cacheBytes(ctx context.Context) uint64 {
+	GinkgoHelper()
+	var total uint64
+	for i := range s.in.Pool.Spec.Devices {
+		bdevs, err := s.dp.Client.Bdevs(ctx, servers.CacheBdevName(i))
+		Expect(err).NotTo(HaveOccurred(), "bdev_get_bdevs %s on %s", servers.CacheBdevName(i), s.in.Node)
+		Expect(bdevs).To(HaveLen(1))
+		total += bdevs[0].SizeBytes()
+	}
+	return total
+}
+
+// syncDaemonSetStatus reports the pool's DaemonSet as rolled out on its n
+// nodes, as the DaemonSet controller (absent from envtest) would once the
+// stand-in pods run.
+func syncDaemonSetStatus(ctx context.Context, pool *rcv1.CachePool, n int32) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		var ds appsv1.DaemonSet
+		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: servers.DaemonSetName(pool.Name)}, &ds)).To(Succeed())
+		ds.Status = appsv1.DaemonSetStatus{
+			ObservedGeneration:     ds.Generation,
+			DesiredNumberScheduled: n,
+			CurrentNumberScheduled: n,
+			UpdatedNumberScheduled: n,
+			NumberReady:            n,
+			NumberAvailable:        n,
+		}
+		g.Expect(k8s.Status().Update(ctx, &ds)).To(Succeed())
+	}).WithContext(ctx).WithTimeout(setupTimeout).WithPolling(poll).Should(Succeed(), "the operator creates the DaemonSet of pool %s", pool.Name)
+}

@@ -1,0 +1,172 @@
+package operator
+
+import (
+	"bytes"
+	"crypto/md5"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	rcv1 "github.com/rackcache/rackcache/api/v1alpha1"
+	"github.com/rackcache/rackcache/test/framework"
+)
+
+// guestTargetPort is where the guest reaches the cache server: its
+// 10.0.3.100:guestTargetPort is forwarded to the server's address and the
+// pool's NVMe/TCP port.
+const guestTargetPort = 4420
+
+// writtenMiB is how much the guest writes, at the start of the volume.
+const writtenMiB = 8
+
+// The guest job: one boot for the whole write-back life cycle. It writes
+// the data, then the host kills the dataplane twice (`step`), once keeping
+// its persisted configuration and once without it; after each restart the
+// kernel reconnects (I/O waits meanwhile) and the job reads the data back.
+// Then it disconnects and the host deletes the volume.
+const lifecycleJob = `set -u
+A=10.0.3.100; S=%[1]d; NQN=%[2]s; MIB=%[3]d
+# Kernel messages stay in dmesg: on the console they could split our lines.
+echo 1 > /proc/sys/kernel/printk
+nvme connect -t tcp -a $A -s $S -n $NQN --nr-io-queues=2 --reconnect-delay=1 --ctrl-loss-tmo=600
+echo "connect=$?"
+dev="$(wait_dev $NQN)"
+echo "device=$dev"
+[ -n "$dev" ] || exit 1
+sum() { dd if="$dev" bs=1M count=$MIB iflag=direct 2>/dev/null | md5sum | cut -c1-32; }
+dd if=/job/data of="$dev" bs=64k count=$((MIB * 16)) oflag=direct conv=notrunc 2>/dev/null
+echo "write=$?"
+echo "sum-written=$(sum)"
+step written >/dev/null
+echo "step-written=$?"
+step kill-restart >/dev/null
+echo "step-kill-restart=$?"
+echo "sum-after-restart=$(sum)"
+step kill-forget-config >/dev/null
+echo "step-kill-forget-config=$?"
+echo "sum-after-forget=$(sum)"
+nvme disconnect -n $NQN >/dev/null
+echo "disconnect=$?"
+step delete >/dev/null
+echo "step-delete=$?"
+`
+
+var _ = Describe("A write-back CachedVolume written by a guest", func() {
+	It("keeps its cache data across kill -9 (with and without the persisted configuration), and deletion flushes every byte to Ceph", func(ctx SpecContext) {
+		pool := createPool(ctx, poolInput{Name: "wb", WriteMode: rcv1.WriteBack})
+		srv := startServer(ctx, serverInput{Pool: pool, Node: "wb-1", IP: "127.0.0.5", Rack: "rack-w", CacheMiB: 128})
+		syncDaemonSetStatus(ctx, pool, 1)
+		waitPoolReady(ctx, pool.Name, 1)
+
+		hostNQN := framework.GuestHostNQN(GinkgoTB())
+		vol := createVolume(ctx, volumeInput{Name: "wb-vol", Pool: pool, SizeMiB: 64, CacheSize: "32Mi", AllowedHosts: []string{hostNQN}})
+		v := waitVolumeReady(ctx, vol.Name)
+		Expect(v.Status.WriteMode).To(Equal(rcv1.WriteBack))
+		Expect(v.Status.Server).To(Equal(srv.in.Node))
+		nqn := v.Status.NQN
+		var cached string
+		Eventually(func(g Gomega) {
+			cached = expectServes(g, ctx, srv, nqn, []string{hostNQN}, "wb").Name
+		}).WithContext(ctx).WithTimeout(convergeTimeout).WithPolling(poll).Should(Succeed())
+
+		dir := GinkgoT().TempDir()
+		data := make([]byte, writtenMiB<<20)
+		_, err := rand.Read(data)
+		Expect(err).NotTo(HaveOccurred())
+		for i := range data {
+			data[i] |= 1 // never a zero byte: zeroes read back are never data
+		}
+		Expect(os.WriteFile(filepath.Join(dir, "data"), data, 0o644)).To(Succeed())
+		sum := md5.Sum(data)
+		wantSum := hex.EncodeToString(sum[:])
+
+		// dirty is the cached bdev's dirty bytes as the dataplane reports it.
+		dirty := func(g Gomega) uint64 {
+			st, err := srv.dp.Client.CachedBdevStats(ctx, cached)
+			g.Expect(err).NotTo(HaveOccurred())
+			return st.DirtyBytes
+		}
+		// servedAgain waits until the volume is Ready and served by the
+		// restarted dataplane, its write-back data still dirty in the cache.
+		servedAgain := func(what string) {
+			Eventually(func(g Gomega) {
+				v := getVolume(g, ctx, vol.Name)
+				g.Expect(v.Status.Phase).To(Equal(rcv1.VolumeReady), "phase; conditions %v", v.Status.Conditions)
+				g.Expect(v.Status.Server).To(Equal(srv.in.Node))
+				b := expectServes(g, ctx, srv, nqn, []string{hostNQN}, "wb")
+				g.Expect(b.Name).To(Equal(cached))
+				g.Expect(dirty(g)).To(BeNumerically(">", 0), "dirty bytes of %s", cached)
+			}).WithContext(ctx).WithTimeout(convergeTimeout).WithPolling(poll).Should(Succeed(), "after %s", what)
+		}
+
+		handle := func(step string) error {
+			start := time.Now()
+			defer func() { GinkgoWriter.Printf("step %s took %s\n", step, elapsedSince(start)) }()
+			switch step {
+			case "written":
+				Expect(dirty(Default)).To(BeNumerically(">", 0), "the guest's writes are dirty in the cache")
+				Expect(bytes.HasPrefix(rbdExport(ctx, vol.Name), data)).To(BeFalse(),
+					"Ceph already holds the guest's data: write-back with cleaning off must keep it in the cache")
+				Eventually(func(g Gomega) {
+					d := getVolume(g, ctx, vol.Name).Status.Stats.Dirty
+					g.Expect(d).NotTo(BeNil())
+					g.Expect(d.Value()).To(BeNumerically(">", 0))
+				}).WithContext(ctx).WithTimeout(convergeTimeout).WithPolling(poll).Should(Succeed(), "status.stats.dirty shows the dirty data")
+			case "kill-restart":
+				srv.kill(ctx)
+				srv.restart(ctx, false)
+				servedAgain("kill -9 and a restart with the persisted configuration")
+			case "kill-forget-config":
+				srv.kill(ctx)
+				srv.restart(ctx, true)
+				servedAgain("kill -9 and a restart without the persisted configuration")
+			case "delete":
+				deleteAndWait(ctx, vol)
+				Eventually(func(g Gomega) {
+					expectNotServing(g, ctx, srv, nqn)
+					g.Expect(cachedBdevsOf(g, ctx, srv)).NotTo(HaveKey(cached))
+				}).WithContext(ctx).WithTimeout(convergeTimeout).WithPolling(poll).Should(Succeed())
+				got := rbdExport(ctx, vol.Name)
+				Expect(bytes.HasPrefix(got, data)).To(BeTrue(),
+					"Ceph's copy differs from what the guest wrote, first at byte %d", firstDiff(got, data))
+			default:
+				return fmt.Errorf("unknown step %q", step)
+			}
+			return nil
+		}
+		res := framework.RunGuestWithSteps(GinkgoTB(), framework.GuestOptions{
+			Script:          framework.GuestNVMeFunctions + framework.GuestStepFunctions + fmt.Sprintf(lifecycleJob, guestTargetPort, nqn, writtenMiB),
+			Files:           map[string]string{filepath.Join(dir, "data"): "/job/data"},
+			GuestForwardsTo: map[int]string{guestTargetPort: fmt.Sprintf("%s:%d", srv.in.IP, nvmePort)},
+			Timeout:         10 * time.Minute,
+		}, handle)
+		Expect(res.ExitCode).To(Equal(0), "guest job's exit status")
+		vals := framework.GuestValues(GinkgoTB(), res.Output)
+		Expect(vals).To(HaveKeyWithValue("connect", "0"))
+		Expect(vals).To(HaveKeyWithValue("write", "0"))
+		for _, k := range []string{"step-written", "step-kill-restart", "step-kill-forget-config", "step-delete", "disconnect"} {
+			Expect(vals).To(HaveKeyWithValue(k, "0"))
+		}
+		Expect(vals).To(HaveKeyWithValue("sum-written", wantSum), "the guest reads back what it wrote")
+		Expect(vals).To(HaveKeyWithValue("sum-after-restart", wantSum), "after kill -9 and a restart with the persisted configuration")
+		Expect(vals).To(HaveKeyWithValue("sum-after-forget", wantSum), "after kill -9 and a restart without it (the operator re-created the volume with load)")
+	})
+})
+
+// firstDiff is the first offset where got and want differ (or the shorter
+// length).
+func firstDiff(got, want []byte) int {
+	n := min(len(got), len(want))
+	for i := 0; i < n; i++ {
+		if got[i] != want[i] {
+			return i
+		}
+	}
+	return n
+}

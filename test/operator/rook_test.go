@@ -1,0 +1,45 @@
+package operator
+
+import (
+	"encoding/json"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+)
+
+// A pool backed by a Rook CephCluster: the operator reads the monitors from
+// Rook's ConfigMap and the user from Rook's CSI Secrets, created here in a
+// namespace exactly as Rook creates them.
+var _ = Describe("A CachePool backed by Rook", func() {
+	It("resolves monitors and keys from Rook's ConfigMap and Secrets, and its volume becomes Ready", func(ctx SpecContext) {
+		const rookNamespace = "rook-ceph"
+		createRookObjects(ctx, rookNamespace)
+		pool := createPool(ctx, poolInput{Name: "rook", RookNamespace: rookNamespace})
+		srv := startServer(ctx, serverInput{Pool: pool, Node: "rook-1", IP: "127.0.0.4", Rack: "rack-r", CacheMiB: 128})
+		syncDaemonSetStatus(ctx, pool, 1)
+		waitPoolReady(ctx, pool.Name, 1)
+
+		// Ready means the dataplane opened the image through Ceph with the
+		// monitors and key read from Rook's objects: there are no others.
+		vol := createVolume(ctx, volumeInput{Name: "rook-vol", Pool: pool, SizeMiB: 64, CacheSize: "25%"})
+		v := waitVolumeReady(ctx, vol.Name)
+		Expect(v.Status.Server).To(Equal(srv.in.Node))
+		Eventually(func(g Gomega) {
+			b := expectServes(g, ctx, srv, v.Status.NQN, nil, "wt")
+			g.Expect(b.CacheSizeMiB).To(BeEquivalentTo(16), "25%% of 64 MiB")
+		}).WithContext(ctx).WithTimeout(convergeTimeout).WithPolling(poll).Should(Succeed())
+
+		By("keeping the cephx key out of status and Events")
+		p := getPool(Default, ctx, pool.Name)
+		for what, obj := range map[string]any{"pool status": p.Status, "volume status": getVolume(Default, ctx, vol.Name).Status} {
+			b, err := json.Marshal(obj)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(string(b)).NotTo(ContainSubstring(ceph.Key), "the %s holds the cephx key", what)
+		}
+		for _, kind := range []string{"CachePool", "CachedVolume"} {
+			for _, e := range eventsFor(Default, ctx, kind, map[string]string{"CachePool": pool.Name, "CachedVolume": vol.Name}[kind]) {
+				Expect(e.Message).NotTo(ContainSubstring(ceph.Key), "Event %s on %s %s holds the cephx key", e.Reason, kind, e.InvolvedObject.Name)
+			}
+		}
+	})
+})
