@@ -42,6 +42,8 @@ func run(cfg *config) error {
 
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                  scheme,
+		Cache:                   operator.CacheOptions(cfg.operator.Namespace),
+		Client:                  operator.ClientOptions(),
 		Metrics:                 metricsserver.Options{BindAddress: cfg.metricsAddr},
 		HealthProbeBindAddress:  cfg.probeAddr,
 		LeaderElection:          cfg.leaderElect,

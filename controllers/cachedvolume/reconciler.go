@@ -76,8 +76,9 @@ type scope struct {
 // +kubebuilder:rbac:groups=rackcache.io,resources=cachedvolumes/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=rackcache.io,resources=cachedvolumes/finalizers,verbs=update
 // +kubebuilder:rbac:groups=rackcache.io,resources=cachepools,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=secrets;configmaps,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=nodes;pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets;configmaps,verbs=get
+// +kubebuilder:rbac:groups="",namespace=rackcache-system,resources=secrets;configmaps;pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 

@@ -47,10 +47,11 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=rackcache.io,resources=cachepools/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=rackcache.io,resources=cachepools/finalizers,verbs=update
 // +kubebuilder:rbac:groups=rackcache.io,resources=cachedvolumes,verbs=get;list;watch
-// +kubebuilder:rbac:groups=apps,resources=daemonsets,verbs=get;list;watch;create;update;patch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch
-// +kubebuilder:rbac:groups="",resources=pods;nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps,namespace=rackcache-system,resources=daemonsets,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups="",namespace=rackcache-system,resources=secrets;configmaps,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups="",namespace=rackcache-system,resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets;configmaps,verbs=get
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
 // Reconcile does one pass over a CachePool: finalizer, credentials,

@@ -8,5 +8,10 @@ package operator
 // monitor ConfigMap and CSI Secrets, or the Secret a pool names).
 //
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups="",resources=pods;nodes,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=secrets;configmaps,verbs=get;list;watch
+// Pods, Secrets and ConfigMaps are listed and watched in the operator's
+// namespace only (CacheOptions); elsewhere a Secret or ConfigMap is only
+// ever read by name (ClientOptions).
+//
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",namespace=rackcache-system,resources=pods;secrets;configmaps,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets;configmaps,verbs=get

@@ -70,9 +70,17 @@ func TestDefaultOverlayAccepted(t *testing.T) {
 	}{
 		{authzv1.ResourceAttributes{Namespace: namespace, Verb: "update", Group: "coordination.k8s.io", Resource: "leases"}, true},
 		{authzv1.ResourceAttributes{Namespace: namespace, Verb: "create", Resource: "events"}, true},
-		{authzv1.ResourceAttributes{Verb: "watch", Resource: "pods"}, true},
+		{authzv1.ResourceAttributes{Namespace: namespace, Verb: "watch", Resource: "pods"}, true},
 		{authzv1.ResourceAttributes{Verb: "list", Resource: "nodes"}, true},
 		{authzv1.ResourceAttributes{Namespace: namespace, Verb: "get", Resource: "secrets"}, true},
+		{authzv1.ResourceAttributes{Namespace: namespace, Verb: "create", Resource: "secrets"}, true},
+		{authzv1.ResourceAttributes{Namespace: namespace, Verb: "patch", Group: "apps", Resource: "daemonsets"}, true},
+		// A Ceph backend's Secret elsewhere (Rook's namespace) is read by name.
+		{authzv1.ResourceAttributes{Namespace: "rook-ceph", Verb: "get", Resource: "secrets"}, true},
+		// Secrets are written, listed and watched in the operator's namespace only.
+		{authzv1.ResourceAttributes{Namespace: "rook-ceph", Verb: "update", Resource: "secrets"}, false},
+		{authzv1.ResourceAttributes{Namespace: "rook-ceph", Verb: "list", Resource: "secrets"}, false},
+		{authzv1.ResourceAttributes{Verb: "watch", Resource: "pods"}, false},
 		// Leader election is confined to the operator's namespace, and the
 		// operator never deletes Nodes.
 		{authzv1.ResourceAttributes{Namespace: "default", Verb: "update", Group: "coordination.k8s.io", Resource: "leases"}, false},

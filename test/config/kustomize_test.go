@@ -115,9 +115,14 @@ func TestDefaultOverlay(t *testing.T) {
 		crb := typed[rbacv1.ClusterRoleBinding](t, find(t, objs, "ClusterRoleBinding", ""))
 		find(t, objs, "ClusterRole", crb.RoleRef.Name)
 		expectSubject(t, crb.Subjects, sa)
-		rb := typed[rbacv1.RoleBinding](t, find(t, objs, "RoleBinding", ""))
+		rb := typed[rbacv1.RoleBinding](t, find(t, objs, "RoleBinding", "rackcache-operator-leader-election"))
 		role := typed[rbacv1.Role](t, find(t, objs, "Role", rb.RoleRef.Name))
 		expectSubject(t, rb.Subjects, sa)
+		// The generated namespaced Role (what the operator writes and
+		// watches in its namespace) is bound too.
+		own := typed[rbacv1.RoleBinding](t, find(t, objs, "RoleBinding", "rackcache-operator"))
+		find(t, objs, "Role", own.RoleRef.Name)
+		expectSubject(t, own.Subjects, sa)
 		leases := false
 		for _, r := range role.Rules {
 			leases = leases || (slices.Contains(r.APIGroups, "coordination.k8s.io") && slices.Contains(r.Resources, "leases") && slices.Contains(r.Verbs, "update"))

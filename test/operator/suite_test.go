@@ -104,6 +104,8 @@ var _ = BeforeSuite(func() {
 func startOperator(cfg *rest.Config, scheme *runtime.Scheme) {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
+		Cache:                  operator.CacheOptions(operatorNamespace),
+		Client:                 operator.ClientOptions(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 	})
