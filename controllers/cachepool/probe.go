@@ -94,6 +94,10 @@ func (r *Reconciler) readServer(ctx context.Context, pool *rcv1.CachePool, s ser
 		out.Failure = "the dataplane pod has no address yet"
 		return out
 	}
+	if r.Connector == nil {
+		out.Failure = "the operator has no dataplane connector configured"
+		return out
+	}
 	c, err := r.Connector.Client(ctx, pool.Name, s.Address)
 	if err != nil {
 		out.Failure = fmt.Sprintf("connect: %v", err)

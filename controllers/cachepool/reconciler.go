@@ -69,13 +69,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return r.reconcileDelete(ctx, pool)
 	}
 	if !controllerutil.ContainsFinalizer(pool, rcv1.CachePoolFinalizer) {
-		// The update wakes the next pass.
+		// Before anything is made: a pool without it could go while
+		// volumes still use it.
 		patch := client.MergeFromWithOptions(pool.DeepCopy(), client.MergeFromWithOptimisticLock{})
 		controllerutil.AddFinalizer(pool, rcv1.CachePoolFinalizer)
 		if err := r.Client.Patch(ctx, pool, patch); err != nil {
 			return ctrl.Result{}, fmt.Errorf("add finalizer to CachePool %s: %w", pool.Name, err)
 		}
-		return ctrl.Result{}, nil
 	}
 	return r.reconcileNormal(ctx, pool)
 }

@@ -2,6 +2,7 @@ package cachepool
 
 import (
 	"context"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -26,7 +27,7 @@ import (
 // live in other namespaces and are not the operator's).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&rcv1.CachePool{}).
+		For(&rcv1.CachePool{}, builder.WithPredicates(poolChanged)).
 		Named("cachepool").
 		Owns(&appsv1.DaemonSet{}).
 		Owns(&corev1.ConfigMap{}).
@@ -68,6 +69,20 @@ func poolOfVolume(_ context.Context, o client.Object) []reconcile.Request {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: v.Spec.PoolName}}}
+}
+
+// poolChanged passes pool updates other than its status: the pass writes
+// the status (IOPS change on every read), and waking itself on that would
+// read the servers in a loop.
+var poolChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		before, after := e.ObjectOld, e.ObjectNew
+		return before.GetGeneration() != after.GetGeneration() ||
+			!before.GetDeletionTimestamp().Equal(after.GetDeletionTimestamp()) ||
+			!slices.Equal(before.GetFinalizers(), after.GetFinalizers()) ||
+			!equality.Semantic.DeepEqual(before.GetLabels(), after.GetLabels()) ||
+			!equality.Semantic.DeepEqual(before.GetAnnotations(), after.GetAnnotations())
+	},
 }
 
 // nodeChanged passes Node updates that matter to pools (labels, which
