@@ -1,0 +1,142 @@
+package cachedvolume
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/rackcache/rackcache/controllers/dataplane"
+)
+
+// lookupSubsystem returns the subsystem nqn, or nil when there is none (the
+// dataplane answers an unknown NQN with invalid params, as SPDK does).
+func lookupSubsystem(ctx context.Context, c *dataplane.Client, nqn string) (*dataplane.Subsystem, error) {
+	subs, err := c.Subsystems(ctx, nqn)
+	if dataplane.IsInvalid(err) || dataplane.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look up subsystem %s: %w", nqn, err)
+	}
+	for i := range subs {
+		if subs[i].NQN == nqn {
+			return &subs[i], nil
+		}
+	}
+	return nil, nil
+}
+
+// ensureSubsystem makes the volume's subsystem match: namespace 1 on the
+// cached bdev, the listener, and exactly the allowed hosts.
+func ensureSubsystem(ctx context.Context, c *dataplane.Client, d Desired, res *ApplyResult) error {
+	nqn := d.Subsystem.NQN
+	sub, err := lookupSubsystem(ctx, c, nqn)
+	if err != nil {
+		return err
+	}
+	if sub == nil {
+		createErr := c.CreateSubsystem(ctx, d.Subsystem)
+		// A subsystem that exists already answers an internal error, not
+		// EEXIST: read the state again to tell.
+		if sub, err = lookupSubsystem(ctx, c, nqn); err != nil {
+			return err
+		}
+		if sub == nil {
+			return fmt.Errorf("create subsystem %s: %w", nqn, createErr)
+		}
+		res.Created = append(res.Created, "subsystem "+nqn)
+	}
+	if sub.AllowAnyHost {
+		if err := c.AllowAnyHost(ctx, nqn, false); err != nil {
+			return fmt.Errorf("restrict subsystem %s to its allowed hosts: %w", nqn, err)
+		}
+		res.Changed = append(res.Changed, "allow_any_host false")
+	}
+	if err := ensureNamespace(ctx, c, d, sub, res); err != nil {
+		return err
+	}
+	if err := ensureListener(ctx, c, d, sub, res); err != nil {
+		return err
+	}
+	return ensureHosts(ctx, c, d, sub, res)
+}
+
+func ensureNamespace(ctx context.Context, c *dataplane.Client, d Desired, sub *dataplane.Subsystem, res *ApplyResult) error {
+	nqn, want := d.Subsystem.NQN, d.Namespace
+	for _, ns := range sub.Namespaces {
+		if ns.NSID != want.NSID {
+			continue
+		}
+		if ns.BdevName == want.BdevName && strings.EqualFold(ns.UUID, want.UUID) {
+			return nil
+		}
+		// Another bdev or identity on our NSID: hosts must see ours.
+		if err := c.RemoveNamespace(ctx, nqn, ns.NSID); err != nil {
+			return fmt.Errorf("remove namespace %d (bdev %s) of subsystem %s: %w", ns.NSID, ns.BdevName, nqn, err)
+		}
+	}
+	if _, err := c.AddNamespace(ctx, nqn, want); err != nil {
+		return fmt.Errorf("add namespace %d (bdev %s) to subsystem %s: %w", want.NSID, want.BdevName, nqn, err)
+	}
+	res.Created = append(res.Created, "namespace")
+	return nil
+}
+
+func sameListener(a, b dataplane.ListenAddress) bool {
+	return strings.EqualFold(a.TrType, b.TrType) && a.TrAddr == b.TrAddr && a.TrSvcID == b.TrSvcID
+}
+
+// ensureListener adds the server's listener and removes others (an address
+// or port the pool no longer uses).
+func ensureListener(ctx context.Context, c *dataplane.Client, d Desired, sub *dataplane.Subsystem, res *ApplyResult) error {
+	nqn := d.Subsystem.NQN
+	found := false
+	for _, l := range sub.ListenAddresses {
+		if sameListener(l, d.Listener) {
+			found = true
+			continue
+		}
+		if err := c.RemoveListener(ctx, nqn, l); err != nil && !dataplane.IsInvalid(err) && !dataplane.IsNotFound(err) {
+			return fmt.Errorf("remove listener %s:%s of subsystem %s: %w", l.TrAddr, l.TrSvcID, nqn, err)
+		}
+		res.Changed = append(res.Changed, "removed listener "+l.TrAddr+":"+l.TrSvcID)
+	}
+	if found {
+		return nil
+	}
+	if err := c.AddListener(ctx, nqn, d.Listener); err != nil {
+		return fmt.Errorf("add listener %s:%s to subsystem %s: %w", d.Listener.TrAddr, d.Listener.TrSvcID, nqn, err)
+	}
+	res.Created = append(res.Created, "listener")
+	return nil
+}
+
+// ensureHosts allows exactly d.Hosts: removing a host also ends its live
+// connections in the dataplane.
+func ensureHosts(ctx context.Context, c *dataplane.Client, d Desired, sub *dataplane.Subsystem, res *ApplyResult) error {
+	nqn := d.Subsystem.NQN
+	var have []string
+	for _, h := range sub.Hosts {
+		have = append(have, h.NQN)
+	}
+	for _, h := range have {
+		if slices.Contains(d.Hosts, h) {
+			continue
+		}
+		if err := c.RemoveHost(ctx, nqn, h); err != nil {
+			return fmt.Errorf("revoke host %s from subsystem %s: %w", h, nqn, err)
+		}
+		res.Changed = append(res.Changed, "removed host "+h)
+	}
+	for _, h := range d.Hosts {
+		if slices.Contains(have, h) {
+			continue
+		}
+		if err := c.AddHost(ctx, nqn, h); err != nil {
+			return fmt.Errorf("allow host %s on subsystem %s: %w", h, nqn, err)
+		}
+		res.Changed = append(res.Changed, "added host "+h)
+	}
+	return nil
+}

@@ -1,0 +1,219 @@
+package cachedvolume
+
+import (
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+
+	rcv1 "github.com/rackcache/rackcache/api/v1alpha1"
+	"github.com/rackcache/rackcache/controllers/ceph"
+	"github.com/rackcache/rackcache/controllers/dataplane"
+	"github.com/rackcache/rackcache/controllers/servers"
+)
+
+// rbdBlockSize is the block size the RBD image is opened with: the cached
+// bdev exports the larger of it and the cache device's.
+const rbdBlockSize = 4096
+
+// Desired is what should exist on the volume's server's dataplane.
+type Desired struct {
+	Cluster dataplane.RbdCluster
+	Rbd     dataplane.RbdBdev
+	// Cached leaves CacheBdevName empty: apply finds the device holding the
+	// volume's cache, or the one with most room, among CacheDevices.
+	Cached       dataplane.CachedBdevParams
+	CacheDevices []string
+	Subsystem    dataplane.SubsystemParams
+	Namespace    dataplane.Namespace
+	Listener     dataplane.ListenAddress
+	// Hosts are the allowed host NQNs, sorted.
+	Hosts []string
+}
+
+// DesiredState builds the dataplane objects of vol on a server at address:
+// the pool's Ceph registration, the RBD bdev, the cached bdev with the
+// volume's effective policies, and its NVMe/TCP subsystem.
+func DesiredState(vol *rcv1.CachedVolume, pool *rcv1.CachePool, backend *ceph.Backend, address string, cacheSizeBytes int64) Desired {
+	cluster := ClusterName(pool.Name, backend.Fingerprint())
+	nqn := SubsystemNQN(vol.Name)
+	devices := make([]string, len(pool.Spec.Devices))
+	for i := range pool.Spec.Devices {
+		devices[i] = servers.CacheBdevName(i)
+	}
+	hosts := slices.Clone(vol.Spec.AllowedHosts)
+	slices.Sort(hosts)
+	hosts = slices.Compact(hosts)
+	port := pool.Spec.Port
+	if port == 0 {
+		port = 4420
+	}
+	return Desired{
+		Cluster: dataplane.RbdCluster{
+			Name:    cluster,
+			UserID:  backend.UserID,
+			MonHost: backend.MonHost(),
+			Key:     backend.Key,
+		},
+		Rbd: dataplane.RbdBdev{
+			Name:        RbdBdevName(vol.Name),
+			ClusterName: cluster,
+			PoolName:    vol.Spec.RBD.Pool,
+			RbdName:     vol.Spec.RBD.Image,
+			BlockSize:   rbdBlockSize,
+		},
+		Cached:       cachedParams(vol, pool, cacheSizeBytes),
+		CacheDevices: devices,
+		Subsystem: dataplane.SubsystemParams{
+			NQN:           nqn,
+			SerialNumber:  SerialNumber(string(vol.UID)),
+			ModelNumber:   ModelNumber,
+			MaxNamespaces: 1,
+		},
+		Namespace: dataplane.Namespace{
+			NSID:     1,
+			BdevName: CachedBdevName(vol.Name),
+			UUID:     NamespaceUUID(string(vol.UID)),
+		},
+		Listener: dataplane.ListenAddress{
+			TrType:  "TCP",
+			AdrFam:  addressFamily(address),
+			TrAddr:  address,
+			TrSvcID: strconv.Itoa(int(port)),
+		},
+		Hosts: hosts,
+	}
+}
+
+func addressFamily(address string) string {
+	if ip := net.ParseIP(address); ip != nil && ip.To4() == nil {
+		return "IPv6"
+	}
+	return "IPv4"
+}
+
+// EffectiveWriteMode is the volume's write mode: its own, else the pool's.
+func EffectiveWriteMode(vol *rcv1.CachedVolume, pool *rcv1.CachePool) rcv1.WriteMode {
+	switch {
+	case vol.Spec.WriteMode != "":
+		return vol.Spec.WriteMode
+	case pool.Spec.WriteMode != "":
+		return pool.Spec.WriteMode
+	default:
+		return rcv1.WriteThrough
+	}
+}
+
+func cachedParams(vol *rcv1.CachedVolume, pool *rcv1.CachePool, cacheSizeBytes int64) dataplane.CachedBdevParams {
+	alloc := vol.Spec.AllocationMode
+	if alloc == "" {
+		alloc = pool.Spec.AllocationMode
+	}
+	p := EffectivePolicy(pool.Spec.Policies, vol.Spec.Policies)
+	out := dataplane.CachedBdevParams{
+		Name:          CachedBdevName(vol.Name),
+		CoreBdevName:  RbdBdevName(vol.Name),
+		CacheSizeMiB:  uint64(cacheSizeBytes / mib),
+		WriteMode:     DataplaneWriteMode(EffectiveWriteMode(vol, pool)),
+		Mode:          strings.ToLower(string(alloc)),
+		WriteMissFill: writeMissFill(p.WriteMissFill),
+		Admission:     p.Admission,
+		Eviction:      p.Eviction,
+		Cleaning:      cleaning(p.Cleaning),
+		SeqCutoff:     seqCutoff(p.SeqCutoff),
+	}
+	for _, kib := range pool.Spec.BlockSizesKiB {
+		out.BlockSizesKiB = append(out.BlockSizesKiB, uint32(kib))
+	}
+	return out
+}
+
+// EffectivePolicy is the pool's policies with each field the volume sets
+// overriding the pool's.
+func EffectivePolicy(pool, vol rcv1.CachePolicy) rcv1.CachePolicy {
+	out := pool
+	if vol.WriteMissFill != "" {
+		out.WriteMissFill = vol.WriteMissFill
+	}
+	if vol.Admission != "" {
+		out.Admission = vol.Admission
+	}
+	if vol.Eviction != "" {
+		out.Eviction = vol.Eviction
+	}
+	if vol.Cleaning != nil {
+		out.Cleaning = vol.Cleaning
+	}
+	if vol.SeqCutoff != nil {
+		out.SeqCutoff = vol.SeqCutoff
+	}
+	return out
+}
+
+// DataplaneWriteMode maps the API's write mode to the dataplane's.
+func DataplaneWriteMode(m rcv1.WriteMode) string {
+	switch m {
+	case rcv1.WriteBack:
+		return dataplane.WriteBack
+	case rcv1.WriteAround:
+		return dataplane.WriteAround
+	case rcv1.PassThrough:
+		return dataplane.PassThrough
+	default:
+		return dataplane.WriteThrough
+	}
+}
+
+// APIWriteMode maps the dataplane's write mode back ("" when unknown).
+func APIWriteMode(m string) rcv1.WriteMode {
+	for _, w := range []rcv1.WriteMode{rcv1.WriteThrough, rcv1.WriteBack, rcv1.WriteAround, rcv1.PassThrough} {
+		if DataplaneWriteMode(w) == m {
+			return w
+		}
+	}
+	return ""
+}
+
+func writeMissFill(f rcv1.WriteMissFill) string {
+	switch f {
+	case rcv1.WriteMissFillSparse:
+		return "sparse"
+	case rcv1.WriteMissFillHeadTail:
+		return "head-tail"
+	case rcv1.WriteMissFillWholeBlock:
+		return "whole-block"
+	default:
+		return ""
+	}
+}
+
+func cleaning(c *rcv1.Cleaning) *dataplane.Cleaning {
+	if c == nil {
+		return nil
+	}
+	out := &dataplane.Cleaning{Policy: strings.ToLower(string(c.Policy))}
+	out.StalenessMs = uint64(deref(c.StalenessMs))
+	out.WakeUpMs = uint64(deref(c.WakeUpMs))
+	out.MaxBatch = uint32(deref(c.MaxBatch))
+	out.ActivityThresholdMs = uint64(deref(c.ActivityThresholdMs))
+	out.BatchBlocks = uint32(deref(c.BatchBlocks))
+	if c.DirtyRatioPercent != nil {
+		// The dataplane takes a fraction of the cache.
+		out.DirtyRatio = float64(*c.DirtyRatioPercent) / 100
+	}
+	return out
+}
+
+func seqCutoff(s *rcv1.SeqCutoff) *dataplane.SeqCutoff {
+	if s == nil {
+		return nil
+	}
+	return &dataplane.SeqCutoff{Policy: strings.ToLower(string(s.Policy)), ThresholdKiB: uint64(deref(s.ThresholdKiB))}
+}
+
+func deref(p *int32) int32 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}

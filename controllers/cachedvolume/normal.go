@@ -1,0 +1,240 @@
+package cachedvolume
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	rcv1 "github.com/rackcache/rackcache/api/v1alpha1"
+	"github.com/rackcache/rackcache/controllers/ceph"
+	"github.com/rackcache/rackcache/controllers/dataplane"
+)
+
+// reconcileNormal places the volume if it has no server, checks that
+// server, and makes its dataplane serve the volume.
+func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
+	vol := s.vol
+	pool := &rcv1.CachePool{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: vol.Spec.PoolName}, pool); err != nil {
+		if apierrors.IsNotFound(err) {
+			s.obs.PoolMissing = true
+			// The pool's creation wakes the volume through the pool watch.
+			return r.statsRequeue(), nil
+		}
+		return ctrl.Result{}, fmt.Errorf("get CachePool %s: %w", vol.Spec.PoolName, err)
+	}
+	s.pool = pool
+	size, err := ResolveCacheSize(&vol.Spec)
+	if err != nil {
+		s.obs.DataplaneError = err.Error()
+		return ctrl.Result{}, err
+	}
+	s.cacheSize = size
+	vol.Status.CacheSize = resource.NewQuantity(size, resource.BinarySI)
+
+	if vol.Status.Server == "" {
+		if !r.place(ctx, s, "", false) {
+			return r.statsRequeue(), nil
+		}
+	} else {
+		keepPlacement(s)
+	}
+	return r.serve(ctx, s, true)
+}
+
+// keepPlacement carries an earlier pass's placement into this one.
+func keepPlacement(s *scope) {
+	s.obs.Placed = true
+	if c := meta.FindStatusCondition(s.vol.Status.Conditions, rcv1.ConditionPlaced); c != nil && c.Status == metav1.ConditionTrue {
+		s.obs.PlacedReason, s.obs.PlacedMessage = c.Reason, c.Message
+		return
+	}
+	s.obs.PlacedReason = rcv1.ReasonPlacedInRack
+	s.obs.PlacedMessage = "placed on " + s.vol.Status.Server
+}
+
+// serve makes the volume's server serve it, or applies the lost-server
+// rule when the server is gone, not ready or does not answer.
+// mayReplace is false after a re-placement in this pass (one move a pass).
+func (r *Reconciler) serve(ctx context.Context, s *scope, mayReplace bool) (ctrl.Result, error) {
+	vol, pool := s.vol, s.pool
+	server := findServer(pool, vol.Status.Server)
+	in := LostInput{
+		Listed:           server != nil,
+		Ready:            server != nil && server.Ready,
+		MayHoldDirtyData: mayHoldDirtyData(vol.Status.WriteMode, EffectiveWriteMode(vol, pool)),
+		LostSince:        lostSince(vol),
+		Now:              r.now(),
+		Grace:            r.ServerLostGrace,
+	}
+	if !in.Listed || !in.Ready {
+		return r.lost(ctx, s, DecideLost(in), mayReplace)
+	}
+	backend, err := ceph.Resolve(ctx, r.Client, pool, ceph.Node)
+	if err != nil {
+		s.obs.CephError = err.Error()
+		return ctrl.Result{}, fmt.Errorf("resolve the Ceph backend of pool %s: %w", pool.Name, err)
+	}
+	c, err := r.dataplaneClient(ctx, pool.Name, server.Address)
+	if err != nil {
+		s.obs.DataplaneError = err.Error()
+		return ctrl.Result{}, err
+	}
+	desired := DesiredState(vol, pool, backend, server.Address, s.cacheSize)
+	applied, err := Apply(ctx, c, desired)
+	if err != nil {
+		if unreachable(err) {
+			in.RPCError = err.Error()
+			return r.lost(ctx, s, DecideLost(in), mayReplace)
+		}
+		s.obs.DataplaneError = fmt.Sprintf("cache server %s: %v", server.NodeName, err)
+		return ctrl.Result{}, err
+	}
+	r.recordApplied(ctx, s, c, server, desired, applied)
+	if applied.Flushing != nil {
+		return r.flushRequeue(), nil
+	}
+	return r.statsRequeue(), nil
+}
+
+// unreachable: the call did not get an answer from the dataplane (a
+// refusal is an *RPCError and means the server is alive).
+func unreachable(err error) bool {
+	var rpcErr *dataplane.RPCError
+	return !errors.As(err, &rpcErr)
+}
+
+// lostSince is when the volume's Ready condition turned False for a lost
+// server (zero when it has not).
+func lostSince(vol *rcv1.CachedVolume) time.Time {
+	c := meta.FindStatusCondition(vol.Status.Conditions, rcv1.ConditionReady)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != rcv1.ReasonServerLost {
+		return time.Time{}
+	}
+	return c.LastTransitionTime.Time
+}
+
+// lost acts on the lost-server decision.
+func (r *Reconciler) lost(ctx context.Context, s *scope, d LostDecision, mayReplace bool) (ctrl.Result, error) {
+	vol := s.vol
+	lostServer := vol.Status.Server
+	s.obs.Lost, s.obs.LostServer = &d, lostServer
+	ctrl.LoggerFrom(ctx).Info("cache server lost", "server", lostServer, "why", d.Why, "action", d.Action)
+	switch d.Action {
+	case LostWaiting:
+		return ctrl.Result{RequeueAfter: min(d.RequeueAfter, r.statsRequeue().RequeueAfter)}, nil
+	case LostDegrade:
+		if !meta.IsStatusConditionTrue(vol.Status.Conditions, rcv1.ConditionDegraded) ||
+			meta.FindStatusCondition(vol.Status.Conditions, rcv1.ConditionDegraded).Reason != rcv1.ReasonDirtyDataOnLostServer {
+			r.event(vol, corev1.EventTypeWarning, "Degraded",
+				"write-back volume's dirty data is on lost cache server %s (%s); not re-placed", lostServer, d.Why)
+		}
+		// Looked at again to notice the server's return.
+		return r.statsRequeue(), nil
+	case LostReplace:
+		if !mayReplace {
+			return r.statsRequeue(), nil
+		}
+		forgetVolumeMetrics(vol.Name)
+		clearPlacement(vol)
+		s.obs.Placed = false
+		if !r.place(ctx, s, lostServer, true) {
+			return r.statsRequeue(), nil
+		}
+		r.event(vol, corev1.EventTypeWarning, "Replaced",
+			"cache server %s was lost (%s); re-placed on %s with a cold cache", lostServer, d.Why, vol.Status.Server)
+		s.obs.Lost, s.obs.LostServer = nil, ""
+		return r.serve(ctx, s, false)
+	}
+	return ctrl.Result{}, nil
+}
+
+func clearPlacement(vol *rcv1.CachedVolume) {
+	st := &vol.Status
+	st.Server, st.Rack, st.CrossRack, st.Address, st.Port, st.WriteMode = "", "", false, "", 0, ""
+	st.Flush = nil
+	st.Stats = rcv1.VolumeStats{}
+}
+
+func findServer(pool *rcv1.CachePool, name string) *rcv1.ServerStatus {
+	for i := range pool.Status.Servers {
+		if pool.Status.Servers[i].NodeName == name {
+			return &pool.Status.Servers[i]
+		}
+	}
+	return nil
+}
+
+// recordApplied writes what the dataplane now holds into status, events
+// and metrics.
+func (r *Reconciler) recordApplied(ctx context.Context, s *scope, c *dataplane.Client, server *rcv1.ServerStatus, d Desired, res ApplyResult) {
+	vol := s.vol
+	st := &vol.Status
+	wasServed := !s.placedNow && (meta.IsStatusConditionTrue(st.Conditions, rcv1.ConditionReady) ||
+		st.Phase == rcv1.VolumeReady || st.Phase == rcv1.VolumeFlushing || st.Phase == rcv1.VolumeDegraded)
+	if len(res.Created) > 0 && wasServed {
+		r.event(vol, corev1.EventTypeNormal, "Recovered",
+			"re-created %v on cache server %s (cache re-attached: %v)", res.Created, server.NodeName, res.Loaded)
+	}
+	st.Rack, st.Address, st.Port, st.NQN = server.Rack, server.Address, poolPort(s.pool), d.Subsystem.NQN
+	st.WriteMode = APIWriteMode(res.WriteMode)
+	s.obs.Applied = true
+	s.obs.CacheDegraded = res.Degraded
+	if res.Degraded && !meta.IsStatusConditionTrue(st.Conditions, rcv1.ConditionDegraded) {
+		r.event(vol, corev1.EventTypeWarning, "Degraded", "the cache device of cache server %s failed; the volume is served from Ceph", server.NodeName)
+	}
+	wasFlushing := st.Flush != nil && st.Flush.InProgress
+	if f := res.Flushing; f != nil {
+		s.obs.Flushing, s.obs.FlushDirty = true, f.DirtyBytes
+		st.Flush = flushStatus(f)
+		if f.Error != nil {
+			s.obs.FlushError = *f.Error
+		}
+	} else if wasFlushing {
+		st.Flush = &rcv1.FlushStatus{InProgress: false, FlushedBytes: st.Flush.FlushedBytes}
+		r.event(vol, corev1.EventTypeNormal, "Flushed", "dirty data written to Ceph; write mode now %s", st.WriteMode)
+	}
+	stats, err := c.CachedBdevStats(ctx, d.Cached.Name)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "read cached volume statistics", "server", server.NodeName)
+		return
+	}
+	dirty := resource.NewQuantity(int64(stats.DirtyBytes), resource.BinarySI)
+	st.Stats = rcv1.VolumeStats{
+		HitRatio:     fmt.Sprintf("%.1f%%", stats.HitRatio.Read*100),
+		Dirty:        dirty,
+		ReadBytes:    int64(stats.Blocks.HostRead),
+		WrittenBytes: int64(stats.Blocks.HostWrite),
+	}
+	recordVolumeMetrics(vol.Name, s.pool.Name, server.NodeName, volumeMetrics{
+		HitRatio:     stats.HitRatio.Read,
+		ReadBytes:    stats.Blocks.HostRead,
+		WrittenBytes: stats.Blocks.HostWrite,
+		DirtyBytes:   stats.DirtyBytes,
+		CacheSize:    s.cacheSize,
+	})
+}
+
+func flushStatus(f *dataplane.FlushStatus) *rcv1.FlushStatus {
+	out := &rcv1.FlushStatus{InProgress: f.InProgress, DirtyBytes: int64(f.DirtyBytes), FlushedBytes: int64(f.FlushedBytes)}
+	if f.Error != nil {
+		out.Error = *f.Error
+	}
+	return out
+}
+
+func poolPort(pool *rcv1.CachePool) int32 {
+	if pool.Spec.Port == 0 {
+		return 4420
+	}
+	return pool.Spec.Port
+}

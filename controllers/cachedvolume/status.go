@@ -1,0 +1,151 @@
+package cachedvolume
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	rcv1 "github.com/rackcache/rackcache/api/v1alpha1"
+)
+
+// Observation is what one pass learned; conditions and phase are derived
+// from it alone, every pass.
+type Observation struct {
+	Generation int64
+	// Now stamps conditions that change (the reconciler's clock, so the
+	// lost-server grace measured from them follows it too).
+	Now      time.Time
+	Deleting bool
+	// DeleteBlocked says why deletion waits (e.g. dirty data on a lost server).
+	DeleteBlocked string
+	PoolMissing   bool
+	CephError     string
+	// NoCapacity is placement's refusal ("" when placed or not tried).
+	NoCapacity string
+	// Placed: status.server names the volume's server.
+	Placed        bool
+	PlacedReason  string
+	PlacedMessage string
+	// Lost is the lost-server decision (nil when not made).
+	Lost *LostDecision
+	// LostServer names the lost server.
+	LostServer string
+	// DataplaneError is a refused or failed dataplane call.
+	DataplaneError string
+	// Applied: the dataplane holds everything the volume needs.
+	Applied bool
+	// Flushing: dirty data is being written to Ceph.
+	Flushing bool
+	// FlushDirty is what is left to write.
+	FlushDirty uint64
+	// FlushError is the last flush's failure.
+	FlushError string
+	// CacheDegraded: the cached bdev reports its cache device failed.
+	CacheDegraded bool
+}
+
+func (o *Observation) lost() bool { return o.Lost != nil && o.Lost.Action != ServerHealthy }
+
+// SetConditions writes the four conditions of o onto conds.
+func SetConditions(conds *[]metav1.Condition, o *Observation) {
+	for _, c := range []struct {
+		typ  string
+		eval func(*Observation) (metav1.ConditionStatus, string, string)
+	}{
+		{rcv1.ConditionPlaced, placedCondition},
+		{rcv1.ConditionReady, readyCondition},
+		{rcv1.ConditionDegraded, degradedCondition},
+		{rcv1.ConditionFlushed, flushedCondition},
+	} {
+		status, reason, msg := c.eval(o)
+		meta.SetStatusCondition(conds, metav1.Condition{Type: c.typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: o.Generation, LastTransitionTime: metav1.NewTime(o.Now)})
+	}
+}
+
+func placedCondition(o *Observation) (metav1.ConditionStatus, string, string) {
+	switch {
+	case o.PoolMissing:
+		return metav1.ConditionFalse, rcv1.ReasonPoolNotFound, "the volume's CachePool does not exist"
+	case o.NoCapacity != "":
+		return metav1.ConditionFalse, rcv1.ReasonNoCapacity, o.NoCapacity
+	case o.Placed:
+		return metav1.ConditionTrue, o.PlacedReason, o.PlacedMessage
+	default:
+		return metav1.ConditionUnknown, rcv1.ReasonUnknown, "placement has not run yet"
+	}
+}
+
+func readyCondition(o *Observation) (metav1.ConditionStatus, string, string) {
+	switch {
+	case o.Deleting:
+		msg := "the volume is being deleted"
+		if o.DeleteBlocked != "" {
+			msg = o.DeleteBlocked
+		}
+		return metav1.ConditionFalse, rcv1.ReasonDeleting, msg
+	case o.PoolMissing:
+		return metav1.ConditionFalse, rcv1.ReasonPoolNotFound, "the volume's CachePool does not exist"
+	case o.lost():
+		return metav1.ConditionFalse, rcv1.ReasonServerLost, fmt.Sprintf("cache server %s is lost: %s", o.LostServer, o.Lost.Why)
+	case o.CephError != "":
+		return metav1.ConditionFalse, rcv1.ReasonCephUnavailable, o.CephError
+	case o.NoCapacity != "":
+		return metav1.ConditionFalse, rcv1.ReasonNoCapacity, o.NoCapacity
+	case o.DataplaneError != "":
+		return metav1.ConditionFalse, rcv1.ReasonDataplaneError, o.DataplaneError
+	case o.Applied:
+		return metav1.ConditionTrue, rcv1.ReasonAsExpected, "hosts can connect"
+	default:
+		return metav1.ConditionUnknown, rcv1.ReasonUnknown, "the dataplane has not been configured yet"
+	}
+}
+
+func degradedCondition(o *Observation) (metav1.ConditionStatus, string, string) {
+	switch {
+	case o.Lost != nil && o.Lost.Action == LostDegrade:
+		return metav1.ConditionTrue, rcv1.ReasonDirtyDataOnLostServer, fmt.Sprintf(
+			"the volume's dirty data (write-back) is on cache server %s, which is lost (%s); it is not re-placed, "+
+				"as Ceph lacks that data. Recover by bringing %s back (its dataplane reattaches the cache and the volume "+
+				"is served again), or accept the loss: delete the volume with annotation %s=\"true\"",
+			o.LostServer, o.Lost.Why, o.LostServer, DiscardDirtyDataAnnotation)
+	case o.lost():
+		return metav1.ConditionTrue, rcv1.ReasonServerLost, fmt.Sprintf("cache server %s is lost: %s", o.LostServer, o.Lost.Why)
+	case o.CacheDegraded:
+		return metav1.ConditionTrue, rcv1.ReasonDataplaneError, "the cache device failed; the dataplane serves the volume from Ceph"
+	default:
+		return metav1.ConditionFalse, rcv1.ReasonAsExpected, ""
+	}
+}
+
+func flushedCondition(o *Observation) (metav1.ConditionStatus, string, string) {
+	switch {
+	case o.FlushError != "":
+		return metav1.ConditionFalse, rcv1.ReasonFlushFailed, "writing dirty data to Ceph failed (retrying): " + o.FlushError
+	case o.Flushing:
+		return metav1.ConditionFalse, rcv1.ReasonFlushing, fmt.Sprintf("writing dirty data to Ceph, %d bytes left", o.FlushDirty)
+	case o.Applied || (o.Deleting && o.DeleteBlocked == ""):
+		return metav1.ConditionTrue, rcv1.ReasonAsExpected, ""
+	default:
+		return metav1.ConditionUnknown, rcv1.ReasonUnknown, "the dataplane was not read"
+	}
+}
+
+// Phase summarises o.
+func Phase(o *Observation) rcv1.CachedVolumePhase {
+	switch {
+	case o.Deleting:
+		return rcv1.VolumeDeleting
+	case o.lost() || o.CacheDegraded:
+		return rcv1.VolumeDegraded
+	case o.Flushing || o.FlushError != "":
+		return rcv1.VolumeFlushing
+	case !o.Placed:
+		return rcv1.VolumePending
+	case o.Applied:
+		return rcv1.VolumeReady
+	default:
+		return rcv1.VolumePlacing
+	}
+}
