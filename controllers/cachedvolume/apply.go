@@ -175,6 +175,11 @@ func createCachedBdev(ctx context.Context, c *dataplane.Client, d Desired, res *
 			return err
 		}
 	}
+	if d.MustLoad {
+		return fmt.Errorf("create cached bdev %s: its cache, which may hold dirty data, is on none of the cache devices %s this server can open; "+
+			"not creating a fresh cache in its place (that would serve stale data from Ceph): bring the device back",
+			p.Name, strings.Join(d.CacheDevices, ", "))
+	}
 	if devices, err = c.CacheDevices(ctx); err != nil {
 		return fmt.Errorf("list cache devices: %w", err)
 	}

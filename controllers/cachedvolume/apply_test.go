@@ -103,9 +103,30 @@ func TestApplyOnRealDataplane(t *testing.T) {
 		t.Fatalf("no dirty data after the write load in write-back mode")
 	}
 
-	// A crash, and a restart without the persisted configuration: only the
-	// cache device comes back (as the pool's start-up config makes it).
+	// A crash, and the device holding the dirty cache does not come back:
+	// a blank device stands in. The volume ran write-back here, so apply
+	// must refuse to create a fresh cache (hosts would read stale data
+	// from Ceph) and create nothing.
 	dp.Kill(t)
+	blank := filepath.Join(t.TempDir(), "blank.img")
+	if err := os.WriteFile(blank, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(blank, 128<<20); err != nil {
+		t.Fatal(err)
+	}
+	dp = startServer(t, blank)
+	d.MustLoad = true
+	if _, err := Apply(ctx, dp.Client, d); err == nil || !strings.Contains(err.Error(), "not creating a fresh cache") {
+		t.Errorf("apply with the dirty cache's device missing: err = %v, want a refusal to create a fresh cache", err)
+	}
+	if cached, err := dp.Client.CachedBdevs(ctx, ""); err != nil || len(cached) != 0 {
+		t.Errorf("cached bdevs after the refusal: %+v, %v; want none", cached, err)
+	}
+	dp.Kill(t)
+
+	// A restart without the persisted configuration: only the cache device
+	// comes back (as the pool's start-up config makes it).
 	dp = startServer(t, cacheFile)
 	devs, err := dp.Client.CacheDevices(ctx)
 	if err != nil {

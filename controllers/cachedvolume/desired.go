@@ -29,6 +29,10 @@ type Desired struct {
 	Listener     dataplane.ListenAddress
 	// Hosts are the allowed host NQNs, sorted.
 	Hosts []string
+	// MustLoad: the volume ran write-back on this server, so its cache may
+	// hold dirty data: the cached bdev may only be re-attached (load), and
+	// a cache found on no device is an error, never a fresh cache.
+	MustLoad bool
 }
 
 // DesiredState builds the dataplane objects of vol on a server at address:

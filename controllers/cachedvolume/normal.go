@@ -90,6 +90,11 @@ func (r *Reconciler) serve(ctx context.Context, s *scope, mayReplace bool) (ctrl
 		return ctrl.Result{}, err
 	}
 	desired := DesiredState(vol, pool, backend, server.Address, s.cacheSize)
+	// Served here before (status.address is cleared with the placement) in
+	// a mode that may leave dirty data: its cache must be re-attached,
+	// never replaced by a fresh one on another device.
+	desired.MustLoad = !s.placedNow && vol.Status.Address != "" &&
+		mayHoldDirtyData(vol.Status.WriteMode, EffectiveWriteMode(vol, pool))
 	applied, err := Apply(ctx, c, desired)
 	if err != nil {
 		if unreachable(err) {
