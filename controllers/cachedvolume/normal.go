@@ -158,9 +158,11 @@ func (r *Reconciler) lost(ctx context.Context, s *scope, d LostDecision, mayRepl
 	return ctrl.Result{}, nil
 }
 
+// clearPlacement forgets where the volume is served. status.writeMode stays:
+// the mode is taken from the pool at creation, and a re-placed volume keeps it.
 func clearPlacement(vol *rcv1.CachedVolume) {
 	st := &vol.Status
-	st.Server, st.Rack, st.CrossRack, st.Address, st.Port, st.WriteMode = "", "", false, "", 0, ""
+	st.Server, st.Rack, st.CrossRack, st.Address, st.Port = "", "", false, "", 0
 	st.Flush = nil
 	st.Stats = rcv1.VolumeStats{}
 }
