@@ -31,4 +31,3 @@ func TestLostSinceRestartsWhenReasonBecomesServerLost(t *testing.T) {
 		t.Fatalf("lostSince = %v after a second lost pass, want %v", got, later)
 	}
 }
-
