@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/url"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -106,11 +109,21 @@ func (r *Reconciler) serve(ctx context.Context, s *scope, mayReplace bool) (ctrl
 	return r.statsRequeue(), nil
 }
 
-// unreachable: the call did not get an answer from the dataplane (a
-// refusal is an *RPCError and means the server is alive).
+// unreachable: the call did not get an answer from the dataplane because
+// the transport failed (dial, TLS, reset, timeout, connection cut mid-answer).
+// Everything else is not a lost server: a refusal (*RPCError) means it is
+// alive, and local failures (no device with room, a decode error, an HTTP
+// status such as 401) would never heal by re-placing the volume.
 func unreachable(err error) bool {
 	var rpcErr *dataplane.RPCError
-	return !errors.As(err, &rpcErr)
+	if errors.As(err, &rpcErr) {
+		return false
+	}
+	var netErr net.Error
+	var urlErr *url.Error
+	return errors.As(err, &netErr) || errors.As(err, &urlErr) ||
+		errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // lostSince is when the volume's Ready condition turned False for a lost
