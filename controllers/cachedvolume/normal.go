@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/url"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -111,11 +114,21 @@ func (r *Reconciler) serve(ctx context.Context, s *scope, mayReplace bool) (ctrl
 	return r.statsRequeue(), nil
 }
 
-// unreachable: the call did not get an answer from the dataplane (a
-// refusal is an *RPCError and means the server is alive).
+// unreachable: the call did not get an answer from the dataplane because
+// the transport failed (dial, TLS, reset, timeout, connection cut mid-answer).
+// Everything else is not a lost server: a refusal (*RPCError) means it is
+// alive, and local failures (no device with room, a decode error, an HTTP
+// status such as 401) would never heal by re-placing the volume.
 func unreachable(err error) bool {
 	var rpcErr *dataplane.RPCError
-	return !errors.As(err, &rpcErr)
+	if errors.As(err, &rpcErr) {
+		return false
+	}
+	var netErr net.Error
+	var urlErr *url.Error
+	return errors.As(err, &netErr) || errors.As(err, &urlErr) ||
+		errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // lostSince is when the volume's Ready condition turned False for a lost
@@ -163,9 +176,11 @@ func (r *Reconciler) lost(ctx context.Context, s *scope, d LostDecision, mayRepl
 	return ctrl.Result{}, nil
 }
 
+// clearPlacement forgets where the volume is served. status.writeMode stays:
+// the mode is taken from the pool at creation, and a re-placed volume keeps it.
 func clearPlacement(vol *rcv1.CachedVolume) {
 	st := &vol.Status
-	st.Server, st.Rack, st.CrossRack, st.Address, st.Port, st.WriteMode = "", "", false, "", 0, ""
+	st.Server, st.Rack, st.CrossRack, st.Address, st.Port = "", "", false, "", 0
 	st.Flush = nil
 	st.Stats = rcv1.VolumeStats{}
 }

@@ -119,12 +119,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 }
 
 // deriveStatus writes conditions and phase from the pass's observation.
-// ObservedGeneration moves only when the whole pass succeeded.
+// ObservedGeneration moves only when the whole pass succeeded and reached
+// the dataplane: a pass that found the pool missing, the server lost or no
+// capacity returns without error but did not apply the spec.
 func (r *Reconciler) deriveStatus(s *scope, passOK bool) {
 	st := &s.vol.Status
 	SetConditions(&st.Conditions, &s.obs)
 	st.Phase = Phase(&s.obs)
-	if passOK && s.obs.DataplaneError == "" && s.obs.CephError == "" {
+	o := &s.obs
+	notApplied := o.PoolMissing || o.lost() || o.NoCapacity != ""
+	if passOK && !notApplied && o.DataplaneError == "" && o.CephError == "" {
 		st.ObservedGeneration = s.vol.Generation
 	}
 }

@@ -60,6 +60,13 @@ func SetConditions(conds *[]metav1.Condition, o *Observation) {
 		{rcv1.ConditionFlushed, flushedCondition},
 	} {
 		status, reason, msg := c.eval(o)
+		// The grace of a lost server counts from Ready's LastTransitionTime,
+		// which SetStatusCondition keeps when only the reason changes: a
+		// volume already Ready=False (Ceph, dataplane error) would start its
+		// grace in the past. Becoming lost restarts the clock.
+		if old := meta.FindStatusCondition(*conds, c.typ); old != nil && reason == rcv1.ReasonServerLost && old.Reason != reason {
+			meta.RemoveStatusCondition(conds, c.typ)
+		}
 		meta.SetStatusCondition(conds, metav1.Condition{Type: c.typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: o.Generation, LastTransitionTime: metav1.NewTime(o.Now)})
 	}
 }

@@ -138,6 +138,7 @@ func (r *Reconciler) observe(ctx context.Context, pool *rcv1.CachePool) (*observ
 	list, err := servers.List(ctx, r.Client, r.Namespace, pool)
 	if err != nil {
 		errs = append(errs, err)
+		o.ServersUnknown = true
 	}
 	o.Readings = r.readServers(ctx, pool, list)
 	volumes, err := r.countVolumes(ctx, pool.Name)

@@ -37,6 +37,9 @@ type observation struct {
 	Succeeded bool
 	// Now stamps condition transitions.
 	Now time.Time
+	// ServersUnknown: listing the servers failed, so Readings says nothing
+	// (an empty list would make every volume see its server gone).
+	ServersUnknown bool
 }
 
 // maxListed bounds how many servers a condition message names.
@@ -76,6 +79,14 @@ func computeStatus(old *rcv1.CachePoolStatus, o *observation) rcv1.CachePoolStat
 	}
 	if missing := int(st.TotalServers) - len(o.Readings); missing > 0 {
 		notReady = append(notReady, fmt.Sprintf("%d scheduled server(s) have no dataplane pod yet", missing))
+	}
+	if o.ServersUnknown {
+		// Keep the last known servers and the conditions drawn from them
+		// until the servers can be listed again.
+		st.Servers = slices.Clone(old.Servers)
+		st.ReadyServers, st.TotalServers = old.ReadyServers, old.TotalServers
+		st.Capacity, st.Allocated = old.Capacity, old.Allocated
+		return st
 	}
 	setReadyCondition(&st, o, notReady)
 	setDegradedCondition(&st, o, notReady)

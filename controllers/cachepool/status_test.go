@@ -236,3 +236,16 @@ func TestRolloutMessage(t *testing.T) {
 		})
 	}
 }
+
+// A pass that cannot list the servers keeps the last known ones: an empty
+// list would start every volume's lost-server grace.
+func TestComputeStatusKeepsServersWhenListingFails(t *testing.T) {
+	old := computeStatus(&rcv1.CachePoolStatus{}, &observation{Readings: []serverReading{readyReading("n1", "rack-a", 10*gib, 2*gib, 3)}})
+	st := computeStatus(&old, &observation{ServersUnknown: true})
+	if len(st.Servers) != 1 || st.Servers[0].NodeName != "n1" || !st.Servers[0].Ready {
+		t.Fatalf("servers = %+v, want the last known n1 (ready)", st.Servers)
+	}
+	if st.ReadyServers != old.ReadyServers || st.TotalServers != old.TotalServers {
+		t.Fatalf("ready/total = %d/%d, want %d/%d", st.ReadyServers, st.TotalServers, old.ReadyServers, old.TotalServers)
+	}
+}
