@@ -45,6 +45,16 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 	vol.Status.CacheSize = resource.NewQuantity(size, resource.BinarySI)
 
 	if vol.Status.Server == "" {
+		// The cache may lag a placement this reconciler wrote a moment
+		// ago: placing again would put the volume on a second server.
+		fresh := &rcv1.CachedVolume{}
+		if err := r.apiReader().Get(ctx, client.ObjectKeyFromObject(vol), fresh); err != nil {
+			return ctrl.Result{}, fmt.Errorf("read CachedVolume %s before placing it: %w", vol.Name, err)
+		}
+		if fresh.ResourceVersion != vol.ResourceVersion {
+			s.stale = true
+			return ctrl.Result{Requeue: true}, nil
+		}
 		if !r.place(ctx, s, "", false) {
 			return r.statsRequeue(), nil
 		}

@@ -61,7 +61,7 @@ func allowCrossRack(pool *rcv1.CachePool) bool {
 // pool's status, which is read from the dataplanes on the pool's cycle).
 func (r *Reconciler) allocation(ctx context.Context, pool, self string) (map[string]int64, error) {
 	var vols rcv1.CachedVolumeList
-	if err := r.Client.List(ctx, &vols); err != nil {
+	if err := r.apiReader().List(ctx, &vols); err != nil {
 		return nil, fmt.Errorf("list CachedVolumes to compute allocation: %w", err)
 	}
 	out := map[string]int64{}

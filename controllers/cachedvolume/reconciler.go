@@ -44,6 +44,10 @@ type Reconciler struct {
 	StatsInterval time.Duration
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// APIReader reads past the cache where a stale read could place a
+	// volume twice or overcommit a server: the volume itself and the other
+	// volumes' allocation, at placement only (Client when nil).
+	APIReader client.Reader
 	// Rand drives placement's sampling (seeded from the clock when nil).
 	Rand *rand.Rand
 	// Dial makes the client of a server (Connector.Client when nil; tests
@@ -70,6 +74,9 @@ type scope struct {
 	placedNow bool
 	// gone: the finalizer was removed, the object may no longer exist.
 	gone bool
+	// stale: the cache served an older volume than the apiserver holds;
+	// the pass stops and writes nothing (the newer version wakes it).
+	stale bool
 }
 
 // +kubebuilder:rbac:groups=rackcache.io,resources=cachedvolumes,verbs=get;list;watch;update;patch
@@ -104,11 +111,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	before := vol.DeepCopy()
 	s := &scope{vol: vol, obs: Observation{Generation: vol.Generation, Now: r.now()}}
 	defer func() {
-		if s.gone {
+		if s.gone || s.stale {
 			return
 		}
 		r.deriveStatus(s, reterr == nil)
-		if err := r.Client.Status().Patch(ctx, vol, client.MergeFrom(before)); err != nil && !apierrors.IsNotFound(err) {
+		// Optimistic lock: a status computed from a stale read (which could
+		// hold another placement) never overwrites a newer one.
+		if err := r.Client.Status().Patch(ctx, vol, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil && !apierrors.IsNotFound(err) {
 			reterr = kerrors.NewAggregate([]error{reterr, err})
 		}
 	}()
@@ -131,6 +140,13 @@ func (r *Reconciler) deriveStatus(s *scope, passOK bool) {
 	if passOK && !notApplied && o.DataplaneError == "" && o.CephError == "" {
 		st.ObservedGeneration = s.vol.Generation
 	}
+}
+
+func (r *Reconciler) apiReader() client.Reader {
+	if r.APIReader != nil {
+		return r.APIReader
+	}
+	return r.Client
 }
 
 func (r *Reconciler) now() time.Time {

@@ -58,6 +58,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		Recorder:        mgr.GetEventRecorderFor("cachedvolume-controller"),
 		ServerLostGrace: o.ServerLostGrace,
 		StatsInterval:   o.StatusInterval,
+		APIReader:       mgr.GetAPIReader(),
 	}
 	if err := volumes.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the CachedVolume reconciler: %w", err)
