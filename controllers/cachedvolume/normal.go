@@ -53,7 +53,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 		}
 		if fresh.ResourceVersion != vol.ResourceVersion {
 			s.stale = true
-			return ctrl.Result{Requeue: true}, nil
+			return ctrl.Result{RequeueAfter: time.Second}, nil
 		}
 		if !r.place(ctx, s, "", false) {
 			return r.statsRequeue(), nil

@@ -49,7 +49,7 @@ func TestStaleCacheDoesNotPlaceTwice(t *testing.T) {
 
 	r := &Reconciler{Client: cached, APIReader: apiserver}
 	res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "v"}})
-	if err != nil || !res.Requeue {
+	if err != nil || res.RequeueAfter == 0 {
 		t.Fatalf("pass on a stale read: %+v, %v; want a requeue and no error", res, err)
 	}
 	var after rcv1.CachedVolume
