@@ -24,9 +24,9 @@ const (
 	crashWrites = 100
 	// RACKCACHE_CRASH_CYCLES sets the number of kill -9 cycles (`make soak`
 	// runs 20 or more; `make test` the default). One cycle in `make test`:
-	// the guest's 6.1 kernel has crashed once in 34 cycles in
-	// nvme_tcp_recv_skb as the target died (docs/development.md), and the
-	// soak is where many cycles belong.
+	// the guest's 6.1 kernel has crashed once in 34 cycles in its NVMe/TCP
+	// initiator as the target died (docs/development.md; the test then
+	// starts over once), and the soak is where many cycles belong.
 	crashCyclesEnv     = "RACKCACHE_CRASH_CYCLES"
 	crashDefaultCycles = 1
 )
@@ -137,8 +137,40 @@ func stampFile(t *testing.T, path string, n int) {
 func TestCachedCrashConsistency(t *testing.T) {
 	cycles := crashCycles(t)
 	ceph := framework.StartCeph(t)
+	for attempt := 1; ; attempt++ {
+		run := runCrashCycles(t, ceph, cycles, fmt.Sprintf("crash%d", attempt))
+		if run.res.InitiatorOops == "" {
+			checkCrashRun(t, run, cycles)
+			return
+		}
+		// The guest kernel, not the target, failed: the stock 6.1 kernel's
+		// NVMe/TCP initiator has a rare race in its error recovery as the
+		// target dies mid-I/O (docs/development.md). One fresh start (new
+		// guest, volume and dataplane); a second crash fails the test.
+		if attempt == crashAttempts {
+			t.Fatalf("the guest kernel crashed in its NVMe/TCP initiator in %d attempts in a row:\n%s", attempt, run.res.InitiatorOops)
+		}
+		t.Logf("attempt %d: the guest kernel crashed in its NVMe/TCP initiator as the target died (report above); starting over", attempt)
+	}
+}
+
+// crashAttempts bounds the fresh starts of TestCachedCrashConsistency after
+// a guest kernel crash in the initiator.
+const crashAttempts = 2
+
+// crashRun is what one attempt of TestCachedCrashConsistency left.
+type crashRun struct {
+	res      framework.GuestResult
+	hitAfter map[int]float64
+}
+
+// runCrashCycles exports a fresh write-back cached volume on RBD image
+// `image` from a fresh dataplane and runs the guest's kill -9 cycles
+// against it.
+func runCrashCycles(t *testing.T, ceph *framework.Ceph, cycles int, image string) crashRun {
+	t.Helper()
 	gdd := framework.RequireCommand(t, "dd")
-	newRbdImage(t, ceph, "crash", 64)
+	newRbdImage(t, ceph, image, 64)
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "config.json")
 	cacheFile := filepath.Join(dir, "cache.img")
@@ -154,7 +186,7 @@ func TestCachedCrashConsistency(t *testing.T) {
 	dp := framework.StartDataplane(t, "--config-persist", cfg)
 	port := framework.FreeLoopbackPort(t)
 	registerCeph(t, dp, ceph)
-	openRbd(t, dp, ceph, "Core0", "crash", 4096)
+	openRbd(t, dp, ceph, "Core0", image, 4096)
 	dp.Call(t, "bdev_aio_create", map[string]any{"name": "CacheFile", "filename": cacheFile, "block_size": 4096}, nil)
 	dp.Call(t, "bdev_adacache_create", map[string]any{
 		"name": "Crash0", "core_bdev_name": "Core0", "cache_bdev_name": "CacheFile", "cache_size_mib": 16,
@@ -208,8 +240,23 @@ func TestCachedCrashConsistency(t *testing.T) {
 		Binaries:      []string{gdd},
 		GuestForwards: map[int]int{guestTargetPort: port},
 		Timeout:       time.Duration(cycles)*90*time.Second + 3*time.Minute,
+		// A crash of the guest kernel's initiator comes back for a retry.
+		ReturnInitiatorOops: true,
 	}, handle)
 
+	if res.InitiatorOops != "" {
+		// The crashed guest's connection may hold a graceful stop until
+		// the drain timeout; nothing of this attempt is checked any more.
+		dp.Kill(t)
+	}
+	return crashRun{res: res, hitAfter: hitAfter}
+}
+
+// checkCrashRun checks an attempt whose guest ran to its end: every step
+// passed and no acknowledged write was lost.
+func checkCrashRun(t *testing.T, run crashRun, cycles int) {
+	t.Helper()
+	res, hitAfter := run.res, run.hitAfter
 	vals := framework.GuestValues(t, res.Output)
 	if vals["connect"] != "0" || vals["init"] != "0" {
 		t.Fatalf("guest: connect %q, initial stamps %q", vals["connect"], vals["init"])
