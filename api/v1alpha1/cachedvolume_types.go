@@ -159,6 +159,12 @@ type CachedVolumeStatus struct {
 	// Flush tracks the last or current flush.
 	// +optional
 	Flush *FlushStatus `json:"flush,omitempty"`
+	// FlushedRequest is the last value of the rackcache.io/flush-request
+	// annotation whose flush completed: every write acknowledged before
+	// that annotation was set is in Ceph.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	FlushedRequest string `json:"flushedRequest,omitempty"`
 	// Stats are key cache statistics.
 	// +optional
 	Stats VolumeStats `json:"stats,omitempty"`

@@ -60,6 +60,12 @@ const (
 	ReasonUnknown = "Unknown"
 )
 
+// FlushRequestAnnotation asks the operator to write a write-back volume's
+// dirty data to Ceph: set it to a new token (the CSI driver uses the
+// snapshot's or clone's uuid); status.flushedRequest takes the token once
+// every write acknowledged before it is in Ceph.
+const FlushRequestAnnotation = "rackcache.io/flush-request"
+
 // Finalizers.
 const (
 	// CachePoolFinalizer holds a pool's deletion while volumes use it.

@@ -118,10 +118,41 @@ func (r *Reconciler) serve(ctx context.Context, s *scope, mayReplace bool) (ctrl
 		return ctrl.Result{}, err
 	}
 	r.recordApplied(ctx, s, c, server, desired, applied)
-	if applied.Flushing != nil {
+	flushing, err := r.serveFlushRequest(ctx, s, c, desired)
+	if err != nil {
+		s.obs.DataplaneError = fmt.Sprintf("cache server %s: %v", server.NodeName, err)
+		return ctrl.Result{}, err
+	}
+	if applied.Flushing != nil || flushing {
 		return r.flushRequeue(), nil
 	}
 	return r.statsRequeue(), nil
+}
+
+// serveFlushRequest answers the flush-request annotation (set by the CSI
+// driver before a snapshot or clone): it flushes the volume's dirty data
+// and, once a flush status read after the request shows none left, records
+// the request as done in status.flushedRequest. Returns whether a flush is
+// still running.
+func (r *Reconciler) serveFlushRequest(ctx context.Context, s *scope, c *dataplane.Client, d Desired) (bool, error) {
+	vol := s.vol
+	token := vol.Annotations[rcv1.FlushRequestAnnotation]
+	if token == "" || token == vol.Status.FlushedRequest {
+		return false, nil
+	}
+	if vol.Status.WriteMode == rcv1.WriteBack {
+		st, err := startOrPollFlush(ctx, c, d.Cached.Name)
+		if err != nil {
+			return false, err
+		}
+		if st.InProgress || st.DirtyBytes > 0 {
+			vol.Status.Flush = flushStatus(st)
+			return true, nil
+		}
+	}
+	vol.Status.FlushedRequest = token
+	ctrl.LoggerFrom(ctx).Info("flush request done", "request", token)
+	return false, nil
 }
 
 // unreachable: the call did not get an answer from the dataplane because

@@ -74,6 +74,25 @@ func (b *Backend) Fingerprint() string {
 // Resolve reads pool's backend for role. Errors name the object and key
 // that are missing or malformed, never a key's value.
 func Resolve(ctx context.Context, r client.Reader, pool *rcv1.CachePool, role Role) (*Backend, error) {
+	mons, err := Monitors(ctx, r, pool)
+	if err != nil {
+		return nil, err
+	}
+	spec := pool.Spec.Ceph
+	if spec.Rook != nil {
+		name := RookNodeSecret
+		if role == Provisioner {
+			name = RookProvisionerSecret
+		}
+		return withUser(ctx, r, mons, spec.Rook.Namespace, name)
+	}
+	return withUser(ctx, r, mons, spec.SecretRef.Namespace, spec.SecretRef.Name)
+}
+
+// Monitors reads pool's monitor addresses (sorted) without its
+// credentials: for callers that bring their own user (the CSI driver with
+// a StorageClass's secrets).
+func Monitors(ctx context.Context, r client.Reader, pool *rcv1.CachePool) ([]string, error) {
 	spec := pool.Spec.Ceph
 	switch {
 	case spec.Rook != nil:
@@ -86,15 +105,11 @@ func Resolve(ctx context.Context, r client.Reader, pool *rcv1.CachePool, role Ro
 		if err != nil {
 			return nil, fmt.Errorf("ConfigMap %s/%s key %s: %w", ns, RookMonEndpoints, RookMonKey, err)
 		}
-		name := RookNodeSecret
-		if role == Provisioner {
-			name = RookProvisionerSecret
-		}
-		return withUser(ctx, r, mons, ns, name)
+		return mons, nil
 	case len(spec.Monitors) > 0 && spec.SecretRef != nil:
 		mons := slices.Clone(spec.Monitors)
 		slices.Sort(mons)
-		return withUser(ctx, r, mons, spec.SecretRef.Namespace, spec.SecretRef.Name)
+		return mons, nil
 	default:
 		return nil, fmt.Errorf("pool %s: spec.ceph names neither rook nor monitors with secretRef", pool.Name)
 	}

@@ -1,0 +1,78 @@
+package csi
+
+import (
+	"context"
+	"time"
+)
+
+// The driver's outside parts, as small interfaces: cmd/rackcache-csi
+// wires the real ones (csi/rbd over go-ceph, csi/nvme over nvme-cli and
+// sysfs); the unit tests of pure logic use fakes.
+
+// CephCredentials open a RADOS connection. Key is a cephx secret: never
+// logged, never in errors.
+type CephCredentials struct {
+	Monitors []string
+	User     string
+	Key      string
+}
+
+// Ceph opens connections to a Ceph cluster.
+type Ceph interface {
+	Connect(ctx context.Context, creds CephCredentials) (Images, error)
+}
+
+// ImageInfo is what the driver reads of an RBD image.
+type ImageInfo struct {
+	Size uint64
+}
+
+// SnapshotInfo is what the driver reads of an RBD snapshot.
+type SnapshotInfo struct {
+	Size    uint64
+	Created time.Time
+}
+
+// Images manages RBD images over one connection. Not-found errors wrap
+// ErrNotFound; a missing object on delete is success.
+type Images interface {
+	CreateImage(ctx context.Context, pool, name string, size uint64, features []string) error
+	ImageInfo(ctx context.Context, pool, name string) (ImageInfo, error)
+	ResizeImage(ctx context.Context, pool, name string, size uint64) error
+	DeleteImage(ctx context.Context, pool, name string) error
+	CreateSnapshot(ctx context.Context, pool, image, snap string) error
+	DeleteSnapshot(ctx context.Context, pool, image, snap string) error
+	SnapshotInfo(ctx context.Context, pool, image, snap string) (SnapshotInfo, error)
+	// CloneImage makes child a clone of parent@snap (clone format 2).
+	CloneImage(ctx context.Context, pool, parent, snap, child string, features []string) error
+	PoolFreeBytes(ctx context.Context, pool string) (uint64, error)
+	// ListImages names the pool's images.
+	ListImages(ctx context.Context, pool string) ([]string, error)
+	// SetImageMeta and ImageMeta keep a key/value on an image (ErrNotFound
+	// for a missing key).
+	SetImageMeta(ctx context.Context, pool, image, key, value string) error
+	ImageMeta(ctx context.Context, pool, image, key string) (string, error)
+	Close()
+}
+
+// Attachment is one NVMe/TCP connection to make.
+type Attachment struct {
+	Address, Port   string
+	SubNQN          string
+	HostNQN, HostID string
+	Connect         ConnectDefaults
+}
+
+// NVMe attaches namespaces with the kernel's initiator.
+type NVMe interface {
+	// Connect is idempotent: a live controller to the subsystem is reused;
+	// stale ones are removed first.
+	Connect(ctx context.Context, a Attachment) error
+	// Disconnect removes every controller of the subsystem (none: success).
+	Disconnect(ctx context.Context, subNQN string) error
+	// Device finds the namespace's block device (/dev/nvmeXnY) in sysfs;
+	// ErrNotFound when it is not there (yet).
+	Device(subNQN, nsUUID string) (string, error)
+	// Live reports whether a controller of the subsystem is live.
+	Live(subNQN string) bool
+}
