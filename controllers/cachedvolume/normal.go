@@ -117,13 +117,15 @@ func (r *Reconciler) serve(ctx context.Context, s *scope, mayReplace bool) (ctrl
 		s.obs.DataplaneError = fmt.Sprintf("cache server %s: %v", server.NodeName, err)
 		return ctrl.Result{}, err
 	}
-	r.recordApplied(ctx, s, c, server, desired, applied)
-	flushing, err := r.serveFlushRequest(ctx, s, c, desired)
-	if err != nil {
-		s.obs.DataplaneError = fmt.Sprintf("cache server %s: %v", server.NodeName, err)
-		return ctrl.Result{}, err
+	if applied.Flushing == nil {
+		// A flush the CSI driver asked for runs and reports like any other.
+		if applied.Flushing, err = r.serveFlushRequest(ctx, s, c, desired); err != nil {
+			s.obs.DataplaneError = fmt.Sprintf("cache server %s: %v", server.NodeName, err)
+			return ctrl.Result{}, err
+		}
 	}
-	if applied.Flushing != nil || flushing {
+	r.recordApplied(ctx, s, c, server, desired, applied)
+	if applied.Flushing != nil {
 		return r.flushRequeue(), nil
 	}
 	return r.statsRequeue(), nil
@@ -132,27 +134,26 @@ func (r *Reconciler) serve(ctx context.Context, s *scope, mayReplace bool) (ctrl
 // serveFlushRequest answers the flush-request annotation (set by the CSI
 // driver before a snapshot or clone): it flushes the volume's dirty data
 // and, once a flush status read after the request shows none left, records
-// the request as done in status.flushedRequest. Returns whether a flush is
-// still running.
-func (r *Reconciler) serveFlushRequest(ctx context.Context, s *scope, c *dataplane.Client, d Desired) (bool, error) {
+// the request as done in status.flushedRequest. Returns the flush's status
+// while it runs.
+func (r *Reconciler) serveFlushRequest(ctx context.Context, s *scope, c *dataplane.Client, d Desired) (*dataplane.FlushStatus, error) {
 	vol := s.vol
 	token := vol.Annotations[rcv1.FlushRequestAnnotation]
 	if token == "" || token == vol.Status.FlushedRequest {
-		return false, nil
+		return nil, nil
 	}
 	if vol.Status.WriteMode == rcv1.WriteBack {
 		st, err := startOrPollFlush(ctx, c, d.Cached.Name)
 		if err != nil {
-			return false, err
+			return nil, err
 		}
 		if st.InProgress || st.DirtyBytes > 0 {
-			vol.Status.Flush = flushStatus(st)
-			return true, nil
+			return st, nil
 		}
 	}
 	vol.Status.FlushedRequest = token
 	ctrl.LoggerFrom(ctx).Info("flush request done", "request", token)
-	return false, nil
+	return nil, nil
 }
 
 // unreachable: the call did not get an answer from the dataplane because
@@ -262,7 +263,7 @@ func (r *Reconciler) recordApplied(ctx context.Context, s *scope, c *dataplane.C
 		}
 	} else if wasFlushing {
 		st.Flush = &rcv1.FlushStatus{InProgress: false, FlushedBytes: st.Flush.FlushedBytes}
-		r.event(vol, corev1.EventTypeNormal, "Flushed", "dirty data written to Ceph; write mode now %s", st.WriteMode)
+		r.event(vol, corev1.EventTypeNormal, "Flushed", "dirty data written to Ceph; write mode %s", st.WriteMode)
 	}
 	stats, err := c.CachedBdevStats(ctx, d.Cached.Name)
 	if err != nil {

@@ -118,8 +118,31 @@ func TestReconcilerServesVolume(t *testing.T) {
 	}
 	g.event("Recovered")
 
-	// Leaving write-back: Flushing first, then the switch and an event.
+	// A flush request (the CSI driver's, before a snapshot): answered in
+	// status.flushedRequest only once the dataplane holds no dirty data.
 	patch := client.MergeFrom(got.DeepCopy())
+	got.Annotations = map[string]string{rcv1.FlushRequestAnnotation: "snap-1"}
+	if err := g.c.Patch(ctx, got, patch); err != nil {
+		t.Fatal(err)
+	}
+	got, res, _ = g.pass("e2e")
+	if got.Status.FlushedRequest == "snap-1" || res.RequeueAfter != flushPollInterval {
+		t.Fatalf("the first pass after the request answered it with dirty data cached: %+v (requeue %v)", got.Status, res.RequeueAfter)
+	}
+	waitFor(t, "the flush request's answer", func() bool {
+		got, _, _ = g.pass("e2e")
+		return got.Status.FlushedRequest == "snap-1"
+	})
+	if fs, err := dp.Client.CachedBdevFlushStatus(ctx, CachedBdevName("e2e")); err != nil || fs.DirtyBytes != 0 {
+		t.Fatalf("flush request answered, but the dataplane reports %+v, %v", fs, err)
+	}
+	if err := runLoad(t, port, st.NQN); err != nil { // dirty again for the switch below
+		t.Fatalf("write load: %v", err)
+	}
+
+	// Leaving write-back: Flushing first, then the switch and an event.
+	got, _, _ = g.pass("e2e")
+	patch = client.MergeFrom(got.DeepCopy())
 	got.Spec.WriteMode = rcv1.WriteThrough
 	if err := g.c.Patch(ctx, got, patch); err != nil {
 		t.Fatal(err)
