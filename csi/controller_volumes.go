@@ -108,6 +108,11 @@ func (d *Driver) GetCapacity(ctx context.Context, req *csi.GetCapacityRequest) (
 			return &csi.GetCapacityResponse{}, nil //nolint:nilerr // no capacity for what is not supported
 		}
 	}
+	if len(req.GetParameters()) == 0 {
+		// Capacity is per StorageClass (its CachePool and RBD pool); a
+		// request naming none gets 0, "unknown", as the spec allows.
+		return &csi.GetCapacityResponse{}, nil
+	}
 	params, err := parseVolumeParams(req.GetParameters())
 	if err != nil {
 		return nil, err

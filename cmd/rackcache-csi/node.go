@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os/exec"
+	"path/filepath"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/mount-utils"
+	utilexec "k8s.io/utils/exec"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rackcache/rackcache/csi"
+	csiexec "github.com/rackcache/rackcache/csi/exec"
+	"github.com/rackcache/rackcache/csi/nvme"
+	"github.com/rackcache/rackcache/csi/registration"
+)
+
+// sysfsRoot is where the node plugin reads NVMe subsystems and namespaces.
+const sysfsRoot = "/sys"
+
+// nodeOptions wires the node service: the host NQN (created once), the
+// node's rack (--rack, else its Node's label), nvme-cli and mount-utils.
+// It is ready while nvme-cli can be found.
+func nodeOptions(ctx context.Context, cfg *config) (csi.NodeOptions, func(context.Context) error, error) {
+	hostNQN, hostID, err := nvme.HostNQN(cfg.hostNQNFile)
+	if err != nil {
+		return csi.NodeOptions{}, nil, fmt.Errorf("host NQN: %w", err)
+	}
+	rack := cfg.rack
+	if rack == "" {
+		if rack, err = nodeRack(ctx, cfg); err != nil {
+			return csi.NodeOptions{}, nil, err
+		}
+	}
+	opts := csi.NodeOptions{
+		NodeName:   cfg.nodeName,
+		Rack:       rack,
+		HostNQN:    hostNQN,
+		HostID:     hostID,
+		MaxVolumes: cfg.maxVolumes,
+		NVMe:       nvmeAttacher{cli: &nvme.CLI{Exec: csiexec.Run, SysfsRoot: sysfsRoot}},
+		Mounter:    &mount.SafeFormatAndMount{Interface: mount.New(""), Exec: utilexec.New()},
+		PortalMap:  cfg.portalMap,
+		Connect:    cfg.connect,
+	}
+	ready := func(context.Context) error {
+		if _, err := exec.LookPath("nvme"); err != nil {
+			return fmt.Errorf("nvme-cli: %w", err)
+		}
+		return nil
+	}
+	return opts, ready, nil
+}
+
+// nodeRack reads the node's rack label from its Node object.
+func nodeRack(ctx context.Context, cfg *config) (string, error) {
+	c, _, err := kubeClient(cfg.kubeconfig)
+	if err != nil {
+		return "", fmt.Errorf("read the rack of node %s (or give --rack): %w", cfg.nodeName, err)
+	}
+	var node corev1.Node
+	if err := c.Get(ctx, client.ObjectKey{Name: cfg.nodeName}, &node); err != nil {
+		return "", fmt.Errorf("read Node %s for its %s label (or give --rack): %w", cfg.nodeName, cfg.rackLabel, err)
+	}
+	return node.Labels[cfg.rackLabel], nil
+}
+
+// nvmeAttacher adapts csi/nvme to the driver.
+type nvmeAttacher struct{ cli *nvme.CLI }
+
+func (a nvmeAttacher) Connect(ctx context.Context, at csi.Attachment) error {
+	return a.cli.Connect(ctx, nvme.ConnectOptions{
+		Transport: "tcp", Address: at.Address, Port: at.Port, SubNQN: at.SubNQN,
+		HostNQN: at.HostNQN, HostID: at.HostID,
+		CtrlLossTmo: at.Connect.CtrlLossTmo, ReconnectDelay: at.Connect.ReconnectDelay,
+		KeepAliveTmo: at.Connect.KeepAliveTmo, NrIOQueues: at.Connect.NrIOQueues,
+	})
+}
+
+func (a nvmeAttacher) Disconnect(ctx context.Context, subNQN string) error {
+	return a.cli.Disconnect(ctx, subNQN)
+}
+
+func (a nvmeAttacher) Device(subNQN, nsUUID string) (string, error) {
+	dev, err := nvme.FindNamespaceDevice(sysfsRoot, subNQN, nsUUID)
+	if errors.Is(err, nvme.ErrNotFound) {
+		return "", fmt.Errorf("%w: %w", csi.ErrNotFound, err)
+	}
+	return dev, err
+}
+
+func (a nvmeAttacher) Live(subNQN string) bool { return nvme.PathLive(sysfsRoot, subNQN) }
+
+// register serves the kubelet's plugin registration until ctx ends.
+func register(ctx context.Context, cfg *config) error {
+	u, err := url.Parse(cfg.endpoint)
+	if err != nil || u.Scheme != "unix" {
+		return fmt.Errorf("kubelet registration needs a unix:// endpoint, not %q", cfg.endpoint)
+	}
+	path := u.Host + u.Path
+	if cfg.kubeletPluginDir != "" {
+		path = filepath.Join(cfg.kubeletPluginDir, filepath.Base(path))
+	}
+	return registration.Serve(ctx, cfg.registrationDir, csi.DriverName, path, []string{"1.0.0"})
+}
+

@@ -1,0 +1,120 @@
+// Package nvme attaches NVMe/TCP namespaces with the kernel's initiator:
+// nvme-cli for connect and disconnect, sysfs (never udev, absent from many
+// node images) to find controllers, their state and the namespaces' block
+// devices.
+package nvme
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// ErrNotFound: no such controller, subsystem or namespace (yet).
+var ErrNotFound = errors.New("not found")
+
+// ConnectOptions are one `nvme connect`.
+type ConnectOptions struct {
+	Transport, Address, Port string
+	SubNQN, HostNQN, HostID  string
+	CtrlLossTmo              int
+	ReconnectDelay           int
+	KeepAliveTmo             int
+	// NrIOQueues: 0 leaves the choice to the kernel.
+	NrIOQueues int
+}
+
+// Exec runs a program (csi/exec.Run).
+type Exec func(ctx context.Context, prog string, args ...string) ([]byte, []byte, error)
+
+// CLI drives nvme-cli and reads sysfs under SysfsRoot ("/sys").
+type CLI struct {
+	Exec      Exec
+	SysfsRoot string
+}
+
+// Connect makes sure a live controller of o.SubNQN at o.Address:o.Port
+// exists for this host. One already live there is reused; the subsystem's
+// other controllers (left by an earlier loss: reconnecting forever, or at
+// another portal) are disconnected first, so that the namespace found
+// afterwards is the one at this portal (a known failure of peers: a
+// re-stage then found a stale namespace).
+func (c *CLI) Connect(ctx context.Context, o ConnectOptions) error {
+	subs, err := c.Subsystems(ctx)
+	if err != nil {
+		return err
+	}
+	for _, p := range pathsOf(subs, o.SubNQN) {
+		if p.Live() && p.At(o.Address, o.Port) {
+			return nil
+		}
+	}
+	for _, p := range pathsOf(subs, o.SubNQN) {
+		if _, _, err := c.Exec(ctx, "nvme", "disconnect", "-d", p.Name); err != nil {
+			return fmt.Errorf("disconnect stale controller %s (%s, %s) of %s: %w", p.Name, p.State, p.Address, o.SubNQN, err)
+		}
+	}
+	if _, _, err := c.Exec(ctx, "nvme", connectArgs(o)...); err != nil {
+		return fmt.Errorf("connect to %s at %s:%s: %w", o.SubNQN, o.Address, o.Port, err)
+	}
+	return nil
+}
+
+// connectArgs are the arguments of `nvme connect` for o.
+func connectArgs(o ConnectOptions) []string {
+	transport := o.Transport
+	if transport == "" {
+		transport = "tcp"
+	}
+	args := []string{"connect", "-t", transport, "-a", o.Address, "-s", o.Port, "-n", o.SubNQN,
+		"--hostnqn", o.HostNQN,
+		"--ctrl-loss-tmo", strconv.Itoa(o.CtrlLossTmo),
+		"--reconnect-delay", strconv.Itoa(o.ReconnectDelay),
+		"--keep-alive-tmo", strconv.Itoa(o.KeepAliveTmo)}
+	if o.HostID != "" {
+		args = append(args, "--hostid", o.HostID)
+	}
+	if o.NrIOQueues > 0 {
+		args = append(args, "--nr-io-queues", strconv.Itoa(o.NrIOQueues))
+	}
+	return args
+}
+
+// Disconnect removes every controller of subNQN; none is success.
+func (c *CLI) Disconnect(ctx context.Context, subNQN string) error {
+	subs, err := c.Subsystems(ctx)
+	if err != nil {
+		return err
+	}
+	if len(pathsOf(subs, subNQN)) == 0 {
+		return nil
+	}
+	if _, _, err := c.Exec(ctx, "nvme", "disconnect", "-n", subNQN); err != nil {
+		return fmt.Errorf("disconnect %s: %w", subNQN, err)
+	}
+	return nil
+}
+
+// Subsystems lists the host's subsystems and their paths
+// (`nvme list-subsys -o json`).
+func (c *CLI) Subsystems(ctx context.Context) ([]Subsystem, error) {
+	out, _, err := c.Exec(ctx, "nvme", "list-subsys", "-o", "json")
+	if err != nil {
+		return nil, fmt.Errorf("list NVMe subsystems: %w", err)
+	}
+	return ParseListSubsys(out)
+}
+
+func pathsOf(subs []Subsystem, nqn string) []Path {
+	var out []Path
+	for _, s := range subs {
+		if s.NQN == nqn {
+			out = append(out, s.Paths...)
+		}
+	}
+	slices.SortFunc(out, func(a, b Path) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
