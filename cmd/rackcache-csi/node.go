@@ -107,4 +107,3 @@ func register(ctx context.Context, cfg *config) error {
 	}
 	return registration.Serve(ctx, cfg.registrationDir, csi.DriverName, path, []string{"1.0.0"})
 }
-

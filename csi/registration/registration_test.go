@@ -70,7 +70,9 @@ func TestServeRegistersAndRemovesItsSocket(t *testing.T) {
 func TestServeEndsWhenTheKubeletRefuses(t *testing.T) {
 	dir := t.TempDir()
 	done := make(chan error, 1)
-	go func() { done <- Serve(context.Background(), dir, "csi.rackcache.io", "/csi/csi.sock", []string{"1.0.0"}) }()
+	go func() {
+		done <- Serve(context.Background(), dir, "csi.rackcache.io", "/csi/csi.sock", []string{"1.0.0"})
+	}()
 	c := dial(t, filepath.Join(dir, SocketName("csi.rackcache.io")))
 	if _, err := c.NotifyRegistrationStatus(context.Background(), &registerapi.RegistrationStatus{PluginRegistered: false, Error: "version not supported"}); err != nil {
 		t.Fatal(err)
