@@ -34,11 +34,13 @@ SPDK_PY_VERSION="26.9"
 LIBCACHESIM_VERSION="0.3.5"
 PROMETHEUS_CLIENT_VERSION="0.21.1"
 
-# name|package@version
+# name|package@version[|static]; static tools are built without cgo (no
+# shared libraries), into a cache directory of their own.
 GO_TOOLS=(
   "controller-gen|sigs.k8s.io/controller-tools/cmd/controller-gen@v0.19.0"
   "ginkgo|github.com/onsi/ginkgo/v2/ginkgo@v2.34.0"
-  "csi-sanity|github.com/kubernetes-csi/csi-test/v5/cmd/csi-sanity@v5.4.0"
+  # static: it also runs inside the qemu guest (test/csi)
+  "csi-sanity|github.com/kubernetes-csi/csi-test/v5/cmd/csi-sanity@v5.4.0|static"
   "kustomize|sigs.k8s.io/kustomize/kustomize/v5@v5.8.2"
   "golangci-lint|github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0"
   "helm|helm.sh/helm/v3/cmd/helm@v3.22.0"
@@ -78,13 +80,15 @@ install_python() {
 }
 
 install_go_tools() {
-  local entry name pkg version dir
+  local entry name pkg version dir cgo suffix
   for entry in "${GO_TOOLS[@]}"; do
-    name="${entry%%|*}"; pkg="${entry#*|}"; version="${pkg##*@}"
-    dir="$RACKCACHE_CACHE/tools/$name-$version"
+    IFS='|' read -r name pkg suffix <<<"$entry"
+    version="${pkg##*@}"; cgo=1
+    [ "$suffix" = static ] && cgo=0 && suffix="-static"
+    dir="$RACKCACHE_CACHE/tools/$name-$version$suffix"
     if [ ! -x "$dir/$name" ]; then
-      log "go-tools: building $name $version"
-      with_lock "tool-$name-$version" env GOBIN="$dir" go install "$pkg"
+      log "go-tools: building $name $version$suffix"
+      with_lock "tool-$name-$version$suffix" env GOBIN="$dir" CGO_ENABLED="$cgo" go install "$pkg"
     fi
     link_into_bin "$name" "$dir/$name"
   done

@@ -19,15 +19,15 @@ source "$(dirname "$0")/../lib.sh"
 
 # Bump when this script or hack/guest/init changes what goes into the guest,
 # so that every clone rebuilds instead of reusing a stale cache entry.
-GUEST_RECIPE=1
+GUEST_RECIPE=2
 
 # Loaded by /init at boot: the NIC and the NVMe/TCP initiator; configfs is
 # mounted at boot (nvmet needs it, and it is cheap).
 BOOT_MODULES=(virtio_pci virtio_net nvme-tcp configfs)
 # Shipped for `modprobe` in jobs: a reference target (nvmet-tcp on a brd RAM
 # disk), crc32c for NVMe/TCP header and data digests, ext4 to put a
-# filesystem on an attached namespace.
-EXTRA_MODULES=(nvmet nvmet-tcp brd crc32c_generic ext4)
+# filesystem on an attached namespace (xfs too: the CSI node plugin formats both).
+EXTRA_MODULES=(nvmet nvmet-tcp brd crc32c_generic ext4 xfs)
 
 # A fixed host identity: NVMe/TCP targets allow hosts by NQN and expect the
 # NQN/ID pair to stay the same across connections and boots. Jobs that need

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cephbackend "github.com/rackcache/rackcache/controllers/ceph"
+	"github.com/rackcache/rackcache/test/framework/standin"
 )
 
 // cephUserSecret holds the suite Ceph's restricted user (profile rbd on its
@@ -26,13 +27,7 @@ func createCephUserSecret(ctx context.Context) {
 // cephUserSecretIn is a Secret named name in namespace with the suite Ceph's
 // user, in the keys both explicit pools and Rook's CSI Secrets use.
 func cephUserSecretIn(namespace, name string) *corev1.Secret {
-	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
-		Data: map[string][]byte{
-			cephbackend.UserIDKey:  []byte(ceph.User),
-			cephbackend.UserKeyKey: []byte(ceph.Key),
-		},
-	}
+	return standin.CephUserSecret(ceph, namespace, name)
 }
 
 // cephMonitor is the suite Ceph's monitor as a CachePool names it

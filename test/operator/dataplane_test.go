@@ -17,6 +17,7 @@ import (
 
 	"github.com/rackcache/rackcache/controllers/servers"
 	"github.com/rackcache/rackcache/test/framework"
+	"github.com/rackcache/rackcache/test/framework/standin"
 )
 
 // spdkSubsystem is the part of nvmf_get_subsystems the specs read.
@@ -64,9 +65,9 @@ func spdkRPC(g Gomega, ctx context.Context, socket string, args ...string) []byt
 }
 
 // subsystemsOf is nvmf_get_subsystems of s's dataplane, by NQN.
-func subsystemsOf(g Gomega, ctx context.Context, s *server) map[string]spdkSubsystem {
+func subsystemsOf(g Gomega, ctx context.Context, s *standin.Server) map[string]spdkSubsystem {
 	var list []spdkSubsystem
-	out := spdkRPC(g, ctx, s.dp.Socket, "nvmf_get_subsystems")
+	out := spdkRPC(g, ctx, s.DP.Socket, "nvmf_get_subsystems")
 	g.Expect(json.Unmarshal(out, &list)).To(Succeed(), "nvmf_get_subsystems: %s", out)
 	byNQN := map[string]spdkSubsystem{}
 	for _, sub := range list {
@@ -76,9 +77,9 @@ func subsystemsOf(g Gomega, ctx context.Context, s *server) map[string]spdkSubsy
 }
 
 // cachedBdevsOf is bdev_adacache_get_bdevs of s's dataplane, by name.
-func cachedBdevsOf(g Gomega, ctx context.Context, s *server) map[string]spdkCachedBdev {
+func cachedBdevsOf(g Gomega, ctx context.Context, s *standin.Server) map[string]spdkCachedBdev {
 	var list []spdkCachedBdev
-	out := spdkRPC(g, ctx, s.dp.Socket, "bdev_adacache_get_bdevs")
+	out := spdkRPC(g, ctx, s.DP.Socket, "bdev_adacache_get_bdevs")
 	g.Expect(json.Unmarshal(out, &list)).To(Succeed(), "bdev_adacache_get_bdevs: %s", out)
 	byName := map[string]spdkCachedBdev{}
 	for _, b := range list {
@@ -91,9 +92,9 @@ func cachedBdevsOf(g Gomega, ctx context.Context, s *server) map[string]spdkCach
 // listens on the server's address and the pool's port, allows exactly
 // hosts, and exports a cached bdev in writeMode (the dataplane's spelling)
 // on the pool's first cache device; it returns that cached bdev.
-func expectServes(g Gomega, ctx context.Context, s *server, nqn string, hosts []string, writeMode string) spdkCachedBdev {
+func expectServes(g Gomega, ctx context.Context, s *standin.Server, nqn string, hosts []string, writeMode string) spdkCachedBdev {
 	subs := subsystemsOf(g, ctx, s)
-	g.Expect(subs).To(HaveKey(nqn), "subsystem %s on %s", nqn, s.in.Node)
+	g.Expect(subs).To(HaveKey(nqn), "subsystem %s on %s", nqn, s.In.Node)
 	sub := subs[nqn]
 	g.Expect(sub.AllowAnyHost).To(BeFalse(), "subsystem %s allows any host", nqn)
 	var allowed []string
@@ -106,7 +107,7 @@ func expectServes(g Gomega, ctx context.Context, s *server, nqn string, hosts []
 		g.Expect(allowed).To(ConsistOf(hosts), "allowed hosts of %s", nqn)
 	}
 	g.Expect(sub.ListenAddresses).To(ContainElement(And(
-		HaveField("TrAddr", s.in.IP), HaveField("TrSvcID", strconv.Itoa(nvmePort)))), "listeners of %s", nqn)
+		HaveField("TrAddr", s.In.IP), HaveField("TrSvcID", strconv.Itoa(nvmePort)))), "listeners of %s", nqn)
 	g.Expect(sub.Namespaces).To(HaveLen(1), "namespaces of %s", nqn)
 	bdevs := cachedBdevsOf(g, ctx, s)
 	g.Expect(bdevs).To(HaveKey(sub.Namespaces[0].BdevName), "the namespace of %s exports a cached bdev", nqn)
@@ -117,6 +118,6 @@ func expectServes(g Gomega, ctx context.Context, s *server, nqn string, hosts []
 }
 
 // expectNotServing checks that s's dataplane has no subsystem nqn.
-func expectNotServing(g Gomega, ctx context.Context, s *server, nqn string) {
-	g.Expect(subsystemsOf(g, ctx, s)).NotTo(HaveKey(nqn), "subsystem %s on %s", nqn, s.in.Node)
+func expectNotServing(g Gomega, ctx context.Context, s *standin.Server, nqn string) {
+	g.Expect(subsystemsOf(g, ctx, s)).NotTo(HaveKey(nqn), "subsystem %s on %s", nqn, s.In.Node)
 }

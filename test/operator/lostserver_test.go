@@ -7,6 +7,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	rcv1 "github.com/rackcache/rackcache/api/v1alpha1"
+	"github.com/rackcache/rackcache/test/framework/standin"
 )
 
 // Two servers in one rack; both volumes start on the first, then it is lost
@@ -14,12 +15,12 @@ import (
 var _ = Describe("A lost cache server", func() {
 	It("re-places its write-through volume and degrades its write-back volume, which comes back with its server", func(ctx SpecContext) {
 		pool := createPool(ctx, poolInput{Name: "lost"})
-		first := startServer(ctx, serverInput{Pool: pool, Node: "lost-1", IP: "127.0.0.6", Rack: "rack-l", CacheMiB: 128})
+		first := cluster.StartServer(ctx, standin.ServerInput{Pool: pool, Node: "lost-1", IP: "127.0.0.6", Rack: "rack-l", CacheMiB: 128})
 		// The second server is not ready yet: both volumes land on the
 		// first. (It starts before the volumes exist so that it stops
 		// after they are deleted: clean-ups run in reverse.)
-		second := startServer(ctx, serverInput{Pool: pool, Node: "lost-2", IP: "127.0.0.7", Rack: "rack-l", CacheMiB: 128, Unready: true})
-		syncDaemonSetStatus(ctx, pool, 2)
+		second := cluster.StartServer(ctx, standin.ServerInput{Pool: pool, Node: "lost-2", IP: "127.0.0.7", Rack: "rack-l", CacheMiB: 128, Unready: true})
+		cluster.SyncDaemonSetStatus(ctx, pool, 2)
 		waitPoolReady(ctx, pool.Name, 1)
 
 		wt := createVolume(ctx, volumeInput{Name: "lost-wt", Pool: pool, SizeMiB: 64, CacheSize: "16Mi", WriteMode: rcv1.WriteThrough})
@@ -27,20 +28,20 @@ var _ = Describe("A lost cache server", func() {
 		wtNQN := waitVolumeReady(ctx, wt.Name).Status.NQN
 		wbNQN := waitVolumeReady(ctx, wb.Name).Status.NQN
 		for _, name := range []string{wt.Name, wb.Name} {
-			Expect(getVolume(Default, ctx, name).Status.Server).To(Equal(first.in.Node), "volume %s", name)
+			Expect(getVolume(Default, ctx, name).Status.Server).To(Equal(first.In.Node), "volume %s", name)
 		}
 
-		second.setPodReady(ctx, true)
+		second.SetPodReady(ctx, true)
 		waitPoolReady(ctx, pool.Name, 2)
 
 		By("losing the first server")
-		first.markLost(ctx)
+		first.MarkLost(ctx)
 
 		By("re-placing the write-through volume on the second server (cold cache)")
 		Eventually(func(g Gomega) {
 			v := getVolume(g, ctx, wt.Name)
-			g.Expect(v.Status.Server).To(Equal(second.in.Node))
-			g.Expect(v.Status.Address).To(Equal(second.in.IP))
+			g.Expect(v.Status.Server).To(Equal(second.In.Node))
+			g.Expect(v.Status.Address).To(Equal(second.In.IP))
 			g.Expect(v.Status.Phase).To(Equal(rcv1.VolumeReady), "phase; conditions %v", v.Status.Conditions)
 			g.Expect(v.Status.Conditions).To(ContainElement(HaveField("Reason", rcv1.ReasonReplaced)), "a condition says it was re-placed")
 			g.Expect(v.Status.NQN).To(Equal(wtNQN), "the NQN derives from the volume, not the server")
@@ -51,7 +52,7 @@ var _ = Describe("A lost cache server", func() {
 		degraded := func(g Gomega) {
 			v := getVolume(g, ctx, wb.Name)
 			g.Expect(v.Status.Phase).To(Equal(rcv1.VolumeDegraded))
-			g.Expect(v.Status.Server).To(Equal(first.in.Node))
+			g.Expect(v.Status.Server).To(Equal(first.In.Node))
 			g.Expect(condition(v.Status.Conditions, rcv1.ConditionDegraded)).To(And(
 				HaveField("Status", BeEquivalentTo("True")), HaveField("Reason", rcv1.ReasonDirtyDataOnLostServer)))
 			expectNotServing(g, ctx, second, wbNQN)
@@ -60,12 +61,12 @@ var _ = Describe("A lost cache server", func() {
 		Consistently(degraded).WithContext(ctx).WithTimeout(holdPeriod).WithPolling(time.Second).Should(Succeed())
 
 		By("bringing the write-back volume back once its server returns")
-		first.restart(ctx, false)
-		first.setNodeReady(ctx, true)
+		first.Restart(ctx, false)
+		first.SetNodeReady(ctx, true)
 		Eventually(func(g Gomega) {
 			v := getVolume(g, ctx, wb.Name)
 			g.Expect(v.Status.Phase).To(Equal(rcv1.VolumeReady), "phase; conditions %v", v.Status.Conditions)
-			g.Expect(v.Status.Server).To(Equal(first.in.Node))
+			g.Expect(v.Status.Server).To(Equal(first.In.Node))
 			g.Expect(condition(v.Status.Conditions, rcv1.ConditionDegraded)).To(HaveField("Status", BeEquivalentTo("False")))
 			expectServes(g, ctx, first, wbNQN, nil, "wb")
 		}).WithContext(ctx).WithTimeout(convergeTimeout).WithPolling(poll).Should(Succeed())

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rcv1 "github.com/rackcache/rackcache/api/v1alpha1"
+	"github.com/rackcache/rackcache/test/framework/standin"
 )
 
 // poolInput says which CachePool to create.
@@ -30,7 +31,7 @@ type poolInput struct {
 	AllowCrossRack *bool
 }
 
-// createPool creates a pool whose nodes are labelled poolNodeLabel=<name>,
+// createPool creates a pool whose nodes are labelled standin.PoolNodeLabel=<name>,
 // with one cache device (a path each stand-in server maps to its own file),
 // cleaning off (dirty data stays until a flush, so specs can see it) and no
 // sequential cutoff (the guest's sequential writes are cached). It is
@@ -40,7 +41,7 @@ func createPool(ctx context.Context, in poolInput) *rcv1.CachePool {
 	pool := &rcv1.CachePool{
 		ObjectMeta: metav1.ObjectMeta{Name: in.Name},
 		Spec: rcv1.CachePoolSpec{
-			NodeSelector: map[string]string{poolNodeLabel: in.Name},
+			NodeSelector: map[string]string{standin.PoolNodeLabel: in.Name},
 			Devices:      []rcv1.CacheDevice{{Path: "/dev/disk/by-id/nvme-rackcache-test-" + in.Name}},
 			WriteMode:    in.WriteMode,
 			Port:         int32(nvmePort),

@@ -15,6 +15,7 @@ import (
 
 	rcv1 "github.com/rackcache/rackcache/api/v1alpha1"
 	"github.com/rackcache/rackcache/test/framework"
+	"github.com/rackcache/rackcache/test/framework/standin"
 )
 
 // guestTargetPort is where the guest reaches the cache server: its
@@ -60,15 +61,15 @@ echo "step-delete=$?"
 var _ = Describe("A write-back CachedVolume written by a guest", func() {
 	It("keeps its cache data across kill -9 (with and without the persisted configuration), and deletion flushes every byte to Ceph", func(ctx SpecContext) {
 		pool := createPool(ctx, poolInput{Name: "wb", WriteMode: rcv1.WriteBack})
-		srv := startServer(ctx, serverInput{Pool: pool, Node: "wb-1", IP: "127.0.0.5", Rack: "rack-w", CacheMiB: 128})
-		syncDaemonSetStatus(ctx, pool, 1)
+		srv := cluster.StartServer(ctx, standin.ServerInput{Pool: pool, Node: "wb-1", IP: "127.0.0.5", Rack: "rack-w", CacheMiB: 128})
+		cluster.SyncDaemonSetStatus(ctx, pool, 1)
 		waitPoolReady(ctx, pool.Name, 1)
 
 		hostNQN := framework.GuestHostNQN(GinkgoTB())
 		vol := createVolume(ctx, volumeInput{Name: "wb-vol", Pool: pool, SizeMiB: 64, CacheSize: "32Mi", AllowedHosts: []string{hostNQN}})
 		v := waitVolumeReady(ctx, vol.Name)
 		Expect(v.Status.WriteMode).To(Equal(rcv1.WriteBack))
-		Expect(v.Status.Server).To(Equal(srv.in.Node))
+		Expect(v.Status.Server).To(Equal(srv.In.Node))
 		nqn := v.Status.NQN
 		var cached string
 		Eventually(func(g Gomega) {
@@ -88,7 +89,7 @@ var _ = Describe("A write-back CachedVolume written by a guest", func() {
 
 		// dirty is the cached bdev's dirty bytes as the dataplane reports it.
 		dirty := func(g Gomega) uint64 {
-			st, err := srv.dp.Client.CachedBdevStats(ctx, cached)
+			st, err := srv.DP.Client.CachedBdevStats(ctx, cached)
 			g.Expect(err).NotTo(HaveOccurred())
 			return st.DirtyBytes
 		}
@@ -98,7 +99,7 @@ var _ = Describe("A write-back CachedVolume written by a guest", func() {
 			Eventually(func(g Gomega) {
 				v := getVolume(g, ctx, vol.Name)
 				g.Expect(v.Status.Phase).To(Equal(rcv1.VolumeReady), "phase; conditions %v", v.Status.Conditions)
-				g.Expect(v.Status.Server).To(Equal(srv.in.Node))
+				g.Expect(v.Status.Server).To(Equal(srv.In.Node))
 				b := expectServes(g, ctx, srv, nqn, []string{hostNQN}, "wb")
 				g.Expect(b.Name).To(Equal(cached))
 				g.Expect(dirty(g)).To(BeNumerically(">", 0), "dirty bytes of %s", cached)
@@ -119,12 +120,12 @@ var _ = Describe("A write-back CachedVolume written by a guest", func() {
 					g.Expect(d.Value()).To(BeNumerically(">", 0))
 				}).WithContext(ctx).WithTimeout(convergeTimeout).WithPolling(poll).Should(Succeed(), "status.stats.dirty shows the dirty data")
 			case "kill-restart":
-				srv.kill(ctx)
-				srv.restart(ctx, false)
+				srv.Kill(ctx)
+				srv.Restart(ctx, false)
 				servedAgain("kill -9 and a restart with the persisted configuration")
 			case "kill-forget-config":
-				srv.kill(ctx)
-				srv.restart(ctx, true)
+				srv.Kill(ctx)
+				srv.Restart(ctx, true)
 				servedAgain("kill -9 and a restart without the persisted configuration")
 			case "delete":
 				deleteAndWait(ctx, vol)
@@ -143,7 +144,7 @@ var _ = Describe("A write-back CachedVolume written by a guest", func() {
 		res := framework.RunGuestWithSteps(GinkgoTB(), framework.GuestOptions{
 			Script:          framework.GuestNVMeFunctions + framework.GuestStepFunctions + fmt.Sprintf(lifecycleJob, guestTargetPort, nqn, writtenMiB),
 			Files:           map[string]string{filepath.Join(dir, "data"): "/job/data"},
-			GuestForwardsTo: map[int]string{guestTargetPort: fmt.Sprintf("%s:%d", srv.in.IP, nvmePort)},
+			GuestForwardsTo: map[int]string{guestTargetPort: fmt.Sprintf("%s:%d", srv.In.IP, nvmePort)},
 			Timeout:         10 * time.Minute,
 		}, handle)
 		Expect(res.ExitCode).To(Equal(0), "guest job's exit status")

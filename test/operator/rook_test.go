@@ -5,6 +5,8 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+
+	"github.com/rackcache/rackcache/test/framework/standin"
 )
 
 // A pool backed by a Rook CephCluster: the operator reads the monitors from
@@ -15,15 +17,15 @@ var _ = Describe("A CachePool backed by Rook", func() {
 		const rookNamespace = "rook-ceph"
 		createRookObjects(ctx, rookNamespace)
 		pool := createPool(ctx, poolInput{Name: "rook", RookNamespace: rookNamespace})
-		srv := startServer(ctx, serverInput{Pool: pool, Node: "rook-1", IP: "127.0.0.4", Rack: "rack-r", CacheMiB: 128})
-		syncDaemonSetStatus(ctx, pool, 1)
+		srv := cluster.StartServer(ctx, standin.ServerInput{Pool: pool, Node: "rook-1", IP: "127.0.0.4", Rack: "rack-r", CacheMiB: 128})
+		cluster.SyncDaemonSetStatus(ctx, pool, 1)
 		waitPoolReady(ctx, pool.Name, 1)
 
 		// Ready means the dataplane opened the image through Ceph with the
 		// monitors and key read from Rook's objects: there are no others.
 		vol := createVolume(ctx, volumeInput{Name: "rook-vol", Pool: pool, SizeMiB: 64, CacheSize: "25%"})
 		v := waitVolumeReady(ctx, vol.Name)
-		Expect(v.Status.Server).To(Equal(srv.in.Node))
+		Expect(v.Status.Server).To(Equal(srv.In.Node))
 		Eventually(func(g Gomega) {
 			b := expectServes(g, ctx, srv, v.Status.NQN, nil, "wt")
 			g.Expect(b.CacheSizeMiB).To(BeEquivalentTo(16), "25%% of 64 MiB")

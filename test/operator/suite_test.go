@@ -17,14 +17,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	rcv1 "github.com/rackcache/rackcache/api/v1alpha1"
 	"github.com/rackcache/rackcache/controllers/operator"
 	"github.com/rackcache/rackcache/test/framework"
+	"github.com/rackcache/rackcache/test/framework/standin"
 )
 
 // operatorNamespace holds the pools' DaemonSets, Secrets, ConfigMaps and
@@ -62,11 +61,11 @@ const (
 var (
 	k8s  client.Client
 	ceph *framework.Ceph
-	// rpcPort is the dataplanes' JSON-RPC port, nvmePort their NVMe/TCP
-	// port and metricsPort their metrics port: free ports rather than the
-	// production ones so that another test run on this machine using
-	// 127.0.0.x cannot collide; each server has an address of its own.
-	rpcPort, nvmePort, metricsPort int
+	// cluster runs the stand-in cache servers (test/framework/standin).
+	cluster *standin.Cluster
+	// nvmePort is the dataplanes' NVMe/TCP port: a free port rather than
+	// the production one (each server has an address of its own).
+	nvmePort int
 )
 
 func TestOperator(t *testing.T) {
@@ -87,45 +86,23 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 
 	ceph = framework.StartCeph(tb)
-	rpcPort = framework.FreeLoopbackPort(tb)
+	cluster = &standin.Cluster{
+		Client:       k8s,
+		Namespace:    operatorNamespace,
+		RPCPort:      framework.FreeLoopbackPort(tb),
+		MetricsPort:  framework.FreeLoopbackPort(tb),
+		SetupTimeout: setupTimeout,
+		Poll:         poll,
+	}
 	nvmePort = framework.FreeLoopbackPort(tb)
-	metricsPort = framework.FreeLoopbackPort(tb)
 
 	ctx := context.Background()
 	Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace}})).To(Succeed())
 	createCephUserSecret(ctx)
 
-	startOperator(cfg, scheme)
-})
-
-// startOperator runs the operator in-process as cmd/operator would, with
-// short intervals, until the suite ends. Its metrics are read from
-// controller-runtime's registry (no metrics server: nothing listens).
-func startOperator(cfg *rest.Config, scheme *runtime.Scheme) {
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 scheme,
-		Cache:                  operator.CacheOptions(operatorNamespace),
-		Client:                 operator.ClientOptions(),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-	})
-	Expect(err).NotTo(HaveOccurred())
 	opts := operator.DefaultOptions()
-	opts.Namespace = operatorNamespace
 	opts.StatusInterval = statusInterval
 	opts.ServerLostGrace = serverLostGrace
 	opts.DataplaneTimeout = dataplaneTimeout
-	opts.RPCPort = rpcPort
-	Expect(operator.Setup(mgr, opts)).To(Succeed())
-
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan error, 1)
-	go func() {
-		defer GinkgoRecover()
-		stopped <- mgr.Start(ctx)
-	}()
-	DeferCleanup(func() {
-		cancel()
-		Eventually(stopped).WithTimeout(time.Minute).Should(Receive(BeNil()), "the manager stops")
-	})
-}
+	cluster.StartOperator(cfg, scheme, opts)
+})

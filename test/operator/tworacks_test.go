@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rcv1 "github.com/rackcache/rackcache/api/v1alpha1"
+	"github.com/rackcache/rackcache/test/framework/standin"
 )
 
 // A pool with one cache server in each of two racks: rack-a's is small
@@ -25,18 +26,18 @@ var _ = Describe("A CachePool with servers in two racks", Ordered, func() {
 	)
 	var (
 		pool     *rcv1.CachePool
-		srvA     *server
-		srvB     *server
-		byNode   map[string]*server
+		srvA     *standin.Server
+		srvB     *standin.Server
+		byNode   map[string]*standin.Server
 		hostNQNs = []string{"nqn.2014-08.org.nvmexpress:uuid:7b0c3f7e-0d7e-4a38-9c43-2a0f3b5e1d11"}
 	)
 
 	BeforeAll(func(ctx SpecContext) {
 		pool = createPool(ctx, poolInput{Name: poolName, AllowCrossRack: ptr.To(false)})
-		srvA = startServer(ctx, serverInput{Pool: pool, Node: "duo-a", IP: "127.0.0.2", Rack: rackA, CacheMiB: smallMiB})
-		srvB = startServer(ctx, serverInput{Pool: pool, Node: "duo-b", IP: "127.0.0.3", Rack: rackB, CacheMiB: largeMiB})
-		syncDaemonSetStatus(ctx, pool, 2)
-		byNode = map[string]*server{srvA.in.Node: srvA, srvB.in.Node: srvB}
+		srvA = cluster.StartServer(ctx, standin.ServerInput{Pool: pool, Node: "duo-a", IP: "127.0.0.2", Rack: rackA, CacheMiB: smallMiB})
+		srvB = cluster.StartServer(ctx, standin.ServerInput{Pool: pool, Node: "duo-b", IP: "127.0.0.3", Rack: rackB, CacheMiB: largeMiB})
+		cluster.SyncDaemonSetStatus(ctx, pool, 2)
+		byNode = map[string]*standin.Server{srvA.In.Node: srvA, srvB.In.Node: srvB}
 	})
 
 	It("becomes Ready with the capacity the dataplanes report, per server and per rack", func(ctx SpecContext) {
@@ -50,11 +51,11 @@ var _ = Describe("A CachePool with servers in two racks", Ordered, func() {
 		for _, st := range p.Status.Servers {
 			s, ok := byNode[st.NodeName]
 			Expect(ok).To(BeTrue(), "status names server %s, not one of the pool's", st.NodeName)
-			reported := s.cacheBytes(ctx)
-			Expect(reported).To(BeEquivalentTo(int64(s.in.CacheMiB)<<20), "the dataplane on %s reports its cache file's size", st.NodeName)
+			reported := s.CacheBytes(ctx)
+			Expect(reported).To(BeEquivalentTo(int64(s.In.CacheMiB)<<20), "the dataplane on %s reports its cache file's size", st.NodeName)
 			Expect(st.Ready).To(BeTrue(), "server %s: %s", st.NodeName, st.Message)
-			Expect(st.Rack).To(Equal(s.in.Rack))
-			Expect(st.Address).To(Equal(s.in.IP))
+			Expect(st.Rack).To(Equal(s.In.Rack))
+			Expect(st.Address).To(Equal(s.In.IP))
 			Expect(st.Version).NotTo(BeEmpty())
 			Expect(st.Capacity).NotTo(BeNil())
 			Expect(st.Capacity.Value()).To(BeEquivalentTo(reported), "capacity of %s", st.NodeName)
@@ -74,11 +75,11 @@ var _ = Describe("A CachePool with servers in two racks", Ordered, func() {
 			v, ok = gaugeValue(g, "rackcache_pool_servers_ready", map[string]string{"pool": poolName})
 			g.Expect(ok).To(BeTrue())
 			g.Expect(v).To(BeEquivalentTo(2))
-			for _, s := range []*server{srvA, srvB} {
-				labels := map[string]string{"pool": poolName, "node": s.in.Node, "rack": s.in.Rack}
+			for _, s := range []*standin.Server{srvA, srvB} {
+				labels := map[string]string{"pool": poolName, "node": s.In.Node, "rack": s.In.Rack}
 				v, ok = gaugeValue(g, "rackcache_server_capacity_bytes", labels)
 				g.Expect(ok).To(BeTrue(), "rackcache_server_capacity_bytes%v", labels)
-				g.Expect(v).To(BeEquivalentTo(int64(s.in.CacheMiB) << 20))
+				g.Expect(v).To(BeEquivalentTo(int64(s.In.CacheMiB) << 20))
 			}
 		}).WithContext(ctx).WithTimeout(convergeTimeout).WithPolling(poll).Should(Succeed())
 	})
@@ -86,10 +87,10 @@ var _ = Describe("A CachePool with servers in two racks", Ordered, func() {
 	It("places a volume wanted in rack B on rack B's server, and the dataplane serves it", func(ctx SpecContext) {
 		vol := createVolume(ctx, volumeInput{Name: "duo-in-b", Pool: pool, SizeMiB: 64, CacheSize: "16Mi", Rack: rackB, AllowedHosts: hostNQNs})
 		v := waitVolumeReady(ctx, vol.Name)
-		Expect(v.Status.Server).To(Equal(srvB.in.Node))
+		Expect(v.Status.Server).To(Equal(srvB.In.Node))
 		Expect(v.Status.Rack).To(Equal(rackB))
 		Expect(v.Status.CrossRack).To(BeFalse())
-		Expect(v.Status.Address).To(Equal(srvB.in.IP))
+		Expect(v.Status.Address).To(Equal(srvB.In.IP))
 		Expect(v.Status.Port).To(BeEquivalentTo(nvmePort))
 		Expect(v.Status.WriteMode).To(Equal(rcv1.WriteThrough))
 		Expect(condition(v.Status.Conditions, rcv1.ConditionPlaced)).To(HaveField("Reason", rcv1.ReasonPlacedInRack))
@@ -105,7 +106,7 @@ var _ = Describe("A CachePool with servers in two racks", Ordered, func() {
 		Eventually(func(g Gomega) {
 			var placed []string
 			for _, e := range eventsFor(g, ctx, "CachedVolume", vol.Name) {
-				if strings.Contains(e.Reason, "Placed") && strings.Contains(e.Message, srvB.in.Node) {
+				if strings.Contains(e.Reason, "Placed") && strings.Contains(e.Message, srvB.In.Node) {
 					placed = append(placed, e.Reason+": "+e.Message)
 				}
 			}
@@ -114,7 +115,7 @@ var _ = Describe("A CachePool with servers in two racks", Ordered, func() {
 
 		By("exposing the volume's gauges and the pool's allocation")
 		Eventually(func(g Gomega) {
-			labels := map[string]string{"volume": vol.Name, "pool": poolName, "server": srvB.in.Node}
+			labels := map[string]string{"volume": vol.Name, "pool": poolName, "server": srvB.In.Node}
 			v, ok := gaugeValue(g, "rackcache_volume_cache_size_bytes", labels)
 			g.Expect(ok).To(BeTrue(), "rackcache_volume_cache_size_bytes%v", labels)
 			g.Expect(v).To(BeEquivalentTo(16 << 20))
@@ -141,8 +142,8 @@ var _ = Describe("A CachePool with servers in two racks", Ordered, func() {
 		Eventually(pending).WithContext(ctx).WithTimeout(convergeTimeout).WithPolling(poll).Should(Succeed())
 		Consistently(pending).WithContext(ctx).WithTimeout(3 * statusInterval).WithPolling(poll).Should(Succeed())
 		Consistently(func(g Gomega) {
-			for _, s := range []*server{srvA, srvB} {
-				g.Expect(cachedBdevsOf(g, ctx, s)).NotTo(ContainElement(HaveField("CacheSizeMiB", BeEquivalentTo(128))), "nothing of %s on %s", vol.Name, s.in.Node)
+			for _, s := range []*standin.Server{srvA, srvB} {
+				g.Expect(cachedBdevsOf(g, ctx, s)).NotTo(ContainElement(HaveField("CacheSizeMiB", BeEquivalentTo(128))), "nothing of %s on %s", vol.Name, s.In.Node)
 			}
 		}).WithContext(ctx).WithTimeout(statusInterval).WithPolling(time.Second).Should(Succeed())
 
@@ -154,7 +155,7 @@ var _ = Describe("A CachePool with servers in two racks", Ordered, func() {
 		Expect(k8s.Patch(ctx, &p, client.MergeFrom(before))).To(Succeed())
 
 		v := waitVolumeReady(ctx, vol.Name)
-		Expect(v.Status.Server).To(Equal(srvB.in.Node))
+		Expect(v.Status.Server).To(Equal(srvB.In.Node))
 		Expect(v.Status.Rack).To(Equal(rackB))
 		Expect(v.Status.CrossRack).To(BeTrue())
 		Expect(condition(v.Status.Conditions, rcv1.ConditionPlaced)).To(HaveField("Reason", rcv1.ReasonPlacedCrossRack))

@@ -1,7 +1,7 @@
-package operator
+package standin
 
 // Stand-ins for what the kubelet and the DaemonSet controller would do: there
-// is no kubelet in envtest, so the suite creates the Node of each cache
+// is no kubelet in envtest, so a suite creates the Node of each cache
 // server, runs the real dataplane on the node's address with the files the
 // DaemonSet's pod would mount (the pool's token, TLS Secret and ConfigMap,
 // created by the operator), and creates the dataplane Pod with the status a
@@ -15,8 +15,8 @@ import (
 	"path/filepath"
 	"strconv"
 
-	. "github.com/onsi/ginkgo/v2"
-	. "github.com/onsi/gomega"
+	. "github.com/onsi/ginkgo/v2" //nolint:revive // ginkgo's DSL, as in every suite
+	. "github.com/onsi/gomega"    //nolint:revive // gomega's DSL, as in every suite
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,16 +27,16 @@ import (
 	"github.com/rackcache/rackcache/test/framework"
 )
 
-// poolNodeLabel selects a pool's nodes: each pool of the suite has its own
-// servers, labelled poolNodeLabel=<pool>.
-const poolNodeLabel = "rackcache.io/test-pool"
+// PoolNodeLabel selects a pool's nodes: each pool of the suite has its own
+// servers, labelled PoolNodeLabel=<pool>.
+const PoolNodeLabel = "rackcache.io/test-pool"
 
 // configKey is the key of the pool's ConfigMap holding the dataplane's
 // start-up configuration (what the DaemonSet passes to --config).
 const configKey = "config.json"
 
-// serverInput says which cache server to stand in for.
-type serverInput struct {
+// ServerInput says which cache server to stand in for.
+type ServerInput struct {
 	// Pool is the CachePool the server belongs to.
 	Pool *rcv1.CachePool
 	// Node names the Node; IP is its address (127.0.0.x: the loopback /8
@@ -51,31 +51,33 @@ type serverInput struct {
 	Unready bool
 }
 
-// server is one running stand-in cache server.
-type server struct {
-	in serverInput
+// Server is one running stand-in cache server.
+type Server struct {
+	c  *Cluster
+	In ServerInput
 	// dir keeps what outlives a dataplane process: the cache file, the
 	// persisted configuration and the credentials.
 	dir                               string
 	cacheFile, persistFile            string
 	tokenFile, certFile, keyFile, cfg string
-	dp                                *framework.Dataplane
+	DP                                *framework.Dataplane
 }
 
-// podName is the stand-in dataplane pod's name.
-func (s *server) podName() string { return servers.DaemonSetName(s.in.Pool.Name) + "-" + s.in.Node }
+// PodName is the stand-in dataplane pod's name.
+func (s *Server) PodName() string { return servers.DaemonSetName(s.In.Pool.Name) + "-" + s.In.Node }
 
-// startServer creates the Node, waits for the operator's Secrets and
+// StartServer creates the Node, waits for the operator's Secrets and
 // ConfigMap of the pool, starts a real dataplane with them and creates the
 // Ready dataplane Pod. Everything goes when the current spec or container
 // ends (DeferCleanup).
-func startServer(ctx context.Context, in serverInput) *server {
+func (c *Cluster) StartServer(ctx context.Context, in ServerInput) *Server {
 	GinkgoHelper()
 	dir, err := os.MkdirTemp("", "rackcache-server-")
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(os.RemoveAll, dir)
-	s := &server{
-		in:          in,
+	s := &Server{
+		c:           c,
+		In:          in,
 		dir:         dir,
 		cacheFile:   filepath.Join(dir, "cache.img"),
 		persistFile: filepath.Join(dir, "persisted.json"),
@@ -84,7 +86,7 @@ func startServer(ctx context.Context, in serverInput) *server {
 		keyFile:     filepath.Join(dir, "tls.key"),
 		cfg:         filepath.Join(dir, "config.json"),
 	}
-	createNode(ctx, in)
+	c.createNode(ctx, in)
 	s.writePoolFiles(ctx)
 	Expect(os.WriteFile(s.cacheFile, nil, 0o600)).To(Succeed())
 	Expect(os.Truncate(s.cacheFile, int64(in.CacheMiB)<<20)).To(Succeed())
@@ -93,23 +95,24 @@ func startServer(ctx context.Context, in serverInput) *server {
 	return s
 }
 
-func createNode(ctx context.Context, in serverInput) {
+func (c *Cluster) createNode(ctx context.Context, in ServerInput) {
 	GinkgoHelper()
-	labels := map[string]string{poolNodeLabel: in.Pool.Name}
+	labels := map[string]string{PoolNodeLabel: in.Pool.Name}
 	if in.Rack != "" {
-		labels[rackLabel(in.Pool)] = in.Rack
+		labels[RackLabel(in.Pool)] = in.Rack
 	}
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: in.Node, Labels: labels}}
-	Expect(k8s.Create(ctx, node)).To(Succeed())
-	DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(k8s.Delete(ctx, node))).To(Succeed()) })
+	Expect(c.Client.Create(ctx, node)).To(Succeed())
+	DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(c.Client.Delete(ctx, node))).To(Succeed()) })
 	node.Status = corev1.NodeStatus{
 		Addresses:  []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: in.IP}},
 		Conditions: []corev1.NodeCondition{nodeCondition(corev1.ConditionTrue)},
 	}
-	Expect(k8s.Status().Update(ctx, node)).To(Succeed())
+	Expect(c.Client.Status().Update(ctx, node)).To(Succeed())
 }
 
-func rackLabel(pool *rcv1.CachePool) string {
+// RackLabel is the Node label holding a pool's racks.
+func RackLabel(pool *rcv1.CachePool) string {
 	if pool.Spec.Placement.RackLabel != "" {
 		return pool.Spec.Placement.RackLabel
 	}
@@ -118,20 +121,20 @@ func rackLabel(pool *rcv1.CachePool) string {
 
 // writePoolFiles waits for the pool's token Secret, TLS Secret and
 // ConfigMap (the operator creates them) and writes what the pod would mount.
-func (s *server) writePoolFiles(ctx context.Context) {
+func (s *Server) writePoolFiles(ctx context.Context) {
 	GinkgoHelper()
-	pool := s.in.Pool.Name
+	pool := s.In.Pool.Name
 	var token, tls corev1.Secret
 	var cm corev1.ConfigMap
 	Eventually(func(g Gomega) {
-		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: servers.TokenSecretName(pool)}, &token)).To(Succeed())
-		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: servers.TLSSecretName(pool)}, &tls)).To(Succeed())
-		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: servers.ConfigMapName(pool)}, &cm)).To(Succeed())
+		g.Expect(s.c.Client.Get(ctx, client.ObjectKey{Namespace: s.c.Namespace, Name: servers.TokenSecretName(pool)}, &token)).To(Succeed())
+		g.Expect(s.c.Client.Get(ctx, client.ObjectKey{Namespace: s.c.Namespace, Name: servers.TLSSecretName(pool)}, &tls)).To(Succeed())
+		g.Expect(s.c.Client.Get(ctx, client.ObjectKey{Namespace: s.c.Namespace, Name: servers.ConfigMapName(pool)}, &cm)).To(Succeed())
 		g.Expect(token.Data).To(HaveKey(servers.TokenKey))
 		g.Expect(tls.Data).To(HaveKey(servers.TLSCertKey))
 		g.Expect(tls.Data).To(HaveKey(servers.TLSKeyKey))
 		g.Expect(cm.Data).To(HaveKey(configKey))
-	}).WithContext(ctx).WithTimeout(setupTimeout).WithPolling(poll).Should(Succeed(),
+	}).WithContext(ctx).WithTimeout(s.c.SetupTimeout).WithPolling(s.c.Poll).Should(Succeed(),
 		"the operator creates pool %s's token Secret, TLS Secret and ConfigMap", pool)
 	Expect(os.WriteFile(s.tokenFile, token.Data[servers.TokenKey], 0o600)).To(Succeed())
 	Expect(os.WriteFile(s.certFile, tls.Data[servers.TLSCertKey], 0o600)).To(Succeed())
@@ -144,12 +147,12 @@ func (s *server) writePoolFiles(ctx context.Context) {
 // node has its own device at that path; here all servers share one host,
 // and two dataplanes must never share a cache file (each would format and
 // overwrite the other's cache data).
-func (s *server) localConfig(poolConfig string) []byte {
+func (s *Server) localConfig(poolConfig string) []byte {
 	GinkgoHelper()
 	var doc any
 	Expect(json.Unmarshal([]byte(poolConfig), &doc)).To(Succeed(), "the pool's %s is JSON", configKey)
 	paths := map[string]bool{}
-	for _, d := range s.in.Pool.Spec.Devices {
+	for _, d := range s.In.Pool.Spec.Devices {
 		paths[d.Path] = true
 	}
 	replaced := 0
@@ -183,13 +186,13 @@ func (s *server) localConfig(poolConfig string) []byte {
 // would: JSON-RPC over TLS with the pool's token on the node's address,
 // metrics there too, the pool's configuration at start and its own
 // persisted configuration (which wins when present).
-func (s *server) start() {
+func (s *Server) start() {
 	GinkgoHelper()
-	s.dp = framework.StartDataplane(GinkgoTB(),
-		"--rpc-listen", net.JoinHostPort(s.in.IP, strconv.Itoa(rpcPort)),
+	s.DP = framework.StartDataplane(GinkgoTB(),
+		"--rpc-listen", net.JoinHostPort(s.In.IP, strconv.Itoa(s.c.RPCPort)),
 		"--rpc-token-file", s.tokenFile,
 		"--rpc-tls-cert", s.certFile, "--rpc-tls-key", s.keyFile,
-		"--metrics-listen", net.JoinHostPort(s.in.IP, strconv.Itoa(metricsPort)),
+		"--metrics-listen", net.JoinHostPort(s.In.IP, strconv.Itoa(s.c.MetricsPort)),
 		"--config", s.cfg,
 		"--config-persist", s.persistFile,
 	)
@@ -197,26 +200,26 @@ func (s *server) start() {
 
 // createPod creates the dataplane pod the DaemonSet would have made on the
 // node, with the status its kubelet would report once it runs.
-func (s *server) createPod(ctx context.Context) {
+func (s *Server) createPod(ctx context.Context) {
 	GinkgoHelper()
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: s.podName(), Namespace: operatorNamespace, Labels: servers.Labels(s.in.Pool.Name)},
+		ObjectMeta: metav1.ObjectMeta{Name: s.PodName(), Namespace: s.c.Namespace, Labels: servers.Labels(s.In.Pool.Name)},
 		Spec: corev1.PodSpec{
-			NodeName:    s.in.Node,
+			NodeName:    s.In.Node,
 			HostNetwork: true,
-			Containers:  []corev1.Container{{Name: "dataplane", Image: s.in.Pool.Spec.Image}},
+			Containers:  []corev1.Container{{Name: "dataplane", Image: s.In.Pool.Spec.Image}},
 		},
 	}
-	Expect(k8s.Create(ctx, pod)).To(Succeed())
+	Expect(s.c.Client.Create(ctx, pod)).To(Succeed())
 	DeferCleanup(func(ctx SpecContext) {
-		Expect(client.IgnoreNotFound(k8s.Delete(ctx, pod, client.GracePeriodSeconds(0)))).To(Succeed())
+		Expect(client.IgnoreNotFound(s.c.Client.Delete(ctx, pod, client.GracePeriodSeconds(0)))).To(Succeed())
 	})
-	s.setPodReady(ctx, !s.in.Unready)
+	s.SetPodReady(ctx, !s.In.Unready)
 }
 
-// setPodReady sets the pod's status as the kubelet would: running with
+// SetPodReady sets the pod's status as the kubelet would: running with
 // the node's address, Ready as its readiness probe says.
-func (s *server) setPodReady(ctx context.Context, ready bool) {
+func (s *Server) SetPodReady(ctx context.Context, ready bool) {
 	GinkgoHelper()
 	status := corev1.ConditionFalse
 	if ready {
@@ -224,22 +227,22 @@ func (s *server) setPodReady(ctx context.Context, ready bool) {
 	}
 	Eventually(func(g Gomega) {
 		var pod corev1.Pod
-		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: s.podName()}, &pod)).To(Succeed())
+		g.Expect(s.c.Client.Get(ctx, client.ObjectKey{Namespace: s.c.Namespace, Name: s.PodName()}, &pod)).To(Succeed())
 		pod.Status.Phase = corev1.PodRunning
-		pod.Status.HostIP = s.in.IP
-		pod.Status.PodIP = s.in.IP
-		pod.Status.PodIPs = []corev1.PodIP{{IP: s.in.IP}}
+		pod.Status.HostIP = s.In.IP
+		pod.Status.PodIP = s.In.IP
+		pod.Status.PodIPs = []corev1.PodIP{{IP: s.In.IP}}
 		pod.Status.Conditions = []corev1.PodCondition{
 			{Type: corev1.PodReady, Status: status, LastTransitionTime: metav1.Now()},
 			{Type: corev1.ContainersReady, Status: status, LastTransitionTime: metav1.Now()},
 		}
-		g.Expect(k8s.Status().Update(ctx, &pod)).To(Succeed())
-	}).WithContext(ctx).WithTimeout(setupTimeout).WithPolling(poll).Should(Succeed())
+		g.Expect(s.c.Client.Status().Update(ctx, &pod)).To(Succeed())
+	}).WithContext(ctx).WithTimeout(s.c.SetupTimeout).WithPolling(s.c.Poll).Should(Succeed())
 }
 
-// setNodeReady sets the Node's Ready condition, as its kubelet's heartbeat
+// SetNodeReady sets the Node's Ready condition, as its kubelet's heartbeat
 // (or the node controller, once the heartbeats stop) would.
-func (s *server) setNodeReady(ctx context.Context, ready bool) {
+func (s *Server) SetNodeReady(ctx context.Context, ready bool) {
 	GinkgoHelper()
 	status := corev1.ConditionFalse
 	if ready {
@@ -247,10 +250,10 @@ func (s *server) setNodeReady(ctx context.Context, ready bool) {
 	}
 	Eventually(func(g Gomega) {
 		var node corev1.Node
-		g.Expect(k8s.Get(ctx, client.ObjectKey{Name: s.in.Node}, &node)).To(Succeed())
+		g.Expect(s.c.Client.Get(ctx, client.ObjectKey{Name: s.In.Node}, &node)).To(Succeed())
 		node.Status.Conditions = []corev1.NodeCondition{nodeCondition(status)}
-		g.Expect(k8s.Status().Update(ctx, &node)).To(Succeed())
-	}).WithContext(ctx).WithTimeout(setupTimeout).WithPolling(poll).Should(Succeed())
+		g.Expect(s.c.Client.Status().Update(ctx, &node)).To(Succeed())
+	}).WithContext(ctx).WithTimeout(s.c.SetupTimeout).WithPolling(s.c.Poll).Should(Succeed())
 }
 
 func nodeCondition(status corev1.ConditionStatus) corev1.NodeCondition {
@@ -258,61 +261,61 @@ func nodeCondition(status corev1.ConditionStatus) corev1.NodeCondition {
 	return corev1.NodeCondition{Type: corev1.NodeReady, Status: status, LastHeartbeatTime: now, LastTransitionTime: now}
 }
 
-// kill ends the dataplane with SIGKILL, a crash: nothing is flushed or
+// Kill ends the dataplane with SIGKILL, a crash: nothing is flushed or
 // drained. The pod turns not ready, as its failing probe would make it.
-func (s *server) kill(ctx context.Context) {
+func (s *Server) Kill(ctx context.Context) {
 	GinkgoHelper()
-	s.dp.Kill(GinkgoTB())
-	s.setPodReady(ctx, false)
+	s.DP.Kill(GinkgoTB())
+	s.SetPodReady(ctx, false)
 }
 
-// restart starts the dataplane again with the same files, as the kubelet
+// Restart starts the dataplane again with the same files, as the kubelet
 // restarts a crashed container; forgetConfig first removes its persisted
 // configuration (a node whose host path was lost), so only the pool's
 // start-up configuration (the cache devices) is applied and the operator
 // must create the volumes again, attaching to their cache data. The new
 // process is stopped when the current spec ends.
-func (s *server) restart(ctx context.Context, forgetConfig bool) {
+func (s *Server) Restart(ctx context.Context, forgetConfig bool) {
 	GinkgoHelper()
 	if forgetConfig {
 		Expect(os.Remove(s.persistFile)).To(Succeed(), "remove the persisted configuration")
 	}
 	s.start()
-	s.setPodReady(ctx, true)
+	s.SetPodReady(ctx, true)
 }
 
-// markLost makes the server lost: the process dies, the pod and the Node
+// MarkLost makes the server lost: the process dies, the pod and the Node
 // turn not ready (a node that lost power).
-func (s *server) markLost(ctx context.Context) {
+func (s *Server) MarkLost(ctx context.Context) {
 	GinkgoHelper()
-	s.dp.Kill(GinkgoTB())
-	s.setPodReady(ctx, false)
-	s.setNodeReady(ctx, false)
+	s.DP.Kill(GinkgoTB())
+	s.SetPodReady(ctx, false)
+	s.SetNodeReady(ctx, false)
 }
 
-// cacheBytes is the size of the server's cache file as the dataplane
+// CacheBytes is the size of the server's cache file as the dataplane
 // reports it: the size of the cache device's bdev (read over the Unix
 // socket, not through the operator).
-func (s *server) cacheBytes(ctx context.Context) uint64 {
+func (s *Server) CacheBytes(ctx context.Context) uint64 {
 	GinkgoHelper()
 	var total uint64
-	for i := range s.in.Pool.Spec.Devices {
-		bdevs, err := s.dp.Client.Bdevs(ctx, servers.CacheBdevName(i))
-		Expect(err).NotTo(HaveOccurred(), "bdev_get_bdevs %s on %s", servers.CacheBdevName(i), s.in.Node)
+	for i := range s.In.Pool.Spec.Devices {
+		bdevs, err := s.DP.Client.Bdevs(ctx, servers.CacheBdevName(i))
+		Expect(err).NotTo(HaveOccurred(), "bdev_get_bdevs %s on %s", servers.CacheBdevName(i), s.In.Node)
 		Expect(bdevs).To(HaveLen(1))
 		total += bdevs[0].SizeBytes()
 	}
 	return total
 }
 
-// syncDaemonSetStatus reports the pool's DaemonSet as rolled out on its n
+// SyncDaemonSetStatus reports the pool's DaemonSet as rolled out on its n
 // nodes, as the DaemonSet controller (absent from envtest) would once the
 // stand-in pods run.
-func syncDaemonSetStatus(ctx context.Context, pool *rcv1.CachePool, n int32) {
+func (c *Cluster) SyncDaemonSetStatus(ctx context.Context, pool *rcv1.CachePool, n int32) {
 	GinkgoHelper()
 	Eventually(func(g Gomega) {
 		var ds appsv1.DaemonSet
-		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: servers.DaemonSetName(pool.Name)}, &ds)).To(Succeed())
+		g.Expect(c.Client.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: servers.DaemonSetName(pool.Name)}, &ds)).To(Succeed())
 		ds.Status = appsv1.DaemonSetStatus{
 			ObservedGeneration:     ds.Generation,
 			DesiredNumberScheduled: n,
@@ -321,6 +324,6 @@ func syncDaemonSetStatus(ctx context.Context, pool *rcv1.CachePool, n int32) {
 			NumberReady:            n,
 			NumberAvailable:        n,
 		}
-		g.Expect(k8s.Status().Update(ctx, &ds)).To(Succeed())
-	}).WithContext(ctx).WithTimeout(setupTimeout).WithPolling(poll).Should(Succeed(), "the operator creates the DaemonSet of pool %s", pool.Name)
+		g.Expect(c.Client.Status().Update(ctx, &ds)).To(Succeed())
+	}).WithContext(ctx).WithTimeout(c.SetupTimeout).WithPolling(c.Poll).Should(Succeed(), "the operator creates the DaemonSet of pool %s", pool.Name)
 }
