@@ -27,7 +27,9 @@ import (
 var version = "dev"
 
 func main() {
-	cfg, err := parseFlags(flag.CommandLine, os.Args[1:])
+	// A flag set of its own: controller-runtime defines --kubeconfig on
+	// the global one.
+	cfg, err := parseFlags(flag.NewFlagSet("rackcache-csi", flag.ExitOnError), os.Args[1:])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "rackcache-csi:", err)
 		os.Exit(2)

@@ -63,11 +63,7 @@ func TestDefaultOverlayAccepted(t *testing.T) {
 		}
 	}
 
-	sa := "system:serviceaccount:" + namespace + ":" + deploymentName
-	for _, tc := range []struct {
-		attrs authzv1.ResourceAttributes
-		want  bool
-	}{
+	expectAccess(ctx, t, c, deploymentName, []access{
 		{authzv1.ResourceAttributes{Namespace: namespace, Verb: "update", Group: "coordination.k8s.io", Resource: "leases"}, true},
 		{authzv1.ResourceAttributes{Namespace: namespace, Verb: "create", Resource: "events"}, true},
 		{authzv1.ResourceAttributes{Namespace: namespace, Verb: "watch", Resource: "pods"}, true},
@@ -85,17 +81,50 @@ func TestDefaultOverlayAccepted(t *testing.T) {
 		// operator never deletes Nodes.
 		{authzv1.ResourceAttributes{Namespace: "default", Verb: "update", Group: "coordination.k8s.io", Resource: "leases"}, false},
 		{authzv1.ResourceAttributes{Verb: "delete", Resource: "nodes"}, false},
-	} {
+	})
+	// The CSI controller and its sidecars (config/csi).
+	expectAccess(ctx, t, c, "rackcache-csi-controller", []access{
+		{authzv1.ResourceAttributes{Verb: "create", Group: "rackcache.io", Resource: "cachedvolumes"}, true},
+		{authzv1.ResourceAttributes{Verb: "delete", Group: "rackcache.io", Resource: "cachedvolumes"}, true},
+		{authzv1.ResourceAttributes{Verb: "get", Group: "rackcache.io", Resource: "cachepools"}, true},
+		{authzv1.ResourceAttributes{Namespace: "rook-ceph", Verb: "get", Resource: "secrets"}, true},
+		{authzv1.ResourceAttributes{Verb: "create", Resource: "persistentvolumes"}, true},
+		{authzv1.ResourceAttributes{Verb: "patch", Group: "storage.k8s.io", Resource: "volumeattachments", Subresource: "status"}, true},
+		{authzv1.ResourceAttributes{Verb: "update", Group: "snapshot.storage.k8s.io", Resource: "volumesnapshotcontents", Subresource: "status"}, true},
+		{authzv1.ResourceAttributes{Namespace: namespace, Verb: "update", Group: "coordination.k8s.io", Resource: "leases"}, true},
+		// Nothing beyond: no CachePool writes, no Secret listing.
+		{authzv1.ResourceAttributes{Verb: "update", Group: "rackcache.io", Resource: "cachepools"}, false},
+		{authzv1.ResourceAttributes{Namespace: "rook-ceph", Verb: "list", Resource: "secrets"}, false},
+	})
+	expectAccess(ctx, t, c, "rackcache-csi-node", []access{
+		{authzv1.ResourceAttributes{Verb: "get", Resource: "nodes"}, true},
+		{authzv1.ResourceAttributes{Verb: "update", Resource: "nodes"}, false},
+		{authzv1.ResourceAttributes{Namespace: namespace, Verb: "get", Resource: "secrets"}, false},
+	})
+}
+
+// access is one question to the apiserver's authorizer and its answer.
+type access struct {
+	attrs authzv1.ResourceAttributes
+	want  bool
+}
+
+// expectAccess asks a SubjectAccessReview for each case as service
+// account sa of the operator's namespace.
+func expectAccess(ctx context.Context, t *testing.T, c client.Client, sa string, cases []access) {
+	t.Helper()
+	user := "system:serviceaccount:" + namespace + ":" + sa
+	for _, tc := range cases {
 		review := &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
-			User: sa, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
+			User: user, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
 			ResourceAttributes: &tc.attrs,
 		}}
 		if err := c.Create(ctx, review); err != nil {
 			t.Fatalf("SubjectAccessReview: %v", err)
 		}
 		if review.Status.Allowed != tc.want {
-			t.Errorf("%s may %s %s/%s in %q: allowed=%v, want %v (%s)", deploymentName, tc.attrs.Verb, tc.attrs.Group,
-				tc.attrs.Resource, tc.attrs.Namespace, review.Status.Allowed, tc.want, review.Status.Reason)
+			t.Errorf("%s may %s %s/%s/%s in %q: allowed=%v, want %v (%s)", sa, tc.attrs.Verb, tc.attrs.Group,
+				tc.attrs.Resource, tc.attrs.Subresource, tc.attrs.Namespace, review.Status.Allowed, tc.want, review.Status.Reason)
 		}
 	}
 }

@@ -39,7 +39,7 @@ func TestDefaultOverlay(t *testing.T) {
 		find(t, objs, "Namespace", namespace)
 		for _, u := range objs {
 			switch u.GetKind() {
-			case "Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding":
+			case "Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "CSIDriver":
 				if u.GetNamespace() != "" {
 					t.Errorf("cluster-scoped %s %s has namespace %q", u.GetKind(), u.GetName(), u.GetNamespace())
 				}
@@ -112,7 +112,7 @@ func TestDefaultOverlay(t *testing.T) {
 	t.Run("Service account bound to the roles", func(t *testing.T) {
 		sa := dep.Spec.Template.Spec.ServiceAccountName
 		find(t, objs, "ServiceAccount", sa)
-		crb := typed[rbacv1.ClusterRoleBinding](t, find(t, objs, "ClusterRoleBinding", ""))
+		crb := typed[rbacv1.ClusterRoleBinding](t, find(t, objs, "ClusterRoleBinding", "rackcache-operator"))
 		find(t, objs, "ClusterRole", crb.RoleRef.Name)
 		expectSubject(t, crb.Subjects, sa)
 		rb := typed[rbacv1.RoleBinding](t, find(t, objs, "RoleBinding", "rackcache-operator-leader-election"))

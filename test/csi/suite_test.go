@@ -169,4 +169,3 @@ func guestPortals() (map[int]string, []string) {
 	}
 	return fwd, flags
 }
-

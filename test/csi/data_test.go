@@ -1,0 +1,107 @@
+package csi
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	csispec "github.com/container-storage-interface/spec/lib/go/csi"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	cephbackend "github.com/rackcache/rackcache/controllers/ceph"
+	"github.com/rackcache/rackcache/test/framework"
+)
+
+// dataJob runs the node plugin and testdata/csiscenario in the guest.
+// Arguments: the node plugin's extra flags, the scenario's flags.
+const dataJob = `
+modprobe ext4 || echo "modules=failed"
+mkdir -p /tmp/csi
+rackcache-csi --mode node --endpoint unix:///tmp/csi/node.sock --node-name guest --rack rack-a \
+	--registration-dir "" --probe-listen "" %s >/tmp/node.log 2>&1 &
+i=0; while [ ! -S /tmp/csi/node.sock ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+csiscenario %s
+echo "scenario-exit=$?"
+echo "--- node plugin log (tail)"
+tail -n 40 /tmp/node.log
+`
+
+// snapshotFileSeed is testdata/csiscenario's seed of the file it writes
+// before the snapshot.
+const snapshotFileSeed = "rackcache-snapshot-file"
+
+var _ = Describe("Volumes in the guest's kernel", func() {
+	It("keep files across unstage and stage, snapshot every acknowledged write, refuse unpublished hosts and end revoked connections", func(ctx SpecContext) {
+		scenario := buildScenario()
+		params, _ := json.Marshal(map[string]string{"cachePool": poolName, "pool": ceph.Pool, "cacheSize": "25%", "writeMode": "WriteBack"})
+		secrets, _ := json.Marshal(map[string]string{cephbackend.UserIDKey: ceph.User, cephbackend.UserKeyKey: ceph.Key})
+		fwd, portalFlags := guestPortals()
+		flags := fmt.Sprintf("-controller 10.0.3.100:%d -params '%s' -secrets '%s' -rack %s", guestControllerPort, params, secrets, rackA)
+		res := framework.RunGuest(GinkgoTB(), framework.GuestOptions{
+			Script:          fmt.Sprintf(dataJob, strings.Join(portalFlags, " "), flags),
+			Binaries:        append([]string{nodeBinary + ":/usr/local/bin/rackcache-csi", scenario}, fsTools()...),
+			GuestForwards:   map[int]int{guestControllerPort: controllerPort},
+			GuestForwardsTo: fwd,
+			Timeout:         guestTimeout,
+		})
+		vals := framework.GuestValues(GinkgoTB(), res.Output)
+		Expect(vals).NotTo(HaveKey("failed"), "a scenario step failed")
+		Expect(vals).To(HaveKeyWithValue("scenario-exit", "0"))
+		Expect(vals).To(HaveKeyWithValue("topology", rackA), "a volume wanted in rack-a is served there")
+		Expect(vals).To(HaveKeyWithValue("disconnected-after-unstage", "true"))
+		Expect(vals).To(HaveKeyWithValue("files-intact", "true"), "files survive unstage and stage")
+		Expect(vals).To(HaveKeyWithValue("snapshot-holds-writes", "true"), "a clone of the snapshot holds the writes acknowledged before it")
+		Expect(vals).To(HaveKeyWithValue("unpublished-refused", "true"), "the target refuses a host the volume was not published to")
+		Expect(vals).To(HaveKeyWithValue("revoked", "true"), "unpublish ends the host's live connection")
+		Expect(vals).To(HaveKeyWithValue("scenario", "done"))
+
+		// Ceph's own copy of the snapshot holds the file written before it.
+		snapID := vals["snapshot-id"]
+		Expect(len(snapID)).To(BeNumerically(">", 36))
+		snapImage := "csi-snap-" + snapID[len(snapID)-36:]
+		export := filepath.Join(GinkgoT().TempDir(), "snap.export")
+		out, err := ceph.Admin(ctx, "rbd", "export", "--no-progress", ceph.Pool+"/"+snapImage+"@"+snapImage, export)
+		Expect(err).NotTo(HaveOccurred(), "rbd export %s: %s", snapImage, out)
+		data, err := os.ReadFile(export)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(bytes.Contains(data, pattern(snapshotFileSeed, 4096))).To(BeTrue(), "Ceph's copy of the snapshot lacks the file's first block")
+
+		// The snapshot goes through the controller, as the snapshotter would.
+		conn, err := grpc.NewClient("127.0.0.1:"+strconv.Itoa(controllerPort), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		Expect(err).NotTo(HaveOccurred())
+		defer conn.Close()
+		_, err = csispec.NewControllerClient(conn).DeleteSnapshot(ctx, &csispec.DeleteSnapshotRequest{SnapshotId: snapID})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = ceph.Admin(ctx, "rbd", "info", ceph.Pool+"/"+snapImage)
+		Expect(err).To(HaveOccurred(), "the snapshot image is gone after DeleteSnapshot")
+	})
+})
+
+// buildScenario builds testdata/csiscenario for the guest (static).
+func buildScenario() string {
+	GinkgoHelper()
+	bin := filepath.Join(GinkgoT().TempDir(), "csiscenario")
+	out, err := runGo(context.Background(), "build", "-o", bin, "./test/csi/testdata/csiscenario")
+	Expect(err).NotTo(HaveOccurred(), "go build csiscenario: %s", out)
+	return bin
+}
+
+// pattern is csiscenario's Pattern: a SHA-256 chain of n bytes.
+func pattern(seed string, n int) []byte {
+	out := make([]byte, 0, n+32)
+	h := sha256.Sum256([]byte(seed))
+	for len(out) < n {
+		out = append(out, h[:]...)
+		h = sha256.Sum256(h[:])
+	}
+	return out[:n]
+}

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+)
+
+// The file the snapshot step writes before its snapshot; test/csi searches
+// Ceph's copy of the snapshot for its first 4 KiB block.
+const snapshotFileSeed = "rackcache-snapshot-file"
+
+func (s *scenario) run(ctx context.Context) {
+	info := must(s.node.NodeGetInfo(ctx, &csi.NodeGetInfoRequest{}))("node get info")
+	s.nodeID = info.NodeId
+
+	// A volume wanted in this node's rack is served from that rack.
+	v1 := s.create(ctx, "data-1", mountCap(), nil, nil)
+	fmt.Printf("topology=%s\n", v1.vol.AccessibleTopology[0].Segments[*rackLabel])
+
+	// Stage, publish, write; unpublish, unstage; again: the files are there.
+	s.publish(ctx, v1)
+	s.attach(ctx, v1)
+	a := Pattern("rackcache-file-a", 3*mib+17)
+	if err := writeSynced(filepath.Join(v1.target, "a.bin"), a); err != nil {
+		fail("write a.bin", err)
+	}
+	s.detach(ctx, v1)
+	fmt.Printf("disconnected-after-unstage=%t\n", len(controllersOf(subNQN(v1))) == 0)
+	s.attach(ctx, v1)
+	fmt.Printf("files-intact=%t\n", sameFile(filepath.Join(v1.target, "a.bin"), a))
+
+	// A snapshot of the write-back volume holds every write acknowledged
+	// before it: read back through a volume restored from it.
+	b := Pattern(snapshotFileSeed, 512*1024)
+	if err := writeSynced(filepath.Join(v1.target, "b.bin"), b); err != nil {
+		fail("write b.bin", err)
+	}
+	snap := must(s.ctrl.CreateSnapshot(ctx, &csi.CreateSnapshotRequest{
+		SourceVolumeId: v1.vol.VolumeId, Name: "snap-1", Secrets: s.secrets,
+	}))("create snapshot")
+	fmt.Printf("snapshot-id=%s\n", snap.Snapshot.SnapshotId)
+	v2 := s.create(ctx, "data-2", mountCap(), &csi.VolumeContentSource{
+		Type: &csi.VolumeContentSource_Snapshot{Snapshot: &csi.VolumeContentSource_SnapshotSource{SnapshotId: snap.Snapshot.SnapshotId}},
+	}, nil)
+	s.publish(ctx, v2)
+	s.attach(ctx, v2)
+	fmt.Printf("snapshot-holds-writes=%t\n", sameFile(filepath.Join(v2.target, "b.bin"), b) && sameFile(filepath.Join(v2.target, "a.bin"), a))
+	s.detach(ctx, v2)
+
+	// A host NQN the volume was not published to is refused by the target.
+	v3 := s.create(ctx, "data-3", blockCap(), nil, nil)
+	err := s.stage(ctx, v3)
+	fmt.Printf("unpublished-refused=%t\n", err != nil && len(controllersOf(subNQN(v3))) == 0)
+	if err == nil {
+		s.detach(ctx, v3)
+	}
+
+	// Unpublish revokes: the dataplane refuses the host and ends its live
+	// connection (a short ctrl-loss-tmo, so the kernel gives up soon).
+	v4 := s.create(ctx, "data-4", blockCap(), nil, map[string]string{"ctrlLossTmo": "3", "reconnectDelay": "1"})
+	s.publish(ctx, v4)
+	if err := s.stage(ctx, v4); err != nil {
+		fail("node stage data-4", err)
+	}
+	live := len(controllersOf(subNQN(v4))) > 0
+	must(s.ctrl.ControllerUnpublishVolume(ctx, &csi.ControllerUnpublishVolumeRequest{
+		VolumeId: v4.vol.VolumeId, NodeId: s.nodeID,
+	}))("controller unpublish data-4")
+	fmt.Printf("revoked=%t\n", live && waitNoControllers(subNQN(v4), 60*time.Second))
+	must(s.node.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: v4.vol.VolumeId, StagingTargetPath: v4.stage}))("node unstage data-4")
+
+	// Clean up what the host does not check afterwards.
+	s.detach(ctx, v1)
+	for _, v := range []*volume{v1, v2} {
+		must(s.ctrl.ControllerUnpublishVolume(ctx, &csi.ControllerUnpublishVolumeRequest{VolumeId: v.vol.VolumeId, NodeId: s.nodeID}))("controller unpublish " + v.name)
+	}
+	for _, v := range []*volume{v2, v3, v4, v1} {
+		must(s.ctrl.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: v.vol.VolumeId, Secrets: s.secrets}))("delete " + v.name)
+	}
+	fmt.Println("scenario=done")
+}
