@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -55,24 +56,15 @@ func controllerOptions(cfg *config) (csi.ControllerOptions, func(context.Context
 	if err != nil {
 		return csi.ControllerOptions{}, nil, err
 	}
-	rc, err := rest.RESTClientFor(withCodec(restCfg))
+	disco, err := discovery.NewDiscoveryClientForConfig(restCfg)
 	if err != nil {
 		return csi.ControllerOptions{}, nil, fmt.Errorf("apiserver client: %w", err)
 	}
 	ready := func(ctx context.Context) error {
-		if err := rc.Get().AbsPath("/readyz").Do(ctx).Error(); err != nil {
+		if err := disco.RESTClient().Get().AbsPath("/readyz").Do(ctx).Error(); err != nil {
 			return fmt.Errorf("apiserver: %w", err)
 		}
 		return nil
 	}
 	return csi.ControllerOptions{Client: c, Ceph: cephConnector{}, VolumeReadyTimeout: cfg.volumeReadyTimeout}, ready, nil
-}
-
-// withCodec completes a config for a bare REST client.
-func withCodec(cfg *rest.Config) *rest.Config {
-	c := rest.CopyConfig(cfg)
-	c.NegotiatedSerializer = clientgoscheme.Codecs.WithoutConversion()
-	c.GroupVersion = nil
-	c.APIPath = "/"
-	return c
 }

@@ -15,8 +15,11 @@ import (
 	"testing"
 	"time"
 
+	csispec "github.com/container-storage-interface/spec/lib/go/csi"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -132,6 +135,7 @@ var _ = BeforeSuite(func() {
 		"--volume-ready-timeout", "90s",
 		"--zap-log-level", "info",
 	)
+	waitControllerReady(ctx)
 	nodeBinary = framework.CSIBinary(tb, true)
 })
 
@@ -168,4 +172,18 @@ func guestPortals() (map[int]string, []string) {
 		flags = append(flags, "--portal-map", fmt.Sprintf("%s:%d=10.0.3.100:%d", s.ip, nvmePort, gport))
 	}
 	return fwd, flags
+}
+
+// waitControllerReady waits until the controller's Probe answers ready
+// (it is ready once the apiserver answers).
+func waitControllerReady(ctx context.Context) {
+	GinkgoHelper()
+	conn, err := grpc.NewClient("127.0.0.1:"+strconv.Itoa(controllerPort), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	Expect(err).NotTo(HaveOccurred())
+	defer conn.Close()
+	Eventually(func(g Gomega) {
+		resp, err := csispec.NewIdentityClient(conn).Probe(ctx, &csispec.ProbeRequest{})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(resp.GetReady().GetValue()).To(BeTrue())
+	}).WithTimeout(setupTimeout).WithPolling(poll).Should(Succeed(), "the CSI controller answers Probe, ready")
 }
