@@ -12,10 +12,11 @@ import (
 	librbd "github.com/ceph/go-ceph/rbd"
 )
 
-// imageOptions are the options of a new image: its features, and clone
-// format 2 (a clone does not need its parent snapshot protected, and the
-// snapshot can be removed while clones live: Ceph moves it to the trash).
-func imageOptions(features []string) (*librbd.ImageOptions, error) {
+// imageOptions are the options of a new image: its features and, for a
+// clone, clone format 2 (a clone does not need its parent snapshot
+// protected, and the snapshot can be removed while clones live: Ceph
+// moves it to the trash).
+func imageOptions(features []string, clone bool) (*librbd.ImageOptions, error) {
 	opts := librbd.NewRbdImageOptions()
 	fs := librbd.FeatureSetFromNames(features)
 	if len(fs.Names()) != len(features) {
@@ -26,16 +27,18 @@ func imageOptions(features []string) (*librbd.ImageOptions, error) {
 		opts.Destroy()
 		return nil, err
 	}
-	if err := opts.SetUint64(librbd.ImageOptionCloneFormat, 2); err != nil {
-		opts.Destroy()
-		return nil, err
+	if clone {
+		if err := opts.SetUint64(librbd.ImageOptionCloneFormat, 2); err != nil {
+			opts.Destroy()
+			return nil, err
+		}
 	}
 	return opts, nil
 }
 
 // CreateImage creates an image of size bytes with features.
 func (c *Conn) CreateImage(ctx context.Context, pool, name string, size uint64, features []string) error {
-	opts, err := imageOptions(features)
+	opts, err := imageOptions(features, false)
 	if err != nil {
 		return err
 	}
@@ -141,7 +144,7 @@ func (c *Conn) SnapshotInfo(ctx context.Context, pool, image, snap string) (Snap
 
 // CloneImage makes child a format-2 clone of parent@snap.
 func (c *Conn) CloneImage(ctx context.Context, pool, parent, snap, child string, features []string) error {
-	opts, err := imageOptions(features)
+	opts, err := imageOptions(features, true)
 	if err != nil {
 		return err
 	}
