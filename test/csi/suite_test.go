@@ -18,6 +18,7 @@ import (
 	csispec "github.com/container-storage-interface/spec/lib/go/csi"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"go.uber.org/zap/zapcore"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
@@ -26,6 +27,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	rcv1 "github.com/rackcache/rackcache/api/v1alpha1"
 	"github.com/rackcache/rackcache/controllers/operator"
@@ -81,7 +83,8 @@ func TestCSI(t *testing.T) {
 
 var _ = BeforeSuite(func() {
 	tb := GinkgoTB()
-	ctrl.SetLogger(GinkgoLogr)
+	// The operator's errors only: its info lines would bury the guest's.
+	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.Level(zapcore.ErrorLevel)))
 	_, cfg := framework.StartEnvtest(tb, filepath.Join(framework.RepoRoot(), "config", "crd", "bases"))
 	scheme := runtime.NewScheme()
 	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
