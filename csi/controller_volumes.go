@@ -5,74 +5,9 @@ import (
 	"sort"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
-	"github.com/go-logr/logr"
-	"k8s.io/apimachinery/pkg/api/resource"
 
 	rcv1 "github.com/rackcache/rackcache/api/v1alpha1"
 )
-
-// ControllerExpandVolume grows the RBD image, then the CachedVolume's
-// size (the operator grows the dataplane's bdev and namespace; the host
-// sees the new size), and returns once that is applied. Filesystems grow
-// in NodeExpandVolume.
-func (d *Driver) ControllerExpandVolume(ctx context.Context, req *csi.ControllerExpandVolumeRequest) (*csi.ControllerExpandVolumeResponse, error) {
-	if req.GetVolumeId() == "" {
-		return nil, errorf(ErrInvalidArgument, "a volume id is required")
-	}
-	if req.GetCapacityRange() == nil {
-		return nil, errorf(ErrInvalidArgument, "a capacity range is required")
-	}
-	id, err := parseVolumeID(req.GetVolumeId())
-	if err != nil {
-		return nil, err
-	}
-	size, err := requestedSize(req.GetCapacityRange())
-	if err != nil {
-		return nil, err
-	}
-	unlock, err := d.locks.lock(id.String())
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	cv, err := d.getVolume(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	block := req.GetVolumeCapability().GetBlock() != nil
-	if cur := cv.Spec.Size.Value(); cur >= size {
-		return &csi.ControllerExpandVolumeResponse{CapacityBytes: cur, NodeExpansionRequired: !block}, nil
-	}
-	images, err := d.openImages(ctx, id.CachePool, req.GetSecrets())
-	if err != nil {
-		return nil, err
-	}
-	defer images.Close()
-	info, err := images.ImageInfo(ctx, id.RBDPool, id.Image())
-	if err != nil {
-		return nil, errorf(ErrUnavailable, "read RBD image %s/%s: %v", id.RBDPool, id.Image(), err)
-	}
-	if info.Size < uint64(size) {
-		if err := images.ResizeImage(ctx, id.RBDPool, id.Image(), uint64(size)); err != nil {
-			return nil, errorf(ErrUnavailable, "grow RBD image %s/%s to %d bytes: %v", id.RBDPool, id.Image(), size, err)
-		}
-	}
-	cv, err = d.updateVolume(ctx, cv.Name, func(cv *rcv1.CachedVolume) (bool, error) {
-		if cv.Spec.Size.Value() >= size {
-			return false, nil
-		}
-		cv.Spec.Size = *resource.NewQuantity(size, resource.BinarySI)
-		return true, nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	if _, err := d.waitApplied(ctx, cv.Name); err != nil {
-		return nil, err
-	}
-	logr.FromContextOrDiscard(ctx).Info("volume expanded", "volume", id.String(), "size", size)
-	return &csi.ControllerExpandVolumeResponse{CapacityBytes: size, NodeExpansionRequired: !block}, nil
-}
 
 // ValidateVolumeCapabilities confirms the capabilities a volume supports.
 func (d *Driver) ValidateVolumeCapabilities(ctx context.Context, req *csi.ValidateVolumeCapabilitiesRequest) (*csi.ValidateVolumeCapabilitiesResponse, error) {

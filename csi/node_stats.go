@@ -8,9 +8,7 @@ import (
 	"os"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
-	"github.com/go-logr/logr"
 	"golang.org/x/sys/unix"
-	"k8s.io/mount-utils"
 
 	"github.com/rackcache/rackcache/controllers/cachedvolume"
 )
@@ -78,44 +76,4 @@ func blockDeviceSize(path string) (int64, error) {
 		return 0, fmt.Errorf("read the size of block device %s: %w", path, err)
 	}
 	return size, nil
-}
-
-// NodeExpandVolume grows the filesystem on a published volume to its
-// device's new size (online); a block volume needs nothing.
-func (d *Driver) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVolumeRequest) (*csi.NodeExpandVolumeResponse, error) {
-	if req.GetVolumeId() == "" {
-		return nil, errorf(ErrInvalidArgument, "a volume id is required")
-	}
-	if req.GetVolumePath() == "" {
-		return nil, errorf(ErrInvalidArgument, "a volume path is required")
-	}
-	id, err := parseVolumeID(req.GetVolumeId())
-	if err != nil {
-		return nil, err
-	}
-	path := req.GetVolumePath()
-	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-		return nil, errorf(ErrNotFound, "volume path %s does not exist", path)
-	}
-	unlock, err := d.locks.lock(id.String())
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	if req.GetVolumeCapability().GetBlock() != nil {
-		return &csi.NodeExpandVolumeResponse{CapacityBytes: req.GetCapacityRange().GetRequiredBytes()}, nil
-	}
-	dev, _, err := mount.GetDeviceNameFromMount(d.node.Mounter, path)
-	if err != nil || dev == "" {
-		return nil, errorf(ErrNotFound, "no device is mounted at %s", path)
-	}
-	if _, err := mount.NewResizeFs(d.node.Mounter.Exec).Resize(dev, path); err != nil {
-		return nil, fmt.Errorf("grow the filesystem of %s at %s: %w", dev, path, err)
-	}
-	size, err := blockDeviceSize(dev)
-	if err != nil {
-		return nil, err
-	}
-	logr.FromContextOrDiscard(ctx).Info("filesystem grown", "volume", id.String(), "device", dev, "size", size)
-	return &csi.NodeExpandVolumeResponse{CapacityBytes: size}, nil
 }
