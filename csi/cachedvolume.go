@@ -53,9 +53,6 @@ func applied(cv *rcv1.CachedVolume) bool {
 		cv.Status.Address != "" && cv.Status.Port != 0 && cv.Status.NQN != ""
 }
 
-// errVolumeFailed ends a wait: the volume will not become ready by itself.
-var errVolumeFailed = errors.New("volume failed")
-
 // waitApplied polls the CachedVolume until the operator has applied its
 // current spec and serves it. A volume that cannot be placed for lack of
 // capacity is ResourceExhausted; the wait's end is DeadlineExceeded, with

@@ -103,16 +103,13 @@ func (d *Driver) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest)
 		return nil, err
 	}
 
-	rack, err := d.wantedRack(req.GetAccessibilityRequirements())
-	if err != nil {
-		return nil, err
-	}
+	rack := d.wantedRack(req.GetAccessibilityRequirements())
 	images, err := d.openImages(ctx, params.CachePool, req.GetSecrets())
 	if err != nil {
 		return nil, err
 	}
 	defer images.Close()
-	createdImage, err := d.createImage(ctx, images, id, params, uint64(size), src, req.GetSecrets())
+	createdImage, err := d.createImage(ctx, images, id, params, uint64(size), src)
 	if err != nil {
 		return nil, err
 	}
@@ -141,20 +138,20 @@ func (d *Driver) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest)
 // wantedRack is the rack of the first preferred topology (the pod's node
 // under WaitForFirstConsumer), else of the first requisite one; empty
 // without topology.
-func (d *Driver) wantedRack(req *csi.TopologyRequirement) (string, error) {
+func (d *Driver) wantedRack(req *csi.TopologyRequirement) string {
 	for _, list := range [][]*csi.Topology{req.GetPreferred(), req.GetRequisite()} {
 		for _, t := range list {
 			if rack := t.GetSegments()[d.rackLabel]; rack != "" {
-				return rack, nil
+				return rack
 			}
 		}
 	}
-	return "", nil
+	return ""
 }
 
 // createImage makes the volume's RBD image, or finds it from an earlier
 // attempt. Returns whether this call created it (for rollback).
-func (d *Driver) createImage(ctx context.Context, images Images, id volumeID, p volumeParams, size uint64, src *csi.VolumeContentSource, secrets map[string]string) (bool, error) {
+func (d *Driver) createImage(ctx context.Context, images Images, id volumeID, p volumeParams, size uint64, src *csi.VolumeContentSource) (bool, error) {
 	if info, err := images.ImageInfo(ctx, id.RBDPool, id.Image()); err == nil {
 		if info.Size != size {
 			return false, errorf(ErrAlreadyExists, "RBD image %s/%s exists with %d bytes, %d asked", id.RBDPool, id.Image(), info.Size, size)

@@ -53,7 +53,7 @@ func (d *Driver) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVolumeS
 	if err := unix.Statfs(path, &st); err != nil {
 		return nil, fmt.Errorf("statfs %s: %w", path, err)
 	}
-	bs := int64(st.Bsize)
+	bs := st.Bsize
 	resp.Usage = []*csi.VolumeUsage{
 		{Unit: csi.VolumeUsage_BYTES, Total: int64(st.Blocks) * bs, Available: int64(st.Bavail) * bs, Used: int64(st.Blocks-st.Bfree) * bs},
 		{Unit: csi.VolumeUsage_INODES, Total: int64(st.Files), Available: int64(st.Ffree), Used: int64(st.Files - st.Ffree)},
@@ -68,7 +68,7 @@ func blockDeviceSize(path string) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("open %s: %w", path, err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	// Seeking to the end gives a block device's size (as blockdev
 	// --getsize64 would) without an ioctl.
 	size, err := f.Seek(0, io.SeekEnd)

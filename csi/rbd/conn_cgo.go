@@ -101,14 +101,14 @@ func (c *Conn) do(ctx context.Context, pool string, fn func(io *rados.IOContext)
 	return run(ctx, func() error { return mapErr(fn(io)) })
 }
 
-// withImage opens image (at snapshot snap, when given) for fn.
-func (c *Conn) withImage(ctx context.Context, pool, image, snap string, fn func(img *librbd.Image) error) error {
+// withImage opens image (its head, not a snapshot) for fn.
+func (c *Conn) withImage(ctx context.Context, pool, image string, fn func(img *librbd.Image) error) error {
 	return c.do(ctx, pool, func(io *rados.IOContext) error {
-		img, err := librbd.OpenImage(io, image, snap)
+		img, err := librbd.OpenImage(io, image, librbd.NoSnapshot)
 		if err != nil {
 			return err
 		}
-		defer img.Close()
+		defer func() { _ = img.Close() }()
 		return fn(img)
 	})
 }

@@ -51,7 +51,7 @@ func (c *Conn) CreateImage(ctx context.Context, pool, name string, size uint64, 
 // ImageInfo reads an image's size.
 func (c *Conn) ImageInfo(ctx context.Context, pool, name string) (ImageInfo, error) {
 	var info ImageInfo
-	err := c.withImage(ctx, pool, name, librbd.NoSnapshot, func(img *librbd.Image) error {
+	err := c.withImage(ctx, pool, name, func(img *librbd.Image) error {
 		size, err := img.GetSize()
 		info.Size = size
 		return err
@@ -61,7 +61,7 @@ func (c *Conn) ImageInfo(ctx context.Context, pool, name string) (ImageInfo, err
 
 // ResizeImage grows an image; shrinking is refused.
 func (c *Conn) ResizeImage(ctx context.Context, pool, name string, size uint64) error {
-	return c.withImage(ctx, pool, name, librbd.NoSnapshot, func(img *librbd.Image) error {
+	return c.withImage(ctx, pool, name, func(img *librbd.Image) error {
 		cur, err := img.GetSize()
 		if err != nil {
 			return err
@@ -86,7 +86,7 @@ func (c *Conn) DeleteImage(ctx context.Context, pool, name string) error {
 	if err == nil || errors.Is(err, ErrNotFound) {
 		return nil
 	}
-	trashErr := c.withImage(ctx, pool, name, librbd.NoSnapshot, func(img *librbd.Image) error {
+	trashErr := c.withImage(ctx, pool, name, func(img *librbd.Image) error {
 		return img.Trash(0)
 	})
 	if trashErr == nil || errors.Is(trashErr, ErrNotFound) {
@@ -98,7 +98,7 @@ func (c *Conn) DeleteImage(ctx context.Context, pool, name string) error {
 // CreateSnapshot snapshots an image; an existing snapshot of that name is
 // success.
 func (c *Conn) CreateSnapshot(ctx context.Context, pool, image, snap string) error {
-	return c.withImage(ctx, pool, image, librbd.NoSnapshot, func(img *librbd.Image) error {
+	return c.withImage(ctx, pool, image, func(img *librbd.Image) error {
 		if _, err := img.CreateSnapshot(snap); err != nil && !errors.Is(err, librbd.ErrExist) {
 			return err
 		}
@@ -109,7 +109,7 @@ func (c *Conn) CreateSnapshot(ctx context.Context, pool, image, snap string) err
 // DeleteSnapshot removes a snapshot (missing: success); one with clone
 // children goes to the trash (clone format 2).
 func (c *Conn) DeleteSnapshot(ctx context.Context, pool, image, snap string) error {
-	err := c.withImage(ctx, pool, image, librbd.NoSnapshot, func(img *librbd.Image) error {
+	err := c.withImage(ctx, pool, image, func(img *librbd.Image) error {
 		return img.GetSnapshot(snap).Remove()
 	})
 	if errors.Is(err, ErrNotFound) {
@@ -121,7 +121,7 @@ func (c *Conn) DeleteSnapshot(ctx context.Context, pool, image, snap string) err
 // SnapshotInfo reads a snapshot's size and creation time.
 func (c *Conn) SnapshotInfo(ctx context.Context, pool, image, snap string) (SnapshotInfo, error) {
 	var info SnapshotInfo
-	err := c.withImage(ctx, pool, image, librbd.NoSnapshot, func(img *librbd.Image) error {
+	err := c.withImage(ctx, pool, image, func(img *librbd.Image) error {
 		snaps, err := img.GetSnapshotNames()
 		if err != nil {
 			return err
@@ -171,7 +171,7 @@ func (c *Conn) ListImages(ctx context.Context, pool string) ([]string, error) {
 
 // SetImageMeta sets a metadata key of an image.
 func (c *Conn) SetImageMeta(ctx context.Context, pool, image, key, value string) error {
-	return c.withImage(ctx, pool, image, librbd.NoSnapshot, func(img *librbd.Image) error {
+	return c.withImage(ctx, pool, image, func(img *librbd.Image) error {
 		return img.SetMetadata(key, value)
 	})
 }
@@ -179,7 +179,7 @@ func (c *Conn) SetImageMeta(ctx context.Context, pool, image, key, value string)
 // ImageMeta reads a metadata key of an image (ErrNotFound when absent).
 func (c *Conn) ImageMeta(ctx context.Context, pool, image, key string) (string, error) {
 	var v string
-	err := c.withImage(ctx, pool, image, librbd.NoSnapshot, func(img *librbd.Image) error {
+	err := c.withImage(ctx, pool, image, func(img *librbd.Image) error {
 		var err error
 		v, err = img.GetMetadata(key)
 		return err

@@ -155,6 +155,6 @@ func withImage(t *testing.T, ceph *framework.Ceph, pool, image string, fn func(*
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer img.Close()
+	defer func() { _ = img.Close() }()
 	fn(img)
 }

@@ -68,7 +68,7 @@ func Serve(ctx context.Context, dir, driver, endpoint string, versions []string)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", path, err)
 	}
-	defer os.Remove(path)
+	defer func() { _ = os.Remove(path) }()
 	srv := grpc.NewServer()
 	s := &server{
 		info: &registerapi.PluginInfo{

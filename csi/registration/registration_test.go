@@ -30,7 +30,7 @@ func dial(t *testing.T, path string) registerapi.RegistrationClient {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { conn.Close() })
+	t.Cleanup(func() { _ = conn.Close() })
 	return registerapi.NewRegistrationClient(conn)
 }
 

@@ -78,7 +78,7 @@ var _ = Describe("Volumes in the guest's kernel", func() {
 		// The snapshot goes through the controller, as the snapshotter would.
 		conn, err := grpc.NewClient("127.0.0.1:"+strconv.Itoa(controllerPort), grpc.WithTransportCredentials(insecure.NewCredentials()))
 		Expect(err).NotTo(HaveOccurred())
-		defer conn.Close()
+		defer func() { _ = conn.Close() }()
 		_, err = csispec.NewControllerClient(conn).DeleteSnapshot(ctx, &csispec.DeleteSnapshotRequest{SnapshotId: snapID})
 		Expect(err).NotTo(HaveOccurred())
 		_, err = ceph.Admin(ctx, "rbd", "info", ceph.Pool+"/"+snapImage)

@@ -183,7 +183,7 @@ func waitControllerReady(ctx context.Context) {
 	GinkgoHelper()
 	conn, err := grpc.NewClient("127.0.0.1:"+strconv.Itoa(controllerPort), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	Expect(err).NotTo(HaveOccurred())
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	Eventually(func(g Gomega) {
 		resp, err := csispec.NewIdentityClient(conn).Probe(ctx, &csispec.ProbeRequest{})
 		g.Expect(err).NotTo(HaveOccurred())

@@ -9,8 +9,8 @@ import (
 	"context"
 	"time"
 
-	. "github.com/onsi/ginkgo/v2" //nolint:revive // ginkgo's DSL, as in every suite
-	. "github.com/onsi/gomega"    //nolint:revive // gomega's DSL, as in every suite
+	. "github.com/onsi/ginkgo/v2" //nolint:revive,staticcheck // ginkgo's DSL, as in every suite
+	. "github.com/onsi/gomega"    //nolint:revive,staticcheck // gomega's DSL, as in every suite
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"

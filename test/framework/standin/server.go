@@ -15,8 +15,8 @@ import (
 	"path/filepath"
 	"strconv"
 
-	. "github.com/onsi/ginkgo/v2" //nolint:revive // ginkgo's DSL, as in every suite
-	. "github.com/onsi/gomega"    //nolint:revive // gomega's DSL, as in every suite
+	. "github.com/onsi/ginkgo/v2" //nolint:revive,staticcheck // ginkgo's DSL, as in every suite
+	. "github.com/onsi/gomega"    //nolint:revive,staticcheck // gomega's DSL, as in every suite
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"

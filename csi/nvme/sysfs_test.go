@@ -1,0 +1,78 @@
+package nvme
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// sysfsTree writes the attributes the guest's kernel showed, relative to a
+// fake sysfs root.
+func sysfsTree(t *testing.T, files map[string]string) string {
+	t.Helper()
+	root := t.TempDir()
+	for p, v := range files {
+		full := filepath.Join(root, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(v+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+const nsUUID = "3b241101-e2bb-4255-8caf-4136c566a962"
+
+func TestFindNamespaceDevice(t *testing.T) {
+	// Native multipath (Debian's default): the namespace head under the
+	// subsystem; ng0n1 is the generic char device, nvme0 the controller.
+	multipath := sysfsTree(t, map[string]string{
+		"class/nvme-subsystem/nvme-subsys0/subsysnqn":    captureNQN,
+		"class/nvme-subsystem/nvme-subsys0/nvme0n1/uuid": nsUUID,
+		"class/nvme-subsystem/nvme-subsys0/nvme0n1/wwid": "uuid." + nsUUID,
+		"class/nvme-subsystem/nvme-subsys0/ng0n1/dev":    "241:0",
+		"class/nvme-subsystem/nvme-subsys1/subsysnqn":    "nqn.2025-01.io.rackcache:vol:other",
+		"class/nvme-subsystem/nvme-subsys1/nvme1n1/uuid": "00000000-0000-0000-0000-000000000001",
+		"class/nvme/nvme0/subsysnqn":                     captureNQN,
+		"class/nvme/nvme0/state":                         "live",
+		"class/nvme/nvme0/address":                       "traddr=10.0.3.100,trsvcid=4420,src_addr=10.0.3.15",
+	})
+	if dev, err := FindNamespaceDevice(multipath, captureNQN, nsUUID); err != nil || dev != "/dev/nvme0n1" {
+		t.Errorf("multipath: %q, %v", dev, err)
+	}
+	// Upper-case UUIDs in the volume context still match.
+	if dev, err := FindNamespaceDevice(multipath, captureNQN, "3B241101-E2BB-4255-8CAF-4136C566A962"); err != nil || dev != "/dev/nvme0n1" {
+		t.Errorf("upper case: %q, %v", dev, err)
+	}
+	// Another subsystem's namespace is never returned, nor another UUID.
+	if _, err := FindNamespaceDevice(multipath, captureNQN, "00000000-0000-0000-0000-000000000001"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("another subsystem's namespace: %v", err)
+	}
+	if _, err := FindNamespaceDevice(multipath, "nqn.2025-01.io.rackcache:vol:absent", nsUUID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("absent subsystem: %v", err)
+	}
+
+	// Without multipath (nvme_core.multipath=N): under the controller; an
+	// older kernel without the uuid attribute has the wwid.
+	plain := sysfsTree(t, map[string]string{
+		"class/nvme/nvme3/subsysnqn":    captureNQN,
+		"class/nvme/nvme3/state":        "connecting",
+		"class/nvme/nvme3/nvme3n1/wwid": "uuid." + nsUUID,
+	})
+	if dev, err := FindNamespaceDevice(plain, captureNQN, nsUUID); err != nil || dev != "/dev/nvme3n1" {
+		t.Errorf("no multipath: %q, %v", dev, err)
+	}
+
+	if !PathLive(multipath, captureNQN) {
+		t.Error("a live controller not seen")
+	}
+	if PathLive(plain, captureNQN) {
+		t.Error("a connecting controller counted as live")
+	}
+	if PathLive(multipath, "nqn.2025-01.io.rackcache:vol:absent") {
+		t.Error("an absent subsystem counted as live")
+	}
+}
