@@ -26,6 +26,11 @@
 #      write-back write; the kubelet restarts it, it restores its persisted
 #      configuration (the cache is attached, not reformatted), the guest's
 #      kernel reconnects; what the guest wrote before the kill reads back;
+#   7. the CSI driver: rackcache-csi's controller creates a volume from
+#      StorageClass parameters in the guest's rack; in the guest the node
+#      plugin stages and publishes it (nvme connect, mkfs, mount) and an
+#      application writes a file and reads it back; the demo prints the
+#      volume's read hit ratio on its cache server;
 #   and `kubectl get cachepools,cachedvolumes` (also -o wide) at the end.
 # Everything stays up afterwards; `make demo-down` stops it all by PID.
 #
@@ -36,6 +41,8 @@
 #   RACKCACHE_DEMO_OPERATOR_PORT  the operator's metrics port; probes on the
 #                             next one (default: 18080)
 #   RACKCACHE_DEMO_STEP_PORT  where the guest waits for the host (default: 14480)
+#   RACKCACHE_DEMO_CSI_PORT   the CSI controller's gRPC port; its /healthz on
+#                             the next one (default: 19000)
 #   RACKCACHE_DEMO_PROFILE    cargo profile of the dataplane: release (default) or debug
 #   RACKCACHE_DATAPLANE_BIN   a prebuilt rackcache-dataplane to run instead (no cargo build)
 # The dataplane serves JSON-RPC on 127.0.0.1:5260 and metrics on
@@ -68,9 +75,10 @@ say() { printf '\n\033[1;32m==> %s\033[0m\n' "$*"; }
 
 source "$REPO_ROOT/hack/demo/cluster.sh"
 source "$REPO_ROOT/hack/demo/guest.sh"
+source "$REPO_ROOT/hack/demo/csi.sh"
 
 ceph_step() {
-  say "1/6 Ceph: one monitor, one manager, one bluestore OSD on 127.0.0.1:$mon_port"
+  say "1/7 Ceph: one monitor, one manager, one bluestore OSD on 127.0.0.1:$mon_port"
   local started=$SECONDS
   # hack/ceph.sh prints plain NAME=value lines (no spaces in the values).
   eval "$("$REPO_ROOT/hack/ceph.sh" up "$ceph_dir" --mon-port "$mon_port")"
@@ -137,8 +145,9 @@ up() {
   cache_server_step
   volumes_step
   guest_step
+  csi_step
   kube_summary
-  say "Done. Still running: Ceph, the apiserver, rackcache-operator, the stand-in kubelet and its dataplane pod"
+  say "Done. Still running: Ceph, the apiserver, rackcache-operator, the CSI controller, the stand-in kubelet and its dataplane pod"
   cat <<MSG
     kubectl:    export KUBECONFIG=$kubeconfig
                 bin/kubectl get cachepools,cachedvolumes -o wide

@@ -63,7 +63,7 @@ fail() {
 }
 
 control_plane_step() {
-  say "2/6 a local control plane (etcd + kube-apiserver), the CRDs, rackcache-operator"
+  say "2/7 a local control plane (etcd + kube-apiserver), the CRDs, rackcache-operator"
   mkdir -p "$kube_dir" "$demo_dir/bin"
   # `make demo` installs it first; hack/demo.sh run alone may not have.
   [ -x "$REPO_ROOT/bin/kubectl" ] || "$REPO_ROOT/hack/deps.sh" go-tools
@@ -86,7 +86,7 @@ control_plane_step() {
 }
 
 cache_server_step() {
-  say "3/6 a cache server: Node $node in $rack, CachePool $pool, the operator's dataplane DaemonSet run by a stand-in kubelet"
+  say "3/7 a cache server: Node $node in $rack, CachePool $pool, the operator's dataplane DaemonSet run by a stand-in kubelet"
   if [ -z "${RACKCACHE_DATAPLANE_BIN:-}" ]; then
     (cd "$REPO_ROOT/dataplane" && cargo build --quiet $([ "$profile" = release ] && echo --release) -p rackcache-dataplane)
   fi
@@ -137,7 +137,7 @@ YAML
 }
 
 volumes_step() {
-  say "4/6 CachedVolumes: rbd/$img cached (write-back), rbd/$raw_img pass-through (the uncached baseline)"
+  say "4/7 CachedVolumes: rbd/$img cached (write-back), rbd/$raw_img pass-through (the uncached baseline)"
   local hostnqn
   hostnqn="$(sed -n 's/^hostnqn=//p' "$REPO_ROOT/bin/guest/info")"
   kubectl apply --server-side -f - <<YAML | sed 's/^/    /'
@@ -211,6 +211,7 @@ kube_summary() {
 # dataplane pods), any dataplane a killed kubelet left, and the control
 # plane, each by the PID it was started with.
 kube_stop() {
+  stop_bg csi-controller rackcache-csi
   stop_bg operator rackcache-operator
   stop_bg kubelet demokube
   local f pid

@@ -106,7 +106,7 @@ snapshot() {
 }
 
 guest_step() {
-  say "5/6 the compute node: a qemu guest (Debian's stock kernel, TCG) connects to both volumes, reads an ${hot_mib} MiB hot set"
+  say "5/7 the compute node: a qemu guest (Debian's stock kernel, TCG) connects to both volumes, reads an ${hot_mib} MiB hot set"
   "$REPO_ROOT/hack/guest/build.sh" >/dev/null
   local started=$SECONDS job="$demo_dir/guest-job.sh" guest_data="$demo_dir/guest-pattern.bin"
   head -c $((4 << 20)) /dev/urandom >"$guest_data"
@@ -133,7 +133,7 @@ guest_step() {
   open_barrier warm
   wait_mark restart
   snap_before="$(snapshot)"
-  say "6/6 warm restart: kill -9 the dataplane pod's process; the kubelet restarts it, it restores its persisted configuration"
+  say "6/7 warm restart: kill -9 the dataplane pod's process; the kubelet restarts it, it restores its persisted configuration"
   local pid
   pid="$(dataplane_pid)"
   kill -KILL "$pid"
