@@ -7,6 +7,8 @@
 # file and read it back with cold page caches.
 
 csi_port="${RACKCACHE_DEMO_CSI_PORT:-19000}"
+# The application's file, written once and read back three times.
+csi_file_mib=32
 
 csi_step() {
   say "7/7 the CSI driver: a volume from StorageClass parameters, attached by the node plugin in the guest's kernel, an application on it"
@@ -31,7 +33,7 @@ mkdir -p /tmp/csi
 rackcache-csi --mode node --endpoint unix:///tmp/csi/node.sock --node-name demo-compute --rack $rack \
   --registration-dir "" --probe-listen "" --portal-map 127.0.0.1:$nvmf_port=$guest_target:$guest_port >/tmp/node.log 2>&1 &
 i=0; while [ ! -S /tmp/csi/node.sock ] && [ \$i -lt 300 ]; do sleep 0.1; i=\$((i + 1)); done
-democsi -controller $guest_target:9000 -name pvc-demo-app -rack $rack -params '$params'
+democsi -controller $guest_target:9000 -name pvc-demo-app -file-mib $csi_file_mib -params '$params'
 echo "DEMO-VAL democsi=\$?"
 JOB
   local tools=() t
@@ -50,7 +52,7 @@ JOB
   cv="csi-vol-${vol: -36}"
   echo "    CreateVolume answered in $(val create-ms) ms: volume $vol in $(val topology),"
   echo "    CachedVolume $cv, subsystem $(val subnqn)"
-  echo "    the application wrote $((32)) MiB in $(val write-ms) ms and read it back 3 times with cold page caches:" \
+  echo "    the application wrote $csi_file_mib MiB in $(val write-ms) ms and read it back 3 times with cold page caches:" \
     "$(val read-1-ms), $(val read-2-ms), $(val read-3-ms) ms; every byte verified"
   dp_call bdev_adacache_get_stats "{\"name\": \"cv-$cv\"}" | "$REPO_ROOT/bin/venv/bin/python3" -c '
 import json, sys

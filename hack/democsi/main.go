@@ -30,17 +30,16 @@ func main() {
 	node := flag.String("node", "/tmp/csi/node.sock", "the node plugin's socket")
 	name := flag.String("name", "pvc-demo", "the volume's request name (the PVC's PV name)")
 	params := flag.String("params", "{}", "StorageClass parameters (JSON)")
-	rack := flag.String("rack", "rack-a", "the pod's node's rack")
 	fileMiB := flag.Int("file-mib", 32, "the application's file")
 	passes := flag.Int("passes", 3, "read passes over the file")
 	flag.Parse()
-	if err := run(*controller, *node, *name, *params, *rack, *fileMiB, *passes); err != nil {
+	if err := run(*controller, *node, *name, *params, *fileMiB, *passes); err != nil {
 		fmt.Printf("DEMO: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(controllerAddr, nodeSock, name, paramsJSON, rack string, fileMiB, passes int) error {
+func run(controllerAddr, nodeSock, name, paramsJSON string, fileMiB, passes int) error {
 	ctx := context.Background()
 	var params map[string]string
 	if err := json.Unmarshal([]byte(paramsJSON), &params); err != nil {
