@@ -153,10 +153,15 @@ func (d *Driver) wantedRack(req *csi.TopologyRequirement) string {
 // attempt. Returns whether this call created it (for rollback).
 func (d *Driver) createImage(ctx context.Context, images Images, id volumeID, p volumeParams, size uint64, src *csi.VolumeContentSource) (bool, error) {
 	if info, err := images.ImageInfo(ctx, id.RBDPool, id.Image()); err == nil {
-		if info.Size != size {
+		switch {
+		case info.Size == size:
+			return false, nil
+		case info.Size < size && src != nil:
+			// An earlier attempt cloned but did not grow the clone yet.
+			return false, growClone(ctx, images, id, size, info.Size)
+		default:
 			return false, errorf(ErrAlreadyExists, "RBD image %s/%s exists with %d bytes, %d asked", id.RBDPool, id.Image(), info.Size, size)
 		}
-		return false, nil
 	} else if !errors.Is(err, ErrNotFound) {
 		return false, errorf(ErrUnavailable, "read RBD image %s/%s: %v", id.RBDPool, id.Image(), err)
 	}

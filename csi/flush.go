@@ -3,6 +3,7 @@ package csi
 import (
 	"context"
 	"strconv"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -13,8 +14,11 @@ import (
 // flushVolume has the operator write the volume's dirty cache data to
 // Ceph and waits until it did: after it returns, every write acknowledged
 // before the call is in the RBD image, so a snapshot or clone taken next
-// holds it. Only write-back volumes hold dirty data.
-func (d *Driver) flushVolume(ctx context.Context, cv *rcv1.CachedVolume, token string) error {
+// holds it. Only write-back volumes hold dirty data. Every call asks anew
+// (a retried CreateSnapshot must not take an earlier attempt's flush for
+// its own): the token is purpose plus the time of the call.
+func (d *Driver) flushVolume(ctx context.Context, cv *rcv1.CachedVolume, purpose string) error {
+	token := purpose + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	if cv.Status.WriteMode != "" && cv.Status.WriteMode != rcv1.WriteBack && cv.Spec.WriteMode != rcv1.WriteBack {
 		return nil
 	}
@@ -38,7 +42,10 @@ func (d *Driver) flushVolume(ctx context.Context, cv *rcv1.CachedVolume, token s
 		if err := d.ctrl.Client.Get(ctx, client.ObjectKey{Name: cv.Name}, &last); err != nil {
 			return false, nil
 		}
-		return last.Status.FlushedRequest == token, nil
+		// Another flush asked after this one (a second snapshot of the
+		// volume) replaces its token; its answer covers this request too.
+		done := last.Status.FlushedRequest
+		return done != "" && (done == token || done == last.Annotations[rcv1.FlushRequestAnnotation]), nil
 	})
 	if err != nil {
 		msg := "no flush status yet"
