@@ -14,14 +14,12 @@ import (
 // to the CachedVolume's allowed hosts, and the call returns once the
 // dataplane enforces the new list.
 func (d *Driver) ControllerPublishVolume(ctx context.Context, req *csi.ControllerPublishVolumeRequest) (*csi.ControllerPublishVolumeResponse, error) {
-	if req.GetVolumeId() == "" {
-		return nil, errorf(ErrInvalidArgument, "a volume id is required")
-	}
-	if req.GetNodeId() == "" {
-		return nil, errorf(ErrInvalidArgument, "a node id is required")
-	}
-	if req.GetVolumeCapability() == nil {
-		return nil, errorf(ErrInvalidArgument, "a volume capability is required")
+	if err := required(
+		need{"a volume id", req.GetVolumeId() != ""},
+		need{"a node id", req.GetNodeId() != ""},
+		need{"a volume capability", req.GetVolumeCapability() != nil},
+	); err != nil {
+		return nil, err
 	}
 	if err := validateCapability(req.GetVolumeCapability()); err != nil {
 		return nil, err

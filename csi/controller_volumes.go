@@ -11,11 +11,11 @@ import (
 
 // ValidateVolumeCapabilities confirms the capabilities a volume supports.
 func (d *Driver) ValidateVolumeCapabilities(ctx context.Context, req *csi.ValidateVolumeCapabilitiesRequest) (*csi.ValidateVolumeCapabilitiesResponse, error) {
-	if req.GetVolumeId() == "" {
-		return nil, errorf(ErrInvalidArgument, "a volume id is required")
-	}
-	if len(req.GetVolumeCapabilities()) == 0 {
-		return nil, errorf(ErrInvalidArgument, "volume capabilities are required")
+	if err := required(
+		need{"a volume id", req.GetVolumeId() != ""},
+		need{"a list of volume capabilities", len(req.GetVolumeCapabilities()) != 0},
+	); err != nil {
+		return nil, err
 	}
 	id, err := parseVolumeID(req.GetVolumeId())
 	if err != nil {

@@ -74,3 +74,21 @@ func toStatus(err error) error {
 }
 
 func isNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
+
+// need is one argument an RPC requires: what it is, and whether the
+// request has it.
+type need struct {
+	what string
+	ok   bool
+}
+
+// required checks an RPC's arguments in order; the first one missing is
+// InvalidArgument.
+func required(needs ...need) error {
+	for _, n := range needs {
+		if !n.ok {
+			return errorf(ErrInvalidArgument, "%s is required", n.what)
+		}
+	}
+	return nil
+}

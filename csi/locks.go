@@ -40,3 +40,17 @@ func (l *volumeLocks) lock(id string) (func(), error) {
 	}
 	return func() { l.release(id) }, nil
 }
+
+// lockVolume parses a volume id and takes its lock (Aborted when another
+// call holds it); call the returned function to release it.
+func (d *Driver) lockVolume(raw string) (volumeID, func(), error) {
+	id, err := parseVolumeID(raw)
+	if err != nil {
+		return id, nil, err
+	}
+	unlock, err := d.locks.lock(id.String())
+	if err != nil {
+		return id, nil, err
+	}
+	return id, unlock, nil
+}

@@ -110,14 +110,12 @@ func (d *Driver) waitDevice(ctx context.Context, t target) (string, error) {
 // NodeStageVolume attaches the namespace and, for a mount volume, formats
 // it when blank and mounts it on the staging path.
 func (d *Driver) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRequest) (*csi.NodeStageVolumeResponse, error) {
-	if req.GetVolumeId() == "" {
-		return nil, errorf(ErrInvalidArgument, "a volume id is required")
-	}
-	if req.GetStagingTargetPath() == "" {
-		return nil, errorf(ErrInvalidArgument, "a staging target path is required")
-	}
-	if req.GetVolumeCapability() == nil {
-		return nil, errorf(ErrInvalidArgument, "a volume capability is required")
+	if err := required(
+		need{"a volume id", req.GetVolumeId() != ""},
+		need{"a staging target path", req.GetStagingTargetPath() != ""},
+		need{"a volume capability", req.GetVolumeCapability() != nil},
+	); err != nil {
+		return nil, err
 	}
 	if err := validateCapability(req.GetVolumeCapability()); err != nil {
 		return nil, err
@@ -171,17 +169,13 @@ func (d *Driver) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRe
 // volume's subsystem (each volume has a subsystem, so no other staged
 // volume uses its controllers). A missing staging path is success.
 func (d *Driver) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstageVolumeRequest) (*csi.NodeUnstageVolumeResponse, error) {
-	if req.GetVolumeId() == "" {
-		return nil, errorf(ErrInvalidArgument, "a volume id is required")
-	}
-	if req.GetStagingTargetPath() == "" {
-		return nil, errorf(ErrInvalidArgument, "a staging target path is required")
-	}
-	id, err := parseVolumeID(req.GetVolumeId())
-	if err != nil {
+	if err := required(
+		need{"a volume id", req.GetVolumeId() != ""},
+		need{"a staging target path", req.GetStagingTargetPath() != ""},
+	); err != nil {
 		return nil, err
 	}
-	unlock, err := d.locks.lock(id.String())
+	id, unlock, err := d.lockVolume(req.GetVolumeId())
 	if err != nil {
 		return nil, err
 	}
@@ -201,26 +195,18 @@ func (d *Driver) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstageVolu
 // NodePublishVolume bind-mounts the staged filesystem (or the block
 // device) on the target path; read-only when asked.
 func (d *Driver) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
-	if req.GetVolumeId() == "" {
-		return nil, errorf(ErrInvalidArgument, "a volume id is required")
-	}
-	if req.GetStagingTargetPath() == "" {
-		return nil, errorf(ErrInvalidArgument, "a staging target path is required")
-	}
-	if req.GetTargetPath() == "" {
-		return nil, errorf(ErrInvalidArgument, "a target path is required")
-	}
-	if req.GetVolumeCapability() == nil {
-		return nil, errorf(ErrInvalidArgument, "a volume capability is required")
+	if err := required(
+		need{"a volume id", req.GetVolumeId() != ""},
+		need{"a staging target path", req.GetStagingTargetPath() != ""},
+		need{"a target path", req.GetTargetPath() != ""},
+		need{"a volume capability", req.GetVolumeCapability() != nil},
+	); err != nil {
+		return nil, err
 	}
 	if err := validateCapability(req.GetVolumeCapability()); err != nil {
 		return nil, err
 	}
-	id, err := parseVolumeID(req.GetVolumeId())
-	if err != nil {
-		return nil, err
-	}
-	unlock, err := d.locks.lock(id.String())
+	id, unlock, err := d.lockVolume(req.GetVolumeId())
 	if err != nil {
 		return nil, err
 	}
@@ -285,17 +271,13 @@ func makeFile(path string) error {
 // NodeUnpublishVolume unmounts and removes the target path; a missing one
 // is success.
 func (d *Driver) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublishVolumeRequest) (*csi.NodeUnpublishVolumeResponse, error) {
-	if req.GetVolumeId() == "" {
-		return nil, errorf(ErrInvalidArgument, "a volume id is required")
-	}
-	if req.GetTargetPath() == "" {
-		return nil, errorf(ErrInvalidArgument, "a target path is required")
-	}
-	id, err := parseVolumeID(req.GetVolumeId())
-	if err != nil {
+	if err := required(
+		need{"a volume id", req.GetVolumeId() != ""},
+		need{"a target path", req.GetTargetPath() != ""},
+	); err != nil {
 		return nil, err
 	}
-	unlock, err := d.locks.lock(id.String())
+	id, unlock, err := d.lockVolume(req.GetVolumeId())
 	if err != nil {
 		return nil, err
 	}

@@ -17,11 +17,11 @@ import (
 // of its filesystem, or the block device's size) and its condition:
 // abnormal when no NVMe/TCP path to its subsystem is live.
 func (d *Driver) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVolumeStatsRequest) (*csi.NodeGetVolumeStatsResponse, error) {
-	if req.GetVolumeId() == "" {
-		return nil, errorf(ErrInvalidArgument, "a volume id is required")
-	}
-	if req.GetVolumePath() == "" {
-		return nil, errorf(ErrInvalidArgument, "a volume path is required")
+	if err := required(
+		need{"a volume id", req.GetVolumeId() != ""},
+		need{"a volume path", req.GetVolumePath() != ""},
+	); err != nil {
+		return nil, err
 	}
 	id, err := parseVolumeID(req.GetVolumeId())
 	if err != nil {

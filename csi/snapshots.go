@@ -29,11 +29,11 @@ const (
 // CreateSnapshot flushes the source volume's cache, then snapshots its
 // image. Idempotent by name.
 func (d *Driver) CreateSnapshot(ctx context.Context, req *csi.CreateSnapshotRequest) (*csi.CreateSnapshotResponse, error) {
-	if req.GetName() == "" {
-		return nil, errorf(ErrInvalidArgument, "a snapshot name is required")
-	}
-	if req.GetSourceVolumeId() == "" {
-		return nil, errorf(ErrInvalidArgument, "a source volume id is required")
+	if err := required(
+		need{"a snapshot name", req.GetName() != ""},
+		need{"a source volume id", req.GetSourceVolumeId() != ""},
+	); err != nil {
+		return nil, err
 	}
 	src, err := parseVolumeID(req.GetSourceVolumeId())
 	if err != nil {
