@@ -140,3 +140,22 @@ func ensureHosts(ctx context.Context, c *dataplane.Client, d Desired, sub *datap
 	}
 	return nil
 }
+
+// RevokeHosts removes from subsystem nqn every host not in allowed (the
+// dataplane then ends their live connections). A missing subsystem has
+// nobody to revoke.
+func RevokeHosts(ctx context.Context, c *dataplane.Client, nqn string, allowed []string) error {
+	sub, err := lookupSubsystem(ctx, c, nqn)
+	if err != nil || sub == nil {
+		return err
+	}
+	for _, h := range sub.Hosts {
+		if slices.Contains(allowed, h.NQN) {
+			continue
+		}
+		if err := c.RemoveHost(ctx, nqn, h.NQN); err != nil {
+			return fmt.Errorf("revoke host %s from subsystem %s: %w", h.NQN, nqn, err)
+		}
+	}
+	return nil
+}

@@ -92,15 +92,28 @@ func (r *Reconciler) serve(ctx context.Context, s *scope, mayReplace bool) (ctrl
 	if !in.Listed || !in.Ready {
 		return r.lost(ctx, s, DecideLost(in), mayReplace)
 	}
+	c, dialErr := r.dataplaneClient(ctx, pool.Name, server.Address)
+	// Revocation comes first and needs nothing else: a host removed from
+	// allowedHosts loses its access (and live connections) even while
+	// Ceph cannot be resolved or another step of the apply fails.
+	if dialErr == nil {
+		if err := RevokeHosts(ctx, c, SubsystemNQN(vol.Name), vol.Spec.AllowedHosts); err != nil {
+			if unreachable(err) {
+				in.RPCError = err.Error()
+				return r.lost(ctx, s, DecideLost(in), mayReplace)
+			}
+			s.obs.DataplaneError = fmt.Sprintf("cache server %s: %v", server.NodeName, err)
+			return ctrl.Result{}, err
+		}
+	}
 	backend, err := ceph.Resolve(ctx, r.Client, pool, ceph.Node)
 	if err != nil {
 		s.obs.CephError = err.Error()
 		return ctrl.Result{}, fmt.Errorf("resolve the Ceph backend of pool %s: %w", pool.Name, err)
 	}
-	c, err := r.dataplaneClient(ctx, pool.Name, server.Address)
-	if err != nil {
-		s.obs.DataplaneError = err.Error()
-		return ctrl.Result{}, err
+	if dialErr != nil {
+		s.obs.DataplaneError = dialErr.Error()
+		return ctrl.Result{}, dialErr
 	}
 	desired := DesiredState(vol, pool, backend, server.Address, s.cacheSize)
 	// Served here before (status.address is cleared with the placement) in
