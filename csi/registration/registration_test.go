@@ -13,12 +13,15 @@ import (
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 )
 
-// dial connects as the kubelet's plugin watcher would, over the socket.
+// dial connects as the kubelet's plugin watcher would, over the socket. It
+// waits for a socket, not just a file: the stale-file test puts a regular file
+// there first, and Serve replaces it. Calls wait for the listener too, since a
+// socket is bound an instant before it listens.
 func dial(t *testing.T, path string) registerapi.RegistrationClient {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if _, err := os.Stat(path); err == nil {
+		if fi, err := os.Stat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -26,12 +29,21 @@ func dial(t *testing.T, path string) registerapi.RegistrationClient {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	conn, err := grpc.NewClient("unix://"+path, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient("unix://"+path,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.WaitForReady(true)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	return registerapi.NewRegistrationClient(conn)
+}
+
+// callContext bounds a call that waits for the listener.
+func callContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
 }
 
 func TestServeRegistersAndRemovesItsSocket(t *testing.T) {
@@ -47,7 +59,7 @@ func TestServeRegistersAndRemovesItsSocket(t *testing.T) {
 		done <- Serve(ctx, dir, "csi.rackcache.io", "/var/lib/kubelet/plugins/csi.rackcache.io/csi.sock", []string{"1.0.0"})
 	}()
 	c := dial(t, path)
-	info, err := c.GetInfo(context.Background(), &registerapi.InfoRequest{})
+	info, err := c.GetInfo(callContext(t), &registerapi.InfoRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +67,7 @@ func TestServeRegistersAndRemovesItsSocket(t *testing.T) {
 		info.Endpoint != "/var/lib/kubelet/plugins/csi.rackcache.io/csi.sock" || len(info.SupportedVersions) != 1 {
 		t.Fatalf("GetInfo = %+v", info)
 	}
-	if _, err := c.NotifyRegistrationStatus(context.Background(), &registerapi.RegistrationStatus{PluginRegistered: true}); err != nil {
+	if _, err := c.NotifyRegistrationStatus(callContext(t), &registerapi.RegistrationStatus{PluginRegistered: true}); err != nil {
 		t.Fatal(err)
 	}
 	cancel()
@@ -74,7 +86,7 @@ func TestServeEndsWhenTheKubeletRefuses(t *testing.T) {
 		done <- Serve(context.Background(), dir, "csi.rackcache.io", "/csi/csi.sock", []string{"1.0.0"})
 	}()
 	c := dial(t, filepath.Join(dir, SocketName("csi.rackcache.io")))
-	if _, err := c.NotifyRegistrationStatus(context.Background(), &registerapi.RegistrationStatus{PluginRegistered: false, Error: "version not supported"}); err != nil {
+	if _, err := c.NotifyRegistrationStatus(callContext(t), &registerapi.RegistrationStatus{PluginRegistered: false, Error: "version not supported"}); err != nil {
 		t.Fatal(err)
 	}
 	select {
