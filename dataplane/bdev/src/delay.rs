@@ -77,7 +77,7 @@ impl DelayBdev {
             name: name.to_owned(),
             product_name: "delay",
             block_size: b.block_size,
-            num_blocks: b.num_blocks,
+            blocks: b.blocks.clone(),
             uuid: crate::uuid_from_name("delay", name),
         };
         Ok(Self {

@@ -95,7 +95,7 @@ impl ErrorBdev {
                 name: name.to_owned(),
                 product_name: "error",
                 block_size: b.block_size,
-                num_blocks: b.num_blocks,
+                blocks: b.blocks.clone(),
                 uuid: crate::uuid_from_name("error", name),
             },
             base,

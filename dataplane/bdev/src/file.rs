@@ -135,7 +135,7 @@ impl FileBdev {
                 name: name.to_owned(),
                 product_name: "AIO disk",
                 block_size,
-                num_blocks: size / u64::from(block_size),
+                blocks: crate::BlockCount::new(size / u64::from(block_size)),
                 uuid: uuid_from_name("aio", name),
             },
             file: Arc::new(file),

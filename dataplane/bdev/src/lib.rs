@@ -47,6 +47,9 @@ pub mod stats;
 mod uring;
 pub mod view;
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
 pub use buf::DmaBuf;
 use buf::IoBuf;
 pub use view::{BufView, ReuniteError, SplitError, ViewError};
@@ -73,6 +76,39 @@ pub enum IoKind {
     Unmap,
 }
 
+/// A bdev's size in blocks, which can grow while it is in use (an RBD
+/// image resized under an attached namespace). Clones share one count, so a
+/// bdev layered on another (delay, error injection) follows its base's size.
+#[derive(Clone, Debug, Default)]
+pub struct BlockCount(Arc<AtomicU64>);
+
+impl BlockCount {
+    /// A count of `blocks`.
+    pub fn new(blocks: u64) -> Self {
+        Self(Arc::new(AtomicU64::new(blocks)))
+    }
+
+    /// The current count.
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Acquire)
+    }
+
+    /// Raises the count to `blocks`; a smaller value changes nothing (sizes
+    /// only grow while the bdev exists: data beyond a shrunk end would be
+    /// lost under whoever still addresses it). Returns the count after.
+    pub fn grow_to(&self, blocks: u64) -> u64 {
+        self.0.fetch_max(blocks, Ordering::AcqRel).max(blocks)
+    }
+}
+
+impl PartialEq for BlockCount {
+    fn eq(&self, other: &Self) -> bool {
+        self.get() == other.get()
+    }
+}
+
+impl Eq for BlockCount {}
+
 /// What every bdev reports about itself (SPDK's `bdev_get_bdevs` fields).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BdevInfo {
@@ -82,16 +118,21 @@ pub struct BdevInfo {
     pub product_name: &'static str,
     /// Logical block size in bytes.
     pub block_size: u32,
-    /// Number of logical blocks.
-    pub num_blocks: u64,
+    /// Number of logical blocks, now: read it with [`BdevInfo::num_blocks`].
+    pub blocks: BlockCount,
     /// Stable identifier (NVMe namespaces derive NGUID/UUID from it).
     pub uuid: [u8; 16],
 }
 
 impl BdevInfo {
-    /// Size in bytes.
+    /// Number of logical blocks, now.
+    pub fn num_blocks(&self) -> u64 {
+        self.blocks.get()
+    }
+
+    /// Size in bytes, now.
     pub fn size_bytes(&self) -> u64 {
-        self.num_blocks * u64::from(self.block_size)
+        self.num_blocks() * u64::from(self.block_size)
     }
 
     /// Checks that `[offset, offset + len)` is block-aligned and inside the
@@ -279,7 +320,7 @@ mod tests {
             name: "x".into(),
             product_name: "test",
             block_size: 512,
-            num_blocks: 8,
+            blocks: BlockCount::new(8),
             uuid: [0; 16],
         };
         assert!(info.check_range(0, 4096).is_ok());

@@ -44,7 +44,7 @@ impl MallocBdev {
                 name: name.to_owned(),
                 product_name: "Malloc disk",
                 block_size,
-                num_blocks,
+                blocks: crate::BlockCount::new(num_blocks),
                 uuid: uuid_from_name("malloc", name),
             },
             chunks,

@@ -57,6 +57,7 @@ mod ffi {
         ) -> c_int;
         pub fn rbd_close(image: rbd_image_t) -> c_int;
         pub fn rbd_get_size(image: rbd_image_t, size: *mut u64) -> c_int;
+        pub fn rbd_resize(image: rbd_image_t, size: u64) -> c_int;
         pub fn rbd_get_id(image: rbd_image_t, id: *mut c_char, len: usize) -> c_int;
         pub fn rbd_aio_create_completion(
             arg: *mut c_void,
@@ -314,7 +315,7 @@ impl RbdBdev {
                 name: name.to_owned(),
                 product_name: "Ceph Rbd Disk",
                 block_size,
-                num_blocks: size / u64::from(block_size),
+                blocks: crate::BlockCount::new(size / u64::from(block_size)),
                 // The image id survives renames; the pool keeps ids unique.
                 uuid: if id_rc >= 0 {
                     // SAFETY: rbd_get_id wrote a NUL-terminated string.
@@ -340,6 +341,48 @@ impl RbdBdev {
     /// Name, size, block size and identity.
     pub fn info(&self) -> &BdevInfo {
         &self.info
+    }
+
+    /// Grows the bdev to at least `new_size` bytes: the image is resized
+    /// when it is smaller (an image already grown elsewhere, by the CSI
+    /// controller or `rbd resize`, is only read again), then the bdev takes
+    /// the image's size. Never shrinks: a size below the bdev's is refused,
+    /// and so is one that is not a whole number of blocks. Returns the new
+    /// size in bytes. librbd blocks here: call it off the async threads.
+    pub fn grow(&self, new_size: u64) -> Result<u64> {
+        let bs = u64::from(self.info.block_size);
+        if !new_size.is_multiple_of(bs) || new_size < self.info.size_bytes() {
+            return Err(BdevError::InvalidArgument(format!(
+                "rbd bdev {} is {} bytes with {bs}-byte blocks: it can only grow, to a whole number of blocks ({new_size} bytes asked)",
+                self.info.name,
+                self.info.size_bytes()
+            )));
+        }
+        let mut size = 0u64;
+        // SAFETY: open image (closed only on drop), out-pointer.
+        check(
+            || format!("get size of {}/{}", self.pool, self.image_name),
+            unsafe { ffi::rbd_get_size(self.image, &mut size) },
+        )?;
+        if size < new_size {
+            // SAFETY: open image; librbd serialises resizes with I/O.
+            check(
+                || {
+                    format!(
+                        "resize {}/{} to {new_size} bytes",
+                        self.pool, self.image_name
+                    )
+                },
+                unsafe { ffi::rbd_resize(self.image, new_size) },
+            )?;
+            // SAFETY: as above.
+            check(
+                || format!("get size of {}/{}", self.pool, self.image_name),
+                unsafe { ffi::rbd_get_size(self.image, &mut size) },
+            )?;
+        }
+        self.info.blocks.grow_to(size / bs);
+        Ok(self.info.size_bytes())
     }
 
     /// Pool and image name.

@@ -380,6 +380,42 @@ impl CacheDevice {
         Ok(region)
     }
 
+    /// Records that volume `name`'s core has grown to `volume_size` bytes
+    /// (the table write is the commit point). Entries beyond the old end
+    /// cannot exist, so nothing else changes; a smaller size is refused.
+    pub async fn grow_volume_size(
+        &self,
+        name: &str,
+        volume_size: u64,
+    ) -> Result<VolumeRegion, DeviceError> {
+        let mut st = self.table.lock().await;
+        let sb = self.snapshot();
+        let pos = sb.volumes.iter().position(|v| v.name == name);
+        let pos = pos.ok_or_else(|| DeviceError::NoSuchVolume(name.to_owned()))?;
+        let mut region = self.region(&sb.volumes[pos]);
+        if volume_size == region.volume_size {
+            return Ok(region);
+        }
+        if volume_size < region.volume_size {
+            return Err(DeviceError::InvalidSpec {
+                name: name.to_owned(),
+                reason: format!(
+                    "a cached volume can grow, not shrink ({} to {volume_size} bytes)",
+                    region.volume_size
+                ),
+            });
+        }
+        let from = region.volume_size;
+        region.volume_size = volume_size;
+        let mut volumes = sb.volumes.clone();
+        volumes[pos] = region.clone();
+        self.check_fits(&st, &volumes)?;
+        self.commit(&mut st, volumes).await?;
+        tracing::info!(device = %self.name, volume = %name, from, to = volume_size,
+            "cached volume grown");
+        Ok(region)
+    }
+
     /// Removes volume `name` from the table; its units become free.
     pub async fn delete_volume(&self, name: &str) -> Result<(), DeviceError> {
         let mut st = self.table.lock().await;

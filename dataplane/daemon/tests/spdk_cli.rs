@@ -265,6 +265,11 @@ fn rows() -> Vec<Row> {
                 assert!(c.bdev_names().contains("Ceph0"));
             },
         ),
+        row("bdev_rbd_resize", &["Ceph0", "48"], |c, out| {
+            assert_eq!(out.trim(), "true");
+            let b = c.rpc("bdev_get_bdevs", json!({ "name": "Ceph0" }));
+            assert_eq!(b[0]["num_blocks"], json!(48 * 1024 * 1024 / 4096));
+        }),
         row("nvmf_create_transport", &["-t", "TCP"], |c, _| {
             assert_eq!(
                 c.rpc("nvmf_get_transports", json!({}))

@@ -1,5 +1,6 @@
 //! Changing a live volume's cache without dropping its cached blocks:
-//! write mode, policies, flushing parameters and capacity.
+//! write mode, policies, flushing parameters, capacity and the volume's
+//! own size.
 
 use crate::admission;
 use crate::config::{AdmissionConfig, ConfigError, EvictionConfig, FlushConfig, WriteMode};
@@ -119,6 +120,23 @@ impl Engine {
     pub fn set_flush(&mut self, flush: FlushConfig) -> Result<(), ReconfigureError> {
         let mut cfg = self.cfg.clone();
         cfg.flush = flush;
+        cfg.validate().map_err(ReconfigureError::Invalid)?;
+        self.cfg = cfg;
+        Ok(())
+    }
+
+    /// Grows the cached volume (the core device's address space) to
+    /// `volume_size` bytes: requests up to the new end are accepted from now
+    /// on; cached blocks and policies stay. A smaller size is refused: its
+    /// cached blocks beyond the end would be stranded.
+    pub fn grow_volume(&mut self, volume_size: u64) -> Result<(), ReconfigureError> {
+        if volume_size < self.cfg.volume_size {
+            return Err(ReconfigureError::Invalid(ConfigError::VolumeSize(
+                "a volume can grow, not shrink",
+            )));
+        }
+        let mut cfg = self.cfg.clone();
+        cfg.volume_size = volume_size;
         cfg.validate().map_err(ReconfigureError::Invalid)?;
         self.cfg = cfg;
         Ok(())

@@ -640,3 +640,31 @@ fn a_refused_writer_is_not_overtaken_on_blocks_nobody_held() {
     assert_eq!(r2.status, PlanStatus::Ready);
     e.check_invariants().unwrap();
 }
+
+#[test]
+fn grow_volume_keeps_blocks_and_accepts_the_new_end() {
+    let mut e = small(128 * K);
+    let end = 1u64 << 30;
+    run(&mut e, Op::Write, end - 32 * K, 32 * K);
+    let mut p = Plan::new();
+    assert_eq!(
+        e.plan(Op::Read, end, 4 * K, &mut p),
+        Err(RequestError::OutOfRange)
+    );
+    e.grow_volume(2 << 30).unwrap();
+    assert!(e.lookup(end - 32 * K).is_some(), "a cached block was lost");
+    run(&mut e, Op::Read, end, 32 * K);
+    assert!(e.lookup(end).is_some());
+    e.check_invariants().unwrap();
+    // Never smaller, and the size must stay sector-aligned; nothing changes.
+    assert!(matches!(
+        e.grow_volume(1 << 30),
+        Err(ReconfigureError::Invalid(_))
+    ));
+    assert!(e.grow_volume((2 << 30) + 1).is_err());
+    let mut p = Plan::new();
+    assert_eq!(
+        e.plan(Op::Read, (2 << 30) - 4 * K, 8 * K, &mut p),
+        Err(RequestError::OutOfRange)
+    );
+}

@@ -65,8 +65,25 @@ pub struct Namespace {
     pub block_size: u32,
     /// log2 of the block size.
     pub block_shift: u32,
-    /// Size in blocks.
+    /// Size in blocks, as hosts were last told (see
+    /// [`Subsystem::refresh_namespace_sizes`]).
     pub num_blocks: u64,
+}
+
+impl Namespace {
+    /// The same namespace at the bdev's current size.
+    fn resized(&self) -> Self {
+        Self {
+            nsid: self.nsid,
+            bdev: self.bdev.clone(),
+            bdev_name: self.bdev_name.clone(),
+            nguid: self.nguid,
+            uuid: self.uuid,
+            block_size: self.block_size,
+            block_shift: self.block_shift,
+            num_blocks: self.bdev.info().num_blocks(),
+        }
+    }
 }
 
 impl Namespace {
@@ -89,7 +106,7 @@ impl Namespace {
             bdev_name: info.name.clone(),
             block_size: info.block_size,
             block_shift: info.block_size.trailing_zeros(),
-            num_blocks: info.num_blocks,
+            num_blocks: info.num_blocks(),
             nguid: nguid.unwrap_or(derived_nguid),
             uuid: uuid.unwrap_or(derived_uuid),
             bdev,
@@ -396,6 +413,37 @@ impl Subsystem {
         };
         self.notify_namespace_changed(nsid);
         Ok(ns)
+    }
+
+    /// Brings every namespace whose bdev has grown to the bdev's size and
+    /// tells connected controllers (Namespace Attribute Changed), as SPDK
+    /// does on a bdev resize event; the host rereads Identify Namespace and
+    /// sees the new capacity. Returns the nsids that changed.
+    pub fn refresh_namespace_sizes(&self) -> Vec<u32> {
+        let changed: Vec<u32> = {
+            let mut guard = self.namespaces.write().unwrap_or_else(|p| p.into_inner());
+            let changed: Vec<u32> = guard
+                .values()
+                .filter(|ns| ns.bdev.info().num_blocks() != ns.num_blocks)
+                .map(|ns| ns.nsid)
+                .collect();
+            if changed.is_empty() {
+                return changed;
+            }
+            let mut map = NamespaceMap::clone(&guard);
+            for nsid in &changed {
+                let ns = map[nsid].resized();
+                map.insert(*nsid, Arc::new(ns));
+            }
+            *guard = Arc::new(map);
+            self.ns_generation.fetch_add(1, Ordering::Release);
+            changed
+        };
+        for &nsid in &changed {
+            tracing::info!(nqn = %self.nqn, nsid, "namespace resized");
+            self.notify_namespace_changed(nsid);
+        }
+        changed
     }
 
     fn notify_namespace_changed(&self, nsid: u32) {

@@ -63,14 +63,25 @@ pub(super) async fn open_region(
         }
         (true, Some(r)) => {
             let sizes = params.block_sizes().map_err(|e| VolumeError::Invalid(e.0))?;
-            if r.volume_size != volume_size || r.sector_size != sector || r.block_sizes != sizes {
+            // Core may have grown since the record was written (a resize
+            // cut short by a crash, or an image grown while the dataplane
+            // was down): every cached block is still inside it. A core
+            // smaller than the record is not the volume the cache was for.
+            if r.volume_size > volume_size || r.sector_size != sector || r.block_sizes != sizes {
                 return Err(load_err(format!(
                     "the cache on {} was made for a {}-byte volume with {}-byte sectors and block sizes {:?}; core {} is {} bytes with {}-byte blocks and block sizes {:?} were asked",
                     cache.name(), r.volume_size, r.sector_size, r.block_sizes,
                     ci.name, volume_size, sector, sizes
                 )));
             }
-            r
+            if r.volume_size < volume_size {
+                params
+                    .engine_config(volume_size, sector, UNIT_SIZE)
+                    .map_err(|e| VolumeError::Invalid(e.0))?;
+                cache.grow_volume_size(name, volume_size).await?
+            } else {
+                r
+            }
         }
         (false, None) => {
             let cfg = params

@@ -104,6 +104,10 @@ pub(crate) enum Control {
         region: Arc<VolumeRegion>,
         reply: oneshot::Sender<Result<(), VolumeError>>,
     },
+    GrowVolume {
+        volume_size: u64,
+        reply: oneshot::Sender<Result<(), VolumeError>>,
+    },
     Stop {
         flush: bool,
         reply: oneshot::Sender<Result<(), VolumeError>>,
@@ -176,7 +180,7 @@ impl CachedVolume {
             name: params.name.clone(),
             product_name: "AdaCache disk",
             block_size: loaded.sector,
-            num_blocks: ci.size_bytes() / u64::from(loaded.sector),
+            blocks: bdev::BlockCount::new(ci.size_bytes() / u64::from(loaded.sector)),
             uuid: bdev::uuid_from_name("adacache", &params.name),
         };
         let (tx, rx) = mpsc::unbounded_channel();
@@ -335,6 +339,48 @@ impl CachedVolume {
             dev.resize_volume(&name, units).await?;
         }
         Ok(())
+    }
+
+    /// Follows core when it has grown (an RBD image resized under the
+    /// volume): the device's record of the volume's size, then the engine's
+    /// bounds, then the size the bdev exports. In that order a crash
+    /// anywhere is safe: a load reads core's size and grows a smaller record
+    /// (`load.rs`), and hosts are told only after every layer accepts the
+    /// new end. Returns whether the size changed.
+    pub async fn follow_core_size(&self) -> Result<bool, VolumeError> {
+        let name = self.inner.info.name.clone();
+        let size = self.inner.core.info().size_bytes();
+        let sector = u64::from(self.inner.info.block_size);
+        if size <= self.inner.info.size_bytes() {
+            return Ok(false);
+        }
+        if !size.is_multiple_of(sector) {
+            return Err(VolumeError::Invalid(format!(
+                "core {} grew to {size} bytes, not a whole number of the volume's {sector}-byte blocks",
+                self.core_name()
+            )));
+        }
+        // The engine must accept the size before the device records it: a
+        // record no engine accepts would leave the volume unloadable.
+        let params = self
+            .inner
+            .shared
+            .params
+            .lock()
+            .expect("params lock")
+            .clone();
+        params
+            .engine_config(size, self.inner.info.block_size, UNIT_SIZE)
+            .map_err(|e| VolumeError::Invalid(e.0))?;
+        self.inner.cache.grow_volume_size(&name, size).await?;
+        self.ask(|reply| Control::GrowVolume {
+            volume_size: size,
+            reply,
+        })
+        .await??;
+        self.inner.info.blocks.grow_to(size / sector);
+        tracing::info!(bdev = %name, size, "cached volume follows its grown core");
+        Ok(true)
     }
 
     /// Stops the volume: with `flush`, every dirty block is written back

@@ -419,7 +419,7 @@ fn describe(r: &RegisteredBdev, claimed: bool) -> Value {
         "aliases": [],
         "product_name": info.product_name,
         "block_size": info.block_size,
-        "num_blocks": info.num_blocks,
+        "num_blocks": info.num_blocks(),
         "uuid": uuid_string(&info.uuid),
         "claimed": claimed,
         "zoned": false,

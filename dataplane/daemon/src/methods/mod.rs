@@ -8,6 +8,7 @@ mod fault;
 mod framework;
 mod nvmf;
 mod nvmf_inspect;
+mod resize;
 
 pub(crate) use framework::snapshot;
 
@@ -35,6 +36,7 @@ pub const METHODS: &[&str] = &[
     "bdev_rbd_unregister_cluster",
     "bdev_rbd_create",
     "bdev_rbd_delete",
+    "bdev_rbd_resize",
     "bdev_delay_create",
     "bdev_delay_delete",
     "bdev_delay_update_latency",
@@ -89,6 +91,7 @@ impl Dispatch for App {
             "bdev_rbd_unregister_cluster" => bdev::rbd_unregister_cluster(self, params).await,
             "bdev_rbd_create" => bdev::rbd_create(self, params).await,
             "bdev_rbd_delete" => bdev::delete(self, params, "Ceph Rbd Disk").await,
+            "bdev_rbd_resize" => resize::rbd_resize(self, params).await,
             "bdev_delay_create" => fault::delay_create(self, params).await,
             "bdev_delay_delete" => bdev::delete(self, params, "delay").await,
             "bdev_delay_update_latency" => fault::delay_update_latency(self, params).await,

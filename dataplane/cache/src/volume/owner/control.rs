@@ -178,6 +178,9 @@ impl Owner {
                 region,
                 reply,
             } => self.apply_resize(capacity, region, reply),
+            Control::GrowVolume { volume_size, reply } => {
+                let _ = reply.send(self.grow_volume(volume_size));
+            }
             Control::Stop { flush, reply } => {
                 if flush {
                     self.begin_flush(AfterFlush::Stop { reply });
@@ -255,6 +258,18 @@ impl Owner {
             capacity,
             reply,
         });
+    }
+
+    /// Core grew and the device recorded it: accept requests up to the new
+    /// end.
+    fn grow_volume(&mut self, volume_size: u64) -> Result<(), VolumeError> {
+        self.engine
+            .grow_volume(volume_size)
+            .map_err(|e| VolumeError::Invalid(e.to_string()))?;
+        let mut region = VolumeRegion::clone(&self.region);
+        region.volume_size = volume_size;
+        self.region = Arc::new(region);
+        Ok(())
     }
 
     pub(super) fn finish_resize(&mut self, capacity: u64, region: Arc<VolumeRegion>) {

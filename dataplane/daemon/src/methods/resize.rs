@@ -1,0 +1,54 @@
+//! `bdev_rbd_resize`: growing an RBD bdev under everything built on it, as
+//! SPDK's resize event does: the image, then every cached volume whose core
+//! grew (delay and error bdevs share their base's size), then every
+//! namespace exporting a bdev that grew, whose hosts are told with a
+//! Namespace Attribute Changed notice and see the new capacity.
+
+use bdev::Bdev;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::{adacache, parse};
+use crate::app::App;
+use crate::rpc::error::{libc_errno, RpcError};
+
+/// SPDK's parameters: `new_size` in MiB.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RbdResize {
+    name: String,
+    new_size: u64,
+}
+
+pub(super) async fn rbd_resize(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
+    let p: RbdResize = parse(params)?;
+    let state = app.state.lock().await;
+    let Some((_, reg)) = state.bdevs.get(&p.name) else {
+        return Err(RpcError::errno(
+            libc_errno::ENODEV,
+            format!("no bdev named {}", p.name),
+        ));
+    };
+    let Bdev::Rbd(rbd) = reg.bdev.as_ref() else {
+        return Err(RpcError::invalid_params(format!(
+            "bdev {} is not an rbd bdev",
+            p.name
+        )));
+    };
+    let bytes = p.new_size.checked_mul(1 << 20).ok_or_else(|| {
+        RpcError::invalid_params(format!("new_size {} MiB is too large", p.new_size))
+    })?;
+    let size = rbd.grow(bytes)?;
+    tracing::info!(bdev = %p.name, size, "rbd bdev grown");
+    for v in adacache::volumes(&state) {
+        v.follow_core_size()
+            .await
+            .map_err(|e| RpcError::cache(&format!("grow cached bdev over {}", p.name), &e))?;
+    }
+    if let Some(t) = &state.nvmf.target {
+        for s in t.subsystems() {
+            s.refresh_namespace_sizes();
+        }
+    }
+    Ok(json!(true))
+}
