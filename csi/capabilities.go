@@ -51,11 +51,10 @@ func validateCapability(c *csi.VolumeCapability) error {
 }
 
 // controllerCapabilities are the controller RPCs the driver implements.
-// Volume expansion is not among them yet: the dataplane cannot grow a
-// namespace a host has attached (docs/csi.md).
 var controllerCapabilities = []csi.ControllerServiceCapability_RPC_Type{
 	csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME,
 	csi.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME,
+	csi.ControllerServiceCapability_RPC_EXPAND_VOLUME,
 	csi.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT,
 	csi.ControllerServiceCapability_RPC_LIST_SNAPSHOTS,
 	csi.ControllerServiceCapability_RPC_CLONE_VOLUME,
@@ -69,6 +68,7 @@ var controllerCapabilities = []csi.ControllerServiceCapability_RPC_Type{
 // nodeCapabilities are the node RPCs the driver implements.
 var nodeCapabilities = []csi.NodeServiceCapability_RPC_Type{
 	csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME,
+	csi.NodeServiceCapability_RPC_EXPAND_VOLUME,
 	csi.NodeServiceCapability_RPC_GET_VOLUME_STATS,
 	csi.NodeServiceCapability_RPC_VOLUME_CONDITION,
 	csi.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER,

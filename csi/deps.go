@@ -75,4 +75,7 @@ type NVMe interface {
 	Device(subNQN, nsUUID string) (string, error)
 	// Live reports whether a controller of the subsystem is live.
 	Live(subNQN string) bool
+	// Rescan asks the subsystem's controllers to read their namespaces
+	// again (a grown namespace's new size).
+	Rescan(subNQN string) error
 }

@@ -95,6 +95,10 @@ func (a nvmeAttacher) Device(subNQN, nsUUID string) (string, error) {
 
 func (a nvmeAttacher) Live(subNQN string) bool { return nvme.PathLive(sysfsRoot, subNQN) }
 
+func (a nvmeAttacher) Rescan(subNQN string) error {
+	return nvme.RescanControllers(sysfsRoot, subNQN)
+}
+
 // register serves the kubelet's plugin registration until ctx ends.
 func register(ctx context.Context, cfg *config) error {
 	u, err := url.Parse(cfg.endpoint)

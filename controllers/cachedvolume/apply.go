@@ -85,17 +85,35 @@ func ensureCluster(ctx context.Context, c *dataplane.Client, d Desired, res *App
 }
 
 func ensureRbdBdev(ctx context.Context, c *dataplane.Client, d Desired, res *ApplyResult) error {
-	_, err := c.Bdevs(ctx, d.Rbd.Name)
+	bdevs, err := c.Bdevs(ctx, d.Rbd.Name)
 	switch {
 	case err == nil:
-		return nil
 	case !dataplane.IsNotFound(err):
 		return fmt.Errorf("look up rbd bdev %s: %w", d.Rbd.Name, err)
+	default:
+		if _, err := c.CreateRbdBdev(ctx, d.Rbd); err != nil && !dataplane.IsExists(err) {
+			return fmt.Errorf("open rbd image %s/%s as bdev %s: %w", d.Rbd.PoolName, d.Rbd.RbdName, d.Rbd.Name, err)
+		}
+		res.Created = append(res.Created, "rbd bdev "+d.Rbd.Name)
+		if bdevs, err = c.Bdevs(ctx, d.Rbd.Name); err != nil {
+			return fmt.Errorf("look up rbd bdev %s: %w", d.Rbd.Name, err)
+		}
 	}
-	if _, err := c.CreateRbdBdev(ctx, d.Rbd); err != nil && !dataplane.IsExists(err) {
-		return fmt.Errorf("open rbd image %s/%s as bdev %s: %w", d.Rbd.PoolName, d.Rbd.RbdName, d.Rbd.Name, err)
+	return growRbdBdev(ctx, c, d, bdevs, res)
+}
+
+// growRbdBdev grows the image, and through it the cached bdev and the
+// namespace, to the volume's size when it is smaller. The dataplane
+// only grows: an image larger than spec.size (grown elsewhere) stays.
+func growRbdBdev(ctx context.Context, c *dataplane.Client, d Desired, bdevs []dataplane.Bdev, res *ApplyResult) error {
+	if len(bdevs) != 1 || d.SizeBytes <= 0 || bdevs[0].SizeBytes() >= uint64(d.SizeBytes) {
+		return nil
 	}
-	res.Created = append(res.Created, "rbd bdev "+d.Rbd.Name)
+	mib := (uint64(d.SizeBytes) + 1<<20 - 1) >> 20
+	if err := c.ResizeRbdBdev(ctx, d.Rbd.Name, mib); err != nil {
+		return fmt.Errorf("grow rbd bdev %s from %d bytes to %d MiB: %w", d.Rbd.Name, bdevs[0].SizeBytes(), mib, err)
+	}
+	res.Changed = append(res.Changed, fmt.Sprintf("volume size %d MiB", mib))
 	return nil
 }
 

@@ -27,8 +27,8 @@ const loadgenHostNQN = "nqn.2014-08.org.nvmexpress:uuid:00000000-0000-4000-8000-
 // TestApplyOnRealDataplane drives Apply and Teardown against a real
 // dataplane process and a real Ceph cluster: creation, idempotence, a
 // kill -9 and restart without the persisted configuration (the cache is
-// re-attached with load, dirty data intact), host and policy changes,
-// leaving write-back through a flush, and teardown.
+// re-attached with load, dirty data intact), host and policy changes, a
+// grown volume, leaving write-back through a flush, and teardown.
 func TestApplyOnRealDataplane(t *testing.T) {
 	cluster := framework.StartCeph(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -166,6 +166,23 @@ func TestApplyOnRealDataplane(t *testing.T) {
 	}
 	if err := runLoad(t, port, d.Subsystem.NQN); err == nil {
 		t.Errorf("a host removed from the allowed hosts could still connect")
+	}
+
+	// A grown volume: the image, the cached bdev and the namespace grow,
+	// once; Ceph's own view of the image says so.
+	d.SizeBytes = 96 << 20
+	res = mustApply(ctx, t, dp.Client, d)
+	if !slices.Contains(res.Changed, "volume size 96 MiB") {
+		t.Errorf("growing the volume changed %v", res.Changed)
+	}
+	if out, err := cluster.Admin(ctx, "rbd", "info", "--format", "json", cluster.Pool+"/"+image); err != nil || !strings.Contains(out, `"size":100663296`) {
+		t.Errorf("rbd info after growing: %v\n%s", err, out)
+	}
+	if b, err := dp.Client.Bdevs(ctx, d.Cached.Name); err != nil || len(b) != 1 || b[0].SizeBytes() != 96<<20 {
+		t.Errorf("cached bdev after growing: %+v, %v", b, err)
+	}
+	if again := mustApply(ctx, t, dp.Client, d); len(again.Created)+len(again.Changed) > 0 {
+		t.Errorf("apply after growing changed things again: created %v, changed %v", again.Created, again.Changed)
 	}
 
 	// Leaving write-back flushes first, pass by pass, then switches.

@@ -20,6 +20,9 @@ const rbdBlockSize = 4096
 type Desired struct {
 	Cluster dataplane.RbdCluster
 	Rbd     dataplane.RbdBdev
+	// SizeBytes is the volume's size: the RBD bdev is grown to it when
+	// smaller (the image may already be, grown by the CSI controller).
+	SizeBytes int64
 	// Cached leaves CacheBdevName empty: apply finds the device holding the
 	// volume's cache, or the one with most room, among CacheDevices.
 	Cached       dataplane.CachedBdevParams
@@ -66,6 +69,7 @@ func DesiredState(vol *rcv1.CachedVolume, pool *rcv1.CachePool, backend *ceph.Ba
 			RbdName:     vol.Spec.RBD.Image,
 			BlockSize:   rbdBlockSize,
 		},
+		SizeBytes:    vol.Spec.Size.Value(),
 		Cached:       cachedParams(vol, pool, cacheSizeBytes),
 		CacheDevices: devices,
 		Subsystem: dataplane.SubsystemParams{

@@ -53,8 +53,9 @@ func TestDesiredState(t *testing.T) {
 	d := DesiredState(vol, pool, testBackend, "10.1.2.3", 25*gib)
 	cluster := "ceph-fast-" + testBackend.Fingerprint()
 	want := Desired{
-		Cluster: dataplane.RbdCluster{Name: cluster, UserID: "rackcache", MonHost: "10.0.0.1:6789,10.0.0.2:6789", Key: "AQD-secret-key=="},
-		Rbd:     dataplane.RbdBdev{Name: "rbd-pvc-0b6d7c1e", ClusterName: cluster, PoolName: "rbd", RbdName: "csi-vol-0b6d7c1e", BlockSize: 4096},
+		Cluster:   dataplane.RbdCluster{Name: cluster, UserID: "rackcache", MonHost: "10.0.0.1:6789,10.0.0.2:6789", Key: "AQD-secret-key=="},
+		Rbd:       dataplane.RbdBdev{Name: "rbd-pvc-0b6d7c1e", ClusterName: cluster, PoolName: "rbd", RbdName: "csi-vol-0b6d7c1e", BlockSize: 4096},
+		SizeBytes: 100 * gib,
 		Cached: dataplane.CachedBdevParams{
 			Name: "cv-pvc-0b6d7c1e", CoreBdevName: "rbd-pvc-0b6d7c1e", CacheSizeMiB: 25 * 1024,
 			WriteMode: "wt", Mode: "adaptive", BlockSizesKiB: []uint32{32, 64, 128, 256},

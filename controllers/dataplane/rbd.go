@@ -74,6 +74,14 @@ func (c *Client) CreateRbdBdev(ctx context.Context, p RbdBdev) (string, error) {
 	return name, err
 }
 
+// ResizeRbdBdev grows an RBD bdev's image to newSizeMiB MiB (an image
+// already that large is only read again), and with it every cached bdev on
+// it and every namespace exporting them; connected hosts are told. Shrinking
+// is refused (IsInvalid).
+func (c *Client) ResizeRbdBdev(ctx context.Context, name string, newSizeMiB uint64) error {
+	return c.call(ctx, "bdev_rbd_resize", map[string]any{"name": name, "new_size": newSizeMiB}, nil)
+}
+
 // DeleteRbdBdev closes an RBD bdev (IsNotFound when there is none, IsBusy
 // while a cached bdev or a namespace uses it).
 func (c *Client) DeleteRbdBdev(ctx context.Context, name string) error {

@@ -67,6 +67,27 @@ func PathLive(sysfsRoot, subNQN string) bool {
 	return false
 }
 
+// RescanControllers asks every controller of subNQN to rescan its
+// namespaces (what `nvme ns-rescan` does), so a grown namespace's new size
+// reaches the block device even if the host missed the target's notice.
+func RescanControllers(sysfsRoot, subNQN string) error {
+	ctrls, _ := filepath.Glob(filepath.Join(sysfsRoot, "class", "nvme", "nvme*"))
+	found := false
+	for _, c := range ctrls {
+		if readAttr(filepath.Join(c, "subsysnqn")) != subNQN {
+			continue
+		}
+		found = true
+		if err := os.WriteFile(filepath.Join(c, "rescan_controller"), []byte("1"), 0); err != nil {
+			return fmt.Errorf("rescan controller %s of %s: %w", filepath.Base(c), subNQN, err)
+		}
+	}
+	if !found {
+		return fmt.Errorf("%w: no controller of %s in %s", ErrNotFound, subNQN, sysfsRoot)
+	}
+	return nil
+}
+
 func readAttr(path string) string {
 	b, err := os.ReadFile(path)
 	if err != nil {

@@ -76,3 +76,26 @@ func TestFindNamespaceDevice(t *testing.T) {
 		t.Error("an absent subsystem counted as live")
 	}
 }
+
+func TestRescanControllersWritesOnlyTheSubsystemsControllers(t *testing.T) {
+	root := sysfsTree(t, map[string]string{
+		"class/nvme/nvme0/subsysnqn":         captureNQN,
+		"class/nvme/nvme0/rescan_controller": "",
+		"class/nvme/nvme2/subsysnqn":         captureNQN,
+		"class/nvme/nvme2/rescan_controller": "",
+		"class/nvme/nvme1/subsysnqn":         "nqn.2025-01.io.rackcache:vol:other",
+		"class/nvme/nvme1/rescan_controller": "",
+	})
+	if err := RescanControllers(root, captureNQN); err != nil {
+		t.Fatal(err)
+	}
+	for ctrl, want := range map[string]string{"nvme0": "1", "nvme2": "1", "nvme1": "\n"} {
+		b, err := os.ReadFile(filepath.Join(root, "class/nvme", ctrl, "rescan_controller"))
+		if err != nil || string(b) != want {
+			t.Errorf("%s rescan_controller = %q, %v; want %q", ctrl, b, err, want)
+		}
+	}
+	if err := RescanControllers(root, "nqn.2025-01.io.rackcache:vol:absent"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("absent subsystem: %v", err)
+	}
+}

@@ -31,7 +31,7 @@ func TestCSIOverlay(t *testing.T) {
 		driver := container(t, dep.Spec.Template.Spec, "csi-controller")
 		checkArgs(t, bin, driver.Args)
 		endpoint := strings.TrimPrefix(argValue(t, driver.Args, "endpoint"), "unix://")
-		for _, sidecar := range []string{"csi-provisioner", "csi-attacher", "csi-snapshotter"} {
+		for _, sidecar := range []string{"csi-provisioner", "csi-attacher", "csi-resizer", "csi-snapshotter"} {
 			c := container(t, dep.Spec.Template.Spec, sidecar)
 			if got := argValue(t, c.Args, "csi-address"); !sameSocket(got, c, endpoint, driver) {
 				t.Errorf("%s talks to %s, the driver listens on %s", sidecar, got, endpoint)

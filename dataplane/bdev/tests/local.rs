@@ -78,7 +78,7 @@ async fn file_round_trip() {
     f.set_len(4 << 20).unwrap();
     drop(f);
     let fb = FileBdev::open("aio0", &path, 4096).unwrap();
-    assert_eq!(fb.info().num_blocks, 1024);
+    assert_eq!(fb.info().num_blocks(), 1024);
     assert_eq!(
         fb.engine(),
         "io_uring",

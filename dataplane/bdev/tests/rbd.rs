@@ -24,7 +24,7 @@ async fn rbd_as_restricted_user() {
     );
     let cluster = RbdCluster::connect("test", &cfg).expect("connect as the csi user");
     let rbd = RbdBdev::open("rbd0", Arc::clone(&cluster), "rbd", "bdev-test", 4096).unwrap();
-    assert_eq!(rbd.info().num_blocks, 16384);
+    assert_eq!(rbd.info().num_blocks(), 16384);
     let uuid = rbd.info().uuid;
     let b = Arc::new(Bdev::Rbd(rbd));
 
