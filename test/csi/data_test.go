@@ -40,7 +40,7 @@ tail -n 40 /tmp/node.log
 const snapshotFileSeed = "rackcache-snapshot-file"
 
 var _ = Describe("Volumes in the guest's kernel", func() {
-	It("keep files across unstage and stage, snapshot every acknowledged write, refuse unpublished hosts and end revoked connections", func(ctx SpecContext) {
+	It("keep files across unstage and stage, snapshot every acknowledged write, grow online, refuse unpublished hosts and end revoked connections", func(ctx SpecContext) {
 		scenario := buildScenario()
 		params, _ := json.Marshal(map[string]string{"cachePool": poolName, "pool": ceph.Pool, "cacheSize": "25%", "writeMode": "WriteBack"})
 		secrets, _ := json.Marshal(map[string]string{cephbackend.UserIDKey: ceph.User, cephbackend.UserKeyKey: ceph.Key})
@@ -60,9 +60,18 @@ var _ = Describe("Volumes in the guest's kernel", func() {
 		Expect(vals).To(HaveKeyWithValue("disconnected-after-unstage", "true"))
 		Expect(vals).To(HaveKeyWithValue("files-intact", "true"), "files survive unstage and stage")
 		Expect(vals).To(HaveKeyWithValue("snapshot-holds-writes", "true"), "a clone of the snapshot holds the writes acknowledged before it")
+		Expect(vals).To(HaveKeyWithValue("expanded", "true"), "online expansion reaches the guest's filesystem (fs bytes before,after: %s)", vals["expand-fs-bytes"])
+		Expect(vals).To(HaveKeyWithValue("expanded-writable", "true"), "80 MiB fit on the grown 128 MiB volume")
 		Expect(vals).To(HaveKeyWithValue("unpublished-refused", "true"), "the target refuses a host the volume was not published to")
 		Expect(vals).To(HaveKeyWithValue("revoked", "true"), "unpublish ends the host's live connection")
 		Expect(vals).To(HaveKeyWithValue("scenario", "done"))
+
+		// Ceph's own view of the expanded image.
+		expandedID := vals["expanded-volume-id"]
+		Expect(len(expandedID)).To(BeNumerically(">", 36))
+		info, err := ceph.Admin(ctx, "rbd", "info", "--format", "json", ceph.Pool+"/csi-vol-"+expandedID[len(expandedID)-36:])
+		Expect(err).NotTo(HaveOccurred(), "rbd info: %s", info)
+		Expect(info).To(ContainSubstring(`"size":134217728`), "the RBD image grew to 128 MiB")
 
 		// Ceph's own copy of the snapshot holds the file written before it.
 		snapID := vals["snapshot-id"]

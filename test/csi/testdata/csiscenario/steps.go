@@ -51,6 +51,31 @@ func (s *scenario) run(ctx context.Context) {
 	fmt.Printf("snapshot-holds-writes=%t\n", sameFile(filepath.Join(v2.target, "b.bin"), b) && sameFile(filepath.Join(v2.target, "a.bin"), a))
 	s.detach(ctx, v2)
 
+	// Online expansion, as csi-resizer and the kubelet do it: the
+	// controller grows the image and the namespace, the guest's kernel sees
+	// the new size, the node grows the mounted ext4; the files stay.
+	fsBefore := statfsBytes(v1.target)
+	grown := int64(128 * mib)
+	exp := must(s.ctrl.ControllerExpandVolume(ctx, &csi.ControllerExpandVolumeRequest{
+		VolumeId: v1.vol.VolumeId, CapacityRange: &csi.CapacityRange{RequiredBytes: grown},
+		Secrets: s.secrets, VolumeCapability: v1.vcap,
+	}))("controller expand data-1")
+	nexp := must(s.node.NodeExpandVolume(ctx, &csi.NodeExpandVolumeRequest{
+		VolumeId: v1.vol.VolumeId, VolumePath: v1.target, StagingTargetPath: v1.stage,
+		CapacityRange: &csi.CapacityRange{RequiredBytes: grown}, VolumeCapability: v1.vcap,
+	}))("node expand data-1")
+	fsAfter := statfsBytes(v1.target)
+	fmt.Printf("expand-fs-bytes=%d,%d\n", fsBefore, fsAfter)
+	fmt.Printf("expanded-volume-id=%s\n", v1.vol.VolumeId)
+	fmt.Printf("expanded=%t\n", exp.CapacityBytes == grown && exp.NodeExpansionRequired &&
+		nexp.CapacityBytes >= grown && fsAfter > fsBefore+48*mib &&
+		sameFile(filepath.Join(v1.target, "a.bin"), a))
+	big := Pattern("rackcache-after-expand", 80*mib)
+	if err := writeSynced(filepath.Join(v1.target, "big.bin"), big); err != nil {
+		fail("write 80 MiB after expanding", err)
+	}
+	fmt.Printf("expanded-writable=%t\n", sameFile(filepath.Join(v1.target, "big.bin"), big))
+
 	// A host NQN the volume was not published to is refused by the target.
 	v3 := s.create(ctx, "data-3", blockCap(), nil, nil)
 	err := s.stage(ctx, v3)
