@@ -2,7 +2,6 @@ package csi
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -94,12 +93,9 @@ func (d *Driver) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVolume
 	}
 	defer unlock()
 	path := req.GetVolumePath()
-	fi, err := os.Stat(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, errorf(ErrNotFound, "volume path %s does not exist", path)
-	}
+	fi, err := statVolumePath(path)
 	if err != nil {
-		return nil, fmt.Errorf("stat %s: %w", path, err)
+		return nil, err
 	}
 	block := req.GetVolumeCapability().GetBlock() != nil || fi.Mode()&os.ModeDevice != 0 || fi.Mode().IsRegular()
 	dev := path

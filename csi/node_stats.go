@@ -28,12 +28,9 @@ func (d *Driver) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVolumeS
 		return nil, err
 	}
 	path := req.GetVolumePath()
-	fi, err := os.Stat(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, errorf(ErrNotFound, "volume path %s does not exist", path)
-	}
+	fi, err := statVolumePath(path)
 	if err != nil {
-		return nil, fmt.Errorf("stat %s: %w", path, err)
+		return nil, err
 	}
 	subNQN := cachedvolume.SubsystemNQN(id.Image())
 	cond := &csi.VolumeCondition{Abnormal: false, Message: "NVMe/TCP path to " + subNQN + " is live"}
@@ -59,6 +56,19 @@ func (d *Driver) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVolumeS
 		{Unit: csi.VolumeUsage_INODES, Total: int64(st.Files), Available: int64(st.Ffree), Used: int64(st.Files - st.Ffree)},
 	}
 	return resp, nil
+}
+
+// statVolumePath stats a published volume's path; a missing one is
+// NotFound, as the spec asks of the stats and expand calls.
+func statVolumePath(path string) (os.FileInfo, error) {
+	fi, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, errorf(ErrNotFound, "volume path %s does not exist", path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("stat %s: %w", path, err)
+	}
+	return fi, nil
 }
 
 // blockDeviceSize is the size of the block device at path (a device node

@@ -88,10 +88,16 @@ var _ = Describe("Volumes in the guest's kernel", func() {
 		conn, err := grpc.NewClient("127.0.0.1:"+strconv.Itoa(controllerPort), grpc.WithTransportCredentials(insecure.NewCredentials()))
 		Expect(err).NotTo(HaveOccurred())
 		defer func() { _ = conn.Close() }()
-		_, err = csispec.NewControllerClient(conn).DeleteSnapshot(ctx, &csispec.DeleteSnapshotRequest{SnapshotId: snapID})
+		ctrl := csispec.NewControllerClient(conn)
+		_, err = ctrl.DeleteSnapshot(ctx, &csispec.DeleteSnapshotRequest{SnapshotId: snapID})
 		Expect(err).NotTo(HaveOccurred())
 		_, err = ceph.Admin(ctx, "rbd", "info", ceph.Pool+"/"+snapImage)
 		Expect(err).To(HaveOccurred(), "the snapshot image is gone after DeleteSnapshot")
+		// The scenario left the expanded volume for the check above.
+		var secretMap map[string]string
+		Expect(json.Unmarshal(secrets, &secretMap)).To(Succeed())
+		_, err = ctrl.DeleteVolume(ctx, &csispec.DeleteVolumeRequest{VolumeId: expandedID, Secrets: secretMap})
+		Expect(err).NotTo(HaveOccurred())
 	})
 })
 

@@ -10,8 +10,8 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{free_port, rpc, tcp_listen_address, unix_rpc, Daemon};
-use loadgen::host::{ConnectParams, HostController};
+use common::{free_port, host_params, rpc, tcp_listen_address, unix_rpc, Daemon};
+use loadgen::host::HostController;
 use serde_json::{json, Value};
 use testkit::TempDir;
 
@@ -19,15 +19,7 @@ const NQN: &str = "nqn.2016-06.io.rackcache:cached";
 const HOST: &str = "nqn.2014-08.org.nvmexpress:uuid:8a1c0e2e-0000-4000-8000-0000000000d1";
 
 fn connect(port: u16) -> HostController {
-    let p = ConnectParams {
-        addr: format!("127.0.0.1:{port}"),
-        subnqn: NQN.into(),
-        hostnqn: HOST.into(),
-        host_id: [0xd1; 16],
-        queue_size: 32,
-        kato_ms: 0,
-    };
-    HostController::connect(&p, 1).expect("the host connects")
+    HostController::connect(&host_params(port, NQN, HOST, 0xd1), 1).expect("the host connects")
 }
 
 /// Exports `bdev` as namespace 1 of NQN on a TCP listener at `port`.

@@ -11,9 +11,8 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{free_port, rpc, tcp_listen_address, unix_rpc, Daemon};
-use loadgen::host::{ConnectParams, Event, HostController};
-use nvmf::sqe::{opcode, sgl, SglDescriptor, Sqe};
+use common::{free_port, host_params, rpc, tcp_listen_address, unix_rpc, Daemon};
+use loadgen::host::{Event, HostController};
 use serde_json::{json, Value};
 use testkit::{Ceph, TempDir};
 
@@ -23,15 +22,7 @@ const BS: usize = 4096;
 const MIB: u64 = 1 << 20;
 
 fn connect(port: u16) -> HostController {
-    let p = ConnectParams {
-        addr: format!("127.0.0.1:{port}"),
-        subnqn: NQN.into(),
-        hostnqn: HOST.into(),
-        host_id: [0xe1; 16],
-        queue_size: 32,
-        kato_ms: 0,
-    };
-    HostController::connect(&p, 1).expect("the host connects")
+    HostController::connect(&host_params(port, NQN, HOST, 0xe1), 1).expect("the host connects")
 }
 
 /// Namespace 1's size (NSZE) as Identify Namespace reports it.
@@ -111,26 +102,6 @@ fn setup(socket: &Path, ceph: &Ceph, cache_img: &Path, port: u16) {
     );
 }
 
-/// Enables namespace attribute notices and leaves an AER outstanding.
-fn arm_aer(c: &mut HostController) {
-    c.admin
-        .admin_no_data(opcode::SET_FEATURES, 0, [0x0b, 1 << 8, 0, 0, 0, 0], "AEC")
-        .unwrap();
-    let aer = Sqe::build(
-        opcode::ASYNC_EVENT_REQUEST,
-        901,
-        0,
-        SglDescriptor {
-            address: 0,
-            length: 0,
-            kind: sgl::TRANSPORT,
-        },
-        [0; 6],
-    );
-    c.admin.queue_command(&aer, None);
-    c.admin.flush().unwrap();
-}
-
 #[test]
 fn rbd_resize_grows_the_image_the_cached_bdev_and_the_namespace() {
     let ceph = Ceph::start();
@@ -162,7 +133,7 @@ fn rbd_resize_grows_the_image_the_cached_bdev_and_the_namespace() {
     assert_eq!(image_size(&ceph), 16 * MIB);
     assert_eq!(num_blocks(&socket, "C0"), 16 * MIB / BS as u64);
 
-    arm_aer(&mut c);
+    c.admin.arm_namespace_notices(901).unwrap();
     assert_eq!(
         rpc(
             &socket,

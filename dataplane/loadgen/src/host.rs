@@ -543,6 +543,27 @@ impl HostQueue {
         Ok(())
     }
 
+    /// Enables Namespace Attribute Changed notices (Set Features, Async
+    /// Event Configuration) and leaves an Asynchronous Event Request with
+    /// command id `cid` outstanding: its completion arrives through
+    /// [`HostQueue::recv`] when a namespace changes.
+    pub fn arm_namespace_notices(&mut self, cid: u16) -> Result<()> {
+        self.admin_no_data(opcode::SET_FEATURES, 0, [0x0b, 1 << 8, 0, 0, 0, 0], "AEC")?;
+        let aer = Sqe::build(
+            opcode::ASYNC_EVENT_REQUEST,
+            cid,
+            0,
+            SglDescriptor {
+                address: 0,
+                length: 0,
+                kind: sgl::TRANSPORT,
+            },
+            [0; 6],
+        );
+        self.queue_command(&aer, None);
+        self.flush()
+    }
+
     /// Keep Alive.
     pub fn keep_alive(&mut self) -> Result<()> {
         self.admin_no_data(opcode::KEEP_ALIVE, 0, [0; 6], "Keep Alive")

@@ -362,22 +362,7 @@ fn namespace_change_completes_an_outstanding_aer() {
     let h = Harness::start(&[HOST]);
     let mut c = HostController::connect(&h.params(NQN, HOST, 0), 0).unwrap();
     // Enable namespace attribute notices, then leave an AER outstanding.
-    c.admin
-        .admin_no_data(opcode::SET_FEATURES, 0, [0x0b, 1 << 8, 0, 0, 0, 0], "AEC")
-        .unwrap();
-    let aer = Sqe::build(
-        opcode::ASYNC_EVENT_REQUEST,
-        777,
-        0,
-        SglDescriptor {
-            address: 0,
-            length: 0,
-            kind: sgl::TRANSPORT,
-        },
-        [0; 6],
-    );
-    c.admin.queue_command(&aer, None);
-    c.admin.flush().unwrap();
+    c.admin.arm_namespace_notices(777).unwrap();
     let bdev = Arc::new(Bdev::Malloc(MallocBdev::new("Malloc1", 64, 512).unwrap()));
     let nsid = h
         .target

@@ -362,14 +362,7 @@ impl CachedVolume {
         }
         // The engine must accept the size before the device records it: a
         // record no engine accepts would leave the volume unloadable.
-        let params = self
-            .inner
-            .shared
-            .params
-            .lock()
-            .expect("params lock")
-            .clone();
-        params
+        self.params()
             .engine_config(size, self.inner.info.block_size, UNIT_SIZE)
             .map_err(|e| VolumeError::Invalid(e.0))?;
         self.inner.cache.grow_volume_size(&name, size).await?;

@@ -43,7 +43,7 @@ pub(super) async fn rbd_resize(app: &App, params: Option<Value>) -> Result<Value
     for v in adacache::volumes(&state) {
         v.follow_core_size()
             .await
-            .map_err(|e| RpcError::cache(&format!("grow cached bdev over {}", p.name), &e))?;
+            .map_err(|e| RpcError::cache(format!("grow cached bdev over {}", p.name), &e))?;
     }
     if let Some(t) = &state.nvmf.target {
         for s in t.subsystems() {

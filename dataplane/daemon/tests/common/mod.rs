@@ -81,6 +81,19 @@ extern "C" {
 }
 
 /// A free TCP port on 127.0.0.1 (free when asked; tests bind it soon after).
+/// A host's connect parameters for `subnqn` on 127.0.0.1:`port`; `id`
+/// fills the host identifier.
+pub fn host_params(port: u16, subnqn: &str, hostnqn: &str, id: u8) -> loadgen::host::ConnectParams {
+    loadgen::host::ConnectParams {
+        addr: format!("127.0.0.1:{port}"),
+        subnqn: subnqn.into(),
+        hostnqn: hostnqn.into(),
+        host_id: [id; 16],
+        queue_size: 32,
+        kato_ms: 0,
+    }
+}
+
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())

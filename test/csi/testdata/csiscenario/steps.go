@@ -98,12 +98,13 @@ func (s *scenario) run(ctx context.Context) {
 	fmt.Printf("revoked=%t\n", live && waitNoControllers(subNQN(v4), 60*time.Second))
 	must(s.node.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: v4.vol.VolumeId, StagingTargetPath: v4.stage}))("node unstage data-4")
 
-	// Clean up what the host does not check afterwards.
+	// Clean up what the host does not check afterwards (it reads data-1's
+	// image in Ceph, then deletes it through the controller).
 	s.detach(ctx, v1)
 	for _, v := range []*volume{v1, v2} {
 		must(s.ctrl.ControllerUnpublishVolume(ctx, &csi.ControllerUnpublishVolumeRequest{VolumeId: v.vol.VolumeId, NodeId: s.nodeID}))("controller unpublish " + v.name)
 	}
-	for _, v := range []*volume{v2, v3, v4, v1} {
+	for _, v := range []*volume{v2, v3, v4} {
 		must(s.ctrl.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: v.vol.VolumeId, Secrets: s.secrets}))("delete " + v.name)
 	}
 	fmt.Println("scenario=done")
