@@ -3,6 +3,7 @@ package csi
 import (
 	"context"
 	"slices"
+	"strconv"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/go-logr/logr"
@@ -55,11 +56,16 @@ func (d *Driver) ControllerPublishVolume(ctx context.Context, req *csi.Controlle
 	if err != nil {
 		return nil, err
 	}
-	if _, err := d.waitApplied(ctx, cv.Name); err != nil {
+	if cv, err = d.waitApplied(ctx, cv.Name); err != nil {
 		return nil, err
 	}
-	logr.FromContextOrDiscard(ctx).Info("volume published", "volume", id.String(), "node", node, "hostNQN", hostNQN)
-	return &csi.ControllerPublishVolumeResponse{PublishContext: map[string]string{publishHostNQN: hostNQN}}, nil
+	logr.FromContextOrDiscard(ctx).Info("volume published", "volume", id.String(), "node", node, "hostNQN", hostNQN,
+		"address", cv.Status.Address, "port", cv.Status.Port)
+	return &csi.ControllerPublishVolumeResponse{PublishContext: map[string]string{
+		publishHostNQN: hostNQN,
+		ctxAddress:     cv.Status.Address,
+		ctxPort:        strconv.Itoa(int(cv.Status.Port)),
+	}}, nil
 }
 
 // ControllerUnpublishVolume removes the node's host NQN; the dataplane

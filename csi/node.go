@@ -55,10 +55,15 @@ type target struct {
 	Address, Port  string
 }
 
-// targetOf reads the volume context NodeStage gets; the portal goes
-// through the portal map.
-func (d *Driver) targetOf(id volumeID, vc map[string]string) (target, error) {
+// targetOf reads the volume and publish contexts NodeStage gets: the
+// portal of the publish context (where the volume is served now) wins over
+// the volume context's (where it was created); it then goes through the
+// portal map.
+func (d *Driver) targetOf(id volumeID, vc, pc map[string]string) (target, error) {
 	t := target{SubNQN: cachedvolume.SubsystemNQN(id.Image()), NSUUID: vc[ctxNSUUID], Address: vc[ctxAddress], Port: vc[ctxPort]}
+	if pc[ctxAddress] != "" && pc[ctxPort] != "" {
+		t.Address, t.Port = pc[ctxAddress], pc[ctxPort]
+	}
 	if t.Address == "" || t.Port == "" || t.NSUUID == "" {
 		return t, errorf(ErrInvalidArgument, "the volume context must carry %s, %s and %s (CreateVolume returns them)", ctxAddress, ctxPort, ctxNSUUID)
 	}
@@ -124,7 +129,7 @@ func (d *Driver) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRe
 	if err != nil {
 		return nil, err
 	}
-	t, err := d.targetOf(id, req.GetVolumeContext())
+	t, err := d.targetOf(id, req.GetVolumeContext(), req.GetPublishContext())
 	if err != nil {
 		return nil, err
 	}
@@ -218,7 +223,7 @@ func (d *Driver) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 	targetPath := req.GetTargetPath()
 	var source string
 	if req.GetVolumeCapability().GetBlock() != nil {
-		t, err := d.targetOf(id, req.GetVolumeContext())
+		t, err := d.targetOf(id, req.GetVolumeContext(), req.GetPublishContext())
 		if err != nil {
 			return nil, err
 		}

@@ -41,7 +41,11 @@ const (
 	ctxCachePool = "cachePool"
 )
 
-// Publish context key: the host NQN the volume was published to.
+// Publish context keys: the host NQN the volume was published to, and the
+// portal serving it at publish time (ctxAddress, ctxPort). The portal in
+// the volume context is the one at creation and never changes with the
+// PV; a volume re-placed since (its server was lost) is served elsewhere,
+// and every new attachment learns where from its publish context.
 const publishHostNQN = "hostNQN"
 
 // defaultImageFeatures are what the kernel-free path needs: layering for
