@@ -139,6 +139,14 @@ type CachedVolumeStatus struct {
 	// Rack is the server's rack.
 	// +optional
 	Rack string `json:"rack,omitempty"`
+	// FormerServers are servers the volume was re-placed away from (they
+	// were lost) that may still hold its objects: a returning server's
+	// persisted configuration brings back the volume's subsystem and a
+	// cache that is stale by then. The operator revokes every host there
+	// and removes the objects once the server answers again.
+	// +optional
+	// +listType=set
+	FormerServers []string `json:"formerServers,omitempty"`
 	// CrossRack is true when the volume was placed outside spec.rack.
 	// +optional
 	CrossRack bool `json:"crossRack,omitempty"`

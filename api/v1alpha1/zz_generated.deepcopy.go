@@ -290,6 +290,11 @@ func (in *CachedVolumeStatus) DeepCopyInto(out *CachedVolumeStatus) {
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
 	}
+	if in.FormerServers != nil {
+		in, out := &in.FormerServers, &out.FormerServers
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.CacheSize != nil {
 		in, out := &in.CacheSize, &out.CacheSize
 		x := (*in).DeepCopy()

@@ -36,6 +36,9 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result
 		return r.deleteFromLostServer(ctx, s, "its CachePool no longer exists")
 	}
 	s.pool = pool
+	// Best effort: a former server that is still lost keeps its stale
+	// objects (docs/operator.md), it does not hold the deletion up.
+	r.cleanFormerServers(ctx, s)
 	server := findServer(pool, vol.Status.Server)
 	switch {
 	case server == nil:

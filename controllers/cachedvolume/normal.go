@@ -80,6 +80,11 @@ func keepPlacement(s *scope) {
 // mayReplace is false after a re-placement in this pass (one move a pass).
 func (r *Reconciler) serve(ctx context.Context, s *scope, mayReplace bool) (ctrl.Result, error) {
 	vol, pool := s.vol, s.pool
+	if r.cleanFormerServers(ctx, s) {
+		// Placed back on a server whose stale objects are not gone yet.
+		s.obs.DataplaneError = fmt.Sprintf("cache server %s still holds this volume's objects from before it was lost; removing them first", vol.Status.Server)
+		return r.statsRequeue(), nil
+	}
 	server := findServer(pool, vol.Status.Server)
 	in := LostInput{
 		Listed:           server != nil,
@@ -218,6 +223,7 @@ func (r *Reconciler) lost(ctx context.Context, s *scope, d LostDecision, mayRepl
 			return r.statsRequeue(), nil
 		}
 		forgetVolumeMetrics(vol.Name)
+		rememberFormerServer(vol, lostServer)
 		clearPlacement(vol)
 		s.obs.Placed = false
 		if !r.place(ctx, s, lostServer, true) {

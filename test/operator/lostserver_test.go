@@ -60,6 +60,8 @@ var _ = Describe("A lost cache server", func() {
 		Eventually(degraded).WithContext(ctx).WithTimeout(convergeTimeout).WithPolling(poll).Should(Succeed())
 		Consistently(degraded).WithContext(ctx).WithTimeout(holdPeriod).WithPolling(time.Second).Should(Succeed())
 
+		Expect(getVolume(Default, ctx, wt.Name).Status.FormerServers).To(ConsistOf(first.In.Node))
+
 		By("bringing the write-back volume back once its server returns")
 		first.Restart(ctx, false)
 		first.SetNodeReady(ctx, true)
@@ -69,6 +71,16 @@ var _ = Describe("A lost cache server", func() {
 			g.Expect(v.Status.Server).To(Equal(first.In.Node))
 			g.Expect(condition(v.Status.Conditions, rcv1.ConditionDegraded)).To(HaveField("Status", BeEquivalentTo("False")))
 			expectServes(g, ctx, first, wbNQN, nil, "wb")
+		}).WithContext(ctx).WithTimeout(convergeTimeout).WithPolling(poll).Should(Succeed())
+
+		By("removing the write-through volume's stale objects from the returned server")
+		// Its persisted configuration brought back the subsystem and a
+		// cache that missed every write since the move.
+		Eventually(func(g Gomega) {
+			expectNotServing(g, ctx, first, wtNQN)
+			g.Expect(cachedBdevsOf(g, ctx, first)).NotTo(HaveKey("cv-"+wt.Name))
+			g.Expect(getVolume(g, ctx, wt.Name).Status.FormerServers).To(BeEmpty())
+			expectServes(g, ctx, second, wtNQN, nil, "wt")
 		}).WithContext(ctx).WithTimeout(convergeTimeout).WithPolling(poll).Should(Succeed())
 
 		// The restarted dataplane stops when this spec ends, before the
