@@ -85,4 +85,3 @@ func (r *Reconciler) cleanFormerServer(ctx context.Context, pool *rcv1.CachePool
 	}
 	return res.Done, nil
 }
-

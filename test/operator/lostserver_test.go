@@ -78,7 +78,7 @@ var _ = Describe("A lost cache server", func() {
 		// cache that missed every write since the move.
 		Eventually(func(g Gomega) {
 			expectNotServing(g, ctx, first, wtNQN)
-			g.Expect(cachedBdevsOf(g, ctx, first)).NotTo(HaveKey("cv-"+wt.Name))
+			g.Expect(cachedBdevsOf(g, ctx, first)).NotTo(HaveKey("cv-" + wt.Name))
 			g.Expect(getVolume(g, ctx, wt.Name).Status.FormerServers).To(BeEmpty())
 			expectServes(g, ctx, second, wtNQN, nil, "wt")
 		}).WithContext(ctx).WithTimeout(convergeTimeout).WithPolling(poll).Should(Succeed())
