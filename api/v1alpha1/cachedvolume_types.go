@@ -139,6 +139,10 @@ type CachedVolumeStatus struct {
 	// Rack is the server's rack.
 	// +optional
 	Rack string `json:"rack,omitempty"`
+	// CacheDevice is the pool's cache device (its cache bdev, cache0 and
+	// so on) holding the volume's cache on its server.
+	// +optional
+	CacheDevice string `json:"cacheDevice,omitempty"`
 	// FormerServers are servers the volume was re-placed away from (they
 	// were lost) that may still hold its objects: a returning server's
 	// persisted configuration brings back the volume's subsystem and a

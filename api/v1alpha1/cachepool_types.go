@@ -171,6 +171,12 @@ type ServerStatus struct {
 	// Allocated is the cache capacity given to volumes.
 	// +optional
 	Allocated *resource.Quantity `json:"allocated,omitempty"`
+	// Devices are the server's cache devices and their capacity: a
+	// volume's cache lives on one device, so placement needs room on one.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Devices []DeviceStatus `json:"devices,omitempty"`
 	// Volumes is the number of cached volumes on the server.
 	// +optional
 	Volumes int32 `json:"volumes"`
@@ -185,6 +191,17 @@ type ServerStatus struct {
 	// Message says why the server is not ready.
 	// +optional
 	Message string `json:"message,omitempty"`
+}
+
+// DeviceStatus is one cache device of a server.
+type DeviceStatus struct {
+	// Name is the device's cache bdev on the dataplane (cache0 for the
+	// pool's first device, and so on).
+	// +required
+	Name string `json:"name"`
+	// Capacity is the device's cache capacity.
+	// +required
+	Capacity resource.Quantity `json:"capacity"`
 }
 
 // CachePoolStatus is the observed state of a CachePool.

@@ -241,7 +241,7 @@ func (r *Reconciler) lost(ctx context.Context, s *scope, d LostDecision, mayRepl
 // the mode is taken from the pool at creation, and a re-placed volume keeps it.
 func clearPlacement(vol *rcv1.CachedVolume) {
 	st := &vol.Status
-	st.Server, st.Rack, st.CrossRack, st.Address, st.Port = "", "", false, "", 0
+	st.Server, st.Rack, st.CrossRack, st.Address, st.Port, st.CacheDevice = "", "", false, "", 0, ""
 	st.Flush = nil
 	st.Stats = rcv1.VolumeStats{}
 }
@@ -268,6 +268,7 @@ func (r *Reconciler) recordApplied(ctx context.Context, s *scope, c *dataplane.C
 	}
 	st.Rack, st.Address, st.Port, st.NQN = server.Rack, server.Address, poolPort(s.pool), d.Subsystem.NQN
 	st.WriteMode = APIWriteMode(res.WriteMode)
+	st.CacheDevice = res.CacheDevice
 	s.obs.Applied = true
 	s.obs.CacheDegraded = res.Degraded
 	if res.Degraded && !meta.IsStatusConditionTrue(st.Conditions, rcv1.ConditionDegraded) {

@@ -59,29 +59,35 @@ func allowCrossRack(pool *rcv1.CachePool) bool {
 // allocation sums, per server, the cache sizes of the pool's other volumes
 // (their status, written by this reconciler's passes: fresher than the
 // pool's status, which is read from the dataplanes on the pool's cycle).
-func (r *Reconciler) allocation(ctx context.Context, pool, self string) (map[string]int64, error) {
+func (r *Reconciler) allocation(ctx context.Context, pool, self string) (map[string][]placedCache, error) {
 	var vols rcv1.CachedVolumeList
 	if err := r.apiReader().List(ctx, &vols); err != nil {
 		return nil, fmt.Errorf("list CachedVolumes to compute allocation: %w", err)
 	}
-	out := map[string]int64{}
+	out := map[string][]placedCache{}
 	for i := range vols.Items {
 		v := &vols.Items[i]
 		if v.Name == self || v.Spec.PoolName != pool || v.Status.Server == "" || v.Status.CacheSize == nil {
 			continue
 		}
-		out[v.Status.Server] += v.Status.CacheSize.Value()
+		out[v.Status.Server] = append(out[v.Status.Server], placedCache{Device: v.Status.CacheDevice, Bytes: v.Status.CacheSize.Value()})
 	}
 	return out, nil
 }
 
 // candidates are the pool's servers as placement sees them.
-func candidates(pool *rcv1.CachePool, alloc map[string]int64) []Candidate {
+func candidates(pool *rcv1.CachePool, alloc map[string][]placedCache) []Candidate {
 	out := make([]Candidate, 0, len(pool.Status.Servers))
 	for _, s := range pool.Status.Servers {
-		c := Candidate{Name: s.NodeName, Rack: s.Rack, Ready: s.Ready, Allocated: alloc[s.NodeName], IOPS: s.IOPS}
+		c := Candidate{Name: s.NodeName, Rack: s.Rack, Ready: s.Ready, IOPS: s.IOPS}
+		for _, p := range alloc[s.NodeName] {
+			c.Allocated += p.Bytes
+		}
 		if s.Capacity != nil {
 			c.Capacity = s.Capacity.Value()
+		}
+		if len(s.Devices) > 0 {
+			c.LargestFree, c.KnowsDevices = largestFree(s.Devices, alloc[s.NodeName]), true
 		}
 		out = append(out, c)
 	}

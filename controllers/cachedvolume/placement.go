@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+
+	rcv1 "github.com/rackcache/rackcache/api/v1alpha1"
 )
 
 // Candidate is one cache server as placement sees it.
@@ -18,6 +20,11 @@ type Candidate struct {
 	// placed there (the CachedVolumes' status, fresher than the pool's).
 	Capacity  int64
 	Allocated int64
+	// LargestFree is the room on the cache device with the most of it (a
+	// volume's cache lives on one device); it counts when KnowsDevices (a
+	// server that reports no devices is judged by Free alone).
+	LargestFree  int64
+	KnowsDevices bool
 	// IOPS is the server's recent load.
 	IOPS int64
 }
@@ -71,7 +78,9 @@ func (e *NoCapacityError) Error() string {
 // keeps many volumes placed on stale load figures from piling onto one
 // server. rng makes the sampling reproducible in tests.
 func Place(servers []Candidate, req PlacementRequest, rng *rand.Rand) (PlacementResult, error) {
-	fits := func(c Candidate) bool { return c.Ready && c.Name != req.Exclude && c.Free() >= req.Need }
+	fits := func(c Candidate) bool {
+		return c.Ready && c.Name != req.Exclude && c.Free() >= req.Need && (!c.KnowsDevices || c.LargestFree >= req.Need)
+	}
 	var inRack, elsewhere []Candidate
 	for _, c := range servers {
 		if !fits(c) {
@@ -121,4 +130,44 @@ func lessLoaded(a, b Candidate) bool {
 		return c < 0
 	}
 	return a.Name < b.Name
+}
+
+// placedCache is a volume's cache on a server: its device once applied
+// ("" while the dataplane has not chosen one yet) and its size.
+type placedCache struct {
+	Device string
+	Bytes  int64
+}
+
+// largestFree is the room left on a server's roomiest cache device. Volumes
+// on a known device take from it; the others (placed, not applied yet) are
+// given, largest first, to the device with the most room, as the dataplane
+// will choose for them.
+func largestFree(devices []rcv1.DeviceStatus, placed []placedCache) int64 {
+	free := make(map[string]int64, len(devices))
+	for _, d := range devices {
+		free[d.Name] = d.Capacity.Value()
+	}
+	var pending []int64
+	for _, p := range placed {
+		if _, ok := free[p.Device]; ok {
+			free[p.Device] -= p.Bytes
+		} else {
+			pending = append(pending, p.Bytes)
+		}
+	}
+	roomiest := func() string {
+		best := ""
+		for _, d := range devices {
+			if best == "" || free[d.Name] > free[best] {
+				best = d.Name
+			}
+		}
+		return best
+	}
+	slices.SortFunc(pending, func(a, b int64) int { return cmp.Compare(b, a) })
+	for _, b := range pending {
+		free[roomiest()] -= b
+	}
+	return free[roomiest()]
 }

@@ -5,6 +5,10 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	rcv1 "github.com/rackcache/rackcache/api/v1alpha1"
 )
 
 const gib = 1 << 30
@@ -154,5 +158,50 @@ func TestLessLoadedTies(t *testing.T) {
 		if p1.Server.Name != p2.Server.Name {
 			t.Errorf("seed %d: %s vs %s depending on listing order", seed, p1.Server.Name, p2.Server.Name)
 		}
+	}
+}
+
+func TestLargestFree(t *testing.T) {
+	dev := func(name string, g int64) rcv1.DeviceStatus {
+		return rcv1.DeviceStatus{Name: name, Capacity: *resource.NewQuantity(g*gib, resource.BinarySI)}
+	}
+	two := []rcv1.DeviceStatus{dev("cache0", 10), dev("cache1", 10)}
+	cases := []struct {
+		name    string
+		devices []rcv1.DeviceStatus
+		placed  []placedCache
+		want    int64
+	}{
+		{"empty server", two, nil, 10 * gib},
+		{"volumes on known devices", two, []placedCache{{"cache0", 7 * gib}, {"cache1", 2 * gib}}, 8 * gib},
+		// 20 GiB free in all, but no device has 12 GiB.
+		{"free space split across devices", two, []placedCache{{"cache0", 4 * gib}, {"cache1", 4 * gib}}, 6 * gib},
+		// Not applied yet: they go where the dataplane would put them,
+		// the roomiest device, largest first (8 to cache0, 5 to cache1,
+		// 3 to cache1).
+		{"pending volumes fill the roomiest device", two, []placedCache{{"", 3 * gib}, {"", 8 * gib}, {"", 5 * gib}}, 2 * gib},
+		{"a device name not in the list counts as pending", two, []placedCache{{"cache7", 9 * gib}}, 10 * gib},
+		{"one device", []rcv1.DeviceStatus{dev("cache0", 4)}, []placedCache{{"cache0", 4 * gib}}, 0},
+	}
+	for _, tc := range cases {
+		if got := largestFree(tc.devices, tc.placed); got != tc.want {
+			t.Errorf("%s: largest free %d GiB, want %d GiB", tc.name, got/gib, tc.want/gib)
+		}
+	}
+}
+
+// A server with room in total but not on one device is no candidate.
+func TestPlaceNeedsRoomOnOneDevice(t *testing.T) {
+	split := srv("a1", "a", 20, 0)
+	split.LargestFree, split.KnowsDevices = 6*gib, true
+	whole := srv("a2", "a", 12, 900)
+	whole.LargestFree, whole.KnowsDevices = 12*gib, true
+	res, err := Place([]Candidate{split, whole}, PlacementRequest{Rack: "a", Need: 12 * gib}, rand.New(rand.NewPCG(1, 2)))
+	if err != nil || res.Server.Name != "a2" {
+		t.Fatalf("placed on %+v, %v; want a2 (a1 has 20 GiB free but 6 GiB on its roomiest device)", res.Server, err)
+	}
+	var noCap *NoCapacityError
+	if _, err := Place([]Candidate{split}, PlacementRequest{Rack: "a", Need: 12 * gib}, rand.New(rand.NewPCG(1, 2))); !errors.As(err, &noCap) {
+		t.Errorf("a server without room on one device: %v, want NoCapacityError", err)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/api/resource"
+
 	rcv1 "github.com/rackcache/rackcache/api/v1alpha1"
 	"github.com/rackcache/rackcache/controllers/dataplane"
 	"github.com/rackcache/rackcache/controllers/servers"
@@ -21,8 +23,10 @@ type serverReading struct {
 	Version        string
 	CapacityBytes  int64
 	AllocatedBytes int64
-	Volumes        int32
-	IOPS           int64
+	// Devices are the capacities of the cache devices the server has.
+	Devices []rcv1.DeviceStatus
+	Volumes int32
+	IOPS    int64
 	// MissingCacheBdevs are cacheN bdevs of the pool's devices the server
 	// does not have (the device could not be opened at start).
 	MissingCacheBdevs []string
@@ -139,7 +143,10 @@ func (r *Reconciler) readInto(ctx context.Context, c *dataplane.Client, pool *rc
 	if err != nil {
 		return err
 	}
-	out.CapacityBytes, out.MissingCacheBdevs = serverCapacity(pool.Spec.Devices, devices, bdevs)
+	out.Devices, out.MissingCacheBdevs = deviceCapacities(pool.Spec.Devices, devices, bdevs)
+	for _, d := range out.Devices {
+		out.CapacityBytes += d.Capacity.Value()
+	}
 	out.DeviceErrors = openErrs
 	out.AllocatedBytes = allocatedBytes(devices)
 	out.Volumes = int32(len(cached))
@@ -184,12 +191,12 @@ func ensureCacheBdevs(ctx context.Context, c *dataplane.Client, spec []rcv1.Cach
 	return bdevs, errs, err
 }
 
-// serverCapacity is the cache capacity of one server: per device of the
-// pool, the room of the cache formatted on it (once a volume opened it),
-// else the size of its bdev, capped by the device's size in the spec. It
-// also returns the names of the cache bdevs the server lacks.
-func serverCapacity(spec []rcv1.CacheDevice, devices []dataplane.CacheDevice, bdevs []dataplane.Bdev) (int64, []string) {
-	var total int64
+// deviceCapacities is the cache capacity of each device of the pool on
+// one server: the room of the cache formatted on it (once a volume opened
+// it), else the size of its bdev, capped by the device's size in the spec.
+// It also returns the names of the cache bdevs the server lacks.
+func deviceCapacities(spec []rcv1.CacheDevice, devices []dataplane.CacheDevice, bdevs []dataplane.Bdev) ([]rcv1.DeviceStatus, []string) {
+	var out []rcv1.DeviceStatus
 	var missing []string
 	for i, d := range spec {
 		name := servers.CacheBdevName(i)
@@ -201,9 +208,9 @@ func serverCapacity(spec []rcv1.CacheDevice, devices []dataplane.CacheDevice, bd
 		if d.Size != nil && d.Size.Value() < size {
 			size = d.Size.Value()
 		}
-		total += size
+		out = append(out, rcv1.DeviceStatus{Name: name, Capacity: *resource.NewQuantity(size, resource.BinarySI)})
 	}
-	return total, missing
+	return out, missing
 }
 
 func deviceSize(name string, devices []dataplane.CacheDevice, bdevs []dataplane.Bdev) (int64, bool) {

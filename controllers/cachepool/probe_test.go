@@ -10,7 +10,7 @@ import (
 	"github.com/rackcache/rackcache/controllers/dataplane"
 )
 
-func TestServerCapacity(t *testing.T) {
+func TestDeviceCapacities(t *testing.T) {
 	gi := int64(1 << 30)
 	limit := resource.MustParse("2Gi")
 	spec := []rcv1.CacheDevice{{Path: "/dev/a"}, {Path: "/dev/b", Size: &limit}}
@@ -21,21 +21,25 @@ func TestServerCapacity(t *testing.T) {
 		name        string
 		devices     []dataplane.CacheDevice
 		bdevs       []dataplane.Bdev
-		want        int64
+		want        []int64
 		wantMissing []string
 	}{
-		{"bdev sizes before any volume", nil, []dataplane.Bdev{bdev("cache0", 10*gi), bdev("cache1", 1*gi)}, 11 * gi, nil},
-		{"capped by the spec size", nil, []dataplane.Bdev{bdev("cache0", 10*gi), bdev("cache1", 5*gi)}, 12 * gi, nil},
+		{"bdev sizes before any volume", nil, []dataplane.Bdev{bdev("cache0", 10*gi), bdev("cache1", 1*gi)}, []int64{10 * gi, gi}, nil},
+		{"capped by the spec size", nil, []dataplane.Bdev{bdev("cache0", 10*gi), bdev("cache1", 5*gi)}, []int64{10 * gi, 2 * gi}, nil},
 		{"formatted device reports its room", []dataplane.CacheDevice{{CacheBdevName: "cache0", TotalMiB: 9000}},
-			[]dataplane.Bdev{bdev("cache0", 10*gi), bdev("cache1", 1*gi)}, 9000<<20 + gi, nil},
-		{"a missing device", nil, []dataplane.Bdev{bdev("cache1", 1*gi), bdev("other", 50*gi)}, gi, []string{"cache0"}},
-		{"nothing there", nil, nil, 0, []string{"cache0", "cache1"}},
+			[]dataplane.Bdev{bdev("cache0", 10*gi), bdev("cache1", 1*gi)}, []int64{9000 << 20, gi}, nil},
+		{"a missing device", nil, []dataplane.Bdev{bdev("cache1", 1*gi), bdev("other", 50*gi)}, []int64{gi}, []string{"cache0"}},
+		{"nothing there", nil, nil, nil, []string{"cache0", "cache1"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, missing := serverCapacity(spec, tc.devices, tc.bdevs)
-			if got != tc.want || !slices.Equal(missing, tc.wantMissing) {
-				t.Errorf("capacity %d missing %v, want %d %v", got, missing, tc.want, tc.wantMissing)
+			devs, missing := deviceCapacities(spec, tc.devices, tc.bdevs)
+			var got []int64
+			for _, d := range devs {
+				got = append(got, d.Capacity.Value())
+			}
+			if !slices.Equal(got, tc.want) || !slices.Equal(missing, tc.wantMissing) {
+				t.Errorf("capacities %v missing %v, want %v %v (%+v)", got, missing, tc.want, tc.wantMissing, devs)
 			}
 		})
 	}

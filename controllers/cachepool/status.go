@@ -107,6 +107,7 @@ func serverStatus(r *serverReading) rcv1.ServerStatus {
 	if r.Answered {
 		s.Capacity = resource.NewQuantity(r.CapacityBytes, resource.BinarySI)
 		s.Allocated = resource.NewQuantity(r.AllocatedBytes, resource.BinarySI)
+		s.Devices = r.Devices
 	}
 	var why []string
 	if !r.Server.PodReady {
