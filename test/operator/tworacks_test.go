@@ -59,6 +59,10 @@ var _ = Describe("A CachePool with servers in two racks", Ordered, func() {
 			Expect(st.Version).NotTo(BeEmpty())
 			Expect(st.Capacity).NotTo(BeNil())
 			Expect(st.Capacity.Value()).To(BeEquivalentTo(reported), "capacity of %s", st.NodeName)
+			// One cache device per server here: it has all the capacity.
+			Expect(st.Devices).To(HaveLen(1), "devices of %s", st.NodeName)
+			Expect(st.Devices[0].Name).To(Equal("cache0"))
+			Expect(st.Devices[0].Capacity.Value()).To(BeEquivalentTo(reported), "capacity of %s's cache0", st.NodeName)
 			total += st.Capacity.Value()
 			perRack[st.Rack] += st.Capacity.Value()
 		}
@@ -93,6 +97,7 @@ var _ = Describe("A CachePool with servers in two racks", Ordered, func() {
 		Expect(v.Status.Address).To(Equal(srvB.In.IP))
 		Expect(v.Status.Port).To(BeEquivalentTo(nvmePort))
 		Expect(v.Status.WriteMode).To(Equal(rcv1.WriteThrough))
+		Expect(v.Status.CacheDevice).To(Equal("cache0"), "the device holding its cache")
 		Expect(condition(v.Status.Conditions, rcv1.ConditionPlaced)).To(HaveField("Reason", rcv1.ReasonPlacedInRack))
 
 		// The subsystem and its cached bdev, as SPDK's client sees them.
