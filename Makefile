@@ -50,11 +50,12 @@ generate: ## Generate DeepCopy code for the API types (controller-gen).
 	else echo "generate: no API types under api/ yet, nothing to generate"; fi
 
 .PHONY: manifests
-manifests: ## Generate CRDs and RBAC into config/ (controller-gen).
+manifests: ## Generate CRDs and RBAC into config/ (controller-gen), and copy them into the Helm chart.
 	@if ls api/*/*.go >/dev/null 2>&1; then \
 	  hack/deps.sh go-tools && controller-gen crd rbac:roleName=rackcache-operator \
 	    paths="./api/...;./controllers/..." output:crd:artifacts:config=config/crd/bases; \
 	else echo "manifests: no API types under api/ yet, nothing to generate"; fi
+	hack/chart-sync.sh
 
 .PHONY: fmt
 fmt: ## Format Go (gofmt) and Rust (rustfmt) code in place.
@@ -86,7 +87,7 @@ verify: fmt-check vet lint verify-generated ## Everything static: formatting, ve
 .PHONY: verify-generated
 verify-generated: ## Fail when `make generate manifests` would change the generated files on disk.
 	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
-	  gen() { find api config/crd config/rbac -type f \( -name 'zz_generated.*.go' -o -path 'config/crd/bases/*' -o -path 'config/rbac/role.yaml' \) 2>/dev/null | sort; }; \
+	  gen() { find api config/crd config/rbac charts/rackcache/crds charts/rackcache/files -type f \( -name 'zz_generated.*.go' -o -path 'config/crd/bases/*' -o -path 'config/rbac/role.yaml' -o -path 'charts/rackcache/crds/*' -o -path 'charts/rackcache/files/*' \) 2>/dev/null | sort; }; \
 	  for f in $$(gen); do mkdir -p "$$tmp/before/$$(dirname $$f)"; cp "$$f" "$$tmp/before/$$f"; done; \
 	  $(MAKE) --no-print-directory generate manifests >/dev/null; \
 	  for f in $$(gen); do mkdir -p "$$tmp/after/$$(dirname $$f)"; cp "$$f" "$$tmp/after/$$f"; done; \

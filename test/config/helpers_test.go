@@ -28,6 +28,13 @@ func buildOverlay(t *testing.T, dir string) []*unstructured.Unstructured {
 		run(t, framework.HackScript("deps.sh"), "go-tools")
 	}
 	out := run(t, kustomize, "build", filepath.Join(framework.RepoRoot(), "config", dir))
+	return decodeManifests(t, "config/"+dir, out)
+}
+
+// decodeManifests decodes every object of a multi-document YAML stream
+// (what built it is named in errors).
+func decodeManifests(t *testing.T, source string, out []byte) []*unstructured.Unstructured {
+	t.Helper()
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
 	var objs []*unstructured.Unstructured
 	for {
@@ -36,18 +43,18 @@ func buildOverlay(t *testing.T, dir string) []*unstructured.Unstructured {
 			if errors.Is(err, io.EOF) {
 				break
 			}
-			t.Fatalf("decode kustomize's output for config/%s: %v", dir, err)
+			t.Fatalf("decode the objects of %s: %v", source, err)
 		}
 		if len(u.Object) == 0 {
 			continue
 		}
 		if u.GetAPIVersion() == "" || u.GetKind() == "" || u.GetName() == "" {
-			t.Fatalf("config/%s: an object without apiVersion, kind or name: %v", dir, u.Object)
+			t.Fatalf("%s: an object without apiVersion, kind or name: %v", source, u.Object)
 		}
 		objs = append(objs, u)
 	}
 	if len(objs) == 0 {
-		t.Fatalf("kustomize built nothing from config/%s", dir)
+		t.Fatalf("%s: no objects", source)
 	}
 	return objs
 }
