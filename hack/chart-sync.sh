@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Copies what the Helm chart shares with config/ into charts/rackcache:
-# the CRDs (crds/) and the RBAC and CSIDriver manifests (files/), which the
+# the CRDs (crds/) and the RBAC, CSIDriver and ServiceMonitor manifests
+# (files/), which the
 # chart's templates include with the release's namespace. config/ stays the
 # one source; `make manifests` runs this and `make verify` fails on drift.
 set -euo pipefail
@@ -10,6 +11,8 @@ rm -f "$chart"/crds/*.yaml "$chart"/files/*.yaml
 cp config/crd/bases/*.yaml "$chart/crds/"
 for f in config/rbac/service_account.yaml config/rbac/role.yaml config/rbac/role_binding.yaml \
   config/rbac/leader_election_role.yaml config/rbac/leader_election_role_binding.yaml \
-  config/csi/controller_rbac.yaml config/csi/node_rbac.yaml config/csi/csidriver.yaml; do
+  config/csi/controller_rbac.yaml config/csi/node_rbac.yaml config/csi/csidriver.yaml \
+  config/prometheus/operator_monitor.yaml config/prometheus/dataplane_service.yaml \
+  config/prometheus/dataplane_monitor.yaml; do
   cp "$f" "$chart/files/$(basename "$(dirname "$f")")-$(basename "$f")"
 done

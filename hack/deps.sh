@@ -24,6 +24,8 @@ APT_PACKAGES=(
   qemu-system-x86 busybox-static cpio kmod socat
   # the demo reads the dataplane's /metrics
   curl
+  # promtool checks and unit-tests the chart's alerting rules
+  prometheus
   # build helpers
   pkg-config
   # the font of rackcache-sim --plot's charts

@@ -56,6 +56,13 @@ func TestChartLint(t *testing.T) {
 
 func TestChartAccepted(t *testing.T) {
 	objs := renderChart(t, "--values", filepath.Join(chartDir(), "ci", "writeback-values.yaml"))
+	rule := find(t, objs, "PrometheusRule", "rackcache")
+	if groups, _, _ := unstructured.NestedSlice(rule.Object, "spec", "groups"); len(groups) != 1 {
+		t.Errorf("PrometheusRule groups: %v", rule.Object["spec"])
+	}
+	for _, name := range []string{"rackcache-operator", "rackcache-dataplane"} {
+		find(t, objs, "ServiceMonitor", name)
+	}
 	vsc := find(t, objs, "VolumeSnapshotClass", "rackcache")
 	if vsc.Object["driver"] != "csi.rackcache.io" {
 		t.Errorf("VolumeSnapshotClass: %v", vsc.Object)
@@ -88,6 +95,23 @@ func TestChartAccepted(t *testing.T) {
 	crds, err := filepath.Glob(filepath.Join(chartDir(), "crds", "*.yaml"))
 	if err != nil || len(crds) != 2 {
 		t.Fatalf("chart CRDs: %v, %v", crds, err)
+	}
+	// The Prometheus Operator's CRDs come through the Go module proxy.
+	monitoring := true
+	for _, plural := range []string{"servicemonitors", "prometheusrules"} {
+		crd, err := prometheusOperatorCRD(t, plural)
+		switch {
+		case err == nil:
+			crds = append(crds, crd)
+		case os.Getenv("CI") == "true":
+			t.Fatalf("%s CRD (prometheus-operator %s) unavailable: %v", plural, prometheusOperatorVersion, err)
+		default:
+			t.Logf("%s CRD (prometheus-operator %s) unavailable, the monitoring objects are not created: %v", plural, prometheusOperatorVersion, err)
+			monitoring = false
+		}
+	}
+	if !monitoring {
+		objs = slices.DeleteFunc(objs, func(u *unstructured.Unstructured) bool { return u.GetAPIVersion() == "monitoring.coreos.com/v1" })
 	}
 	_, cfg := framework.StartEnvtest(t, crds...)
 	c, err := client.New(cfg, client.Options{Scheme: scheme.Scheme})

@@ -139,6 +139,12 @@ const prometheusOperatorVersion = "v0.85.0"
 // ServiceMonitor CRD, fetched through the Go module proxy into Go's module
 // cache (a no-op when it is there), or "" with the reason when unreachable.
 func serviceMonitorCRD(t *testing.T) (string, error) {
+	return prometheusOperatorCRD(t, "servicemonitors")
+}
+
+// prometheusOperatorCRD is the CRD of resource plural (servicemonitors,
+// prometheusrules) of monitoring.coreos.com, as serviceMonitorCRD.
+func prometheusOperatorCRD(t *testing.T, plural string) (string, error) {
 	t.Helper()
 	cmd := exec.Command("go", "mod", "download", "-json", "github.com/prometheus-operator/prometheus-operator@"+prometheusOperatorVersion)
 	// Outside the project's module: nothing is added to its go.mod/go.sum.
@@ -149,7 +155,7 @@ func serviceMonitorCRD(t *testing.T) (string, error) {
 	if jerr := json.Unmarshal(out, &mod); jerr != nil || mod.Error != "" || mod.Dir == "" {
 		return "", errors.Join(err, jerr, errors.New(mod.Error))
 	}
-	path := filepath.Join(mod.Dir, "example", "prometheus-operator-crd", "monitoring.coreos.com_servicemonitors.yaml")
+	path := filepath.Join(mod.Dir, "example", "prometheus-operator-crd", "monitoring.coreos.com_"+plural+".yaml")
 	if _, err := os.Stat(path); err != nil {
 		return "", err
 	}
