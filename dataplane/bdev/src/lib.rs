@@ -79,7 +79,7 @@ pub enum IoKind {
 /// A bdev's size in blocks, which can grow while it is in use (an RBD
 /// image resized under an attached namespace). Clones share one count, so a
 /// bdev layered on another (delay, error injection) follows its base's size.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct BlockCount(Arc<AtomicU64>);
 
 impl BlockCount {
@@ -95,9 +95,9 @@ impl BlockCount {
 
     /// Raises the count to `blocks`; a smaller value changes nothing (sizes
     /// only grow while the bdev exists: data beyond a shrunk end would be
-    /// lost under whoever still addresses it). Returns the count after.
-    pub fn grow_to(&self, blocks: u64) -> u64 {
-        self.0.fetch_max(blocks, Ordering::AcqRel).max(blocks)
+    /// lost under whoever still addresses it).
+    pub fn grow_to(&self, blocks: u64) {
+        self.0.fetch_max(blocks, Ordering::AcqRel);
     }
 }
 

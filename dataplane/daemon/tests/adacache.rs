@@ -10,7 +10,7 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{free_port, host_params, rpc, tcp_listen_address, unix_rpc, Daemon};
+use common::{aio, free_port, host_params, rpc, unix_rpc, Daemon};
 use loadgen::host::HostController;
 use serde_json::{json, Value};
 use testkit::TempDir;
@@ -24,22 +24,7 @@ fn connect(port: u16) -> HostController {
 
 /// Exports `bdev` as namespace 1 of NQN on a TCP listener at `port`.
 fn export(socket: &Path, bdev: &str, port: u16) {
-    let call = |m: &str, p: Value| rpc(socket, m, p);
-    if call("nvmf_get_transports", json!({})) == json!([]) {
-        call("nvmf_create_transport", json!({"trtype": "TCP"}));
-    }
-    call(
-        "nvmf_create_subsystem",
-        json!({"nqn": NQN, "allow_any_host": true}),
-    );
-    call(
-        "nvmf_subsystem_add_ns",
-        json!({"nqn": NQN, "namespace": {"bdev_name": bdev, "nsid": 1}}),
-    );
-    call(
-        "nvmf_subsystem_add_listener",
-        json!({"nqn": NQN, "listen_address": tcp_listen_address(port)}),
-    );
+    common::export(socket, NQN, bdev, port);
 }
 
 fn unexport(socket: &Path) {
@@ -75,17 +60,6 @@ fn bdev_names(socket: &Path) -> Vec<String> {
 /// The error of a call that must fail.
 fn refused(socket: &Path, method: &str, params: Value) -> Value {
     unix_rpc(socket, method, params.clone()).expect_err(&format!("{method} {params} was accepted"))
-}
-
-fn aio(socket: &Path, name: &str, file: &Path, size: u64) {
-    if !file.exists() {
-        std::fs::File::create(file).unwrap().set_len(size).unwrap();
-    }
-    rpc(
-        socket,
-        "bdev_aio_create",
-        json!({"name": name, "filename": file, "block_size": 4096}),
-    );
 }
 
 /// The value of the series `name{labels}` in a /metrics text.

@@ -11,7 +11,7 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{free_port, host_params, rpc, tcp_listen_address, unix_rpc, Daemon};
+use common::{aio, export, free_port, host_params, rpc, unix_rpc, Daemon};
 use loadgen::host::{Event, HostController};
 use serde_json::{json, Value};
 use testkit::{Ceph, TempDir};
@@ -73,33 +73,14 @@ fn setup(socket: &Path, ceph: &Ceph, cache_img: &Path, port: u16) {
         json!({"name": "Rbd0", "cluster_name": "ceph0", "pool_name": "rbd",
                "rbd_name": "grow", "block_size": 4096}),
     );
-    std::fs::File::create(cache_img)
-        .unwrap()
-        .set_len(32 * MIB)
-        .unwrap();
-    call(
-        "bdev_aio_create",
-        json!({"name": "Cache0", "filename": cache_img, "block_size": 4096}),
-    );
+    aio(socket, "Cache0", cache_img, 32 * MIB);
     call(
         "bdev_adacache_create",
         json!({"name": "C0", "core_bdev_name": "Rbd0", "cache_bdev_name": "Cache0",
                "cache_size_mib": 8, "write_mode": "wb", "mode": "fixed",
                "block_sizes_kib": [32], "cleaning": {"policy": "nop"}}),
     );
-    call("nvmf_create_transport", json!({"trtype": "TCP"}));
-    call(
-        "nvmf_create_subsystem",
-        json!({"nqn": NQN, "allow_any_host": true}),
-    );
-    call(
-        "nvmf_subsystem_add_ns",
-        json!({"nqn": NQN, "namespace": {"bdev_name": "C0", "nsid": 1}}),
-    );
-    call(
-        "nvmf_subsystem_add_listener",
-        json!({"nqn": NQN, "listen_address": tcp_listen_address(port)}),
-    );
+    export(socket, NQN, "C0", port);
 }
 
 #[test]

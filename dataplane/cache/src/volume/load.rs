@@ -24,6 +24,21 @@ pub(super) struct Loaded {
     pub meta: MetaTable,
 }
 
+/// Records on the device that the volume's core grew to `volume_size`
+/// bytes, once the engine is known to accept that size: a record no engine
+/// accepts would leave the volume unloadable.
+pub(super) async fn record_grown_size(
+    params: &VolumeParams,
+    cache: &CacheDevice,
+    volume_size: u64,
+    sector: u32,
+) -> Result<VolumeRegion, VolumeError> {
+    params
+        .engine_config(volume_size, sector, UNIT_SIZE)
+        .map_err(|e| VolumeError::Invalid(e.0))?;
+    Ok(cache.grow_volume_size(&params.name, volume_size).await?)
+}
+
 pub(super) async fn open_region(
     params: &VolumeParams,
     core: &CountedBdev,
@@ -75,10 +90,7 @@ pub(super) async fn open_region(
                 )));
             }
             if r.volume_size < volume_size {
-                params
-                    .engine_config(volume_size, sector, UNIT_SIZE)
-                    .map_err(|e| VolumeError::Invalid(e.0))?;
-                cache.grow_volume_size(name, volume_size).await?
+                record_grown_size(params, cache, volume_size, sector).await?
             } else {
                 r
             }

@@ -360,12 +360,13 @@ impl CachedVolume {
                 self.core_name()
             )));
         }
-        // The engine must accept the size before the device records it: a
-        // record no engine accepts would leave the volume unloadable.
-        self.params()
-            .engine_config(size, self.inner.info.block_size, UNIT_SIZE)
-            .map_err(|e| VolumeError::Invalid(e.0))?;
-        self.inner.cache.grow_volume_size(&name, size).await?;
+        load::record_grown_size(
+            &self.params(),
+            &self.inner.cache,
+            size,
+            self.inner.info.block_size,
+        )
+        .await?;
         self.ask(|reply| Control::GrowVolume {
             volume_size: size,
             reply,

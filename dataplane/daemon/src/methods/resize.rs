@@ -4,13 +4,15 @@
 //! namespace exporting a bdev that grew, whose hosts are told with a
 //! Namespace Attribute Changed notice and see the new capacity.
 
+use std::sync::Arc;
+
 use bdev::Bdev;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::{adacache, parse};
 use crate::app::App;
-use crate::rpc::error::{libc_errno, RpcError};
+use crate::rpc::error::{libc_errno, RpcError, INTERNAL_ERROR};
 
 /// SPDK's parameters: `new_size` in MiB.
 #[derive(Deserialize)]
@@ -29,16 +31,23 @@ pub(super) async fn rbd_resize(app: &App, params: Option<Value>) -> Result<Value
             format!("no bdev named {}", p.name),
         ));
     };
-    let Bdev::Rbd(rbd) = reg.bdev.as_ref() else {
+    if !matches!(reg.bdev.as_ref(), Bdev::Rbd(_)) {
         return Err(RpcError::invalid_params(format!(
             "bdev {} is not an rbd bdev",
             p.name
         )));
-    };
+    }
     let bytes = p.new_size.checked_mul(1 << 20).ok_or_else(|| {
         RpcError::invalid_params(format!("new_size {} MiB is too large", p.new_size))
     })?;
-    let size = rbd.grow(bytes)?;
+    // librbd's resize blocks: off the runtime's threads, which serve I/O.
+    let bdev = Arc::clone(&reg.bdev);
+    let size = tokio::task::spawn_blocking(move || match bdev.as_ref() {
+        Bdev::Rbd(rbd) => rbd.grow(bytes),
+        _ => unreachable!("checked to be an rbd bdev above, under the same lock"),
+    })
+    .await
+    .map_err(|e| RpcError::new(INTERNAL_ERROR, format!("resize of {} ended: {e}", p.name)))??;
     tracing::info!(bdev = %p.name, size, "rbd bdev grown");
     for v in adacache::volumes(&state) {
         v.follow_core_size()

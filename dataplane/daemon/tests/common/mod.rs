@@ -94,6 +94,41 @@ pub fn host_params(port: u16, subnqn: &str, hostnqn: &str, id: u8) -> loadgen::h
     }
 }
 
+/// Creates an aio bdev `name` (4 KiB blocks) on `file`, made `size` bytes
+/// long when it does not exist yet.
+pub fn aio(socket: &Path, name: &str, file: &Path, size: u64) {
+    if !file.exists() {
+        std::fs::File::create(file).unwrap().set_len(size).unwrap();
+    }
+    rpc(
+        socket,
+        "bdev_aio_create",
+        serde_json::json!({"name": name, "filename": file, "block_size": 4096}),
+    );
+}
+
+/// Exports `bdev` as namespace 1 of subsystem `nqn` (any host allowed) on
+/// a TCP listener at 127.0.0.1:`port`, creating the transport if needed.
+pub fn export(socket: &Path, nqn: &str, bdev: &str, port: u16) {
+    use serde_json::json;
+    let call = |m: &str, p: Value| rpc(socket, m, p);
+    if call("nvmf_get_transports", json!({})) == json!([]) {
+        call("nvmf_create_transport", json!({"trtype": "TCP"}));
+    }
+    call(
+        "nvmf_create_subsystem",
+        json!({"nqn": nqn, "allow_any_host": true}),
+    );
+    call(
+        "nvmf_subsystem_add_ns",
+        json!({"nqn": nqn, "namespace": {"bdev_name": bdev, "nsid": 1}}),
+    );
+    call(
+        "nvmf_subsystem_add_listener",
+        json!({"nqn": nqn, "listen_address": tcp_listen_address(port)}),
+    );
+}
+
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
