@@ -1,0 +1,200 @@
+#!/usr/bin/env bash
+# A local two-node Kubernetes cluster for rackcache's e2e suite (test/e2e),
+# every part real and on loopback:
+#   - a one-node Ceph (hack/ceph.sh) on 127.0.0.1;
+#   - etcd, kube-apiserver, kube-controller-manager and kube-scheduler on
+#     127.0.0.1 (built from source: hack/cluster/assets.sh);
+#   - the cache-server node "rackcache-host": containerd + runc (through a
+#     wrapper for this sandbox's OOM-score limit) and a kubelet on the host;
+#   - the compute node "rackcache-guest": a kubelet with its own containerd
+#     inside the qemu guest (hack/cluster/guest-build.sh), the only kernel
+#     here that can `nvme connect`;
+#   - the product's images (hack/images.sh), imported into both containerds.
+#
+# Usage:
+#   hack/cluster.sh up [--dir DIR]     start (or re-check) the cluster; prints
+#                                      shell assignments (KUBECONFIG, Ceph)
+#   hack/cluster.sh env [--dir DIR]    re-print those assignments
+#   hack/cluster.sh down [--dir DIR]   stop every process by PID, unmount and
+#                                      remove what `up` made
+#   DIR defaults to $RACKCACHE_CLUSTER_DIR or _output/cluster in the clone.
+#
+# Networking without a pod network: rackcache's pods use the host network
+# (the chart's hostNetwork values), clients reach the apiserver at
+# 127.0.0.1:6443 on both nodes (the guest forwards it to the host), and the
+# guest reaches the cache server's NVMe/TCP port at 10.0.3.100 (qemu's
+# guestfwd; the CSI node plugin's --portal-map rewrites the portal). Other
+# pods get a loopback interface only.
+source "$(dirname "$0")/lib.sh"
+source "$REPO_ROOT/hack/cluster/pki.sh"
+source "$REPO_ROOT/hack/cluster/configs.sh"
+source "$REPO_ROOT/hack/cluster/nodes.sh"
+
+HOST_NODE=rackcache-host
+GUEST_NODE=rackcache-guest
+# Loopback ports of the cluster's parts (the Ceph monitor: CEPH_PORT..+40).
+ETCD_PORT=23790
+APISERVER_PORT=6443
+CEPH_PORT=13500
+NVME_PORT=4420
+GUEST_KUBELET_PORT=20250
+# The cluster's network namespace: every process of the cluster runs in it,
+# so the host node's address (NODE_IP: a kubelet refuses loopback node
+# IPs) exists only there. The
+# host reaches the apiserver through a bridge on its own 127.0.0.1.
+NETNS=rackcache-cluster
+NODE_IP=10.0.4.1
+
+cmd="${1:-}"; shift || true
+dir="${RACKCACHE_CLUSTER_DIR:-$REPO_ROOT/_output/cluster}"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --dir) dir="${2:?--dir needs a value}"; shift 2 ;;
+    *) die "unknown option: $1 (see --help)" ;;
+  esac
+done
+
+# start NAME CMD...: run CMD in a session of its own, logging to
+# logs/NAME.log, its PID in pids/NAME.pid; nothing when it already runs.
+start() {
+  local name="$1"; shift
+  if running "$name"; then return 0; fi
+  mkdir -p "$dir/logs" "$dir/pids"
+  setsid nsenter --net="/run/netns/$NETNS" "$@" >>"$dir/logs/$name.log" 2>&1 </dev/null &
+  echo $! >"$dir/pids/$name.pid"
+}
+
+running() { [ -f "$dir/pids/$1.pid" ] && kill -0 "$(cat "$dir/pids/$1.pid")" 2>/dev/null; }
+
+# stop NAME: TERM, then KILL after 10 s, by the PID `start` recorded.
+stop() {
+  local f="$dir/pids/$1.pid" pid i=0
+  [ -f "$f" ] || return 0
+  pid="$(cat "$f")"
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -TERM "$pid" 2>/dev/null || true
+    while kill -0 "$pid" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+    kill -KILL "$pid" 2>/dev/null || true
+  fi
+  rm -f "$f"
+}
+
+# wait_for WHAT SECONDS CMD...: retry CMD every second until it succeeds.
+wait_for() {
+  local what="$1" limit="$2" i=0; shift 2
+  until "$@" >/dev/null 2>&1; do
+    [ $i -lt "$limit" ] || die "$what not ready after $limit s (logs: $dir/logs)"
+    sleep 1; i=$((i + 1))
+  done
+}
+
+in_ns() { nsenter --net="/run/netns/$NETNS" "$@"; }
+
+# netns_up: the namespace with its loopback interface carrying the node's
+# address too (no dummy or veth driver in this kernel); no route leads out.
+netns_up() {
+  [ -e "/run/netns/$NETNS" ] || ip netns add "$NETNS"
+  ip -n "$NETNS" link set lo up
+  ip -n "$NETNS" addr replace "$NODE_IP/32" dev lo
+  # kubectl, helm and the e2e suite on the host reach the apiserver at the
+  # host's 127.0.0.1:APISERVER_PORT, one socat per connection.
+  if ! running apiserver-bridge; then
+    mkdir -p "$dir/logs" "$dir/pids"
+    setsid socat "TCP-LISTEN:$APISERVER_PORT,bind=127.0.0.1,fork,reuseaddr" \
+      "EXEC:nsenter --net=/run/netns/$NETNS socat STDIO TCP\:127.0.0.1\:$APISERVER_PORT" \
+      >>"$dir/logs/apiserver-bridge.log" 2>&1 </dev/null &
+    echo $! >"$dir/pids/apiserver-bridge.pid"
+  fi
+}
+
+kubectl_() { "$REPO_ROOT/bin/kubectl" --kubeconfig "$dir/kubeconfig" "$@"; }
+
+control_plane_up() {
+  local assets="$1" p="$dir/pki"
+  start etcd "$assets/etcd" --data-dir "$dir/etcd" --name local \
+    --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+    --listen-peer-urls http://127.0.0.1:$((ETCD_PORT + 10)) --initial-advertise-peer-urls http://127.0.0.1:$((ETCD_PORT + 10)) \
+    --initial-cluster "local=http://127.0.0.1:$((ETCD_PORT + 10))" --unsafe-no-fsync
+  config_egress "$dir/egress.sock" >"$dir/egress.yaml"
+  start egress "$dir/bin/egress" --socket "$dir/egress.sock" \
+    --map "$NODE_IP:10250=127.0.0.1:10250" --map "10.0.3.15:10250=127.0.0.1:$GUEST_KUBELET_PORT"
+  start kube-apiserver "$assets/kube-apiserver" --bind-address 127.0.0.1 --advertise-address 127.0.0.1 \
+    --secure-port "$APISERVER_PORT" --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
+    --tls-cert-file "$p/apiserver.crt" --tls-private-key-file "$p/apiserver.key" --client-ca-file "$p/ca.crt" \
+    --token-auth-file "$p/tokens.csv" --authorization-mode Node,RBAC \
+    --enable-admission-plugins NodeRestriction \
+    --service-cluster-ip-range 10.96.0.0/24 \
+    --service-account-issuer https://kubernetes.default.svc --service-account-key-file "$p/sa.pub" \
+    --service-account-signing-key-file "$p/sa.key" \
+    --kubelet-client-certificate "$p/apiserver-kubelet-client.crt" --kubelet-client-key "$p/apiserver-kubelet-client.key" \
+    --kubelet-preferred-address-types InternalIP --egress-selector-config-file "$dir/egress.yaml" \
+    --allow-privileged
+  wait_for kube-apiserver 60 kubectl_ get --raw /readyz
+  start kube-controller-manager "$assets/kube-controller-manager" --kubeconfig "$p/controller-manager.kubeconfig" \
+    --bind-address 127.0.0.1 --leader-elect=false --use-service-account-credentials \
+    --service-account-private-key-file "$p/sa.key" --root-ca-file "$p/ca.crt" \
+    --cluster-signing-cert-file "$p/ca.crt" --cluster-signing-key-file "$p/ca.key" \
+    --controllers '*,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller'
+  start kube-scheduler "$assets/kube-scheduler" --kubeconfig "$p/scheduler.kubeconfig" \
+    --bind-address 127.0.0.1 --leader-elect=false
+}
+
+print_env() {
+  echo "export KUBECONFIG=$dir/kubeconfig"
+  sed 's/^/export /' "$dir/ceph.env"
+  echo "export RACKCACHE_CLUSTER_DIR=$dir"
+  echo "export RACKCACHE_CLUSTER_NETNS=$NETNS"
+  echo "export RACKCACHE_CLUSTER_NODE_IP=$NODE_IP"
+  echo "export RACKCACHE_CLUSTER_NVME_PORT=$NVME_PORT"
+}
+
+up() {
+  [ "$(id -u)" -eq 0 ] || die "the local cluster needs root (containerd, kubelet, qemu's disks)"
+  mkdir -p "$dir/bin"
+  hack/deps.sh go-tools >/dev/null
+  local assets images guest
+  assets="$("$REPO_ROOT/hack/cluster/assets.sh")"
+  # RACKCACHE_CLUSTER_IMAGES: a directory of image tarballs and images.txt
+  # to use instead of hack/images.sh's.
+  images="${RACKCACHE_CLUSTER_IMAGES:-$("$REPO_ROOT/hack/images.sh" --print-dir)}"
+  guest="$("$REPO_ROOT/hack/cluster/guest-build.sh" "$assets/kubelet")"
+  go build -o "$dir/bin/egress" "$REPO_ROOT/hack/cluster/egress"
+
+  log "Ceph on 127.0.0.1:$CEPH_PORT"
+  netns_up
+  in_ns "$REPO_ROOT/hack/ceph.sh" up "$dir/ceph" --mon-port "$CEPH_PORT" >"$dir/ceph.env"
+  pki_make
+  log "control plane on 127.0.0.1:$APISERVER_PORT"
+  control_plane_up "$assets"
+  log "node $HOST_NODE (host): containerd, kubelet"
+  host_node_up "$assets" "$images"
+  log "node $GUEST_NODE (qemu guest): containerd, kubelet"
+  guest_node_up "$guest" "$images"
+  wait_for "node $HOST_NODE" 120 kubectl_ wait --for=condition=Ready "node/$HOST_NODE" --timeout=1s
+  wait_for "node $GUEST_NODE" 240 kubectl_ wait --for=condition=Ready "node/$GUEST_NODE" --timeout=1s
+  log "cluster up: $(kubectl_ get nodes --no-headers | awk '{print $1 "=" $2}' | tr '\n' ' ')"
+  print_env | tee "$dir/env"
+}
+
+down() {
+  [ -d "$dir" ] || { log "nothing to stop in $dir"; return 0; }
+  guest_node_down
+  host_node_down
+  local name
+  for name in kube-scheduler kube-controller-manager kube-apiserver egress etcd apiserver-bridge; do stop "$name"; done
+  if [ -e "/run/netns/$NETNS" ]; then
+    in_ns "$REPO_ROOT/hack/ceph.sh" down "$dir/ceph" >/dev/null 2>&1 || true
+    ip netns del "$NETNS"
+  fi
+  rm -rf "$dir"
+  log "cluster down"
+}
+
+case "$cmd" in
+  --help|-h|help) usage ;;
+  up) up ;;
+  env) print_env ;;
+  down) down ;;
+  "") usage; exit 2 ;;
+  *) die "unknown command: $cmd (see --help)" ;;
+esac
