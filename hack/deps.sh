@@ -28,8 +28,12 @@ APT_PACKAGES=(
   prometheus
   # build helpers
   pkg-config
+  # the CSI image's node tools (hack/images.sh copies them with their libraries)
+  nvme-cli e2fsprogs xfsprogs
   # the font of rackcache-sim --plot's charts
   fonts-dejavu-core
+  # headless browser of the operator dashboard's test (test/dashboard)
+  chromium
 )
 
 SPDK_PY_VERSION="26.9"

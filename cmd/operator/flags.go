@@ -6,6 +6,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/rackcache/rackcache/controllers/dashboard"
 	"github.com/rackcache/rackcache/controllers/operator"
 )
 
@@ -14,6 +15,9 @@ type config struct {
 	metricsAddr string
 	probeAddr   string
 	leaderElect bool
+	// dashboardOn serves the read-only dashboard on the metrics port.
+	dashboardOn bool
+	dashboard   dashboard.Options
 	operator    operator.Options
 	zap         zap.Options
 }
@@ -22,7 +26,7 @@ type config struct {
 // POD_NAMESPACE (the Deployment sets it from the downward API), so the
 // operator keeps the dataplane objects beside itself wherever it is installed.
 func parseFlags(fs *flag.FlagSet, args []string) (*config, error) {
-	c := &config{operator: operator.DefaultOptions()}
+	c := &config{operator: operator.DefaultOptions(), dashboard: dashboard.DefaultOptions()}
 	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
 		c.operator.Namespace = ns
 	}
@@ -30,6 +34,10 @@ func parseFlags(fs *flag.FlagSet, args []string) (*config, error) {
 		"Address the Prometheus /metrics endpoint binds to (plain HTTP); 0 disables it.")
 	fs.StringVar(&c.probeAddr, "health-probe-bind-address", ":8081",
 		"Address the /healthz and /readyz probe endpoints bind to.")
+	fs.BoolVar(&c.dashboardOn, "dashboard", true,
+		"Serve the read-only web dashboard at /dashboard/ on the metrics address (plain HTTP, like /metrics).")
+	fs.DurationVar(&c.dashboard.SamplePeriod, "dashboard-sample-period", c.dashboard.SamplePeriod,
+		"How often the dashboard samples volume statistics and Events for its charts (it keeps the last 360 samples).")
 	fs.BoolVar(&c.leaderElect, "leader-elect", false,
 		"Elect a leader (a Lease in --namespace) so that only one replica reconciles at a time.")
 	fs.StringVar(&c.operator.Namespace, "namespace", c.operator.Namespace,

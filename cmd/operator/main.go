@@ -16,6 +16,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	rcv1 "github.com/rackcache/rackcache/api/v1alpha1"
+	"github.com/rackcache/rackcache/controllers/dashboard"
 	"github.com/rackcache/rackcache/controllers/operator"
 )
 
@@ -60,6 +61,14 @@ func run(cfg *config) error {
 	if err := operator.Setup(mgr, cfg.operator); err != nil {
 		return err
 	}
+	// The dashboard rides on the metrics server (served through its
+	// ExtraHandlers): with metrics off there is nowhere to serve it.
+	dashboardOn := cfg.dashboardOn && cfg.metricsAddr != "0"
+	if dashboardOn {
+		if _, err := dashboard.Setup(mgr, cfg.dashboard); err != nil {
+			return err
+		}
+	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("add health check: %w", err)
 	}
@@ -67,7 +76,7 @@ func run(cfg *config) error {
 		return fmt.Errorf("add ready check: %w", err)
 	}
 	log.Info("starting operator", "namespace", cfg.operator.Namespace, "leaderElect", cfg.leaderElect,
-		"metrics", cfg.metricsAddr, "probes", cfg.probeAddr, "statusInterval", cfg.operator.StatusInterval,
+		"metrics", cfg.metricsAddr, "dashboard", dashboardOn, "probes", cfg.probeAddr, "statusInterval", cfg.operator.StatusInterval,
 		"serverLostGrace", cfg.operator.ServerLostGrace, "dataplaneTimeout", cfg.operator.DataplaneTimeout)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		return fmt.Errorf("run manager: %w", err)

@@ -21,3 +21,25 @@ namespace.
 {{- $root := index . 0 -}}
 {{- $root.Files.Get (index . 1) | replace "namespace: rackcache-system" (printf "namespace: %s" $root.Release.Namespace) -}}
 {{- end }}
+
+{{/*
+Env entries pointing a container's Kubernetes client at kubernetesAPI
+(clusters without a service proxy); nothing when kubernetesAPI.host is
+empty. Container env wins over what the kubelet injects.
+*/}}
+{{- define "rackcache.apiEnv" -}}
+{{- with .Values.kubernetesAPI.host -}}
+- name: KUBERNETES_SERVICE_HOST
+  value: {{ . | quote }}
+- name: KUBERNETES_SERVICE_PORT
+  value: {{ $.Values.kubernetesAPI.port | quote }}
+{{- end }}
+{{- end }}
+
+{{/* hostNetwork and the DNS policy that goes with it, for a pod spec. */}}
+{{- define "rackcache.hostNetwork" -}}
+{{- if . -}}
+hostNetwork: true
+dnsPolicy: ClusterFirstWithHostNet
+{{- end }}
+{{- end }}
