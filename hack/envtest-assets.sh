@@ -19,14 +19,26 @@ done
 
 assets="$RACKCACHE_CACHE/k8s/$K8S_VERSION"
 
+# apiserver_current: the cached kube-apiserver reports this release (builds
+# before the version stamp reported v0.0.0-master and are rebuilt).
+apiserver_current() {
+  [ -x "$assets/kube-apiserver" ] && "$assets/kube-apiserver" --version 2>/dev/null | grep -qx "Kubernetes v$K8S_VERSION"
+}
+
 # build_apiserver makes a wrapper module that requires k8s.io/kubernetes at the
 # release and points every staging module (k8s.io/kubernetes's go.mod maps them
 # to ./staging) at its published v0.X.Y release, then builds kube-apiserver.
 build_apiserver() {
-  [ -x "$assets/kube-apiserver" ] && return 0
+  apiserver_current && return 0
   local work="$RACKCACHE_CACHE/k8s/src/apiserver-$K8S_VERSION"
   local staging_version="v0.${K8S_VERSION#1.}"
   log "building kube-apiserver v$K8S_VERSION from source (cold: ~8 min)"
+  if [ -f "$work/go.mod" ] && [ -x "$assets/kube-apiserver" ]; then
+    # Only the version stamp is missing: rebuild from the wrapper as it is.
+    (cd "$work" && go build -trimpath -ldflags "$(k8s_version_ldflags)" -o "$assets/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver)
+    mv "$assets/kube-apiserver.tmp" "$assets/kube-apiserver"
+    return 0
+  fi
   rm -rf "$work" && mkdir -p "$work" && cd "$work"
   go mod init rackcache.io/k8s-wrapper >/dev/null 2>&1
   local upstream_gomod
@@ -40,7 +52,9 @@ build_apiserver() {
   } >>go.mod
   go get "k8s.io/kubernetes/cmd/kube-apiserver@v$K8S_VERSION"
   mkdir -p "$assets"
-  go build -trimpath -o "$assets/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver
+  # Stamp the release, as the upstream build does: clients such as helm
+  # check a chart's kubeVersion against what /version reports.
+  go build -trimpath -ldflags "$(k8s_version_ldflags)" -o "$assets/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver
   mv "$assets/kube-apiserver.tmp" "$assets/kube-apiserver"
 }
 
@@ -63,7 +77,7 @@ build_all() {
   build_etcd
 }
 
-if ! { [ -x "$assets/kube-apiserver" ] && [ -x "$assets/etcd" ]; }; then
+if ! { apiserver_current && [ -x "$assets/etcd" ]; }; then
   with_lock "k8s-$K8S_VERSION" build_all
 fi
 mkdir -p "$REPO_ROOT/bin/k8s"

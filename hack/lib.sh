@@ -19,6 +19,13 @@ export GOTOOLCHAIN=local
 K8S_VERSION="${K8S_VERSION:-1.34.4}"
 ETCD_VERSION="${ETCD_VERSION:-3.5.35}"
 
+# k8s_version_ldflags: -ldflags that stamp K8S_VERSION into a Kubernetes
+# binary built from source, as the upstream build does (`--version`,
+# /version; helm checks charts' kubeVersion against it).
+k8s_version_ldflags() {
+  echo "-X k8s.io/component-base/version.gitVersion=v$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(cut -d. -f2 <<<"$K8S_VERSION")"
+}
+
 log() { printf '\033[1m[%s]\033[0m %s\n' "$(basename "$0")" "$*" >&2; }
 die() { printf '[%s] error: %s\n' "$(basename "$0")" "$*" >&2; exit 1; }
 
