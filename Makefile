@@ -20,6 +20,8 @@ CARGO ?= cargo
 GO_TEST_FLAGS ?= -count=1 -timeout 30m
 # Go packages holding code to build and vet (tests included).
 GO_PACKAGES := ./...
+# The e2e suite runs against a cluster (hack/e2e.sh), not in test-go.
+GO_TEST_PACKAGES = $(shell go list ./... | grep -v /test/e2e)
 
 ##@ General
 
@@ -40,6 +42,14 @@ envtest-assets: ## Build kube-apiserver and etcd from source for envtest (cached
 .PHONY: guest-image
 guest-image: ## Build the qemu guest's kernel + initramfs with nvme-cli (cached).
 	hack/guest/build.sh
+
+.PHONY: images
+images: ## Build the container images as tarballs without Docker (hack/images.sh; cached).
+	hack/images.sh
+
+.PHONY: cluster-assets
+cluster-assets: envtest-assets ## Build kubelet, kube-scheduler and kube-controller-manager from source (cached).
+	hack/cluster/assets.sh
 
 ##@ Development
 
@@ -109,11 +119,11 @@ operator: ## Build the operator binary into bin/rackcache-operator.
 ##@ Test
 
 .PHONY: test
-test: deps envtest-assets guest-image verify test-rust test-fuzz test-go ## Everything CI runs (set-up included).
+test: deps envtest-assets guest-image images cluster-assets verify test-rust test-fuzz test-go test-e2e-smoke ## Everything CI runs (set-up included).
 
 .PHONY: test-go
 test-go: ## Go tests: unit, envtest, real Ceph, the qemu guest.
-	KUBEBUILDER_ASSETS=$(RACKCACHE_CACHE)/k8s/$(K8S_VERSION) go test $(GO_TEST_FLAGS) $(GO_PACKAGES)
+	KUBEBUILDER_ASSETS=$(RACKCACHE_CACHE)/k8s/$(K8S_VERSION) go test $(GO_TEST_FLAGS) $(GO_TEST_PACKAGES)
 
 .PHONY: test-rust
 test-rust: ## Rust tests of the dataplane workspace.
@@ -127,11 +137,21 @@ test-fuzz: ## Fuzz the NVMe/TCP codec briefly (20 s per target, fixed seed).
 fuzz: ## Fuzz longer: FUZZ_SECONDS per target (default 300).
 	hack/fuzz.sh $(or $(FUZZ_SECONDS),300)
 
+.PHONY: test-e2e-smoke
+test-e2e-smoke: ## The e2e specs labelled smoke on the local two-node cluster (hack/e2e.sh; up and down).
+	hack/e2e.sh smoke
+
 .PHONY: test-e2e
-test-e2e: ## ginkgo e2e suites against the cluster in KUBECONFIG.
-	@if [ -z "$$KUBECONFIG" ]; then echo "test-e2e: set KUBECONFIG to a cluster with rackcache installed"; exit 2; fi
-	@if ls test/e2e/*_test.go >/dev/null 2>&1; then hack/deps.sh go-tools && ginkgo -v ./test/e2e/...; \
-	else echo "test-e2e: no e2e suites yet (test/e2e/)"; exit 2; fi
+test-e2e: deps envtest-assets images cluster-assets ## The whole e2e suite on the local two-node cluster (hack/e2e.sh).
+	hack/e2e.sh full
+
+.PHONY: cluster-up
+cluster-up: deps envtest-assets images cluster-assets ## Start the local two-node cluster (hack/cluster.sh up) and print its settings.
+	hack/cluster.sh up
+
+.PHONY: cluster-down
+cluster-down: ## Stop the local cluster: no process, mount or file left.
+	hack/cluster.sh down
 
 .PHONY: soak
 soak: deps guest-image ## Crash soak: SOAK_CYCLES (default 20) kill -9 cycles of a write-back cached volume under the guest's writes.
@@ -156,5 +176,6 @@ demo-down: ## Stop what `make demo` started (Ceph, apiserver, operator, dataplan
 .PHONY: clean
 clean: ## Remove build outputs in the clone (the shared cache stays; see README).
 	-hack/demo.sh down
+	-hack/cluster.sh down
 	rm -rf bin _output
 	cd $(DATAPLANE) && $(CARGO) clean

@@ -38,6 +38,10 @@ APISERVER_PORT=6443
 CEPH_PORT=13500
 NVME_PORT=4420
 GUEST_KUBELET_PORT=20250
+# The cache server's device: a sparse file on the host node.
+CACHE_DEVICE_SIZE=1Gi
+# What the e2e suite's pods run (hack/images.sh builds it from busybox).
+WORKLOAD_IMAGE=rackcache.local/busybox:1.35
 # The cluster's network namespace: every process of the cluster runs in it,
 # so the host node's address (NODE_IP: a kubelet refuses loopback node
 # IPs) exists only there. The
@@ -117,7 +121,7 @@ control_plane_up() {
     --initial-cluster "local=http://127.0.0.1:$((ETCD_PORT + 10))" --unsafe-no-fsync
   config_egress "$dir/egress.sock" >"$dir/egress.yaml"
   start egress "$dir/bin/egress" --socket "$dir/egress.sock" \
-    --map "$NODE_IP:10250=127.0.0.1:10250" --map "10.0.3.15:10250=127.0.0.1:$GUEST_KUBELET_PORT"
+    --map "10.0.3.15:10250=127.0.0.1:$GUEST_KUBELET_PORT" --direct "$NODE_IP"
   start kube-apiserver "$assets/kube-apiserver" --bind-address 127.0.0.1 --advertise-address 127.0.0.1 \
     --secure-port "$APISERVER_PORT" --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
     --tls-cert-file "$p/apiserver.crt" --tls-private-key-file "$p/apiserver.key" --client-ca-file "$p/ca.crt" \
@@ -146,6 +150,10 @@ print_env() {
   echo "export RACKCACHE_CLUSTER_NETNS=$NETNS"
   echo "export RACKCACHE_CLUSTER_NODE_IP=$NODE_IP"
   echo "export RACKCACHE_CLUSTER_NVME_PORT=$NVME_PORT"
+  # The e2e suite's inputs (test/e2e/framework/config.go).
+  echo "export RACKCACHE_E2E_CACHE_DEVICE=$dir/host/cache0.img"
+  echo "export RACKCACHE_E2E_CACHE_DEVICE_SIZE=$CACHE_DEVICE_SIZE"
+  echo "export RACKCACHE_E2E_WORKLOAD_IMAGE=$WORKLOAD_IMAGE"
 }
 
 up() {
@@ -172,6 +180,9 @@ up() {
   guest_node_up "$guest" "$images"
   wait_for "node $HOST_NODE" 120 kubectl_ wait --for=condition=Ready "node/$HOST_NODE" --timeout=1s
   wait_for "node $GUEST_NODE" 240 kubectl_ wait --for=condition=Ready "node/$GUEST_NODE" --timeout=1s
+  log "snapshot CRDs and snapshot-controller"
+  kubectl_ apply -f "$images/snapshot-crds" >/dev/null
+  kubectl_ apply -f "$REPO_ROOT/hack/cluster/snapshot-controller.yaml" >/dev/null
   log "cluster up: $(kubectl_ get nodes --no-headers | awk '{print $1 "=" $2}' | tr '\n' ' ')"
   print_env | tee "$dir/env"
 }

@@ -17,8 +17,8 @@ COMPONENTS=(kubelet kube-scheduler kube-controller-manager)
 build() {
   local work="$RACKCACHE_CACHE/k8s/src/apiserver-$K8S_VERSION" c
   [ -f "$work/go.mod" ] || die "no wrapper module in $work (hack/envtest-assets.sh makes it)"
-  # `version` reports the release, as the upstream build stamps it.
-  local ldflags="-X k8s.io/component-base/version.gitVersion=v$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(cut -d. -f2 <<<"$K8S_VERSION")"
+  local ldflags
+  ldflags="$(k8s_version_ldflags)"
   for c in "${COMPONENTS[@]}"; do
     [ -x "$assets/$c" ] && continue
     log "building $c v$K8S_VERSION"

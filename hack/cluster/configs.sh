@@ -5,7 +5,7 @@
 # (hack/images.sh builds it; nothing can be pulled here).
 PAUSE_IMAGE="registry.k8s.io/pause:3.10"
 
-# config_containerd ROOT STATE SOCKET RUNC: containerd's config.toml.
+# config_containerd ROOT STATE SOCKET CNI_CONF_DIR RUNC: containerd's config.toml.
 config_containerd() {
   cat <<EOF
 version = 2
@@ -29,16 +29,21 @@ state = "$2"
 EOF
 }
 
-# config_cni: pods that are not on the host network get a loopback
-# interface and nothing else: no route leaves the pod, so nothing a pod
-# does can reach an address outside its node. rackcache's own pods use
-# the host network.
+# config_cni SUBNET IPAM_DIR: pods that are not on the host network get a veth pair
+# to their node (the ptp plugin) with an address of SUBNET and a route to
+# nothing else: no masquerading, no default route, so a pod reaches its
+# node and nothing beyond. rackcache's own pods use the host network.
+# IPAM_DIR keeps the addresses handed out.
 config_cni() {
-  cat <<'EOF'
+  cat <<EOF
 {
   "cniVersion": "0.4.0",
   "name": "rackcache-local",
-  "plugins": [{"type": "loopback"}]
+  "plugins": [{
+    "type": "ptp",
+    "ipMasq": false,
+    "ipam": {"type": "host-local", "ranges": [[{"subnet": "$1"}]], "routes": [], "dataDir": "$2"}
+  }]
 }
 EOF
 }

@@ -7,6 +7,10 @@
 # so they are checked to be ours before use and removed by `down`.
 KUBELET_ROOT=/var/lib/kubelet
 KUBELET_MARKER="$KUBELET_ROOT/.rackcache-cluster"
+# The dataplanes keep their configuration on the node (a hostPath): state
+# of an earlier cluster would point at a Ceph cluster that is gone.
+DATAPLANE_STATE=/var/lib/rackcache
+DATAPLANE_MARKER="$DATAPLANE_STATE/.rackcache-cluster"
 # Pod cgroups of the host kubelet live under this root in every hierarchy.
 CGROUP_ROOT=rackcache-cluster
 
@@ -15,9 +19,13 @@ host_node_up() {
   if [ -e "$KUBELET_ROOT" ] && [ ! -e "$KUBELET_MARKER" ]; then
     die "$KUBELET_ROOT exists and is not this cluster's: another kubelet uses this machine"
   fi
-  mkdir -p "$h/cni" "$KUBELET_ROOT" && touch "$KUBELET_MARKER"
+  if [ -e "$DATAPLANE_STATE" ] && [ ! -e "$DATAPLANE_MARKER" ]; then
+    die "$DATAPLANE_STATE exists and is not this cluster's: a dataplane of something else uses this machine"
+  fi
+  mkdir -p "$h/cni" "$KUBELET_ROOT" "$DATAPLANE_STATE" && touch "$KUBELET_MARKER" "$DATAPLANE_MARKER"
+  [ -f "$h/cache0.img" ] || truncate -s "${CACHE_DEVICE_SIZE%i}" "$h/cache0.img"
   config_runc_wrapper "$(command -v runc)" >"$h/runc" && chmod 0755 "$h/runc"
-  config_cni >"$h/cni/10-rackcache.conflist"
+  config_cni 10.88.1.0/24 "$h/cni-ipam" >"$h/cni/10-rackcache.conflist"
   config_containerd "$h/containerd" "$h/containerd-state" "$h/containerd.sock" "$h/cni" "$h/runc" >"$h/containerd.toml"
   start containerd containerd --config "$h/containerd.toml"
   wait_for containerd 30 ctr --address "$h/containerd.sock" version
@@ -52,6 +60,7 @@ host_node_down() {
   done
   unmount_under "$KUBELET_ROOT" "$h"
   if [ -e "$KUBELET_MARKER" ]; then rm -rf "$KUBELET_ROOT" /var/log/pods /var/log/containers; fi
+  if [ -e "$DATAPLANE_MARKER" ]; then rm -rf "$DATAPLANE_STATE"; fi
   local cg
   for cg in /sys/fs/cgroup/*/"$CGROUP_ROOT" /sys/fs/cgroup/"$CGROUP_ROOT"; do
     [ -d "$cg" ] && find "$cg" -depth -type d -exec rmdir {} + 2>/dev/null || true
@@ -93,7 +102,7 @@ guest_node_up() {
   cp "$dir/pki/guest-kubelet.kubeconfig" "$g/data/kubeconfig"
   cp "$dir/pki/ca.crt" "$g/data/ca.crt"
   config_kubelet 0.0.0.0 /etc/kubernetes/ca.crt /run/containerd/containerd.sock >"$g/data/kubelet.yaml"
-  config_cni >"$g/data/cni.conflist"
+  config_cni 10.88.2.0/24 /var/lib/cni/networks >"$g/data/cni.conflist"
   config_containerd /var/lib/containerd /run/containerd /run/containerd/containerd.sock /etc/cni/net.d runc >"$g/data/containerd.toml"
   # The guest imports only what runs on a compute node.
   local ref file

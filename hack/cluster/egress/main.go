@@ -2,12 +2,12 @@
 // kube-apiserver sends every connection to a node (logs, exec,
 // port-forward) through it as an HTTP CONNECT on a Unix socket
 // (--egress-selector-config-file), and it connects only to the node
-// addresses it was given a loopback address for. The guest node's kubelet
-// listens at 10.0.3.15:10250 inside the guest, reachable from the host only
-// through qemu's port forward on 127.0.0.1; the host must never dial the
-// guest's address itself.
+// addresses it was given a loopback address for, and to the addresses of
+// its own network namespace (--direct). The guest node's kubelet listens at
+// 10.0.3.15:10250 inside the guest, reachable only through qemu's port
+// forward on 127.0.0.1; nothing may dial the guest's address itself.
 //
-//	egress --socket PATH --map 10.0.3.15:10250=127.0.0.1:20250 [--map ...]
+//	egress --socket PATH --map 10.0.3.15:10250=127.0.0.1:20250 [--map ...] [--direct 10.0.4.1]
 package main
 
 import (
@@ -54,25 +54,40 @@ func main() {
 	socket := flag.String("socket", "", "the Unix socket to listen on")
 	table := routes{}
 	flag.Var(table, "map", "repeatable: NODE_HOST:PORT=LOOPBACK_HOST:PORT")
+	var direct hosts
+	flag.Var(&direct, "direct", "repeatable: an address of this network namespace, dialed as asked (any port)")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	if *socket == "" {
 		log.Error("--socket is required")
 		os.Exit(2)
 	}
-	if err := run(*socket, table, log); err != nil {
+	if err := run(*socket, &proxy{routes: table, direct: direct, log: log}, log); err != nil {
 		log.Error("egress proxy stopped", "err", err)
 		os.Exit(1)
 	}
 }
 
-func run(socket string, table routes, log *slog.Logger) error {
+// hosts are the --direct addresses.
+type hosts []string
+
+func (h *hosts) String() string { return strings.Join(*h, ",") }
+
+func (h *hosts) Set(s string) error {
+	if net.ParseIP(s) == nil {
+		return fmt.Errorf("%q is not an IP address", s)
+	}
+	*h = append(*h, s)
+	return nil
+}
+
+func run(socket string, p *proxy, log *slog.Logger) error {
 	_ = os.Remove(socket)
 	ln, err := net.Listen("unix", socket)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", socket, err)
 	}
-	srv := &http.Server{Handler: &proxy{routes: table, log: log}, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	go func() {
@@ -81,7 +96,7 @@ func run(socket string, table routes, log *slog.Logger) error {
 		defer cancel()
 		_ = srv.Shutdown(shutdown)
 	}()
-	log.Info("egress proxy listening", "socket", socket, "routes", table.String())
+	log.Info("egress proxy listening", "socket", socket, "routes", p.routes.String(), "direct", p.direct.String())
 	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
@@ -90,7 +105,25 @@ func run(socket string, table routes, log *slog.Logger) error {
 
 type proxy struct {
 	routes routes
+	direct hosts
 	log    *slog.Logger
+}
+
+// target is where a CONNECT to node goes, if anywhere.
+func (p *proxy) target(node string) (string, bool) {
+	if to, ok := p.routes[node]; ok {
+		return to, true
+	}
+	host, _, err := net.SplitHostPort(node)
+	if err != nil {
+		return "", false
+	}
+	for _, h := range p.direct {
+		if h == host {
+			return node, true
+		}
+	}
+	return "", false
 }
 
 func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -98,7 +131,7 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "only CONNECT", http.StatusMethodNotAllowed)
 		return
 	}
-	to, ok := p.routes[r.Host]
+	to, ok := p.target(r.Host)
 	if !ok {
 		p.log.Info("refused: no route", "node", r.Host)
 		http.Error(w, fmt.Sprintf("no route to %s", r.Host), http.StatusForbidden)
