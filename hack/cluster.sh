@@ -9,7 +9,9 @@
 #   - the compute node "rackcache-guest": a kubelet with its own containerd
 #     inside the qemu guest (hack/cluster/guest-build.sh), the only kernel
 #     here that can `nvme connect`;
-#   - the product's images (hack/images.sh), imported into both containerds.
+#   - the product's images (hack/images.sh), imported into both containerds;
+#   - Prometheus (Debian's) scraping rackcache's pods with the chart's alerts;
+#   - external-snapshotter's CRDs and snapshot-controller.
 #
 # Usage:
 #   hack/cluster.sh up [--dir DIR]     start (or re-check) the cluster; prints
@@ -29,6 +31,7 @@ source "$(dirname "$0")/lib.sh"
 source "$REPO_ROOT/hack/cluster/pki.sh"
 source "$REPO_ROOT/hack/cluster/configs.sh"
 source "$REPO_ROOT/hack/cluster/nodes.sh"
+source "$REPO_ROOT/hack/cluster/prometheus.sh"
 
 HOST_NODE=rackcache-host
 GUEST_NODE=rackcache-guest
@@ -101,14 +104,20 @@ netns_up() {
   ip -n "$NETNS" link set lo up
   ip -n "$NETNS" addr replace "$NODE_IP/32" dev lo
   # kubectl, helm and the e2e suite on the host reach the apiserver at the
-  # host's 127.0.0.1:APISERVER_PORT, one socat per connection.
-  if ! running apiserver-bridge; then
-    mkdir -p "$dir/logs" "$dir/pids"
-    setsid socat "TCP-LISTEN:$APISERVER_PORT,bind=127.0.0.1,fork,reuseaddr" \
-      "EXEC:nsenter --net=/run/netns/$NETNS socat STDIO TCP\:127.0.0.1\:$APISERVER_PORT" \
-      >>"$dir/logs/apiserver-bridge.log" 2>&1 </dev/null &
-    echo $! >"$dir/pids/apiserver-bridge.pid"
-  fi
+  # host's 127.0.0.1:APISERVER_PORT.
+  bridge apiserver-bridge "$APISERVER_PORT"
+}
+
+# bridge NAME PORT [NS_PORT]: the host's 127.0.0.1:PORT reaches the
+# namespace's 127.0.0.1:NS_PORT (default PORT), one socat per connection.
+bridge() {
+  local name="$1" host_port="$2" port="${3:-$2}"
+  running "$name" && return 0
+  mkdir -p "$dir/logs" "$dir/pids"
+  setsid socat "TCP-LISTEN:$host_port,bind=127.0.0.1,fork,reuseaddr" \
+    "EXEC:nsenter --net=/run/netns/$NETNS socat STDIO TCP\:127.0.0.1\:$port" \
+    >>"$dir/logs/$name.log" 2>&1 </dev/null &
+  echo $! >"$dir/pids/$name.pid"
 }
 
 kubectl_() { "$REPO_ROOT/bin/kubectl" --kubeconfig "$dir/kubeconfig" "$@"; }
@@ -154,6 +163,7 @@ print_env() {
   echo "export RACKCACHE_E2E_CACHE_DEVICE=$dir/host/cache0.img"
   echo "export RACKCACHE_E2E_CACHE_DEVICE_SIZE=$CACHE_DEVICE_SIZE"
   echo "export RACKCACHE_E2E_WORKLOAD_IMAGE=$WORKLOAD_IMAGE"
+  echo "export RACKCACHE_E2E_PROMETHEUS_URL=http://127.0.0.1:$PROMETHEUS_HOST_PORT"
 }
 
 up() {
@@ -180,6 +190,8 @@ up() {
   guest_node_up "$guest" "$images"
   wait_for "node $HOST_NODE" 120 kubectl_ wait --for=condition=Ready "node/$HOST_NODE" --timeout=1s
   wait_for "node $GUEST_NODE" 240 kubectl_ wait --for=condition=Ready "node/$GUEST_NODE" --timeout=1s
+  log "Prometheus, reached at 127.0.0.1:$PROMETHEUS_HOST_PORT"
+  prometheus_up
   log "snapshot CRDs and snapshot-controller"
   kubectl_ apply -f "$images/snapshot-crds" >/dev/null
   kubectl_ apply -f "$REPO_ROOT/hack/cluster/snapshot-controller.yaml" >/dev/null
@@ -192,7 +204,9 @@ down() {
   guest_node_down
   host_node_down
   local name
-  for name in kube-scheduler kube-controller-manager kube-apiserver egress etcd apiserver-bridge; do stop "$name"; done
+  for name in prometheus-bridge prometheus kube-scheduler kube-controller-manager kube-apiserver egress etcd apiserver-bridge; do
+    stop "$name"
+  done
   if [ -e "/run/netns/$NETNS" ]; then
     in_ns "$REPO_ROOT/hack/ceph.sh" down "$dir/ceph" >/dev/null 2>&1 || true
     ip netns del "$NETNS"

@@ -34,7 +34,8 @@ source "${RACKCACHE_CLUSTER_DIR:-$REPO_ROOT/_output/cluster}/env"
 export RACKCACHE_E2E_VALUES="$REPO_ROOT/hack/cluster/values.yaml"
 
 suite=$SECONDS
-args=(-count=1 -timeout 60m ./test/e2e -ginkgo.v)
+# -v streams ginkgo's progress as it happens.
+args=(-v -count=1 -timeout 60m ./test/e2e -ginkgo.v)
 [ -n "$filter" ] && args+=(-ginkgo.label-filter="$filter")
 go test "${args[@]}"
 log "e2e ($what) passed in $((SECONDS - suite)) s; with the cluster's start $((SECONDS - start)) s"

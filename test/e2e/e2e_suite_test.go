@@ -31,7 +31,9 @@ var _ = BeforeSuite(func(ctx context.Context) {
 	Expect(err).NotTo(HaveOccurred())
 	ceph, err := framework.NewCeph(cfg.Ceph)
 	Expect(err).NotTo(HaveOccurred())
-	env = specs.Env{Cluster: cluster, Ceph: ceph}
+	prom, err := framework.NewPrometheus(cfg.PrometheusURL)
+	Expect(err).NotTo(HaveOccurred())
+	env = specs.Env{Cluster: cluster, Ceph: ceph, Prometheus: prom}
 	out, err := cluster.Kubectl(ctx, "get", "nodes", "-o", "wide")
 	Expect(err).NotTo(HaveOccurred())
 	AddReportEntry("nodes", out)

@@ -35,7 +35,10 @@ type Config struct {
 	CacheDeviceSize string
 	DataplaneImage  string // RACKCACHE_E2E_DATAPLANE_IMAGE (the chart's registry and appVersion)
 	WorkloadImage   string // RACKCACHE_E2E_WORKLOAD_IMAGE: an image with busybox's sh, dd, md5sum
-	Ceph            CephConfig
+	// PrometheusURL (RACKCACHE_E2E_PROMETHEUS_URL): a Prometheus scraping
+	// the cluster as the chart's ServiceMonitors say, with its alerts loaded.
+	PrometheusURL string
+	Ceph          CephConfig
 }
 
 // CephConfig is the Ceph cluster the volumes live in.
@@ -62,6 +65,7 @@ func LoadConfig() (*Config, error) {
 		CacheDeviceSize: env("RACKCACHE_E2E_CACHE_DEVICE_SIZE", "1Gi"),
 		DataplaneImage:  os.Getenv("RACKCACHE_E2E_DATAPLANE_IMAGE"),
 		WorkloadImage:   os.Getenv("RACKCACHE_E2E_WORKLOAD_IMAGE"),
+		PrometheusURL:   os.Getenv("RACKCACHE_E2E_PROMETHEUS_URL"),
 		Ceph: CephConfig{
 			Pool:  env("RACKCACHE_CEPH_POOL", "rbd"),
 			User:  os.Getenv("RACKCACHE_CEPH_USER"),

@@ -11,10 +11,12 @@ import (
 	"github.com/rackcache/rackcache/test/e2e/framework"
 )
 
-// Env is what every spec needs: the cluster under test and Ceph's CLI.
+// Env is what every spec needs: the cluster under test, Ceph's CLI and the
+// Prometheus scraping the cluster (nil when there is none).
 type Env struct {
-	Cluster *framework.Cluster
-	Ceph    *framework.Ceph
+	Cluster    *framework.Cluster
+	Ceph       *framework.Ceph
+	Prometheus *framework.Prometheus
 }
 
 // Timeouts of the specs' waits: generous, because the compute node may be an
@@ -24,6 +26,6 @@ const (
 	readyTimeout   = 3 * time.Minute
 	podTimeout     = 4 * time.Minute
 	statsTimeout   = 2 * time.Minute
-	goneTimeout    = 3 * time.Minute
+	goneTimeout    = 5 * time.Minute
 	poll           = 2 * time.Second
 )

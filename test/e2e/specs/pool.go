@@ -55,15 +55,20 @@ func CreateCachePool(ctx context.Context, env Env, in PoolInput) *rcv1.CachePool
 	By("creating CachePool " + in.Name)
 	Expect(env.Cluster.KubectlApply(ctx, string(manifest))).To(Succeed())
 
+	return waitPoolReady(ctx, env, in.Name)
+}
+
+// waitPoolReady waits until the pool's Ready condition is true.
+func waitPoolReady(ctx context.Context, env Env, name string) *rcv1.CachePool {
 	got := &rcv1.CachePool{}
 	Eventually(func(g Gomega) {
-		g.Expect(env.Cluster.Client.Get(ctx, client.ObjectKey{Name: in.Name}, got)).To(Succeed())
+		g.Expect(env.Cluster.Client.Get(ctx, client.ObjectKey{Name: name}, got)).To(Succeed())
 		ready := meta.FindStatusCondition(got.Status.Conditions, "Ready")
 		g.Expect(ready).NotTo(BeNil(), "no Ready condition yet")
 		g.Expect(ready.Status).To(Equal(metav1.ConditionTrue), "Ready: %s: %s", ready.Reason, ready.Message)
 	}).WithContext(ctx).WithTimeout(readyTimeout).WithPolling(poll).Should(Succeed(), func() string {
-		reportPods(ctx, env, cfg.Namespace)
-		return "CachePool " + in.Name + " did not become Ready"
+		reportPods(ctx, env, env.Cluster.Config.Namespace)
+		return "CachePool " + name + " did not become Ready"
 	})
 	return got
 }

@@ -178,7 +178,11 @@ func ExpectVolumeGone(ctx context.Context, env Env, name string) {
 // volumes it got to create.
 func DeleteWorkloads(ctx context.Context, env Env, namespace string) {
 	By("deleting namespace " + namespace + " and waiting for every CachedVolume to go")
-	_, err := env.Cluster.Kubectl(ctx, "delete", "namespace", namespace, "--ignore-not-found", "--wait", "--timeout", goneTimeout.String())
+	// Snapshots first: an RBD image with snapshots cannot be deleted, so the
+	// volumes would wait for them anyway.
+	_, err := env.Cluster.Kubectl(ctx, "delete", "volumesnapshots", "--all", "-n", namespace, "--ignore-not-found", "--wait", "--timeout", goneTimeout.String())
+	Expect(err).NotTo(HaveOccurred())
+	_, err = env.Cluster.Kubectl(ctx, "delete", "namespace", namespace, "--ignore-not-found", "--wait", "--timeout", goneTimeout.String())
 	Expect(err).NotTo(HaveOccurred())
 	Eventually(func(g Gomega) {
 		var list rcv1.CachedVolumeList

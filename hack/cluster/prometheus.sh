@@ -1,0 +1,41 @@
+# Sourced by hack/cluster.sh: Prometheus (Debian's package) as the local
+# cluster's monitoring, scraping the operator's and the dataplanes' metrics
+# and evaluating the chart's alerting rules. Debian builds Prometheus
+# without Kubernetes service discovery, so the targets come from a file:
+# every rackcache pod uses the host network of the one cache-server node,
+# so they are that node's metrics ports (the operator's 8080, the
+# dataplanes' 9560), labelled as the chart's ServiceMonitors label them.
+# It runs in the cluster's network namespace; the host reaches its API at
+# 127.0.0.1:$PROMETHEUS_HOST_PORT through a bridge like the apiserver's
+# (not 9090: Debian's package runs a Prometheus of its own there on
+# machines with systemd).
+
+PROMETHEUS_PORT=9090
+PROMETHEUS_HOST_PORT=19090
+
+prometheus_up() {
+  command -v prometheus >/dev/null || die "prometheus not found: run hack/deps.sh apt"
+  local p="$dir/prometheus"
+  mkdir -p "$p/data"
+  cat >"$p/targets.json" <<EOF2
+[
+  {"targets": ["$NODE_IP:8080"], "labels": {"job": "rackcache-operator", "node": "$HOST_NODE"}},
+  {"targets": ["$NODE_IP:9560"], "labels": {"job": "rackcache-dataplane", "node": "$HOST_NODE"}}
+]
+EOF2
+  cat >"$p/prometheus.yml" <<EOF2
+global:
+  scrape_interval: 5s
+  evaluation_interval: 5s
+rule_files:
+  - $REPO_ROOT/charts/rackcache/rules/alerts.yaml
+scrape_configs:
+  - job_name: rackcache
+    file_sd_configs:
+      - files: [$p/targets.json]
+EOF2
+  start prometheus prometheus --config.file "$p/prometheus.yml" --storage.tsdb.path "$p/data" \
+    --web.listen-address "127.0.0.1:$PROMETHEUS_PORT" --log.level warn
+  bridge prometheus-bridge "$PROMETHEUS_HOST_PORT" "$PROMETHEUS_PORT"
+  wait_for prometheus 60 curl -fsS "http://127.0.0.1:$PROMETHEUS_HOST_PORT/-/ready"
+}
