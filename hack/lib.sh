@@ -26,6 +26,19 @@ k8s_version_ldflags() {
   echo "-X k8s.io/component-base/version.gitVersion=v$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(cut -d. -f2 <<<"$K8S_VERSION")"
 }
 
+# debian_kernel sets kernel_pkg, kernel_version and kver to Debian's stock
+# kernel package (linux-image-amd64 is a metapackage; the kernel is the
+# package it depends on), the version apt would install and its release.
+debian_kernel() {
+  kernel_pkg="$(apt-cache depends linux-image-amd64 2>/dev/null \
+    | awk '$1 == "Depends:" && $2 ~ /^linux-image-[0-9]/ { print $2; exit }')"
+  [ -n "$kernel_pkg" ] || die "cannot resolve linux-image-amd64 (run apt-get update)"
+  kernel_version="$(apt-cache policy "$kernel_pkg" | awk '$1 == "Candidate:" { print $2 }')"
+  [ -n "$kernel_version" ] && [ "$kernel_version" != "(none)" ] \
+    || die "no installable version of $kernel_pkg (run apt-get update)"
+  kver="${kernel_pkg#linux-image-}"
+}
+
 log() { printf '\033[1m[%s]\033[0m %s\n' "$(basename "$0")" "$*" >&2; }
 die() { printf '[%s] error: %s\n' "$(basename "$0")" "$*" >&2; exit 1; }
 

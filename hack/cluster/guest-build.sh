@@ -40,11 +40,7 @@ for tool in debootstrap apt-get apt-cache dpkg-deb depmod mke2fs cpio gzip; do
   command -v "$tool" >/dev/null || die "$tool not found: run hack/deps.sh apt"
 done
 
-kernel_pkg="$(apt-cache depends linux-image-amd64 2>/dev/null \
-  | awk '$1 == "Depends:" && $2 ~ /^linux-image-[0-9]/ { print $2; exit }')"
-[ -n "$kernel_pkg" ] || die "cannot resolve linux-image-amd64 (run apt-get update)"
-kernel_version="$(apt-cache policy "$kernel_pkg" | awk '$1 == "Candidate:" { print $2 }')"
-kver="${kernel_pkg#linux-image-}"
+debian_kernel
 kubelet_sum="$(sha256sum "$kubelet" | cut -c1-12)"
 recipe_sum="$(cat "$0" "$REPO_ROOT/hack/cluster/guest-init" | sha256sum | cut -c1-8)"
 key="${kver}_${kernel_version}_r${GUEST_RECIPE}-${recipe_sum}_kubelet-${kubelet_sum}"

@@ -48,14 +48,7 @@ for tool in apt-get apt-cache dpkg-deb depmod cpio gzip; do
   command -v "$tool" >/dev/null || die "$tool not found: run hack/deps.sh apt"
 done
 
-# linux-image-amd64 is a metapackage; the kernel is the package it depends on.
-kernel_pkg="$(apt-cache depends linux-image-amd64 2>/dev/null \
-  | awk '$1 == "Depends:" && $2 ~ /^linux-image-[0-9]/ { print $2; exit }')"
-[ -n "$kernel_pkg" ] || die "cannot resolve linux-image-amd64 (run apt-get update)"
-kernel_version="$(apt-cache policy "$kernel_pkg" | awk '$1 == "Candidate:" { print $2 }')"
-[ -n "$kernel_version" ] && [ "$kernel_version" != "(none)" ] \
-  || die "no installable version of $kernel_pkg (run apt-get update)"
-kver="${kernel_pkg#linux-image-}"
+debian_kernel
 
 key="${kver}_${kernel_version}_r${GUEST_RECIPE}"
 out="$RACKCACHE_CACHE/guest/$key"

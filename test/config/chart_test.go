@@ -175,6 +175,8 @@ func TestChartSchemaRefusesBadValues(t *testing.T) {
 		{"storageClasses[0].name=x", "missing properties 'cachePool', 'pool'"},
 		{"storageClasses[0].name=x,storageClasses[0].cachePool=p,storageClasses[0].pool=rbd,storageClasses[0].writeMode=Fast", "/storageClasses/0/writeMode"},
 		{"operator.replica=2", "additional properties 'replica' not allowed"},
+		{"csi.node.portalMap={10.0.4.1:4420}", "/csi/node/portalMap/0"},
+		{"kubernetesAPI.port=0", "/kubernetesAPI/port"},
 	}
 	for _, tc := range cases {
 		out, err := exec.Command(helmBinary(t), "template", "rackcache", chartDir(), "--kube-version", chartKubeVersion, "--set", tc.set).CombinedOutput()
