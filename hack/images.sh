@@ -246,6 +246,18 @@ pack_all() {
   cp "$crds"/snapshot.storage.k8s.io_*.yaml "$tmp/snapshot-crds/"
   mv "$tmp/images.txt.tmp" "$tmp/images.txt"
   rm -rf "$out" && mv "$tmp" "$out"
+  prune_old
+}
+
+# prune_old keeps the newest KEEP_BUILDS image sets: every clone builds its
+# own binaries, so each fresh clone (each CI run) makes a new set.
+KEEP_BUILDS=3
+prune_old() {
+  local old
+  # shellcheck disable=SC2012 # names are hex keys
+  for old in $(ls -1dt "$RACKCACHE_CACHE"/images/*/ 2>/dev/null | tail -n +$((KEEP_BUILDS + 1))); do
+    [ "${old%/}" = "$out" ] || rm -rf "$old"
+  done
 }
 
 if [ ! -f "$out/images.txt" ]; then
