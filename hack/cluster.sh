@@ -15,7 +15,8 @@
 #
 # Usage:
 #   hack/cluster.sh up [--dir DIR]     start (or re-check) the cluster; prints
-#                                      shell assignments (KUBECONFIG, Ceph)
+#                                      `source DIR/env` (KUBECONFIG, Ceph, the
+#                                      e2e suite's inputs)
 #   hack/cluster.sh env [--dir DIR]    re-print those assignments
 #   hack/cluster.sh down [--dir DIR]   stop every process by PID, unmount and
 #                                      remove what `up` made
@@ -26,8 +27,9 @@
 # 127.0.0.1:6443 on both nodes (the guest forwards it to the host), and the
 # guest reaches the cache server's NVMe/TCP port at 10.0.3.100 (qemu's
 # guestfwd; the CSI node plugin's --portal-map rewrites the portal). Other
-# pods get a loopback interface only.
+# pods get a veth to their node (CNI ptp) and no route beyond it.
 source "$(dirname "$0")/lib.sh"
+cd "$REPO_ROOT"
 source "$REPO_ROOT/hack/cluster/pki.sh"
 source "$REPO_ROOT/hack/cluster/configs.sh"
 source "$REPO_ROOT/hack/cluster/nodes.sh"
@@ -62,28 +64,42 @@ while [ $# -gt 0 ]; do
 done
 
 # start NAME CMD...: run CMD in a session of its own, logging to
-# logs/NAME.log, its PID in pids/NAME.pid; nothing when it already runs.
+# logs/NAME.log; pids/NAME.pid keeps its PID and start time (so that a PID
+# reused by another process after a reboot or crash is never signalled).
+# Nothing happens when it already runs.
 start() {
   local name="$1"; shift
   if running "$name"; then return 0; fi
   mkdir -p "$dir/logs" "$dir/pids"
   setsid nsenter --net="/run/netns/$NETNS" "$@" >>"$dir/logs/$name.log" 2>&1 </dev/null &
-  echo $! >"$dir/pids/$name.pid"
+  record_pid "$name" $!
 }
 
-running() { [ -f "$dir/pids/$1.pid" ] && kill -0 "$(cat "$dir/pids/$1.pid")" 2>/dev/null; }
+record_pid() { echo "$2 $(start_time "$2")" >"$dir/pids/$1.pid"; }
+
+# start_time PID: the process's start time in clock ticks since boot.
+start_time() { awk '{ sub(/.*\) /, ""); print $20 }' "/proc/$1/stat" 2>/dev/null; }
+
+# pid_of NAME: the recorded PID when that process still runs (same start
+# time); nothing otherwise.
+pid_of() {
+  local f="$dir/pids/$1.pid" pid started
+  [ -f "$f" ] || return 1
+  read -r pid started <"$f"
+  [ -n "$pid" ] && [ "$(start_time "$pid")" = "$started" ] && echo "$pid"
+}
+
+running() { pid_of "$1" >/dev/null; }
 
 # stop NAME: TERM, then KILL after 10 s, by the PID `start` recorded.
 stop() {
-  local f="$dir/pids/$1.pid" pid i=0
-  [ -f "$f" ] || return 0
-  pid="$(cat "$f")"
-  if kill -0 "$pid" 2>/dev/null; then
+  local pid i=0
+  if pid="$(pid_of "$1")"; then
     kill -TERM "$pid" 2>/dev/null || true
-    while kill -0 "$pid" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
-    kill -KILL "$pid" 2>/dev/null || true
+    while running "$1" && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+    if running "$1"; then kill -KILL "$pid" 2>/dev/null || true; fi
   fi
-  rm -f "$f"
+  rm -f "$dir/pids/$1.pid"
 }
 
 # wait_for WHAT SECONDS CMD...: retry CMD every second until it succeeds.
@@ -95,12 +111,34 @@ wait_for() {
   done
 }
 
+# One local cluster per machine: its namespace, ports and the node state
+# under /var/lib are shared names. OWNER names the directory of the cluster
+# that holds them; `up` refuses to start a second one and `down` of another
+# directory leaves them alone.
+OWNER=/run/rackcache-cluster.owner
+
+# claim: take the machine's cluster names for $dir, or die naming who has them.
+claim() {
+  local owner
+  owner="$(cat "$OWNER" 2>/dev/null || true)"
+  if [ -n "$owner" ] && [ "$owner" != "$dir" ] && [ -d "$owner" ]; then
+    die "another local cluster runs from $owner: stop it first (hack/cluster.sh down --dir $owner)"
+  fi
+  echo "$dir" >"$OWNER"
+}
+
+# owned: whether $dir holds the machine's cluster names.
+owned() { [ "$(cat "$OWNER" 2>/dev/null || true)" = "$dir" ]; }
+
 in_ns() { nsenter --net="/run/netns/$NETNS" "$@"; }
 
 # netns_up: the namespace with its loopback interface carrying the node's
 # address too (no dummy or veth driver in this kernel); no route leads out.
 netns_up() {
-  [ -e "/run/netns/$NETNS" ] || ip netns add "$NETNS"
+  if [ ! -e "/run/netns/$NETNS" ]; then
+    mountpoint -q /run/netns 2>/dev/null || touch "$dir/netns-mount-created"
+    ip netns add "$NETNS"
+  fi
   ip -n "$NETNS" link set lo up
   ip -n "$NETNS" addr replace "$NODE_IP/32" dev lo
   # kubectl, helm and the e2e suite on the host reach the apiserver at the
@@ -117,7 +155,25 @@ bridge() {
   setsid socat "TCP-LISTEN:$host_port,bind=127.0.0.1,fork,reuseaddr" \
     "EXEC:nsenter --net=/run/netns/$NETNS socat STDIO TCP\:127.0.0.1\:$port" \
     >>"$dir/logs/$name.log" 2>&1 </dev/null &
-  echo $! >"$dir/pids/$name.pid"
+  record_pid "$name" $!
+}
+
+# netns_down: delete the namespace once no process is left in it (a
+# leftover would live on in a namespace nobody can name), and the /run/netns
+# mount `ip netns add` made when it was the first.
+netns_down() {
+  [ -e "/run/netns/$NETNS" ] || return 0
+  local ns p left=()
+  ns="$(stat -L -c %i "/run/netns/$NETNS")"
+  for p in /proc/[0-9]*; do
+    [ "$(stat -L -c %i "$p/ns/net" 2>/dev/null)" = "$ns" ] && left+=("${p#/proc/}")
+  done
+  [ ${#left[@]} -eq 0 ] || die "processes still in namespace $NETNS: ${left[*]} (not deleting it)"
+  ip netns del "$NETNS"
+  if [ -f "$dir/netns-mount-created" ] && [ -z "$(ls -A /run/netns 2>/dev/null)" ]; then
+    umount /run/netns 2>/dev/null || true
+    rmdir /run/netns 2>/dev/null || true
+  fi
 }
 
 kubectl_() { "$REPO_ROOT/bin/kubectl" --kubeconfig "$dir/kubeconfig" "$@"; }
@@ -169,6 +225,7 @@ print_env() {
 up() {
   [ "$(id -u)" -eq 0 ] || die "the local cluster needs root (containerd, kubelet, qemu's disks)"
   mkdir -p "$dir/bin"
+  claim
   hack/deps.sh go-tools >/dev/null
   local assets images guest
   assets="$("$REPO_ROOT/hack/cluster/assets.sh")"
@@ -180,7 +237,7 @@ up() {
 
   log "Ceph on 127.0.0.1:$CEPH_PORT"
   netns_up
-  in_ns "$REPO_ROOT/hack/ceph.sh" up "$dir/ceph" --mon-port "$CEPH_PORT" >"$dir/ceph.env"
+  (umask 077 && in_ns "$REPO_ROOT/hack/ceph.sh" up "$dir/ceph" --mon-port "$CEPH_PORT" >"$dir/ceph.env")
   pki_make
   log "control plane on 127.0.0.1:$APISERVER_PORT"
   control_plane_up "$assets"
@@ -196,20 +253,28 @@ up() {
   kubectl_ apply -f "$images/snapshot-crds" >/dev/null
   kubectl_ apply -f "$REPO_ROOT/hack/cluster/snapshot-controller.yaml" >/dev/null
   log "cluster up: $(kubectl_ get nodes --no-headers | awk '{print $1 "=" $2}' | tr '\n' ' ')"
-  print_env | tee "$dir/env"
+  # It carries the Ceph user's key: readable by root only.
+  (umask 077 && print_env >"$dir/env")
+  # The settings carry the Ceph user's key: say where they are, not what.
+  echo "source $dir/env"
 }
 
 down() {
   [ -d "$dir" ] || { log "nothing to stop in $dir"; return 0; }
   guest_node_down
-  host_node_down
+  # The node's shared state (kubelet and dataplane directories, cgroups) is
+  # only touched when this directory's cluster made it.
+  if owned; then host_node_down; else stop kubelet; stop containerd; fi
   local name
   for name in prometheus-bridge prometheus kube-scheduler kube-controller-manager kube-apiserver egress etcd apiserver-bridge; do
     stop "$name"
   done
   if [ -e "/run/netns/$NETNS" ]; then
-    in_ns "$REPO_ROOT/hack/ceph.sh" down "$dir/ceph" >/dev/null 2>&1 || true
-    ip netns del "$NETNS"
+    in_ns "$REPO_ROOT/hack/ceph.sh" down "$dir/ceph" >/dev/null || log "warning: hack/ceph.sh down failed"
+  fi
+  if owned; then
+    netns_down
+    rm -f "$OWNER"
   fi
   rm -rf "$dir"
   log "cluster down"

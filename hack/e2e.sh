@@ -8,6 +8,7 @@
 #   full     every spec (`make test-e2e`)
 #   --keep   leave the cluster up afterwards (hack/cluster.sh down stops it)
 source "$(dirname "$0")/lib.sh"
+cd "$REPO_ROOT"
 
 what="${1:-}"; shift || true
 keep=0

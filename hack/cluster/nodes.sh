@@ -16,13 +16,16 @@ CGROUP_ROOT=rackcache-cluster
 
 host_node_up() {
   local assets="$1" images="$2" h="$dir/host"
-  if [ -e "$KUBELET_ROOT" ] && [ ! -e "$KUBELET_MARKER" ]; then
+  if [ -e "$KUBELET_ROOT" ] && ! marked "$KUBELET_MARKER"; then
     die "$KUBELET_ROOT exists and is not this cluster's: another kubelet uses this machine"
   fi
-  if [ -e "$DATAPLANE_STATE" ] && [ ! -e "$DATAPLANE_MARKER" ]; then
+  if [ -e "$DATAPLANE_STATE" ] && ! marked "$DATAPLANE_MARKER"; then
     die "$DATAPLANE_STATE exists and is not this cluster's: a dataplane of something else uses this machine"
   fi
-  mkdir -p "$h/cni" "$KUBELET_ROOT" "$DATAPLANE_STATE" && touch "$KUBELET_MARKER" "$DATAPLANE_MARKER"
+  mkdir -p "$h/cni" "$KUBELET_ROOT" "$DATAPLANE_STATE"
+  [ -e /run/containerd ] || touch "$h/run-containerd-created"
+  echo "$dir" >"$KUBELET_MARKER"
+  echo "$dir" >"$DATAPLANE_MARKER"
   [ -f "$h/cache0.img" ] || truncate -s "${CACHE_DEVICE_SIZE%i}" "$h/cache0.img"
   config_runc_wrapper "$(command -v runc)" >"$h/runc" && chmod 0755 "$h/runc"
   config_cni 10.88.1.0/24 "$h/cni-ipam" >"$h/cni/10-rackcache.conflist"
@@ -50,7 +53,6 @@ host_node_down() {
     for id in $(ctr --address "$sock" -n k8s.io tasks ls -q 2>/dev/null); do
       ctr --address "$sock" -n k8s.io tasks kill -s SIGKILL "$id" >/dev/null 2>&1 || true
     done
-    sleep 1
   fi
   stop containerd
   # The runtime's shims outlive containerd; each names our socket.
@@ -58,26 +60,73 @@ host_node_down() {
   for pid in $(grep -lsz -- "$sock" /proc/[0-9]*/cmdline | cut -d/ -f3); do
     tr "\0" " " <"/proc/$pid/cmdline" 2>/dev/null | grep -q containerd-shim && kill -KILL "$pid" 2>/dev/null || true
   done
+  # Whatever still runs in a pod's cgroup is a container process of ours.
+  cgroup_root_kill
   unmount_under "$KUBELET_ROOT" "$h"
-  if [ -e "$KUBELET_MARKER" ]; then rm -rf "$KUBELET_ROOT" /var/log/pods /var/log/containers; fi
-  if [ -e "$DATAPLANE_MARKER" ]; then rm -rf "$DATAPLANE_STATE"; fi
+  if marked "$KUBELET_MARKER"; then rm -rf "$KUBELET_ROOT" /var/log/pods /var/log/containers; fi
+  if marked "$DATAPLANE_MARKER"; then rm -rf "$DATAPLANE_STATE"; fi
+  # containerd 1.6 keeps shim sockets and fifos under /run/containerd
+  # whatever its state directory: remove it when up made it.
+  if [ -f "$h/run-containerd-created" ]; then rm -rf /run/containerd; fi
+  cgroup_root_remove
+}
+
+# marked MARKER: the marker file names this cluster's directory.
+marked() { [ "$(cat "$1" 2>/dev/null || true)" = "$dir" ]; }
+
+# cgroup_dirs: the kubelet's cgroupRoot in every hierarchy (cgroup v1: one
+# per controller; v2: one).
+cgroup_dirs() {
+  if [ "$(stat -fc %T /sys/fs/cgroup)" = cgroup2fs ]; then
+    echo "/sys/fs/cgroup/$CGROUP_ROOT"
+  else
+    local h
+    for h in /sys/fs/cgroup/*/; do
+      [ -f "$h/cgroup.procs" ] && echo "$h$CGROUP_ROOT"
+    done
+  fi
+}
+
+# cgroup_root_kill: SIGKILL every process left below the cgroupRoot, until
+# none is (a few rounds: a dying process may still be listed).
+cgroup_root_kill() {
+  local round pids cg
+  for round in 1 2 3 4 5 6 7 8 9 10; do
+    pids=""
+    for cg in $(cgroup_dirs); do
+      [ -d "$cg" ] && pids+=" $(find "$cg" -name cgroup.procs -exec cat {} + 2>/dev/null | tr '\n' ' ')"
+    done
+    [ -n "${pids// /}" ] || return 0
+    # shellcheck disable=SC2086 # a list of PIDs
+    kill -KILL $pids 2>/dev/null || true
+    sleep 0.5
+  done
+  die "processes left in the pods' cgroups after SIGKILL:$pids"
+}
+
+cgroup_root_remove() {
   local cg
-  for cg in /sys/fs/cgroup/*/"$CGROUP_ROOT" /sys/fs/cgroup/"$CGROUP_ROOT"; do
-    [ -d "$cg" ] && find "$cg" -depth -type d -exec rmdir {} + 2>/dev/null || true
+  for cg in $(cgroup_dirs); do
+    [ -d "$cg" ] && find "$cg" -depth -type d -exec rmdir {} + 2>/dev/null
+    [ ! -d "$cg" ] || log "warning: could not remove cgroup $cg"
   done
 }
 
-# cgroup_root_make: the kubelet's cgroupRoot in every cgroup v1 hierarchy
-# (it must exist); a cpuset starts with no CPUs or memory nodes: copy its
-# parent's.
+# cgroup_root_make: the kubelet's cgroupRoot (it must exist). cgroup v1: in
+# every hierarchy, and a cpuset starts with no CPUs or memory nodes, so copy
+# its parent's. cgroup v2: one directory, every controller delegated.
 cgroup_root_make() {
-  local h
-  for h in /sys/fs/cgroup/*/; do
-    [ -f "$h/cgroup.procs" ] || continue
-    mkdir -p "$h$CGROUP_ROOT"
-    if [ -f "$h/cpuset.cpus" ]; then
-      cat "$h/cpuset.cpus" >"$h$CGROUP_ROOT/cpuset.cpus"
-      cat "$h/cpuset.mems" >"$h$CGROUP_ROOT/cpuset.mems"
+  local cg parent
+  for cg in $(cgroup_dirs); do
+    mkdir -p "$cg"
+    parent="$(dirname "$cg")"
+    if [ -f "$parent/cpuset.cpus" ] && [ ! -f "$parent/cgroup.subtree_control" ]; then
+      cat "$parent/cpuset.cpus" >"$cg/cpuset.cpus"
+      cat "$parent/cpuset.mems" >"$cg/cpuset.mems"
+    fi
+    if [ -f "$cg/cgroup.subtree_control" ]; then
+      local c
+      for c in $(cat "$cg/cgroup.controllers"); do echo "+$c" >"$cg/cgroup.subtree_control" 2>/dev/null || true; done
     fi
   done
 }
@@ -133,18 +182,15 @@ EOF
     -drive "file=$g/data.img,if=virtio,format=raw,readonly=on" \
     -chardev "file,id=con0,path=$dir/logs/guest-console.log" -serial chardev:con0 \
     -netdev "$netdev" -device virtio-net-pci,netdev=n1,romfile=
-  wait_for "the guest's containerd" 240 guest_up
-}
-
-# guest_up: whether guest-init reported its containerd up; dies when it
-# reported a failure or qemu is gone.
-guest_up() {
-  local console="$dir/logs/guest-console.log"
-  if grep -q RACKCACHE-NODE-FAILED "$console"; then
-    die "the guest node failed: $(grep -a -B1 RACKCACHE-NODE-FAILED "$console" | head -n1)"
-  fi
-  running qemu || die "qemu exited (console: $console)"
-  grep -q RACKCACHE-NODE-UP "$console"
+  local console="$dir/logs/guest-console.log" i=0
+  until grep -q RACKCACHE-NODE-UP "$console"; do
+    if grep -q RACKCACHE-NODE-FAILED "$console"; then
+      die "the guest node failed: $(grep -a -B1 RACKCACHE-NODE-FAILED "$console" | head -n1)"
+    fi
+    running qemu || die "qemu exited: $(tail -n 5 "$console")"
+    [ $i -lt 240 ] || die "the guest's containerd not up after 240 s (console: $console)"
+    sleep 1; i=$((i + 1))
+  done
 }
 
 guest_node_down() {

@@ -30,13 +30,13 @@ pki_make() {
     echo "$(pki_token),system:node:$HOST_NODE,node-host,\"system:nodes\""
     echo "$(pki_token),system:node:$GUEST_NODE,node-guest,\"system:nodes\""
   } >"$p/tokens.csv"
-  pki_kubeconfig admin https://127.0.0.1:6443 >"$dir/kubeconfig"
-  pki_kubeconfig system:kube-controller-manager https://127.0.0.1:6443 >"$p/controller-manager.kubeconfig"
-  pki_kubeconfig system:kube-scheduler https://127.0.0.1:6443 >"$p/scheduler.kubeconfig"
-  pki_kubeconfig "system:node:$HOST_NODE" https://127.0.0.1:6443 >"$p/host-kubelet.kubeconfig"
+  pki_kubeconfig admin "https://127.0.0.1:$APISERVER_PORT" >"$dir/kubeconfig"
+  pki_kubeconfig system:kube-controller-manager "https://127.0.0.1:$APISERVER_PORT" >"$p/controller-manager.kubeconfig"
+  pki_kubeconfig system:kube-scheduler "https://127.0.0.1:$APISERVER_PORT" >"$p/scheduler.kubeconfig"
+  pki_kubeconfig "system:node:$HOST_NODE" "https://127.0.0.1:$APISERVER_PORT" >"$p/host-kubelet.kubeconfig"
   # The guest's kubelet dials its own 127.0.0.1:6443, which guest-init
   # forwards to the host's apiserver.
-  pki_kubeconfig "system:node:$GUEST_NODE" https://127.0.0.1:6443 >"$p/guest-kubelet.kubeconfig"
+  pki_kubeconfig "system:node:$GUEST_NODE" "https://127.0.0.1:$APISERVER_PORT" >"$p/guest-kubelet.kubeconfig"
   chmod 0600 "$dir/kubeconfig" "$p"/*.kubeconfig "$p"/*.key "$p/tokens.csv"
   touch "$p/.complete"
 }

@@ -35,6 +35,11 @@ var _ = Describe("rackcache on a cluster", Ordered, func() {
 	track := func(v *specs.Volume) *specs.Volume { volumes = append(volumes, v); return v }
 
 	BeforeAll(func(ctx context.Context) {
+		// Clean-up runs last to first, every step even when one before it
+		// failed (or the install did): workloads, the pool, the release.
+		DeferCleanup(specs.UninstallChart, env)
+		DeferCleanup(specs.DeleteCachePool, env, poolName)
+		DeferCleanup(specs.DeleteWorkloads, env, workloads)
 		specs.InstallChart(ctx, env, specs.InstallInput{
 			CachePool: poolName,
 			StorageClasses: []specs.StorageClass{
@@ -84,16 +89,17 @@ var _ = Describe("rackcache on a cluster", Ordered, func() {
 		specs.DeleteSnapshot(ctx, env, workloads, "fs-wt-snap")
 	})
 
-	It("keeps serving after the dataplane is killed, and loses no acknowledged write-back write", func(ctx context.Context) {
+	It("keeps serving after the dataplane crashes (SIGKILL), and loses no acknowledged write-back write", func(ctx context.Context) {
 		wb := track(specs.CreateVolumeWithPod(ctx, env, specs.VolumeInput{
 			Namespace: workloads, Name: "block-wb", StorageClass: writeBack, Size: volumeSize, Block: true,
 		}))
 		wbSum := specs.WriteAndVerify(ctx, env, wb, fileMiB)
-		specs.KillDataplanes(ctx, env, poolName)
+		specs.ExpectDirty(ctx, env, poolName, wb)
+		specs.CrashDataplanes(ctx, env, poolName)
 		specs.ExpectReadBack(ctx, env, wb, fileMiB, wbSum)
 		specs.ExpectReadBack(ctx, env, fsWT, fileMiB, fsSum)
 		fsSum = specs.WriteAndVerify(ctx, env, fsWT, fileMiB)
-		specs.WaitClean(ctx, env, wb)
+		specs.WaitClean(ctx, env, poolName, wb)
 		specs.ExpectCephHolds(ctx, env, wb, fileMiB, wbSum)
 	})
 
@@ -108,11 +114,5 @@ var _ = Describe("rackcache on a cluster", Ordered, func() {
 		}
 		specs.ExpectNoSubsystems(ctx, env, poolName, volumes)
 		volumes = nil
-	})
-
-	AfterAll(func(ctx context.Context) {
-		specs.DeleteWorkloads(ctx, env, workloads)
-		specs.DeleteCachePool(ctx, env, poolName)
-		specs.UninstallChart(ctx, env)
 	})
 })

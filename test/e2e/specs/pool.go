@@ -84,14 +84,14 @@ func DeleteCachePool(ctx context.Context, env Env, name string) {
 // cache server, keyed by pod name. It fetches them from inside the CSI
 // controller's pod (its image has busybox's wget), where the cluster's
 // network reaches every pod: no port on the test's machine is needed.
-func DataplaneMetrics(ctx context.Context, env Env, pool string) map[string]string {
+func DataplaneMetrics(ctx context.Context, g Gomega, env Env, pool string) map[string]string {
 	cfg := env.Cluster.Config
 	pods, err := env.Cluster.Kubectl(ctx, "get", "pods", "-n", cfg.Namespace, "-l", "rackcache.io/pool="+pool,
 		"-o", `jsonpath={range .items[*]}{.metadata.name}{" "}{.status.podIP}{"\n"}{end}`)
-	Expect(err).NotTo(HaveOccurred())
+	g.Expect(err).NotTo(HaveOccurred())
 	from, err := env.Cluster.Kubectl(ctx, "get", "pods", "-n", cfg.Namespace, "-l", "app.kubernetes.io/name=rackcache-csi-controller",
 		"-o", "jsonpath={.items[0].metadata.name}")
-	Expect(err).NotTo(HaveOccurred())
+	g.Expect(err).NotTo(HaveOccurred())
 	out := map[string]string{}
 	for _, line := range strings.Split(strings.TrimSpace(pods), "\n") {
 		name, ip, ok := strings.Cut(line, " ")
@@ -100,20 +100,24 @@ func DataplaneMetrics(ctx context.Context, env Env, pool string) map[string]stri
 		}
 		url := fmt.Sprintf("http://%s/metrics", net.JoinHostPort(ip, fmt.Sprint(metricsPort)))
 		body, err := env.Cluster.Kubectl(ctx, "exec", "-n", cfg.Namespace, from, "-c", "csi-controller", "--", "busybox", "wget", "-q", "-O", "-", url)
-		Expect(err).NotTo(HaveOccurred())
+		g.Expect(err).NotTo(HaveOccurred())
 		out[name] = body
 	}
-	Expect(out).NotTo(BeEmpty(), "no running dataplane pods of pool %s", pool)
+	g.Expect(out).NotTo(BeEmpty(), "no running dataplane pods of pool %s", pool)
 	return out
 }
 
-// ExpectSubsystem checks that a dataplane exports the volume's subsystem
-// and a host is connected to it, so that ExpectNoSubsystems's absence
-// check looks for what is really there while a volume lives.
+// ExpectSubsystem checks that a dataplane exports the volume's subsystem,
+// a host is connected to it, and the CSI node plugin of the pod's node
+// lists it (`nvme list-subsys`), so that ExpectNoSubsystems's absence
+// checks look for what is really there while a volume lives.
 func ExpectSubsystem(ctx context.Context, env Env, pool string, v *Volume) {
-	series := fmt.Sprintf(`rackcache_nvmf_connections{subnqn="%s%s"}`, nqnPrefix, v.CachedVolume)
+	nqn := nqnPrefix + v.CachedVolume
+	Expect(nodeSubsystems(ctx, env, v.Input.Namespace, v.Input.Name)).To(ContainSubstring(nqn),
+		"the node plugin on the pod's node does not list %s", nqn)
+	series := fmt.Sprintf(`rackcache_nvmf_connections{subnqn="%s"}`, nqn)
 	found := false
-	for _, body := range DataplaneMetrics(ctx, env, pool) {
+	for _, body := range DataplaneMetrics(ctx, Default, env, pool) {
 		for _, line := range strings.Split(body, "\n") {
 			if value, ok := strings.CutPrefix(line, series+" "); ok && value != "0" {
 				found = true
@@ -142,10 +146,24 @@ func ExpectNoSubsystems(ctx context.Context, env Env, pool string, volumes []*Vo
 		}
 	}
 	Eventually(func(g Gomega) {
-		for pod, body := range DataplaneMetrics(ctx, env, pool) {
+		for pod, body := range DataplaneMetrics(ctx, g, env, pool) {
 			for _, v := range volumes {
 				g.Expect(body).NotTo(ContainSubstring(nqnPrefix+v.CachedVolume), "dataplane %s still exports %s", pod, v.CachedVolume)
 			}
 		}
 	}).WithContext(ctx).WithTimeout(goneTimeout).WithPolling(poll).Should(Succeed())
+}
+
+// nodeSubsystems is `nvme list-subsys` as the CSI node plugin on the node
+// of a pod sees it.
+func nodeSubsystems(ctx context.Context, env Env, namespace, pod string) string {
+	cfg := env.Cluster.Config
+	node, err := env.Cluster.Kubectl(ctx, "get", "pod", "-n", namespace, pod, "-o", "jsonpath={.spec.nodeName}")
+	Expect(err).NotTo(HaveOccurred())
+	plugin, err := env.Cluster.Kubectl(ctx, "get", "pods", "-n", cfg.Namespace, "-l", "app.kubernetes.io/name=rackcache-csi-node",
+		"--field-selector", "spec.nodeName="+node, "-o", "jsonpath={.items[0].metadata.name}")
+	Expect(err).NotTo(HaveOccurred())
+	out, err := env.Cluster.Kubectl(ctx, "exec", "-n", cfg.Namespace, plugin, "-c", "csi-node", "--", "nvme", "list-subsys")
+	Expect(err).NotTo(HaveOccurred())
+	return out
 }
