@@ -117,6 +117,10 @@ EOF
   touch "$result/.complete"
   rm -rf "$out" && mv "$result" "$out"
   log "built $out"
+  # Keep this build and the one before it (each is ~0.8 GiB).
+  local old
+  # shellcheck disable=SC2012 # names are our keys
+  for old in $(ls -1dt "$RACKCACHE_CACHE"/cluster-guest/*/ | tail -n +3); do rm -rf "$old"; done
 }
 
 # modules_for MODDIR NAME...: the module files NAME need, dependencies first.

@@ -58,7 +58,7 @@ host_node_down() {
   # The runtime's shims outlive containerd; each names our socket.
   local pid
   for pid in $(grep -lsz -- "$sock" /proc/[0-9]*/cmdline | cut -d/ -f3); do
-    tr "\0" " " <"/proc/$pid/cmdline" 2>/dev/null | grep -q containerd-shim && kill -KILL "$pid" 2>/dev/null || true
+    { tr "\0" " " <"/proc/$pid/cmdline"; } 2>/dev/null | grep -q containerd-shim && kill -KILL "$pid" 2>/dev/null || true
   done
   # Whatever still runs in a pod's cgroup is a container process of ours.
   cgroup_root_kill
