@@ -1506,6 +1506,11 @@ pub(crate) async fn serve<R, W>(
             _ = sleep_until(buffer_deadline) => conn.expire_waiting(h2c_timeout),
             _ = sleep_until(h2c_deadline) => {
                 if h2c_deadline.is_some_and(|d| d <= Instant::now()) {
+                    // Requests that waited as long for buffer units are
+                    // answered first (Command Interrupted): both timers
+                    // may fall due at the same instant, and the answers
+                    // are written before the queue pair closes.
+                    conn.expire_waiting(h2c_timeout);
                     // Ending the queue pair rather than failing the one
                     // command: its transfer tag stays the host's until the
                     // host is told, and the host's transport recovery
