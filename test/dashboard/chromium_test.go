@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rackcache/rackcache/test/framework"
 )
 
 // chromiumTimeout bounds one Chromium run (it normally takes a few seconds).
@@ -23,10 +25,7 @@ func chromiumBinary(t *testing.T) string {
 	t.Helper()
 	p, err := exec.LookPath("chromium")
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("chromium is missing (hack/deps.sh apt installs Debian's chromium): %v", err)
-		}
-		t.Skipf("SKIP: chromium is missing (hack/deps.sh apt installs Debian's chromium): %v", err)
+		framework.MissingDependency(t, "chromium is missing (hack/deps.sh apt installs Debian's chromium): %v", err)
 	}
 	return p
 }

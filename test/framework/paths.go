@@ -6,6 +6,7 @@
 package framework
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -62,4 +63,16 @@ func RequireCommand(t testing.TB, name string) string {
 		t.Fatalf("%s not found on PATH: run `make deps` (hack/deps.sh) first", name)
 	}
 	return p
+}
+
+// MissingDependency stops a test whose outside dependency is absent: under
+// CI=true it fails (nothing may skip there), elsewhere it skips with a
+// visible message saying what to install.
+func MissingDependency(t testing.TB, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s (CI=true: required)", msg)
+	}
+	t.Skipf("SKIP: %s", msg)
 }

@@ -9,8 +9,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
+
+	testframework "github.com/rackcache/rackcache/test/framework"
 )
 
 // Config holds the suite's inputs, read from the environment (the names in
@@ -58,7 +59,7 @@ type CephConfig struct {
 func LoadConfig() (*Config, error) {
 	c := &Config{
 		Kubeconfig:      os.Getenv("KUBECONFIG"),
-		RepoRoot:        repoRoot(),
+		RepoRoot:        testframework.RepoRoot(),
 		Namespace:       env("RACKCACHE_E2E_NAMESPACE", "rackcache-system"),
 		Release:         env("RACKCACHE_E2E_RELEASE", "rackcache"),
 		CacheDevice:     os.Getenv("RACKCACHE_E2E_CACHE_DEVICE"),
@@ -144,9 +145,4 @@ func chartAppVersion(root string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("no appVersion in charts/rackcache/Chart.yaml")
-}
-
-func repoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
 }
