@@ -128,6 +128,14 @@ pub enum EvictionConfig {
         /// Laziness of re-accessed blocks (`K`, default 1.0).
         k: f64,
     },
+    /// S3-FIFO: small and main FIFO queues with a ghost queue.
+    S3Fifo,
+    /// SIEVE: one FIFO queue, visited bits and a sweeping hand.
+    Sieve,
+    /// ARC: recency and frequency lists sized by ghost hits.
+    Arc,
+    /// W-TinyLFU: LRU window, segmented-LRU main space, frequency sketch.
+    WTinyLfu,
 }
 
 /// Flushing (dirty write-back) parameters; see [`crate::flush`].

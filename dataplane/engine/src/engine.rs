@@ -157,6 +157,8 @@ pub struct Engine {
     /// Refused requests still waiting, oldest first.
     waiters: Vec<Waiter>,
     next_seq: u64,
+    /// Dirty blocks or groups a victim scan passed over (reused buffer).
+    pub(crate) skipped: Vec<u32>,
 }
 
 impl fmt::Debug for Engine {
@@ -205,6 +207,7 @@ impl Engine {
             wb_inflight: 0,
             waiters: Vec::new(),
             next_seq: 0,
+            skipped: Vec::new(),
             cfg,
         })
     }
@@ -841,6 +844,7 @@ impl Engine {
             class: id_class(id),
             slot: id_index(id),
             offset: self.blocks.offset(id),
+            group: self.blocks.group(id),
         }
     }
 
@@ -902,6 +906,7 @@ impl Engine {
         class: usize,
         plan: &mut Plan,
     ) -> Option<u32> {
+        self.eviction.on_miss(offset);
         let needs_reclaim = self.needs_reclaim(class);
         let tail = self.blocks.lru.tail;
         let victim = (needs_reclaim && tail != NIL).then(|| self.blocks.offset(tail));
@@ -915,7 +920,7 @@ impl Engine {
             return None;
         }
         let id = if needs_reclaim {
-            if tail != NIL {
+            if tail != NIL && !self.eviction.chooses_victims() {
                 let cached = self.stats.cached_blocks as u32;
                 let verdict = self
                     .eviction
@@ -968,7 +973,7 @@ impl Engine {
         self.take_open_slot(class)
     }
 
-    fn take_open_slot(&mut self, class: usize) -> Option<u32> {
+    pub(crate) fn take_open_slot(&mut self, class: usize) -> Option<u32> {
         let g = self.groups.open[class];
         if g == NIL {
             return None;
@@ -993,6 +998,9 @@ impl Engine {
     /// up to `max_victim_scan` groups, and a miss that finds nothing clean
     /// bypasses the cache (io-caches-fast-devices 5.3, Fig. 11c).
     fn reclaim(&mut self, class: usize, plan: &mut Plan) -> Option<u32> {
+        if self.eviction.chooses_victims() {
+            return self.reclaim_chosen(class, plan);
+        }
         let tail = self.blocks.lru.tail;
         if tail != NIL && id_class(tail) == class {
             let f = self.blocks.flags(tail);
@@ -1028,7 +1036,7 @@ impl Engine {
         None
     }
 
-    fn evict_block(&mut self, id: u32, out: &mut Vec<Evicted>) {
+    pub(crate) fn evict_block(&mut self, id: u32, out: &mut Vec<Evicted>) {
         let size = self.blocks.size(id);
         out.push(Evicted {
             offset: self.blocks.offset(id),
@@ -1070,7 +1078,7 @@ impl Engine {
         self.groups.release(g);
     }
 
-    fn clean_group(&mut self, g: u32, plan: &mut Plan) {
+    pub(crate) fn clean_group(&mut self, g: u32, plan: &mut Plan) {
         let grp = self.groups.groups[g as usize];
         let class = grp.class as usize;
         let per = self.blocks.classes[class].per_group;
@@ -1196,7 +1204,7 @@ impl Engine {
         let c = &mut self.blocks.classes[class];
         c.entries[idx as usize].key = FREE_KEY;
         c.flags[idx as usize] = 0;
-        self.eviction.on_remove(block);
+        self.eviction.on_remove(block, !to_hole);
         self.groups.groups[g as usize].live -= 1;
         let size = self.sizes[class] as u64;
         self.stats.cached_blocks -= 1;

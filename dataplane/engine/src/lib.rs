@@ -71,7 +71,9 @@ pub mod names;
 pub mod plan;
 mod reconfig;
 mod restore;
+mod sketch;
 pub mod stats;
+mod victims;
 
 pub use config::{
     AdmissionConfig, Config, ConfigError, EvictionConfig, FlushConfig, SizeAwareConfig,

@@ -36,12 +36,16 @@ pub fn parse_admission(s: &str) -> Result<AdmissionConfig, String> {
     }
 }
 
-/// Parses an eviction policy: `lru2` (two-level LRU) or `lazy[:PARA[:K]]`
-/// (LEA; defaults PARA 2, K 1).
+/// Parses an eviction policy: `lru2` (two-level LRU), `lazy[:PARA[:K]]`
+/// (LEA; defaults PARA 2, K 1), `s3fifo`, `sieve`, `arc`, `wtinylfu`.
 pub fn parse_eviction(s: &str) -> Result<EvictionConfig, String> {
     let mut parts = s.split(':');
     match parts.next() {
         Some("lru2") if parts.next().is_none() => Ok(EvictionConfig::TwoLevelLru),
+        Some("s3fifo") if parts.next().is_none() => Ok(EvictionConfig::S3Fifo),
+        Some("sieve") if parts.next().is_none() => Ok(EvictionConfig::Sieve),
+        Some("arc") if parts.next().is_none() => Ok(EvictionConfig::Arc),
+        Some("wtinylfu") if parts.next().is_none() => Ok(EvictionConfig::WTinyLfu),
         Some("lazy") => {
             let bad =
                 || format!("eviction '{s}': expected lazy[:PARA[:K]] with PARA >= 1 and K > 0");
@@ -59,7 +63,7 @@ pub fn parse_eviction(s: &str) -> Result<EvictionConfig, String> {
             Ok(EvictionConfig::Lazy { para, k })
         }
         _ => Err(format!(
-            "unknown eviction policy '{s}' (lru2, lazy[:PARA[:K]])"
+            "unknown eviction policy '{s}' (lru2, lazy[:PARA[:K]], s3fifo, sieve, arc, wtinylfu)"
         )),
     }
 }
@@ -151,7 +155,12 @@ mod tests {
         assert!(parse_eviction("lazy:2:-1").is_err());
         assert!(parse_eviction("lazy:2:1:9").is_err());
         assert!(parse_eviction("lru2:1").is_err());
-        assert!(parse_eviction("arc").is_err());
+        assert_eq!(parse_eviction("arc"), Ok(EvictionConfig::Arc));
+        assert_eq!(parse_eviction("s3fifo"), Ok(EvictionConfig::S3Fifo));
+        assert_eq!(parse_eviction("sieve"), Ok(EvictionConfig::Sieve));
+        assert_eq!(parse_eviction("wtinylfu"), Ok(EvictionConfig::WTinyLfu));
+        assert!(parse_eviction("arc:1").is_err());
+        assert!(parse_eviction("lfu").is_err());
     }
 
     #[test]

@@ -180,6 +180,7 @@ impl Engine {
             self.groups.grow(count);
         }
         self.capacity = count as u64 * gsize;
+        self.eviction.set_capacity(self.capacity, count);
         let size_aware = matches!(cfg.admission, AdmissionConfig::SizeAware(_));
         self.cfg = cfg;
         if size_aware {

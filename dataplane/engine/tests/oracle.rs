@@ -100,10 +100,13 @@ fn config(choice: (u8, u8, u8, u8, u8, bool)) -> Config {
             ..SizeAwareConfig::default()
         }),
     };
-    c.eviction = if eviction % 2 == 0 {
-        EvictionConfig::TwoLevelLru
-    } else {
-        EvictionConfig::Lazy { para: 2, k: 1.0 }
+    c.eviction = match eviction % 6 {
+        0 => EvictionConfig::TwoLevelLru,
+        1 => EvictionConfig::Lazy { para: 2, k: 1.0 },
+        2 => EvictionConfig::S3Fifo,
+        3 => EvictionConfig::Sieve,
+        4 => EvictionConfig::Arc,
+        _ => EvictionConfig::WTinyLfu,
     };
     c.flush.batch_blocks = 3;
     c.flush.dirty_ratio = 0.1;

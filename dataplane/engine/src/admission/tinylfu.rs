@@ -9,84 +9,36 @@
 
 use super::{AdmissionCounters, AdmissionPolicy, Candidate};
 use crate::plan::Op;
+use crate::sketch::CountMin;
 
-const ROWS: usize = 4;
-const SEEDS: [u64; ROWS] = [
-    0x9E37_79B9_7F4A_7C15,
-    0xC2B2_AE3D_27D4_EB4F,
-    0x1656_67B1_9E37_79F9,
-    0xD6E8_FEB8_6659_FD93,
-];
 /// Granules counted per request at most: a 1 MiB request of 32 KiB granules.
 const MAX_GRANULES_PER_REQUEST: u64 = 32;
 
 /// Count-min sketch admission.
 #[derive(Clone, Debug)]
 pub struct TinyLfu {
-    /// `ROWS` rows of `width` 4-bit counters, row after row.
-    words: Vec<u64>,
-    width_mask: u64,
-    sample_size: u32,
-    increments: u32,
+    sketch: CountMin,
     admit_on_tie: bool,
     granule_shift: u32,
     admitted: u64,
     rejected: u64,
-    halvings: u64,
 }
 
 impl TinyLfu {
     /// `width` counters per row (rounded up to a power of two, at least 64).
     pub fn new(width: u32, sample_size: u32, admit_on_tie: bool, granule_shift: u32) -> TinyLfu {
-        let width = width.max(64).next_power_of_two() as usize;
         TinyLfu {
-            words: vec![0; ROWS * width / 16],
-            width_mask: width as u64 - 1,
-            sample_size: sample_size.max(1),
-            increments: 0,
+            sketch: CountMin::new(width, sample_size),
             admit_on_tie,
             granule_shift,
             admitted: 0,
             rejected: 0,
-            halvings: 0,
         }
     }
 
-    #[inline]
-    fn counter(&self, row: usize, granule: u64) -> (usize, u32) {
-        let h = (granule ^ (row as u64) << 59).wrapping_mul(SEEDS[row]);
-        let i = ((h >> 32) & self.width_mask) as usize;
-        let width = self.width_mask as usize + 1;
-        let bit = row * width + i;
-        (bit / 16, (bit % 16) as u32 * 4)
-    }
-
-    /// Frequency estimate of a granule: the smallest of its counters.
+    /// Frequency estimate of a granule.
     pub fn estimate(&self, granule: u64) -> u32 {
-        (0..ROWS)
-            .map(|r| {
-                let (w, s) = self.counter(r, granule);
-                ((self.words[w] >> s) & 0xF) as u32
-            })
-            .min()
-            .unwrap_or(0)
-    }
-
-    fn increment(&mut self, granule: u64) {
-        for r in 0..ROWS {
-            let (w, s) = self.counter(r, granule);
-            if (self.words[w] >> s) & 0xF < 15 {
-                self.words[w] += 1 << s;
-            }
-        }
-        self.increments += 1;
-        if self.increments >= self.sample_size {
-            self.increments = 0;
-            self.halvings += 1;
-            for w in &mut self.words {
-                *w = (*w >> 1) & 0x7777_7777_7777_7777;
-            }
-        }
+        self.sketch.estimate(granule)
     }
 }
 
@@ -99,7 +51,7 @@ impl AdmissionPolicy for TinyLfu {
         let first = offset >> self.granule_shift;
         let last = (offset + len.max(1) - 1) >> self.granule_shift;
         for g in first..=last.min(first + MAX_GRANULES_PER_REQUEST - 1) {
-            self.increment(g);
+            self.sketch.increment(g);
         }
     }
 
@@ -121,15 +73,15 @@ impl AdmissionPolicy for TinyLfu {
     }
 
     fn metadata_bytes(&self) -> usize {
-        self.words.capacity() * 8
+        self.sketch.memory_bytes()
     }
 
     fn counters(&self) -> AdmissionCounters {
         AdmissionCounters {
             admitted: self.admitted,
             rejected: self.rejected,
-            retunes: self.halvings,
-            parameter: self.sample_size as f64,
+            retunes: self.sketch.halvings(),
+            parameter: self.sketch.sample_size() as f64,
         }
     }
 }
@@ -144,18 +96,6 @@ mod tests {
             offset: granule << 15,
             size: 32 << 10,
         }
-    }
-
-    #[test]
-    fn counts_saturate_and_halve() {
-        let mut t = TinyLfu::new(64, 1000, true, 15);
-        for _ in 0..20 {
-            t.on_request(Op::Read, 7 << 15, 4096);
-        }
-        assert_eq!(t.estimate(7), 15);
-        t.sample_size = 21;
-        t.on_request(Op::Read, 7 << 15, 4096);
-        assert_eq!(t.estimate(7), 7, "halved after sample_size increments");
     }
 
     #[test]

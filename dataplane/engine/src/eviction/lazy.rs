@@ -163,7 +163,7 @@ impl EvictionPolicy for Lazy {
         m.last_access = cnt;
     }
 
-    fn on_remove(&mut self, block: BlockRef) {
+    fn on_remove(&mut self, block: BlockRef, _evicted: bool) {
         *self.meta(block) = Meta::default();
     }
 
@@ -221,6 +221,7 @@ mod tests {
             class: 0,
             slot,
             offset,
+            group: 0,
         }
     }
 
@@ -240,7 +241,7 @@ mod tests {
         // X is in BIL and EP.flag is 0: CASE 4 replaces and remembers EP.
         l.on_request();
         assert_eq!(l.on_full_miss(1 << 15, ep, 4), Verdict::Replace);
-        l.on_remove(ep);
+        l.on_remove(ep, true);
         l.on_insert(b(0, 1 << 15));
         assert!(l.ghost_index.contains(0), "EP identity in BIL");
         assert!(!l.ghost_index.contains(1), "X left BIL");

@@ -14,7 +14,7 @@ impl EvictionPolicy for TwoLevelLru {
     fn on_request(&mut self) {}
     fn on_insert(&mut self, _block: BlockRef) {}
     fn on_hit(&mut self, _block: BlockRef) {}
-    fn on_remove(&mut self, _block: BlockRef) {}
+    fn on_remove(&mut self, _block: BlockRef, _evicted: bool) {}
     fn on_full_miss(&mut self, _candidate: u64, _victim: BlockRef, _cached: u32) -> Verdict {
         Verdict::Replace
     }

@@ -1,17 +1,31 @@
-//! Eviction: whether, on a full cache, the two-level victim is replaced.
+//! Eviction: which block or group a full cache replaces, and whether it
+//! replaces at all.
 //!
-//! The mechanism is fixed and lives in the engine: blocks sit on a global
-//! block LRU and groups on a group LRU (AdaCache III.D); to make room the
-//! engine replaces the block LRU tail when it has the wanted size and
-//! otherwise reclaims the LRU group. A policy only decides *whether* to
-//! replace at all ([`Verdict`]), and observes inserts, hits and removals to
-//! keep its own per-block state.
+//! Two families share one trait:
+//! - The engine's own two-level LRU (AdaCache III.D): blocks sit on a global
+//!   block LRU and groups on a group LRU; to make room the engine replaces
+//!   the block LRU tail when it has the wanted size and otherwise reclaims
+//!   the LRU group. [`TwoLevelLru`] and [`Lazy`] (LEA) use this mechanism;
+//!   LEA only decides *whether* to replace ([`Verdict`]).
+//! - Policies that choose victims themselves ([`Owned`]): S3-FIFO, SIEVE,
+//!   ARC and W-TinyLFU, each run over blocks and over groups (`owned.rs`
+//!   says how they map onto groups).
 
+mod arc;
+mod ghost;
 mod lazy;
 mod lru2;
+mod nodes;
+mod owned;
+mod s3fifo;
+mod sieve;
+#[cfg(test)]
+mod testing;
+mod wtinylfu;
 
 pub use lazy::Lazy;
 pub use lru2::TwoLevelLru;
+pub use owned::Owned;
 
 use crate::config::{Config, EvictionConfig};
 
@@ -26,6 +40,21 @@ pub struct BlockRef {
     pub slot: u32,
     /// Volume offset of the block.
     pub offset: u64,
+    /// Group holding the block.
+    pub group: u32,
+}
+
+/// The engine's answer when a policy proposes a victim.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Offer {
+    /// Evictable: the engine evicts it.
+    Take,
+    /// Not evictable now (pinned by in-flight I/O, or dirty and being
+    /// written back): the policy treats it as used and goes on.
+    Skip,
+    /// Not what the engine needs (another block size), or the scan limit
+    /// was reached: stop here.
+    Stop,
 }
 
 /// The answer to a full-cache miss.
@@ -50,6 +79,14 @@ pub enum Verdict {
 /// - [`on_full_miss`](Self::on_full_miss) is called only when the cache has
 ///   no free space for a missed block; `victim` is the block LRU tail.
 ///   `cached_blocks` is the number of blocks cached (LEA's list length).
+/// - [`on_miss`](Self::on_miss) names the offset of every block about to be
+///   allocated for a miss, before admission and before any victim choice.
+/// - A policy that [`chooses_victims`](Self::chooses_victims) is asked for
+///   a block ([`block_victim`](Self::block_victim)) and, when that gives
+///   none of the wanted size, for a group
+///   ([`group_victim`](Self::group_victim)); it proposes candidates through
+///   `offer` (see [`Offer`]) and returns the one answered `Take`, which the
+///   engine then removes (an `on_remove` with `evicted` set for each block).
 /// - A policy MUST be deterministic and MUST NOT hold references into the
 ///   engine; it MUST bound its memory by the number of cached blocks and
 ///   report it in [`metadata_bytes`](Self::metadata_bytes).
@@ -65,14 +102,32 @@ pub trait EvictionPolicy: Send {
     fn on_insert(&mut self, block: BlockRef);
     /// `block` was hit.
     fn on_hit(&mut self, block: BlockRef);
-    /// `block` left the cache (evicted or invalidated).
-    fn on_remove(&mut self, block: BlockRef);
+    /// `block` left the cache: `evicted` by replacement, or invalidated
+    /// (deallocated, overwritten, dropped on an error).
+    fn on_remove(&mut self, block: BlockRef, evicted: bool);
+    /// A block at `offset` is about to be allocated for a miss.
+    fn on_miss(&mut self, _offset: u64) {}
     /// The cache is full and `candidate` (a volume offset) missed.
     fn on_full_miss(&mut self, candidate: u64, victim: BlockRef, cached_blocks: u32) -> Verdict;
     /// Bytes of memory the policy holds.
     fn metadata_bytes(&self) -> usize;
     /// Times the policy answered [`Verdict::Keep`].
     fn kept(&self) -> u64;
+    /// Whether the policy picks victims ([`Self::block_victim`],
+    /// [`Self::group_victim`]) instead of the engine's two-level LRU.
+    fn chooses_victims(&self) -> bool {
+        false
+    }
+    /// The engine id of the block to replace, proposed through `offer`.
+    fn block_victim(&mut self, _offer: &mut dyn FnMut(u32) -> Offer) -> Option<u32> {
+        None
+    }
+    /// The group to reclaim, proposed through `offer`.
+    fn group_victim(&mut self, _offer: &mut dyn FnMut(u32) -> Offer) -> Option<u32> {
+        None
+    }
+    /// The cache now holds `bytes` in `groups` groups (resize).
+    fn set_capacity(&mut self, _bytes: u64, _groups: u32) {}
 }
 
 /// Builds the policy `config` selects.
@@ -80,6 +135,10 @@ pub fn build(config: &Config) -> Box<dyn EvictionPolicy> {
     let min_block = *config.block_sizes.iter().min().expect("validated");
     match &config.eviction {
         EvictionConfig::TwoLevelLru => Box::new(TwoLevelLru),
+        EvictionConfig::S3Fifo => owned("s3fifo", s3fifo::S3Fifo::boxed, config),
+        EvictionConfig::Sieve => owned("sieve", sieve::Sieve::boxed, config),
+        EvictionConfig::Arc => owned("arc", arc::Arc::boxed, config),
+        EvictionConfig::WTinyLfu => owned("wtinylfu", wtinylfu::WTinyLfu::boxed, config),
         EvictionConfig::Lazy { para, k } => Box::new(Lazy::new(
             *para,
             *k,
@@ -87,4 +146,21 @@ pub fn build(config: &Config) -> Box<dyn EvictionPolicy> {
             min_block.trailing_zeros(),
         )),
     }
+}
+
+fn owned(
+    name: &'static str,
+    make: owned::MakeReplacer,
+    config: &Config,
+) -> Box<dyn EvictionPolicy> {
+    let groups = (config.capacity / config.group_size as u64) as u32;
+    let mut sizes = config.block_sizes.clone();
+    sizes.sort_unstable();
+    Box::new(Owned::new(
+        name,
+        make,
+        &sizes,
+        groups as u64 * config.group_size as u64,
+        groups,
+    ))
 }
