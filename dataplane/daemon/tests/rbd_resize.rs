@@ -1,9 +1,10 @@
 //! `bdev_rbd_resize` on real Ceph: the image grows (Ceph's own `rbd info`
 //! says so), the cached bdev on it follows, and a connected host gets a
 //! Namespace Attribute Changed notice, reads the new size from Identify and
-//! writes beyond the old end. Shrinking and non-rbd bdevs are refused and
-//! change nothing. An image grown while the dataplane is down (or a resize
-//! cut short by a crash) is picked up when the cached bdev loads, with its
+//! writes beyond the old end. Shrinking, non-rbd bdevs and growing past
+//! what a cached bdev on the image indexes are refused and change
+//! nothing. An image grown while the dataplane is down (or a resize cut
+//! short by a crash) is picked up when the cached bdev loads, with its
 //! dirty data, and the data reaches Ceph's copy after a flush.
 
 mod common;
@@ -106,6 +107,11 @@ fn rbd_resize_grows_the_image_the_cached_bdev_and_the_namespace() {
         (json!({"name": "Cache0", "new_size": 64}), "not an rbd bdev"),
         (json!({"name": "Nope", "new_size": 64}), "no bdev named"),
         (json!({"name": "Rbd0", "size": 64}), "unknown field"),
+        // 128 TiB: more than C0's engine indexes with 32 KiB blocks.
+        (
+            json!({"name": "Rbd0", "new_size": 128u64 << 20}),
+            "cached bdev C0 over it: a cache with 32 KiB blocks holds a core of at most 140737488289792 bytes",
+        ),
     ] {
         let e = unix_rpc(&socket, "bdev_rbd_resize", params.clone())
             .expect_err(&format!("{params} was accepted"));

@@ -12,6 +12,18 @@ pub const MAX_BLOCK_SIZE: u32 = 1 << 20;
 /// Most distinct block sizes (4 KiB .. 1 MiB are nine powers of two).
 pub const MAX_CLASSES: usize = 9;
 
+/// Most blocks of the smallest size a volume may hold: block keys are `u32`
+/// block numbers (offset / block size) and `u32::MAX` marks a free slot, so
+/// the last block's number must stay below it.
+pub const MAX_VOLUME_BLOCKS: u64 = u32::MAX as u64 - 1;
+
+/// The largest volume the engine caches when its smallest block size is
+/// `smallest_block`: 16 TiB - 8 KiB at 4 KiB, 128 TiB - 64 KiB at 32 KiB,
+/// 4 PiB - 2 MiB at 1 MiB.
+pub const fn max_volume_size(smallest_block: u32) -> u64 {
+    MAX_VOLUME_BLOCKS * smallest_block as u64
+}
+
 /// Where host writes go.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WriteMode {
@@ -260,11 +272,11 @@ impl Config {
                 "must be a non-zero multiple of the smallest block size",
             ));
         }
-        // Block keys are u32 block numbers; u32::MAX marks a free slot.
-        if self.volume_size / sorted[0] as u64 >= u32::MAX as u64 {
-            return Err(ConfigError::VolumeSize(
-                "at most 2^32-2 blocks of the smallest size",
-            ));
+        if self.volume_size > max_volume_size(sorted[0]) {
+            return Err(ConfigError::VolumeTooLarge {
+                volume_size: self.volume_size,
+                smallest_block: sorted[0],
+            });
         }
         let groups = self.capacity / self.group_size as u64;
         if groups == 0 {
@@ -337,6 +349,14 @@ pub enum ConfigError {
     SectorSize,
     /// The volume size is unusable.
     VolumeSize(&'static str),
+    /// The volume has more blocks of the smallest size than the engine's
+    /// `u32` block keys number ([`max_volume_size`]).
+    VolumeTooLarge {
+        /// The volume's size in bytes.
+        volume_size: u64,
+        /// The smallest configured block size.
+        smallest_block: u32,
+    },
     /// The group size is not a power of two between the largest block size
     /// and 1 MiB.
     GroupSize,
@@ -355,6 +375,14 @@ impl fmt::Display for ConfigError {
                 "sector size must be a power of two between 512 and the smallest block size"
             ),
             ConfigError::VolumeSize(s) => write!(f, "volume size: {s}"),
+            ConfigError::VolumeTooLarge {
+                volume_size,
+                smallest_block,
+            } => write!(
+                f,
+                "volume size: {volume_size} bytes is more than the {} bytes the engine caches with {smallest_block}-byte blocks (2^32-2 blocks of the smallest size; a larger smallest block size raises the limit)",
+                max_volume_size(*smallest_block)
+            ),
             ConfigError::GroupSize => write!(
                 f,
                 "group size must be a power of two between the largest block size and 1 MiB"
@@ -399,5 +427,36 @@ mod tests {
         c.capacity = 1 << 30;
         c.sector_size = 64 << 10;
         assert_eq!(c.validate(), Err(ConfigError::SectorSize));
+    }
+
+    #[test]
+    fn volume_limit_scales_with_the_smallest_block() {
+        assert_eq!(max_volume_size(4 << 10), (16 << 40) - (8 << 10));
+        assert_eq!(max_volume_size(32 << 10), (128 << 40) - (64 << 10));
+        assert_eq!(max_volume_size(1 << 20), (4 << 50) - (2 << 20));
+        for smallest in [4u32 << 10, 32 << 10, 1 << 20] {
+            let mut c = Config::fixed(max_volume_size(smallest), 1 << 30, smallest);
+            c.validate().unwrap();
+            c.volume_size += smallest as u64;
+            let e = c.validate().unwrap_err();
+            assert_eq!(
+                e,
+                ConfigError::VolumeTooLarge {
+                    volume_size: c.volume_size,
+                    smallest_block: smallest
+                }
+            );
+            // The message names the limit in bytes.
+            let limit = max_volume_size(smallest).to_string();
+            assert!(e.to_string().contains(&limit), "{e}");
+        }
+        // Adaptive: the smallest of the sizes decides.
+        let mut c = Config::adaptive(max_volume_size(32 << 10), 1 << 30);
+        c.validate().unwrap();
+        c.block_sizes.push(4 << 10);
+        assert!(matches!(
+            c.validate(),
+            Err(ConfigError::VolumeTooLarge { .. })
+        ));
     }
 }

@@ -5,7 +5,8 @@
 //! side by side.
 //!
 //! - [`replay`]: the two passes over a trace (profile, then replay per
-//!   configuration).
+//!   configuration); [`layout`]: where each volume of a trace goes in the
+//!   engine's one address space.
 //! - [`report`]: the metrics of one configuration and the table they print as.
 //! - [`plot`]: PNG charts in the manner of the paper's Figures 10-13.
 //! - [`options`], [`size`]: command-line values; [`cache_args`]: the cache
@@ -14,6 +15,7 @@
 
 pub mod cache_args;
 pub mod latency;
+pub mod layout;
 pub mod options;
 pub mod plot;
 pub mod replay;

@@ -8,6 +8,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
 use rackcache_sim::cache_args::CacheArgs;
+use rackcache_sim::layout::LayoutKind;
 use rackcache_sim::replay::{replay_from, Profile, SimConfig, TraceSpec};
 use rackcache_sim::report::{render_ratios, render_table, Report};
 use rackcache_sim::size::{format_bytes, parse_bytes};
@@ -43,6 +44,12 @@ struct Args {
     #[arg(long)]
     volume: Option<u32>,
 
+    /// How volumes share the engine's address space: dense (end to end),
+    /// sparse (only the 1 MiB regions requests touch) or auto (dense when
+    /// it fits the engine with 4 KiB blocks).
+    #[arg(long, default_value = "auto", value_parser = str::parse::<LayoutKind>)]
+    layout: LayoutKind,
+
     /// Replay at most this many requests.
     #[arg(long)]
     limit: Option<u64>,
@@ -71,6 +78,8 @@ struct JsonOutput<'a> {
     read_bytes: u64,
     write_bytes: u64,
     volumes: usize,
+    layout: String,
+    address_space: u64,
     cache_bytes_requested: u64,
     reports: &'a [Report],
 }
@@ -102,18 +111,20 @@ fn run(args: &Args) -> Result<(), String> {
     };
     let configs = configurations(args)?;
 
-    let profile = Profile::scan(&spec, args.sector_size).map_err(|e| e.to_string())?;
+    let profile = Profile::scan_with_layout(&spec, args.sector_size, args.layout)
+        .map_err(|e| e.to_string())?;
     let cache_bytes = args.cache.cache_size.resolve(profile.working_set_bytes);
     if !args.json {
         println!(
             "trace {}: {} requests, {} volume(s), working set {}, read {}, written {}",
             args.trace.display(),
             profile.requests,
-            profile.volume_base.len(),
+            profile.volumes(),
             format_bytes(profile.working_set_bytes),
             format_bytes(profile.read_bytes),
             format_bytes(profile.write_bytes),
         );
+        println!("layout {}", profile.layout);
         println!(
             "cache {} ({}), write mode {:?}, admission {}, eviction {}, flush {}\n",
             format_bytes(cache_bytes),
@@ -143,7 +154,9 @@ fn run(args: &Args) -> Result<(), String> {
             working_set_bytes: profile.working_set_bytes,
             read_bytes: profile.read_bytes,
             write_bytes: profile.write_bytes,
-            volumes: profile.volume_base.len(),
+            volumes: profile.volumes(),
+            layout: profile.layout.kind().to_string(),
+            address_space: profile.address_space,
             cache_bytes_requested: cache_bytes,
             reports: &reports,
         };

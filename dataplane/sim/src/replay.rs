@@ -1,22 +1,19 @@
 //! Replaying a trace through the engine: a first pass learns the trace's
-//! shape (working set, volumes and their extents), then each configuration
-//! streams the trace again, planning every request and completing its I/O
-//! at once, as a device that never fails would.
+//! shape (working set, the volumes and the parts of them the requests
+//! touch, hence their layout: `layout.rs`), then each configuration streams
+//! the trace again, planning every request and completing its I/O at once,
+//! as a device that never fails would.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
+use engine::config::max_volume_size;
 use engine::{Completion, Config, Engine, FlushKind, OpStats, Plan, PlanStatus, Stats};
 use traces::{Format, OpenOptions, Request, TraceReader, WorkingSet};
 
 use crate::latency::Histogram;
+use crate::layout::{Footprint, Layout, LayoutKind};
 use crate::report::Report;
-
-/// Volumes are laid out one after another in the engine's address space, each
-/// starting at a multiple of this (the largest block size), so that a block
-/// never straddles two volumes.
-const VOLUME_ALIGN: u64 = 1 << 20;
 
 /// Granularity of the working set that `N%` cache sizes refer to (the
 /// paper's WSS counts 4 KiB blocks).
@@ -43,14 +40,20 @@ pub enum SimError {
     #[error("{0}: no requests to replay")]
     Empty(PathBuf),
     /// The trace's address space is larger than the engine can index.
-    #[error("{path}: the trace spans {bytes} bytes, more than the engine indexes with blocks of {smallest} bytes")]
+    #[error("{path}: the trace's {layout} layout spans {bytes} bytes, more than the {max} bytes the engine indexes with blocks of {smallest} bytes{hint}")]
     TooLarge {
         /// The trace.
         path: PathBuf,
+        /// `dense` or `sparse`.
+        layout: LayoutKind,
         /// Its address space.
         bytes: u64,
+        /// The engine's limit with `smallest`.
+        max: u64,
         /// The smallest block size configured.
         smallest: u32,
+        /// What to try instead.
+        hint: &'static str,
     },
     /// The engine refused a request or answered in a way an instantly
     /// completing device cannot produce: a bug, reported with its position.
@@ -135,57 +138,69 @@ pub struct Profile {
     pub read_bytes: u64,
     /// See `read_bytes`.
     pub write_bytes: u64,
-    /// Where each volume starts in the engine's address space.
-    pub volume_base: BTreeMap<u32, u64>,
-    /// The engine's volume size: every volume, laid end to end.
+    /// Where each volume's requests go in the engine's address space.
+    pub layout: Layout,
+    /// The engine's volume size: `layout.address_space()`.
     pub address_space: u64,
     /// Alignment requests are widened to (the engine's sector size).
     pub sector_size: u64,
 }
 
 impl Profile {
-    /// Reads the whole trace once. Requests are widened to `sector_size`
-    /// boundaries (traces log 512-byte sectors; the cache works in 4 KiB).
+    /// Reads the whole trace once, with the layout `LayoutKind::Auto`
+    /// picks. Requests are widened to `sector_size` boundaries (traces log
+    /// 512-byte sectors; the cache works in 4 KiB).
     pub fn scan(spec: &TraceSpec, sector_size: u64) -> Result<Profile, SimError> {
+        Profile::scan_with_layout(spec, sector_size, LayoutKind::Auto)
+    }
+
+    /// [`Profile::scan`] with the given layout.
+    pub fn scan_with_layout(
+        spec: &TraceSpec,
+        sector_size: u64,
+        kind: LayoutKind,
+    ) -> Result<Profile, SimError> {
         let mut ws = WorkingSet::new(WORKING_SET_BLOCK);
-        let mut extent: BTreeMap<u32, u64> = BTreeMap::new();
+        let mut footprint = Footprint::new();
         let mut requests = 0;
         spec.for_each(|_, r| -> Result<(), SimError> {
             ws.add(r);
-            let end = round_up(r.end(), sector_size);
-            let e = extent.entry(r.volume).or_insert(0);
-            *e = (*e).max(end);
+            let (start, end) = widen(r, sector_size);
+            footprint.add(r.volume, start, end);
             requests += 1;
             Ok(())
         })?;
         if requests == 0 {
             return Err(SimError::Empty(spec.path.clone()));
         }
-        let mut volume_base = BTreeMap::new();
-        let mut next = 0u64;
-        for (&v, &end) in &extent {
-            volume_base.insert(v, next);
-            next = next.saturating_add(round_up(end.max(1), VOLUME_ALIGN));
-        }
+        let layout = footprint.layout(kind);
         Ok(Profile {
             requests,
             working_set_bytes: ws.bytes(),
             read_bytes: ws.read_bytes(),
             write_bytes: ws.write_bytes(),
-            volume_base,
-            address_space: next,
+            address_space: layout.address_space(),
+            layout,
             sector_size,
         })
     }
 
-    /// The request's aligned range (offset, length) in the engine's address
-    /// space: its volume's base plus its offset, widened to `sector_size`.
-    pub fn place(&self, r: &Request) -> (u64, u64) {
-        let base = self.volume_base[&r.volume];
-        let start = r.offset / self.sector_size * self.sector_size;
-        let end = round_up(r.end(), self.sector_size);
-        (base + start, end - start)
+    /// Volumes selected.
+    pub fn volumes(&self) -> usize {
+        self.layout.volumes()
     }
+
+    /// The request's aligned range (offset, length) in the engine's address
+    /// space: widened to `sector_size`, then placed by the layout.
+    pub fn place(&self, r: &Request) -> (u64, u64) {
+        let (start, end) = widen(r, self.sector_size);
+        (self.layout.place(r.volume, start, end - start), end - start)
+    }
+}
+
+/// The request's volume range widened to `sector` boundaries.
+fn widen(r: &Request, sector: u64) -> (u64, u64) {
+    (r.offset / sector * sector, round_up(r.end(), sector))
 }
 
 fn round_up(v: u64, to: u64) -> u64 {
@@ -249,11 +264,19 @@ pub fn replay_from(
     cfg.capacity = cache_bytes;
     let smallest = *cfg.block_sizes.iter().min().unwrap_or(&0);
     cfg.sector_size = profile.sector_size as u32;
-    if smallest > 0 && profile.address_space / smallest as u64 >= u32::MAX as u64 {
+    if smallest > 0 && profile.address_space > max_volume_size(smallest) {
+        let kind = profile.layout.kind();
         return Err(SimError::TooLarge {
             path: spec.path.clone(),
+            layout: kind,
             bytes: profile.address_space,
+            max: max_volume_size(smallest),
             smallest,
+            hint: if kind == LayoutKind::Dense {
+                " (--layout sparse packs only the 1 MiB regions requests touch)"
+            } else {
+                " (a larger smallest block size, or fewer requests: --volume, --limit)"
+            },
         });
     }
     let mut engine = Engine::new(cfg).map_err(|source| SimError::Config {
@@ -453,10 +476,11 @@ mod tests {
         let spec = TraceSpec::new(fixture(&dir));
         let p = Profile::scan(&spec, 4096).unwrap();
         assert_eq!(p.requests, 5);
-        assert_eq!(p.volume_base.len(), 2);
-        assert_eq!(p.volume_base[&0], 0);
+        assert_eq!(p.volumes(), 2);
+        assert_eq!(p.layout.kind(), LayoutKind::Dense);
         // Volume 0 ends at 64 KiB: the next starts at the next MiB.
-        assert_eq!(p.volume_base[&1], 1 << 20);
+        assert_eq!(p.layout.place(0, 0, 1), 0);
+        assert_eq!(p.layout.place(1, 0, 1), 1 << 20);
         assert_eq!(p.address_space, (1 << 20) + (2 << 20));
         // 16 blocks of volume 0 plus one of volume 1.
         assert_eq!(p.working_set_bytes, 17 * 4096);

@@ -5,6 +5,7 @@
 //! Policies use the engine's names (`engine::names`, the simulator's
 //! command-line syntax): `"admission": "nhit:2"`, `"eviction": "lazy:2:1.0"`.
 
+use engine::config::max_volume_size;
 use engine::{AdmissionConfig, Config, EvictionConfig, FlushConfig, WriteMissFill, WriteMode};
 use serde::{Deserialize, Serialize};
 
@@ -264,6 +265,22 @@ impl VolumeParams {
             return Err(ParamError("block_sizes_kib has a size twice".into()));
         }
         Ok(sizes)
+    }
+
+    /// Refuses a core larger than the engine caches with these block sizes
+    /// (its block keys are `u32` numbers of the smallest block), so that
+    /// callers can refuse before formatting a cache device or growing an
+    /// image, and the refusal changes nothing.
+    pub fn check_core_size(&self, core_bytes: u64) -> Result<(), ParamError> {
+        let smallest = self.block_sizes()?[0];
+        let max = max_volume_size(smallest);
+        if core_bytes > max {
+            return Err(ParamError(format!(
+                "a cache with {} KiB blocks holds a core of at most {max} bytes (2^32-2 blocks of its smallest block size), not {core_bytes}; a larger smallest block size (block_sizes_kib) raises the limit",
+                smallest >> 10
+            )));
+        }
+        Ok(())
     }
 
     /// The engine configuration for a volume of `volume_size` bytes with

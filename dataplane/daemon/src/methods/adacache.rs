@@ -143,6 +143,11 @@ pub(super) async fn create(app: &App, params: Option<Value>) -> Result<Value, Rp
     check_base(&state, &p.core_bdev_name, "core", false)?;
     check_base(&state, &p.cache_bdev_name, "cache", true)?;
     let what = format!("cached bdev {}", p.name);
+    // Also checked when the volume opens; here it comes before a blank
+    // cache device is formatted, so the refusal changes nothing.
+    let core_bytes = state.bdevs[&p.core_bdev_name].1.bdev.info().size_bytes();
+    p.check_core_size(core_bytes)
+        .map_err(|e| RpcError::errno(libc_errno::EINVAL, format!("{what}: {e}")))?;
     let device = match state.caches.get(&p.cache_bdev_name) {
         Some(d) => Arc::clone(d),
         None => {

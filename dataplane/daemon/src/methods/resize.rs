@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::{adacache, parse};
-use crate::app::App;
+use crate::app::{App, State};
 use crate::rpc::error::{libc_errno, RpcError, INTERNAL_ERROR};
 
 /// SPDK's parameters: `new_size` in MiB.
@@ -40,6 +40,24 @@ pub(super) async fn rbd_resize(app: &App, params: Option<Value>) -> Result<Value
     let bytes = p.new_size.checked_mul(1 << 20).ok_or_else(|| {
         RpcError::invalid_params(format!("new_size {} MiB is too large", p.new_size))
     })?;
+    // A cached bdev over the image must follow it (below). One that cannot
+    // (its engine indexes a bounded volume) is found before the image
+    // grows: afterwards the refusal would leave it unable to load, its
+    // dirty data stranded, until the image is shrunk back.
+    for v in adacache::volumes(&state) {
+        if rests_on(&state, &v.core_name(), &p.name) {
+            v.params().check_core_size(bytes).map_err(|e| {
+                RpcError::errno(
+                    libc_errno::EINVAL,
+                    format!(
+                        "bdev {} cannot grow to {bytes} bytes: cached bdev {} over it: {e}",
+                        p.name,
+                        v.params().name
+                    ),
+                )
+            })?;
+        }
+    }
     // librbd's resize blocks: off the runtime's threads, which serve I/O.
     let bdev = Arc::clone(&reg.bdev);
     let size = tokio::task::spawn_blocking(move || match bdev.as_ref() {
@@ -60,4 +78,23 @@ pub(super) async fn rbd_resize(app: &App, params: Option<Value>) -> Result<Value
         }
     }
     Ok(json!(true))
+}
+
+/// Whether bdev `name` is `base`, or is built on it through delay and error
+/// bdevs (which share their base's size).
+fn rests_on(state: &State, name: &str, base: &str) -> bool {
+    let mut cur = name.to_owned();
+    loop {
+        if cur == base {
+            return true;
+        }
+        let Some((_, reg)) = state.bdevs.get(&cur) else {
+            return false;
+        };
+        cur = match reg.bdev.as_ref() {
+            Bdev::Delay(d) => d.base().info().name.clone(),
+            Bdev::Error(e) => e.base().info().name.clone(),
+            _ => return false,
+        };
+    }
 }

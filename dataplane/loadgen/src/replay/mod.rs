@@ -258,10 +258,11 @@ pub fn run_with(
     let namespace_bytes = info.ns_lbas.saturating_mul(lba);
     if namespace_bytes < profile.address_space {
         return Err(format!(
-            "namespace {} holds {namespace_bytes} bytes; {} laid out as the simulator does ({} volume(s) on 1 MiB boundaries) needs {} bytes",
+            "namespace {} holds {namespace_bytes} bytes; {} laid out as the simulator does ({} volume(s), {}) needs {} bytes",
             opts.nsid,
             opts.trace.display(),
-            profile.volume_base.len(),
+            profile.volumes(),
+            profile.layout,
             profile.address_space
         )
         .into());
@@ -341,7 +342,7 @@ pub fn run_with(
     let secs = elapsed.as_secs_f64().max(f64::MIN_POSITIVE);
     Ok(ReplayReport {
         trace: opts.trace.display().to_string(),
-        volumes: profile.volume_base.len(),
+        volumes: profile.volumes(),
         address_space: profile.address_space,
         working_set_bytes: profile.working_set_bytes,
         namespace_bytes,
