@@ -26,6 +26,9 @@ pub(crate) const F_DIRTY: u8 = 1;
 pub(crate) const F_EXT: u8 = 2;
 /// The block has an entry in the pin side table.
 pub(crate) const F_PINNED: u8 = 4;
+/// The block was hit since it was inserted: a policy that takes over
+/// (online choice) treats it as proven rather than new.
+pub(crate) const F_REUSED: u8 = 8;
 
 #[inline]
 pub(crate) fn make_id(class: usize, index: u32) -> u32 {

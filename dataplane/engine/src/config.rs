@@ -148,6 +148,12 @@ pub enum EvictionConfig {
     Arc,
     /// W-TinyLFU: LRU window, segmented-LRU main space, frequency sketch.
     WTinyLfu,
+    /// Online choice among `candidates` (the first is used until a shadow
+    /// takes over) by sampled shadow caches ([`crate::choice`]).
+    Auto {
+        /// Policies to choose among; none of them `Auto`.
+        candidates: Vec<EvictionConfig>,
+    },
 }
 
 /// Flushing (dirty write-back) parameters; see [`crate::flush`].
@@ -204,6 +210,16 @@ pub struct Config {
     pub max_victim_scan: u32,
 }
 
+impl EvictionConfig {
+    /// Online choice among the default candidates
+    /// ([`crate::choice::default_candidates`]).
+    pub fn auto() -> EvictionConfig {
+        EvictionConfig::Auto {
+            candidates: crate::choice::default_candidates(),
+        }
+    }
+}
+
 impl Config {
     /// AdaCache's default: 32/64/128/256 KiB blocks, write-back, always admit,
     /// two-level LRU.
@@ -217,7 +233,7 @@ impl Config {
             write_mode: WriteMode::WriteBack,
             write_miss_fill: WriteMissFill::Sparse,
             admission: AdmissionConfig::Always,
-            eviction: EvictionConfig::TwoLevelLru,
+            eviction: EvictionConfig::auto(),
             flush: FlushConfig::default(),
             max_victim_scan: 8,
         }
@@ -322,6 +338,17 @@ impl Config {
                 }
             }
             AdmissionConfig::Always => {}
+        }
+        if let EvictionConfig::Auto { candidates } = &self.eviction {
+            if candidates.is_empty()
+                || candidates
+                    .iter()
+                    .any(|c| matches!(c, EvictionConfig::Auto { .. }))
+            {
+                return Err(ConfigError::Policy(
+                    "auto: one or more candidates, none of them auto",
+                ));
+            }
         }
         if let EvictionConfig::Lazy { para, k } = &self.eviction {
             if *para == 0 || k.is_nan() || *k <= 0.0 {

@@ -25,9 +25,10 @@
 use crate::admission::{self, AdmissionCounters, AdmissionPolicy, Candidate};
 use crate::alloc::{greedy_cover, missing_intervals, Seg};
 use crate::blocks::{
-    id_class, id_index, make_id, Blocks, Ext, PinKind, FREE_KEY, F_DIRTY, F_EXT, F_PINNED,
+    id_class, id_index, make_id, Blocks, Ext, PinKind, FREE_KEY, F_DIRTY, F_EXT, F_PINNED, F_REUSED,
 };
-use crate::config::{Config, ConfigError, WriteMissFill, WriteMode};
+use crate::choice::{ChoiceReport, Chooser};
+use crate::config::{Config, ConfigError, EvictionConfig, WriteMissFill, WriteMode};
 use crate::eviction::{self, BlockRef, EvictionPolicy, Verdict};
 use crate::group::Groups;
 use crate::lru::NIL;
@@ -159,6 +160,8 @@ pub struct Engine {
     next_seq: u64,
     /// Dirty blocks or groups a victim scan passed over (reused buffer).
     pub(crate) skipped: Vec<u32>,
+    /// Shadow caches choosing the eviction policy (`EvictionConfig::Auto`).
+    pub(crate) chooser: Option<Chooser>,
 }
 
 impl fmt::Debug for Engine {
@@ -188,7 +191,7 @@ impl Engine {
                 ..AllocStats::default()
             };
         }
-        Ok(Engine {
+        let mut e = Engine {
             blocks: Blocks::new(&sizes, group_size, cfg.sector_size),
             groups: Groups::new(n_groups, sizes.len()),
             admission: admission::build(&cfg),
@@ -208,8 +211,31 @@ impl Engine {
             waiters: Vec::new(),
             next_seq: 0,
             skipped: Vec::new(),
+            chooser: None,
             cfg,
-        })
+        };
+        e.chooser = e.new_chooser();
+        Ok(e)
+    }
+
+    /// A chooser when the configuration asks for online choice.
+    pub(crate) fn new_chooser(&self) -> Option<Chooser> {
+        match &self.cfg.eviction {
+            EvictionConfig::Auto { candidates } => Some(Chooser::new(
+                self.capacity,
+                self.sizes[0].trailing_zeros(),
+                candidates,
+            )),
+            _ => None,
+        }
+    }
+
+    /// The online policy choice's state, when the eviction policy is
+    /// `auto`.
+    pub fn choice(&self) -> Option<ChoiceReport> {
+        self.chooser
+            .as_ref()
+            .map(|c| c.report(self.eviction.name()))
     }
 
     /// The configuration.
@@ -271,7 +297,8 @@ impl Engine {
             groups: self.groups.memory_bytes(),
             inflight,
             admission: self.admission.metadata_bytes(),
-            eviction: self.eviction.metadata_bytes(),
+            eviction: self.eviction.metadata_bytes()
+                + self.chooser.as_ref().map_or(0, |c| c.memory_bytes()),
             cached_blocks: self.stats.cached_blocks,
         }
     }
@@ -399,6 +426,9 @@ impl Engine {
         if op != Op::Deallocate {
             self.admission.on_request(op, offset, len);
             self.eviction.on_request();
+            if let Some(next) = self.chooser.as_mut().and_then(|c| c.observe(offset, len)) {
+                self.install_eviction(next);
+            }
         }
         let t = self.take_ticket(op, false);
         if op != Op::Deallocate {
@@ -845,11 +875,13 @@ impl Engine {
             slot: id_index(id),
             offset: self.blocks.offset(id),
             group: self.blocks.group(id),
+            reused: self.blocks.flags(id) & F_REUSED != 0,
         }
     }
 
     /// Moves a block and its group to the heads of the LRU lists.
     fn promote(&mut self, id: u32) {
+        *self.blocks.flags_mut(id) |= F_REUSED;
         self.blocks
             .lru
             .move_to_front(&mut self.blocks.classes[..], id);

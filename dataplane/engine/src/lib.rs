@@ -59,6 +59,7 @@ pub mod admission;
 mod alloc;
 mod blocks;
 mod check;
+pub mod choice;
 pub mod config;
 mod engine;
 pub mod eviction;

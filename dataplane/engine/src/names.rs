@@ -37,7 +37,9 @@ pub fn parse_admission(s: &str) -> Result<AdmissionConfig, String> {
 }
 
 /// Parses an eviction policy: `lru2` (two-level LRU), `lazy[:PARA[:K]]`
-/// (LEA; defaults PARA 2, K 1), `s3fifo`, `sieve`, `arc`, `wtinylfu`.
+/// (LEA; defaults PARA 2, K 1), `s3fifo`, `sieve`, `arc`, `wtinylfu`, or
+/// `auto[:P+P...]` (online choice among the listed policies, by default
+/// S3-FIFO and the two-level LRU).
 pub fn parse_eviction(s: &str) -> Result<EvictionConfig, String> {
     let mut parts = s.split(':');
     match parts.next() {
@@ -46,6 +48,23 @@ pub fn parse_eviction(s: &str) -> Result<EvictionConfig, String> {
         Some("sieve") if parts.next().is_none() => Ok(EvictionConfig::Sieve),
         Some("arc") if parts.next().is_none() => Ok(EvictionConfig::Arc),
         Some("wtinylfu") if parts.next().is_none() => Ok(EvictionConfig::WTinyLfu),
+        Some("auto") => {
+            let Some(list) = parts.next() else {
+                return Ok(EvictionConfig::auto());
+            };
+            let bad = || format!("eviction '{s}': expected auto[:POLICY+POLICY...] of lru2, s3fifo, sieve, arc, wtinylfu");
+            if parts.next().is_some() {
+                return Err(bad());
+            }
+            let candidates = list
+                .split('+')
+                .map(|p| match parse_eviction(p) {
+                    Ok(EvictionConfig::Lazy { .. } | EvictionConfig::Auto { .. }) | Err(_) => Err(bad()),
+                    Ok(c) => Ok(c),
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(EvictionConfig::Auto { candidates })
+        }
         Some("lazy") => {
             let bad =
                 || format!("eviction '{s}': expected lazy[:PARA[:K]] with PARA >= 1 and K > 0");
@@ -63,8 +82,21 @@ pub fn parse_eviction(s: &str) -> Result<EvictionConfig, String> {
             Ok(EvictionConfig::Lazy { para, k })
         }
         _ => Err(format!(
-            "unknown eviction policy '{s}' (lru2, lazy[:PARA[:K]], s3fifo, sieve, arc, wtinylfu)"
+            "unknown eviction policy '{s}' (auto[:P+P...], lru2, lazy[:PARA[:K]], s3fifo, sieve, arc, wtinylfu)"
         )),
+    }
+}
+
+/// The name [`parse_eviction`] takes for `policy`, without parameters.
+pub fn eviction_name(policy: &EvictionConfig) -> &'static str {
+    match policy {
+        EvictionConfig::TwoLevelLru => "lru2",
+        EvictionConfig::Lazy { .. } => "lazy",
+        EvictionConfig::S3Fifo => "s3fifo",
+        EvictionConfig::Sieve => "sieve",
+        EvictionConfig::Arc => "arc",
+        EvictionConfig::WTinyLfu => "wtinylfu",
+        EvictionConfig::Auto { .. } => "auto",
     }
 }
 
@@ -160,6 +192,20 @@ mod tests {
         assert_eq!(parse_eviction("sieve"), Ok(EvictionConfig::Sieve));
         assert_eq!(parse_eviction("wtinylfu"), Ok(EvictionConfig::WTinyLfu));
         assert!(parse_eviction("arc:1").is_err());
+        assert_eq!(parse_eviction("auto"), Ok(EvictionConfig::auto()));
+        assert_eq!(
+            parse_eviction("auto:arc+lru2"),
+            Ok(EvictionConfig::Auto {
+                candidates: vec![EvictionConfig::Arc, EvictionConfig::TwoLevelLru]
+            })
+        );
+        assert!(parse_eviction("auto:").is_err());
+        assert!(parse_eviction("auto:lazy").is_err());
+        assert!(parse_eviction("auto:arc+auto").is_err());
+        assert!(parse_eviction("auto:arc:1").is_err());
+        for name in ["auto", "lru2", "lazy", "s3fifo", "sieve", "arc", "wtinylfu"] {
+            assert_eq!(eviction_name(&parse_eviction(name).unwrap()), name);
+        }
         assert!(parse_eviction("lfu").is_err());
     }
 

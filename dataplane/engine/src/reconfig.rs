@@ -101,19 +101,30 @@ impl Engine {
 
     /// Replaces the eviction policy. It is told about every cached block,
     /// least recently used first; its history (LEA's ghosts, hit flags)
-    /// starts afresh.
+    /// starts afresh. `auto` starts online choice with fresh shadows.
     pub fn set_eviction(&mut self, eviction: EvictionConfig) -> Result<(), ReconfigureError> {
         let mut cfg = self.cfg.clone();
-        cfg.eviction = eviction;
+        cfg.eviction = eviction.clone();
         cfg.validate().map_err(ReconfigureError::Invalid)?;
-        self.eviction = eviction::build(&cfg);
         self.cfg = cfg;
+        self.chooser = self.new_chooser();
+        self.install_eviction(eviction);
+        Ok(())
+    }
+
+    /// Makes `policy` the one choosing victims, without touching the cached
+    /// blocks (online choice switches this way): the new policy is told
+    /// about every cached block, least recently used first.
+    pub(crate) fn install_eviction(&mut self, policy: EvictionConfig) {
+        let mut cfg = self.cfg.clone();
+        cfg.eviction = policy;
+        cfg.capacity = self.capacity;
+        self.eviction = eviction::build(&cfg);
         let mut id = self.blocks.lru.tail;
         while id != NIL {
-            self.eviction.on_insert(self.block_ref(id));
+            self.eviction.on_adopt(self.block_ref(id));
             id = self.blocks.entry(id).prev;
         }
-        Ok(())
     }
 
     /// Replaces the flushing parameters.
@@ -181,6 +192,14 @@ impl Engine {
         }
         self.capacity = count as u64 * gsize;
         self.eviction.set_capacity(self.capacity, count);
+        if self.chooser.is_some() {
+            // Shadows are sized by the capacity: start them afresh.
+            self.chooser = self.new_chooser();
+            let first = self.chooser.as_ref().map(|c| c.active().clone());
+            if let Some(first) = first {
+                self.install_eviction(first);
+            }
+        }
         let size_aware = matches!(cfg.admission, AdmissionConfig::SizeAware(_));
         self.cfg = cfg;
         if size_aware {

@@ -129,7 +129,10 @@ fn failed_fill_rolls_back() {
 #[test]
 fn two_level_replacement() {
     // Two 256 KiB groups.
-    let mut e = engine(Config::adaptive(1 << 30, 512 * K));
+    let mut e = engine(Config {
+        eviction: EvictionConfig::TwoLevelLru,
+        ..Config::adaptive(1 << 30, 512 * K)
+    });
     run(&mut e, Op::Read, 0, 256 * K); // group A: one 256 KiB block
     for i in 0..8 {
         run(&mut e, Op::Read, (1 << 20) + i * 32 * K, 32 * K); // group B: 8 x 32 KiB

@@ -13,6 +13,7 @@
 use crate::blocks::{id_class, F_DIRTY, F_PINNED};
 use crate::engine::Engine;
 use crate::eviction::Offer;
+use crate::lru::NIL;
 use crate::plan::Plan;
 
 impl Engine {
@@ -25,7 +26,19 @@ impl Engine {
             self.stats.replaced_blocks += 1;
             return Some(id);
         }
-        let g = self.chosen_group(plan)?;
+        // An open group of another size whose blocks all left (invalidated
+        // or failed fills) holds no block for the policy to name: it is the
+        // cheapest group to take.
+        let empty = self.groups.open.iter().copied().find(|&g| {
+            g != NIL && {
+                let grp = &self.groups.groups[g as usize];
+                grp.live == 0 && grp.pinned == 0
+            }
+        });
+        let g = match empty {
+            Some(g) => g,
+            None => self.chosen_group(plan)?,
+        };
         self.evict_group(g, &mut plan.evicted);
         let chunk = self.blocks.classes[class].take_chunk(g);
         self.groups.assign(g, class, chunk);

@@ -7,7 +7,8 @@
 //! includes them and checks lookups, stats and invariants only.
 
 use engine::{
-    Completion, Config, Engine, Op, Plan, PlanStatus, RestoredBlock, WriteMissFill, WriteMode,
+    Completion, Config, Engine, EvictionConfig, Op, Plan, PlanStatus, RestoredBlock, WriteMissFill,
+    WriteMode,
 };
 use proptest::prelude::*;
 
@@ -39,6 +40,10 @@ fn req() -> impl Strategy<Value = Req> {
 
 fn config(sizes: u8, write: u8, fill: u8) -> Config {
     let mut c = Config::adaptive(VOLUME_SECTORS * SECTOR, 512 << 10);
+    // Restoring keeps the blocks and their LRU order, not a policy's
+    // history (S3-FIFO's queues, sketches, the chooser's shadows): only
+    // the two-level LRU plans exactly as before a restart.
+    c.eviction = EvictionConfig::TwoLevelLru;
     c.block_sizes = match sizes % 3 {
         0 => vec![4 << 10, 8 << 10, 16 << 10, 32 << 10],
         1 => vec![16 << 10],

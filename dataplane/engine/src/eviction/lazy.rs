@@ -222,6 +222,7 @@ mod tests {
             slot,
             offset,
             group: 0,
+            reused: false,
         }
     }
 

@@ -14,6 +14,7 @@
 mod arc;
 mod ghost;
 mod lazy;
+mod lru;
 mod lru2;
 mod nodes;
 mod owned;
@@ -26,6 +27,7 @@ mod wtinylfu;
 pub use lazy::Lazy;
 pub use lru2::TwoLevelLru;
 pub use owned::Owned;
+pub(crate) use owned::Replacer;
 
 use crate::config::{Config, EvictionConfig};
 
@@ -42,6 +44,8 @@ pub struct BlockRef {
     pub offset: u64,
     /// Group holding the block.
     pub group: u32,
+    /// The block was hit since it was inserted.
+    pub reused: bool,
 }
 
 /// The engine's answer when a policy proposes a victim.
@@ -100,6 +104,11 @@ pub trait EvictionPolicy: Send {
     fn on_request(&mut self);
     /// `block` was inserted.
     fn on_insert(&mut self, block: BlockRef);
+    /// `block` was cached before this policy took over (a switch of
+    /// policy announces every cached block, least recently used first).
+    fn on_adopt(&mut self, block: BlockRef) {
+        self.on_insert(block);
+    }
     /// `block` was hit.
     fn on_hit(&mut self, block: BlockRef);
     /// `block` left the cache: `evicted` by replacement, or invalidated
@@ -135,6 +144,12 @@ pub fn build(config: &Config) -> Box<dyn EvictionPolicy> {
     let min_block = *config.block_sizes.iter().min().expect("validated");
     match &config.eviction {
         EvictionConfig::TwoLevelLru => Box::new(TwoLevelLru),
+        EvictionConfig::Auto { candidates } => {
+            // The chooser's first candidate until a shadow takes over.
+            let mut first = config.clone();
+            first.eviction = candidates[0].clone();
+            build(&first)
+        }
         EvictionConfig::S3Fifo => owned("s3fifo", s3fifo::S3Fifo::boxed, config),
         EvictionConfig::Sieve => owned("sieve", sieve::Sieve::boxed, config),
         EvictionConfig::Arc => owned("arc", arc::Arc::boxed, config),
@@ -163,4 +178,19 @@ fn owned(
         groups as u64 * config.group_size as u64,
         groups,
     ))
+}
+
+/// The algorithm of `policy` over one key space, for shadow caches. The
+/// engine's two-level LRU and LEA are shadowed by plain LRU (at one size
+/// the two-level LRU is LRU; LEA's laziness needs the real cache).
+pub(crate) fn replacer(policy: &EvictionConfig) -> owned::MakeReplacer {
+    match policy {
+        EvictionConfig::S3Fifo => s3fifo::S3Fifo::boxed,
+        EvictionConfig::Sieve => sieve::Sieve::boxed,
+        EvictionConfig::Arc => arc::Arc::boxed,
+        EvictionConfig::WTinyLfu => wtinylfu::WTinyLfu::boxed,
+        EvictionConfig::TwoLevelLru | EvictionConfig::Lazy { .. } | EvictionConfig::Auto { .. } => {
+            lru::Lru::boxed
+        }
+    }
 }

@@ -43,6 +43,16 @@ use crate::eviction::nodes::NO_TAG;
 /// - [`miss`](Self::miss) names a tag that was requested and is not cached.
 pub(crate) trait Replacer: Send {
     fn insert(&mut self, key: u32, tag: u32, weight: u32);
+    /// Like [`insert`](Self::insert), for a block that was cached before the
+    /// policy took over (announced least recently used first); `reused`: it
+    /// was hit since its insertion. Policies place it where their own
+    /// history would have put such a block.
+    fn adopt(&mut self, key: u32, tag: u32, weight: u32, reused: bool) {
+        self.insert(key, tag, weight);
+        if reused {
+            self.hit(key);
+        }
+    }
     fn hit(&mut self, key: u32);
     /// `evicted`: the replacement chose it (ghosts remember it), rather
     /// than it being invalidated.
@@ -101,6 +111,19 @@ impl Owned {
         make_id((key % classes) as usize, key / classes)
     }
 
+    /// A block joined group `g`: the group enters the group instance with
+    /// its first block.
+    fn group_joined(&mut self, group: u32) {
+        let g = group as usize;
+        if self.group_live.len() <= g {
+            self.group_live.resize(g + 1, 0);
+        }
+        if self.group_live[g] == 0 {
+            self.groups.insert(group, NO_TAG, 1);
+        }
+        self.group_live[g] += 1;
+    }
+
     fn tag(&self, offset: u64) -> u32 {
         (offset >> self.granule_shift) as u32
     }
@@ -115,14 +138,13 @@ impl EvictionPolicy for Owned {
         let w = self.sizes[block.class];
         self.blocks
             .insert(self.key(block), self.tag(block.offset), w);
-        let g = block.group as usize;
-        if self.group_live.len() <= g {
-            self.group_live.resize(g + 1, 0);
-        }
-        if self.group_live[g] == 0 {
-            self.groups.insert(block.group, NO_TAG, 1);
-        }
-        self.group_live[g] += 1;
+        self.group_joined(block.group);
+    }
+    fn on_adopt(&mut self, block: BlockRef) {
+        let w = self.sizes[block.class];
+        self.blocks
+            .adopt(self.key(block), self.tag(block.offset), w, block.reused);
+        self.group_joined(block.group);
     }
     fn on_hit(&mut self, block: BlockRef) {
         self.blocks.hit(self.key(block));

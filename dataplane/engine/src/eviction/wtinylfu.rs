@@ -132,6 +132,24 @@ impl Replacer for WTinyLfu {
         self.drain_window();
     }
 
+    /// Blocks cached before W-TinyLFU took over go to main: protected when
+    /// hit since insertion (counted twice in the sketch), probation
+    /// otherwise (counted once). With an empty sketch and everything in the
+    /// window, every newcomer would win its duel against them.
+    fn adopt(&mut self, key: u32, tag: u32, weight: u32, reused: bool) {
+        if let Some(s) = &mut self.sketch {
+            s.increment(tag as u64);
+            if reused {
+                s.increment(tag as u64);
+            }
+        }
+        self.nodes.init(key, tag, weight);
+        self.probation.push_front(&mut self.nodes, key);
+        if reused {
+            self.protect(key);
+        }
+    }
+
     fn hit(&mut self, key: u32) {
         let n = self.nodes.get_mut(key);
         n.freq = n.freq.saturating_add(1);

@@ -1,0 +1,222 @@
+//! Online policy choice: per volume, sampled shadow caches replay the live
+//! request stream under every candidate eviction policy, and the engine
+//! switches the volume to the policy whose shadow misses least, without
+//! flushing the cache.
+//!
+//! - Sampling ([`sample`]): SHARDS-style spatial sampling of granules (the
+//!   smallest block size). The rate is chosen so that each shadow holds
+//!   about [`TARGET_SLOTS`] granules (SHARDS' fixed-size variant), at most
+//!   [`MAX_RATE`]: memory is bounded whatever the cache size, and the CPU
+//!   cost is a hash per granule plus `rate` of a cache lookup per shadow.
+//! - Shadows ([`shadow`]): each candidate's algorithm over the sampled
+//!   granules, in a cache of `capacity * rate` granules.
+//! - Decision: every window of sampled accesses, each shadow's hits feed an
+//!   exponentially weighted score (decay [`DECAY`] per window). When the
+//!   best score beats the active policy's by more than [`MARGIN`] (hits, so
+//!   that a point of hit ratio counts for as much on a cache that hits 10%
+//!   of the time as the difference matters), two windows in a row, the
+//!   engine installs the best policy ([`crate::Engine::set_eviction`]'s mechanism:
+//!   the cached blocks stay and are announced to the new policy, least
+//!   recently used first).
+
+mod sample;
+mod shadow;
+
+use sample::Sampler;
+use shadow::ShadowCache;
+
+use crate::config::EvictionConfig;
+
+/// Granules each shadow aims to hold.
+pub const TARGET_SLOTS: u64 = 2048;
+/// The highest sampling rate (small caches): above it the shadows would
+/// cost more CPU than they are worth.
+pub const MAX_RATE: f64 = 1.0 / 8.0;
+/// Relative score advantage a shadow needs to take over.
+pub const MARGIN: f64 = 0.03;
+/// Weight of the past score at each window's end.
+pub const DECAY: f64 = 0.9;
+
+/// The policies `auto` picks among by default, the first being the initial
+/// one. S3-FIFO first: while a cache warms up it does as well as LRU, and
+/// the blocks it keeps meanwhile are the better start when it turns out
+/// ahead (a switch cannot bring back what the other policy evicted). LRU
+/// second: it wins on small caches and short reuse distances. ARC, SIEVE
+/// and W-TinyLFU are candidates on request (`auto:s3fifo+lru2+arc+...`):
+/// on the CloudPhysics sample their shadows lead S3-FIFO's by a few percent
+/// in turns, and each switch costs more than the lead was worth.
+pub fn default_candidates() -> Vec<EvictionConfig> {
+    vec![EvictionConfig::S3Fifo, EvictionConfig::TwoLevelLru]
+}
+
+/// Every policy a shadow can replay.
+pub fn all_candidates() -> Vec<EvictionConfig> {
+    vec![
+        EvictionConfig::S3Fifo,
+        EvictionConfig::TwoLevelLru,
+        EvictionConfig::Arc,
+        EvictionConfig::Sieve,
+        EvictionConfig::WTinyLfu,
+    ]
+}
+
+/// What the chooser reports (stats, RPC, simulator).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChoiceReport {
+    /// The policy in use.
+    pub active: &'static str,
+    /// Times the policy was switched.
+    pub switches: u64,
+    /// Fraction of granules sampled.
+    pub rate: f64,
+    /// Granules each shadow holds.
+    pub shadow_slots: u32,
+    /// Per candidate: name and its shadow's miss ratio since the start.
+    pub shadows: Vec<(&'static str, f64)>,
+    /// Bytes held by the sampler, shadows and scores.
+    pub memory_bytes: usize,
+}
+
+/// Shadow caches and the decision rule of one volume.
+pub struct Chooser {
+    sampler: Sampler,
+    granule_shift: u32,
+    shadows: Vec<ShadowCache>,
+    scores: Vec<f64>,
+    window_hits: Vec<u64>,
+    active: usize,
+    slots: u32,
+    window: u32,
+    seen_in_window: u32,
+    accesses: u64,
+    switches: u64,
+    /// The candidate that led in the last window, if any.
+    leader: Option<usize>,
+}
+
+impl Chooser {
+    /// A chooser for a cache of `capacity` bytes of `granule_shift`-sized
+    /// granules, starting with `candidates[0]`.
+    pub fn new(capacity: u64, granule_shift: u32, candidates: &[EvictionConfig]) -> Chooser {
+        let granules = (capacity >> granule_shift).max(1);
+        let rate = (TARGET_SLOTS as f64 / granules as f64).min(MAX_RATE);
+        Chooser::with_rate(capacity, granule_shift, candidates, rate)
+    }
+
+    /// A chooser sampling `rate` of the granules.
+    pub(crate) fn with_rate(
+        capacity: u64,
+        granule_shift: u32,
+        candidates: &[EvictionConfig],
+        rate: f64,
+    ) -> Chooser {
+        let granules = (capacity >> granule_shift).max(1);
+        let sampler = Sampler::new(rate);
+        let slots = ((granules as f64 * sampler.rate()).round() as u32).max(16);
+        Chooser {
+            sampler,
+            granule_shift,
+            shadows: candidates
+                .iter()
+                .map(|c| ShadowCache::new(c.clone(), slots))
+                .collect(),
+            scores: vec![0.0; candidates.len()],
+            window_hits: vec![0; candidates.len()],
+            active: 0,
+            slots,
+            // Long enough for the shadows to turn over about twice.
+            window: (2 * slots).max(1024),
+            seen_in_window: 0,
+            accesses: 0,
+            switches: 0,
+            leader: None,
+        }
+    }
+
+    /// The policy in use.
+    pub fn active(&self) -> &EvictionConfig {
+        &self.shadows[self.active].policy
+    }
+
+    /// Feeds one request's range; returns the policy to switch to, if the
+    /// window just ended with another policy clearly ahead.
+    pub fn observe(&mut self, offset: u64, len: u64) -> Option<EvictionConfig> {
+        let first = offset >> self.granule_shift;
+        let last = (offset + len.max(1) - 1) >> self.granule_shift;
+        let mut decide = false;
+        for g in first..=last {
+            if !self.sampler.sampled(g) {
+                continue;
+            }
+            self.accesses += 1;
+            for (s, m) in self.shadows.iter_mut().zip(&mut self.window_hits) {
+                if s.access(g as u32) {
+                    *m += 1;
+                }
+            }
+            self.seen_in_window += 1;
+            decide |= self.seen_in_window >= self.window;
+        }
+        if decide {
+            self.seen_in_window = 0;
+            return self.decide();
+        }
+        None
+    }
+
+    fn decide(&mut self) -> Option<EvictionConfig> {
+        for (score, h) in self.scores.iter_mut().zip(&mut self.window_hits) {
+            *score = DECAY * *score + *h as f64;
+            *h = 0;
+        }
+        let (best, best_score) = self
+            .scores
+            .iter()
+            .copied()
+            .enumerate()
+            .max_by(|a, b| a.1.total_cmp(&b.1))?;
+        let ahead = best != self.active && best_score > self.scores[self.active] * (1.0 + MARGIN);
+        if !ahead {
+            self.leader = None;
+            return None;
+        }
+        // A switch costs the new policy's warm-up (its history starts
+        // empty): only a lead held for two windows in a row is acted on.
+        if self.leader != Some(best) {
+            self.leader = Some(best);
+            return None;
+        }
+        self.leader = None;
+        self.active = best;
+        self.switches += 1;
+        Some(self.shadows[best].policy.clone())
+    }
+
+    /// The chooser's state for reports.
+    pub fn report(&self, active: &'static str) -> ChoiceReport {
+        let n = self.accesses.max(1) as f64;
+        ChoiceReport {
+            active,
+            switches: self.switches,
+            rate: self.sampler.rate(),
+            shadow_slots: self.slots,
+            shadows: self
+                .shadows
+                .iter()
+                .map(|s| (crate::names::eviction_name(&s.policy), s.misses as f64 / n))
+                .collect(),
+            memory_bytes: self.memory_bytes(),
+        }
+    }
+
+    /// Bytes of shadows, scores and counters.
+    pub fn memory_bytes(&self) -> usize {
+        std::mem::size_of::<Chooser>()
+            + self.shadows.iter().map(|s| s.memory_bytes()).sum::<usize>()
+            + self.scores.capacity() * 8
+            + self.window_hits.capacity() * 8
+    }
+}
+
+#[cfg(test)]
+mod tests;
