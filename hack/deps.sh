@@ -7,7 +7,8 @@
 #   apt       Debian packages: Ceph daemons and client libraries, qemu,
 #             busybox-static, cpio, kmod, socat, ...
 #   python    a venv (bin/venv) with SPDK's official JSON-RPC client (spdk)
-#             libCacheSim (libcachesim, the simulator benchmark's baseline) and
+#             libCacheSim (libcachesim: the simulator benchmark's baseline and
+#             rackcache-sim --compare-peers) and
 #             prometheus-client (its parser checks our /metrics output)
 #   go-tools  controller-gen, ginkgo, csi-sanity, helm, golangci-lint, kustomize,
 #             kubectl (hack/tools/kubectl, its own module)

@@ -6,7 +6,8 @@
 //! The trace is the CloudPhysics sample in libCacheSim's oracleGeneral
 //! format, read from $RACKCACHE_TRACES (default ../shared/traces next to the
 //! repository); the baseline needs the project's venv (`hack/deps.sh
-//! python`, found at bin/venv or $RACKCACHE_VENV). Without either, the
+//! python`, found at bin/venv, $RACKCACHE_VENV or $RACKCACHE_PYTHON, as
+//! `rackcache-sim --compare-peers` finds it). Without either, the
 //! benchmark says what is missing and reports what it can.
 //!
 //! Run: `make bench`, or `cargo bench -p rackcache-sim --bench simulator`.
@@ -32,10 +33,7 @@ fn trace_path() -> Option<PathBuf> {
 }
 
 fn venv_python() -> Option<PathBuf> {
-    let venv = std::env::var_os("RACKCACHE_VENV")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| manifest_dir().join("../../bin/venv"));
-    let p = venv.join("bin/python");
+    let p = rackcache_sim::peers::python();
     p.is_file().then_some(p)
 }
 

@@ -9,15 +9,16 @@ use engine::{Config, FlushConfig};
 
 use crate::options::{parse_admission, parse_eviction, parse_write_miss_fill, parse_write_mode};
 use crate::replay::{comparison_set, FlushPolicy, SimConfig};
-use crate::size::{format_bytes, parse_block_sizes, parse_cache_size, CacheSize};
+use crate::size::{format_bytes, parse_block_sizes, parse_cache_sizes, CacheSizes};
 
 /// A cache to simulate: size, block sizes, policies.
 #[derive(Args, Clone, Debug)]
 pub struct CacheArgs {
     /// Cache size: bytes (256MiB, 2G, ...) or a percentage of the trace's
-    /// working set (10%).
-    #[arg(long, default_value = "10%", value_parser = parse_cache_size)]
-    pub cache_size: CacheSize,
+    /// working set (10%). rackcache-sim takes a comma-separated list
+    /// (1%,5%,10%) and runs each size.
+    #[arg(long, default_value = "10%", value_parser = parse_cache_sizes)]
+    pub cache_size: CacheSizes,
 
     /// Block sizes, comma-separated powers of two from 4KiB to 1MiB.
     #[arg(long, default_value = "32K,64K,128K,256K", value_parser = block_size_list)]
@@ -46,8 +47,10 @@ pub struct CacheArgs {
     #[arg(long, default_value = "always", value_parser = parse_admission)]
     pub admission: engine::AdmissionConfig,
 
-    /// Eviction: lru2 (two-level LRU) or lazy[:PARA[:K]] (LEA).
-    #[arg(long, default_value = "lru2", value_parser = parse_eviction)]
+    /// Eviction: auto[:P+P...] (online choice by shadow caches, the
+    /// engine's default), lru2 (two-level LRU), lazy[:PARA[:K]] (LEA),
+    /// s3fifo, sieve, arc or wtinylfu.
+    #[arg(long, default_value = "auto", value_parser = parse_eviction)]
     pub eviction: engine::EvictionConfig,
 
     /// Flushing besides eviction: none, lazy (a batch when the trace is idle
@@ -81,6 +84,50 @@ impl CacheArgs {
     /// The configurations the arguments ask for: one, or the `--compare`
     /// set.
     pub fn configurations(&self) -> Result<Vec<SimConfig>, String> {
+        let (base, flush) = self.base();
+        if self.compare {
+            return Ok(comparison_set(&base, flush));
+        }
+        if self.mode == "fixed" && self.block_sizes.0.len() != 1 {
+            return Err("--mode fixed needs exactly one --block-sizes value".into());
+        }
+        let sizes: Vec<u32> = self.block_sizes.0.iter().map(|&b| b as u32).collect();
+        if self.mode == "fixed" {
+            return Ok(vec![self.fixed(sizes[0])]);
+        }
+        let largest = *sizes
+            .last()
+            .expect("parse_block_sizes returns at least one size");
+        Ok(vec![SimConfig {
+            label: "adaptive".to_string(),
+            engine: Config {
+                block_sizes: sizes,
+                group_size: largest.max(256 << 10),
+                ..base
+            },
+            flush,
+        }])
+    }
+
+    /// Fixed-size blocks of `block` bytes with every other option as given
+    /// (`--compare-peers` adds fixed-4KiB: the block granularity its peers
+    /// see).
+    pub fn fixed(&self, block: u32) -> SimConfig {
+        let (base, flush) = self.base();
+        SimConfig {
+            label: format!("fixed-{}", format_bytes(block as u64)),
+            engine: Config {
+                block_sizes: vec![block],
+                group_size: block.max(256 << 10),
+                ..base
+            },
+            flush,
+        }
+    }
+
+    /// The engine settings shared by every configuration, block sizes
+    /// aside, and the flushing besides eviction.
+    fn base(&self) -> (Config, FlushPolicy) {
         let flush = match self.flush.as_str() {
             "lazy" => FlushPolicy::Lazy {
                 idle_ns: self.idle_ms.saturating_mul(1_000_000),
@@ -98,27 +145,6 @@ impl CacheArgs {
             dirty_ratio: self.dirty_ratio,
             batch_blocks: self.flush_batch,
         };
-        if self.compare {
-            return Ok(comparison_set(&base, flush));
-        }
-        let sizes: Vec<u32> = self.block_sizes.0.iter().map(|&b| b as u32).collect();
-        let largest = *sizes
-            .last()
-            .expect("parse_block_sizes returns at least one size");
-        let label = if self.mode == "fixed" {
-            if sizes.len() != 1 {
-                return Err("--mode fixed needs exactly one --block-sizes value".into());
-            }
-            format!("fixed-{}", format_bytes(largest as u64))
-        } else {
-            "adaptive".to_string()
-        };
-        base.block_sizes = sizes;
-        base.group_size = largest.max(256 << 10);
-        Ok(vec![SimConfig {
-            label,
-            engine: base,
-            flush,
-        }])
+        (base, flush)
     }
 }

@@ -12,15 +12,19 @@
 //! - [`options`], [`size`]: command-line values; [`cache_args`]: the cache
 //!   options as one clap group (shared with `rackcache-loadgen replay`).
 //! - [`latency`]: the per-request time histogram.
+//! - [`peers`]: `--compare-peers`, libCacheSim's policies on the same 4 KiB
+//!   block stream; [`temp`]: the temporary directory it works in.
 
 pub mod cache_args;
 pub mod latency;
 pub mod layout;
 pub mod options;
+pub mod peers;
 pub mod plot;
 pub mod replay;
 pub mod report;
 pub mod size;
+pub mod temp;
 
 /// Where the sample traces are: `$RACKCACHE_TRACES`, or `shared/traces`
 /// next to the repository (see docs/traces.md). Tests and benchmarks that

@@ -9,9 +9,13 @@ use serde::Serialize;
 
 use rackcache_sim::cache_args::CacheArgs;
 use rackcache_sim::layout::LayoutKind;
+use rackcache_sim::peers::stream::write_block_stream;
+use rackcache_sim::peers::table::{render_peer_table, PeerComparison};
+use rackcache_sim::peers::Peers;
 use rackcache_sim::replay::{replay_from, Profile, SimConfig, TraceSpec};
 use rackcache_sim::report::{render_ratios, render_table, Report};
-use rackcache_sim::size::{format_bytes, parse_bytes};
+use rackcache_sim::size::{format_bytes, parse_bytes, CacheSize};
+use rackcache_sim::temp::TempDir;
 
 /// Replays a block I/O trace through rackcache's cache engine and prints the
 /// AdaCache paper's metrics.
@@ -64,12 +68,27 @@ struct Args {
     json: bool,
 
     /// Write PNG charts (I/O volumes, hit ratios, metadata, block vs request
-    /// size) into this directory.
+    /// size) into this directory (a subdirectory per cache size when there
+    /// are several).
     #[arg(long)]
     plot: Option<PathBuf>,
+
+    /// Also run libCacheSim's LRU, ARC, S3FIFO, WTinyLFU, LIRS and Sieve on
+    /// the trace's 4 KiB block stream with the bytes the engine used, and
+    /// print block miss ratios side by side. Adds fixed 4 KiB blocks to the
+    /// configurations; needs the venv `hack/deps.sh python` makes (or
+    /// $RACKCACHE_PYTHON).
+    #[arg(long)]
+    compare_peers: bool,
 }
 
-/// What `--json` prints.
+/// The block size `--compare-peers` gives libCacheSim's objects and the
+/// engine configuration it adds.
+const PEER_BLOCK: u32 = 4096;
+
+/// What `--json` prints: with one cache size its results sit at the top
+/// level (as before several sizes were possible), with several they are
+/// listed under `sizes`.
 #[derive(Serialize)]
 struct JsonOutput<'a> {
     trace: String,
@@ -80,8 +99,33 @@ struct JsonOutput<'a> {
     volumes: usize,
     layout: String,
     address_space: u64,
+    #[serde(flatten)]
+    results: Results<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Results<'a> {
+    One(&'a SizeResult),
+    Several { sizes: &'a [SizeResult] },
+}
+
+/// Everything measured at one cache size.
+#[derive(Serialize)]
+struct SizeResult {
+    /// As given: `10%`, `256MiB`.
+    cache_size: String,
+    /// As the text output describes it: `10% of the working set`.
+    #[serde(skip)]
+    described: String,
     cache_bytes_requested: u64,
-    reports: &'a [Report],
+    /// `Engine::capacity()` of the first configuration: the request rounded
+    /// down to whole groups. Each report has its own (`cache_bytes`); they
+    /// differ only when a block above 256 KiB makes groups larger.
+    cache_bytes_used: u64,
+    reports: Vec<Report>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    peers: Option<PeerComparison>,
 }
 
 fn main() -> ExitCode {
@@ -102,6 +146,11 @@ fn run(args: &Args) -> Result<(), String> {
     if !args.sector_size.is_power_of_two() || !(512..=4096).contains(&args.sector_size) {
         return Err("--sector-size must be 512, 1K, 2K or 4K".into());
     }
+    if args.compare_peers && args.sector_size != PEER_BLOCK as u64 {
+        // Miss bytes count 4 KiB blocks only when cached extents are whole
+        // 4 KiB sectors (see Report::miss_ratio).
+        return Err("--compare-peers needs --sector-size 4K".into());
+    }
     let spec = TraceSpec {
         path: args.trace.clone(),
         format: args.format,
@@ -110,10 +159,18 @@ fn run(args: &Args) -> Result<(), String> {
         limit: args.limit,
     };
     let configs = configurations(args)?;
+    // libCacheSim is found before the replays, which can take minutes.
+    let peers = if args.compare_peers {
+        let dir = TempDir::new("rackcache-sim-peers")
+            .map_err(|e| format!("create a temporary directory: {e}"))?;
+        let peers = Peers::locate(dir.path())?;
+        Some((dir, peers))
+    } else {
+        None
+    };
 
     let profile = Profile::scan_with_layout(&spec, args.sector_size, args.layout)
         .map_err(|e| e.to_string())?;
-    let cache_bytes = args.cache.cache_size.resolve(profile.working_set_bytes);
     if !args.json {
         println!(
             "trace {}: {} requests, {} volume(s), working set {}, read {}, written {}",
@@ -125,26 +182,14 @@ fn run(args: &Args) -> Result<(), String> {
             format_bytes(profile.write_bytes),
         );
         println!("layout {}", profile.layout);
-        println!(
-            "cache {} ({}), write mode {:?}, admission {}, eviction {}, flush {}\n",
-            format_bytes(cache_bytes),
-            args.cache.cache_size,
-            args.cache.write_mode,
-            policy_name(&format!("{:?}", args.cache.admission)),
-            policy_name(&format!("{:?}", args.cache.eviction)),
-            args.cache.flush,
-        );
     }
 
-    let mut reports = Vec::with_capacity(configs.len());
-    for sim in &configs {
-        let bar = progress_bar(profile.requests, &sim.label);
-        let report = replay_from(&spec, &profile, sim, cache_bytes, args.warmup, |n| {
-            bar.set_position(n)
-        })
-        .map_err(|e| e.to_string())?;
-        bar.finish_and_clear();
-        reports.push(report);
+    let mut results = Vec::new();
+    for &size in &args.cache.cache_size.0 {
+        results.push(run_size(args, &spec, &profile, &configs, size)?);
+    }
+    if let Some((dir, peers)) = &peers {
+        compare_peers(args, &spec, &profile, dir, peers, &mut results)?;
     }
 
     if args.json {
@@ -157,21 +202,18 @@ fn run(args: &Args) -> Result<(), String> {
             volumes: profile.volumes(),
             layout: profile.layout.kind().to_string(),
             address_space: profile.address_space,
-            cache_bytes_requested: cache_bytes,
-            reports: &reports,
+            results: match results.as_slice() {
+                [one] => Results::One(one),
+                several => Results::Several { sizes: several },
+            },
         };
         println!(
             "{}",
             serde_json::to_string_pretty(&out).map_err(|e| format!("encode JSON: {e}"))?
         );
     } else {
-        print!("{}", render_table(&reports));
-        let adaptive = reports.iter().find(|r| r.config == "adaptive");
-        if let (Some(adaptive), true) = (adaptive, reports.len() > 1) {
-            println!();
-            for fixed in reports.iter().filter(|r| r.config != "adaptive") {
-                print!("{}", render_ratios(fixed, adaptive));
-            }
+        for r in &results {
+            print_size(args, r);
         }
     }
 
@@ -181,17 +223,149 @@ fn run(args: &Args) -> Result<(), String> {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let written = rackcache_sim::plot::write_charts(dir, &name, &reports)?;
-        for p in written {
-            eprintln!("wrote {}", p.display());
+        for r in &results {
+            let (dir, name) = match results.len() {
+                1 => (dir.clone(), name.clone()),
+                _ => (
+                    dir.join(format!("cache-{}", r.cache_size.replace('%', "pct"))),
+                    format!("{name}, cache {}", r.cache_size),
+                ),
+            };
+            let written = rackcache_sim::plot::write_charts(&dir, &name, &r.reports)?;
+            for p in written {
+                eprintln!("wrote {}", p.display());
+            }
         }
     }
     Ok(())
 }
 
-/// The configurations the arguments ask for.
+/// Replays every configuration with one cache size.
+fn run_size(
+    args: &Args,
+    spec: &TraceSpec,
+    profile: &Profile,
+    configs: &[SimConfig],
+    size: CacheSize,
+) -> Result<SizeResult, String> {
+    let cache_bytes = size.resolve(profile.working_set_bytes);
+    let mut reports = Vec::with_capacity(configs.len());
+    for sim in configs {
+        let bar = progress_bar(profile.requests, &sim.label);
+        let report = replay_from(spec, profile, sim, cache_bytes, args.warmup, |n| {
+            bar.set_position(n)
+        })
+        .map_err(|e| e.to_string())?;
+        bar.finish_and_clear();
+        reports.push(report);
+    }
+    Ok(SizeResult {
+        cache_size: size.short(),
+        described: size.to_string(),
+        cache_bytes_requested: cache_bytes,
+        cache_bytes_used: reports[0].cache_bytes,
+        reports,
+        peers: None,
+    })
+}
+
+/// Writes the block stream once, runs libCacheSim once for every size (at
+/// the capacity the first configuration, fixed-4KiB, used) and attaches
+/// each size's results.
+fn compare_peers(
+    args: &Args,
+    spec: &TraceSpec,
+    profile: &Profile,
+    dir: &TempDir,
+    peers: &Peers,
+    results: &mut [SizeResult],
+) -> Result<(), String> {
+    let path = dir.join("blocks.oracleGeneral");
+    let stream = write_block_stream(spec, profile, args.warmup, &path)?;
+    if stream.blocks == stream.warmup_blocks {
+        return Err("--compare-peers: --warmup leaves no requests to compare".into());
+    }
+    let mut sizes: Vec<u64> = results.iter().map(|r| r.reports[0].cache_bytes).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    let bar = ProgressBar::new_spinner();
+    bar.set_style(
+        ProgressStyle::with_template("{prefix:>14} {spinner} {msg} ({elapsed})")
+            .expect("valid template"),
+    );
+    bar.set_prefix("libCacheSim");
+    bar.set_message(format!(
+        "{} policies x {} sizes over {} blocks",
+        rackcache_sim::peers::POLICIES.len(),
+        sizes.len(),
+        stream.blocks
+    ));
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    let got = peers.run(&path, stream.warmup_blocks, &sizes);
+    bar.finish_and_clear();
+    let got = got?;
+    for r in results {
+        r.peers = Some(PeerComparison::new(&peers.version, &r.reports[0], &got)?);
+    }
+    Ok(())
+}
+
+/// One cache size as text: the cache line, then the metrics table or, with
+/// `--compare-peers`, the miss ratios beside libCacheSim's.
+fn print_size(args: &Args, r: &SizeResult) {
+    println!(
+        "cache {} ({}), engine uses {}; write mode {:?}, admission {}, eviction {}, flush {}\n",
+        format_bytes(r.cache_bytes_requested),
+        r.described,
+        used(&r.reports),
+        args.cache.write_mode,
+        policy_name(&format!("{:?}", args.cache.admission)),
+        engine::names::eviction_name(&args.cache.eviction),
+        args.cache.flush,
+    );
+    if let Some(peers) = &r.peers {
+        print!("{}", render_peer_table(&r.reports, peers));
+        println!();
+        return;
+    }
+    print!("{}", render_table(&r.reports));
+    let adaptive = r.reports.iter().find(|r| r.config == "adaptive");
+    if let (Some(adaptive), true) = (adaptive, r.reports.len() > 1) {
+        println!();
+        for fixed in r.reports.iter().filter(|r| r.config != "adaptive") {
+            print!("{}", render_ratios(fixed, adaptive));
+        }
+    }
+    println!();
+}
+
+/// The capacity the engine used (whole groups): one figure, or one per
+/// configuration when they differ.
+fn used(reports: &[Report]) -> String {
+    let first = reports[0].cache_bytes;
+    if reports.iter().all(|r| r.cache_bytes == first) {
+        return format!("{} ({first} bytes)", format_bytes(first));
+    }
+    reports
+        .iter()
+        .map(|r| format!("{} {}", r.config, format_bytes(r.cache_bytes)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The configurations the arguments ask for. `--compare-peers` puts fixed
+/// 4 KiB blocks first, with every other cache option as given: the
+/// configuration that sees the same blocks as libCacheSim, whose capacity
+/// the peers get; the ones `--mode`/`--block-sizes`/`--compare` select
+/// follow (fixed-4KiB only once).
 fn configurations(args: &Args) -> Result<Vec<SimConfig>, String> {
-    args.cache.configurations()
+    let mut configs = args.cache.configurations()?;
+    if args.compare_peers {
+        let reference = args.cache.fixed(PEER_BLOCK);
+        configs.retain(|c| c.label != reference.label);
+        configs.insert(0, reference);
+    }
+    Ok(configs)
 }
 
 /// `NHit { n: 2, table_slots: .. }` -> `NHit { n: 2, .. }`-ish short names
@@ -248,5 +422,41 @@ mod tests {
         assert!(configurations(&args).unwrap_err().contains("exactly one"));
         assert!(Args::try_parse_from(["rackcache-sim", "t.csv", "--block-sizes", "48K"]).is_err());
         assert!(Args::try_parse_from(["rackcache-sim", "t.csv", "--admission", "lfu"]).is_err());
+    }
+
+    #[test]
+    fn compare_peers_puts_fixed_4k_first_once() {
+        let labels = |extra: &[&str]| {
+            let args = Args::try_parse_from(
+                ["rackcache-sim", "t.csv", "--compare-peers"]
+                    .iter()
+                    .chain(extra),
+            )
+            .unwrap();
+            let c = configurations(&args).unwrap();
+            assert_eq!(c[0].engine.block_sizes, vec![4096]);
+            assert_eq!(c[0].engine.eviction, args.cache.eviction);
+            c.into_iter().map(|c| c.label).collect::<Vec<_>>()
+        };
+        assert_eq!(labels(&[]), ["fixed-4KiB", "adaptive"]);
+        assert_eq!(
+            labels(&["--mode", "fixed", "--block-sizes", "4K"]),
+            ["fixed-4KiB"]
+        );
+        assert_eq!(labels(&["--compare"]).len(), 6);
+        assert_eq!(labels(&["--eviction", "lazy"])[0], "fixed-4KiB");
+
+        let args = Args::try_parse_from([
+            "rackcache-sim",
+            "t.csv",
+            "--compare-peers",
+            "--sector-size",
+            "512",
+        ])
+        .unwrap();
+        assert!(run(&args).unwrap_err().contains("--sector-size 4K"));
+        let args =
+            Args::try_parse_from(["rackcache-sim", "t.csv", "--cache-size", "1%,5%"]).unwrap();
+        assert_eq!(args.cache.cache_size.0.len(), 2);
     }
 }

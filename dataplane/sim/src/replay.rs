@@ -361,6 +361,10 @@ pub fn replay_from(
         cache_bytes: engine.capacity(),
         reads: s.read.requests,
         writes: s.write.requests,
+        miss_ratio: ratio(
+            s.read.miss_bytes + s.write.miss_bytes,
+            s.read.bytes + s.write.bytes,
+        ),
         read_hit_ratio: s.read.hit_ratio(),
         write_hit_ratio: s.write.hit_ratio(),
         read_byte_hit_ratio: ratio(s.read.hit_bytes, s.read.bytes),
@@ -554,6 +558,57 @@ mod tests {
         ));
     }
 
+    /// `Report::miss_ratio` on a hand-made trace: 10 block accesses of
+    /// 4 KiB, counted one by one below.
+    #[test]
+    fn miss_ratio_counts_4k_block_accesses() {
+        let dir = tempdir();
+        let p = dir.join("blocks.csv");
+        let requests = [
+            "Read,0,8192",      // blocks 0, 1
+            "Read,4096,8192",   // blocks 1, 2
+            "Write,512,1024",   // block 0 (widened to 4 KiB)
+            "Write,16384,4096", // block 4
+            "Read,16384,4096",  // block 4
+            "Write,40960,4096", // block 10
+            "Read,36864,8192",  // blocks 9, 10
+        ];
+        let lines: Vec<String> = requests
+            .iter()
+            .enumerate()
+            .map(|(i, r)| format!("{},hm,0,{r},100\n", 128166372003061629u64 + i as u64))
+            .collect();
+        std::fs::write(&p, lines.concat()).unwrap();
+        let spec = TraceSpec::new(&p);
+        let profile = Profile::scan(&spec, 4096).unwrap();
+        let run = |engine: Config| {
+            let sim = SimConfig {
+                label: "t".into(),
+                engine,
+                flush: FlushPolicy::None,
+            };
+            replay(&spec, &profile, &sim, 1 << 20, |_| {}).unwrap()
+        };
+        let fixed = |mode| Config {
+            write_mode: mode,
+            ..Config::fixed(1, 1, 4096)
+        };
+        // Misses per request: 2, 1 (block 1 hits), 0, 1, 0 (the write
+        // allocated block 4), 1, 1 (block 9).
+        let r = run(fixed(engine::WriteMode::WriteThrough));
+        assert_eq!(r.miss_ratio, 0.6);
+        // Write-around allocates nothing on a write miss: the reads of
+        // blocks 4 and 10 miss too.
+        let r = run(fixed(engine::WriteMode::WriteAround));
+        assert_eq!(r.miss_ratio, 0.8);
+        // Adaptive: the first read caches the 32 KiB block 0..32K whole, so
+        // requests 2-5 hit. The write to block 10 allocates 32K..64K with
+        // only its own 4 KiB valid (sparse fill): a miss, and then block 9
+        // of the last read is a miss in a cached block, block 10 a hit.
+        let r = run(Config::adaptive(1, 1));
+        assert_eq!(r.miss_ratio, 0.4);
+    }
+
     #[test]
     fn comparison_set_has_the_papers_five_configurations() {
         let base = Config::adaptive(1, 1);
@@ -573,29 +628,7 @@ mod tests {
         );
     }
 
-    /// A directory removed when the test ends, pass or fail.
-    struct TempDir(PathBuf);
-
-    impl std::ops::Deref for TempDir {
-        type Target = std::path::Path;
-        fn deref(&self) -> &std::path::Path {
-            &self.0
-        }
-    }
-
-    impl Drop for TempDir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-
-    fn tempdir() -> TempDir {
-        let d = std::env::temp_dir().join(format!(
-            "rackcache-sim-test-{}-{:?}",
-            std::process::id(),
-            std::thread::current().id()
-        ));
-        std::fs::create_dir_all(&d).unwrap();
-        TempDir(d)
+    fn tempdir() -> crate::temp::TempDir {
+        crate::temp::TempDir::new("rackcache-sim-test").unwrap()
     }
 }

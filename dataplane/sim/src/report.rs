@@ -11,12 +11,23 @@ use crate::size::format_bytes;
 pub struct Report {
     /// Configuration label, e.g. `fixed-32KiB` or `adaptive`.
     pub config: String,
-    /// Cache capacity in bytes.
+    /// Cache bytes the engine used: the requested size rounded down to
+    /// whole groups (`Engine::capacity()`).
     pub cache_bytes: u64,
     /// Requests replayed (reads, writes).
     pub reads: u64,
     /// Write requests replayed.
     pub writes: u64,
+    /// 4 KiB block miss ratio over reads and writes: every request (after
+    /// sector alignment) is split into 4 KiB blocks, and a block access
+    /// misses when its bytes were not all served from the cache (reads) or
+    /// did not all land on cached blocks (writes). It is the engine's miss
+    /// bytes over request bytes: with 4 KiB sectors every cached extent is
+    /// whole sectors, so both are multiples of 4096 and the ratio is one of
+    /// block counts. With smaller sectors it is the same ratio by bytes.
+    /// libCacheSim's miss ratio on the 4 KiB block stream
+    /// (`--compare-peers`) is the same quantity.
+    pub miss_ratio: f64,
     /// Read requests fully served from cache / read requests.
     pub read_hit_ratio: f64,
     /// Write requests that found all their blocks cached / write requests.
@@ -72,6 +83,7 @@ impl Report {
 pub fn render_table(reports: &[Report]) -> String {
     let headers = [
         "config",
+        "miss",
         "rd hit",
         "wr hit",
         "rd B hit",
@@ -93,6 +105,7 @@ pub fn render_table(reports: &[Report]) -> String {
         .map(|r| {
             vec![
                 r.config.clone(),
+                pct(r.miss_ratio),
                 pct(r.read_hit_ratio),
                 pct(r.write_hit_ratio),
                 pct(r.read_byte_hit_ratio),
@@ -138,7 +151,7 @@ pub fn render_table(reports: &[Report]) -> String {
     out
 }
 
-fn pct(v: f64) -> String {
+pub(crate) fn pct(v: f64) -> String {
     format!("{:.2}%", v * 100.0)
 }
 

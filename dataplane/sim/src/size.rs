@@ -22,6 +22,17 @@ impl CacheSize {
     }
 }
 
+impl CacheSize {
+    /// The size as it is written on the command line (`10%`, `256MiB`),
+    /// for JSON and table headings.
+    pub fn short(self) -> String {
+        match self {
+            Self::Bytes(b) => format_bytes(b),
+            Self::PercentOfWorkingSet(p) => format!("{p}%"),
+        }
+    }
+}
+
 impl fmt::Display for CacheSize {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -29,6 +40,38 @@ impl fmt::Display for CacheSize {
             Self::PercentOfWorkingSet(p) => write!(f, "{p}% of the working set"),
         }
     }
+}
+
+/// One or more cache sizes (`--cache-size 1%,5%,10%`), in the order given.
+/// A newtype because clap would take a bare `Vec` for a repeated option.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CacheSizes(pub Vec<CacheSize>);
+
+impl CacheSizes {
+    /// The only size, for tools that simulate one cache at a time.
+    pub fn single(&self) -> Result<CacheSize, String> {
+        match self.0.as_slice() {
+            [one] => Ok(*one),
+            _ => Err(format!("give one --cache-size here, not {}", self.0.len())),
+        }
+    }
+}
+
+/// Parses a comma-separated list of cache sizes, each as
+/// [`parse_cache_size`]; duplicates are dropped (they would only repeat a
+/// run), the order is kept.
+pub fn parse_cache_sizes(s: &str) -> Result<CacheSizes, String> {
+    let mut v: Vec<CacheSize> = Vec::new();
+    for part in s.split(',').filter(|p| !p.trim().is_empty()) {
+        let size = parse_cache_size(part.trim())?;
+        if !v.contains(&size) {
+            v.push(size);
+        }
+    }
+    if v.is_empty() {
+        return Err("no cache size given".into());
+    }
+    Ok(CacheSizes(v))
 }
 
 /// Parses a byte count: digits with an optional binary unit (K, KiB, M, MiB,
@@ -148,6 +191,29 @@ mod tests {
         assert!(parse_cache_size("150%").is_err());
         assert!(parse_cache_size("x%").is_err());
         assert_eq!(CacheSize::PercentOfWorkingSet(10.0).resolve(1000), 100);
+    }
+
+    #[test]
+    fn cache_size_lists() {
+        let l = parse_cache_sizes("1%, 5%,10%,5%,256MiB").unwrap();
+        assert_eq!(
+            l.0,
+            [
+                CacheSize::PercentOfWorkingSet(1.0),
+                CacheSize::PercentOfWorkingSet(5.0),
+                CacheSize::PercentOfWorkingSet(10.0),
+                CacheSize::Bytes(256 << 20)
+            ]
+        );
+        let shorts: Vec<String> = l.0.iter().map(|s| s.short()).collect();
+        assert_eq!(shorts, ["1%", "5%", "10%", "256MiB"]);
+        assert!(l.single().unwrap_err().contains("not 4"));
+        assert_eq!(
+            parse_cache_sizes("10%").unwrap().single(),
+            Ok(CacheSize::PercentOfWorkingSet(10.0))
+        );
+        assert!(parse_cache_sizes("1%,0").is_err());
+        assert!(parse_cache_sizes(",").is_err());
     }
 
     #[test]

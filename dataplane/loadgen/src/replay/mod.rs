@@ -391,13 +391,12 @@ impl CacheModel {
     /// The caches the simulator's options name (one, or the `--compare`
     /// set).
     pub fn from_args(args: &CacheArgs) -> Result<Vec<CacheModel>, String> {
+        // One run is predicted for one cache (the simulator takes a list).
+        let cache_size = args.cache_size.single()?;
         Ok(args
             .configurations()?
             .into_iter()
-            .map(|config| CacheModel {
-                cache_size: args.cache_size,
-                config,
-            })
+            .map(|config| CacheModel { cache_size, config })
             .collect())
     }
 }
