@@ -146,6 +146,8 @@ fn libcachesim_lru_matches_the_engines_fixed_4k_lru() {
         "1%",
         "--write-mode",
         "write-through",
+        "--eviction",
+        "lru2",
         path,
     ]);
     let reports = json["reports"].as_array().unwrap();
