@@ -7,7 +7,10 @@ use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
+use engine::mrc::{ShardsConfig, DEFAULT_BUCKETS, DEFAULT_MAX_KEYS};
 use rackcache_sim::cache_args::CacheArgs;
+use rackcache_sim::mrc::MrcOptions;
+use rackcache_sim::mrc_report::{render_curves, CurveJson};
 use rackcache_sim::replay::{replay_from, Profile, SimConfig, TraceSpec};
 use rackcache_sim::report::{render_ratios, render_table, Report};
 use rackcache_sim::size::{format_bytes, parse_bytes};
@@ -57,9 +60,29 @@ struct Args {
     json: bool,
 
     /// Write PNG charts (I/O volumes, hit ratios, metadata, block vs request
-    /// size) into this directory.
+    /// size; with --mrc, the miss-ratio curves) into this directory.
     #[arg(long)]
     plot: Option<PathBuf>,
+
+    /// Instead of replaying, print each volume's LRU miss-ratio curve over
+    /// 4 KiB blocks, computed by SHARDS sampling.
+    #[arg(long)]
+    mrc: bool,
+
+    /// With --mrc: also compute the exact curves and the sampled ones'
+    /// error (done anyway for working sets up to 4 GiB).
+    #[arg(long, requires = "mrc")]
+    mrc_exact: bool,
+
+    /// With --mrc: the sampling rate to start at, in (0, 1].
+    #[arg(long, default_value_t = 1.0, requires = "mrc")]
+    mrc_rate: f64,
+
+    /// With --mrc: at most this many sampled blocks per curve (fixed-size
+    /// SHARDS: the rate falls as the working set grows); 0 keeps the rate
+    /// fixed and the blocks unbounded.
+    #[arg(long, default_value_t = DEFAULT_MAX_KEYS, requires = "mrc")]
+    mrc_max_keys: u32,
 }
 
 /// What `--json` prints.
@@ -73,6 +96,18 @@ struct JsonOutput<'a> {
     volumes: usize,
     cache_bytes_requested: u64,
     reports: &'a [Report],
+}
+
+/// What `--mrc --json` prints.
+#[derive(Serialize)]
+struct MrcJsonOutput {
+    trace: String,
+    requests: u64,
+    working_set_bytes: u64,
+    volumes: usize,
+    initial_rate: f64,
+    max_keys: Option<u32>,
+    curves: Vec<CurveJson>,
 }
 
 fn main() -> ExitCode {
@@ -100,9 +135,20 @@ fn run(args: &Args) -> Result<(), String> {
         volume: args.volume,
         limit: args.limit,
     };
-    let configs = configurations(args)?;
+    if args.mrc && args.warmup > 0 {
+        return Err("--warmup does not apply to --mrc".into());
+    }
+    // Options are checked before the trace is read.
+    let (configs, mrc) = if args.mrc {
+        (Vec::new(), Some(mrc_options(args)?))
+    } else {
+        (configurations(args)?, None)
+    };
 
     let profile = Profile::scan(&spec, args.sector_size).map_err(|e| e.to_string())?;
+    if let Some(opts) = mrc {
+        return run_mrc(args, &spec, &profile, &opts);
+    }
     let cache_bytes = args.cache.cache_size.resolve(profile.working_set_bytes);
     if !args.json {
         println!(
@@ -163,17 +209,94 @@ fn run(args: &Args) -> Result<(), String> {
     }
 
     if let Some(dir) = &args.plot {
-        let name = args
-            .trace
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let written = rackcache_sim::plot::write_charts(dir, &name, &reports)?;
+        let written = rackcache_sim::plot::write_charts(dir, &trace_name(args), &reports)?;
         for p in written {
             eprintln!("wrote {}", p.display());
         }
     }
     Ok(())
+}
+
+/// The `--mrc-*` options.
+fn mrc_options(args: &Args) -> Result<MrcOptions, String> {
+    let sampler = ShardsConfig {
+        block_size: rackcache_sim::mrc::BLOCK,
+        rate: args.mrc_rate,
+        max_keys: (args.mrc_max_keys > 0).then_some(args.mrc_max_keys),
+        max_buckets: Some(DEFAULT_BUCKETS),
+    };
+    sampler
+        .validate()
+        .map_err(|e| format!("--mrc-rate/--mrc-max-keys: {e}"))?;
+    Ok(MrcOptions {
+        sampler,
+        exact: args.mrc_exact,
+    })
+}
+
+/// `--mrc`: the curves instead of the replay.
+fn run_mrc(
+    args: &Args,
+    spec: &TraceSpec,
+    profile: &Profile,
+    opts: &MrcOptions,
+) -> Result<(), String> {
+    let sampler = opts.sampler;
+    let bar = progress_bar(profile.requests, "miss ratios");
+    let curves = rackcache_sim::mrc::curves(spec, profile, opts, |n| bar.set_position(n))
+        .map_err(|e| e.to_string())?;
+    bar.finish_and_clear();
+    if args.json {
+        let out = MrcJsonOutput {
+            trace: args.trace.display().to_string(),
+            requests: profile.requests,
+            working_set_bytes: profile.working_set_bytes,
+            volumes: profile.volume_base.len(),
+            initial_rate: sampler.rate,
+            max_keys: sampler.max_keys,
+            curves: curves.iter().map(CurveJson::new).collect(),
+        };
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&out).map_err(|e| format!("encode JSON: {e}"))?
+        );
+    } else {
+        print_mrc_header(args, profile, opts);
+        print!("{}", render_curves(&curves));
+    }
+    if let Some(dir) = &args.plot {
+        let written = rackcache_sim::plot_mrc::write_mrc_charts(dir, &trace_name(args), &curves)?;
+        for p in written {
+            eprintln!("wrote {}", p.display());
+        }
+    }
+    Ok(())
+}
+
+fn print_mrc_header(args: &Args, profile: &Profile, opts: &MrcOptions) {
+    println!(
+        "trace {}: {} requests, {} volume(s), working set {}",
+        args.trace.display(),
+        profile.requests,
+        profile.volume_base.len(),
+        format_bytes(profile.working_set_bytes),
+    );
+    let s = &opts.sampler;
+    let mode = match s.max_keys {
+        Some(k) => format!(
+            "fixed-size, at most {k} blocks per curve, starting at rate {}",
+            s.rate
+        ),
+        None => format!("fixed rate {}", s.rate),
+    };
+    println!("LRU miss ratio per 4 KiB block reference, SHARDS {mode}\n");
+}
+
+fn trace_name(args: &Args) -> String {
+    args.trace
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 /// The configurations the arguments ask for.
@@ -235,5 +358,22 @@ mod tests {
         assert!(configurations(&args).unwrap_err().contains("exactly one"));
         assert!(Args::try_parse_from(["rackcache-sim", "t.csv", "--block-sizes", "48K"]).is_err());
         assert!(Args::try_parse_from(["rackcache-sim", "t.csv", "--admission", "lfu"]).is_err());
+    }
+
+    #[test]
+    fn mrc_options_need_mrc() {
+        let args = Args::try_parse_from(["rackcache-sim", "t.csv", "--mrc", "--mrc-rate", "0.1"]);
+        let args = args.unwrap();
+        assert!(args.mrc && !args.mrc_exact);
+        assert_eq!((args.mrc_rate, args.mrc_max_keys), (0.1, DEFAULT_MAX_KEYS));
+        for opt in [
+            &["--mrc-exact"][..],
+            &["--mrc-rate", "0.1"],
+            &["--mrc-max-keys", "0"],
+        ] {
+            let mut argv = vec!["rackcache-sim", "t.csv"];
+            argv.extend_from_slice(opt);
+            assert!(Args::try_parse_from(&argv).is_err(), "{opt:?}");
+        }
     }
 }

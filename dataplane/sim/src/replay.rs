@@ -52,6 +52,9 @@ pub enum SimError {
         /// The smallest block size configured.
         smallest: u32,
     },
+    /// The miss-ratio curve sampler refused its configuration.
+    #[error("miss-ratio curve: {0}")]
+    Mrc(String),
     /// The engine refused a request or answered in a way an instantly
     /// completing device cannot produce: a bug, reported with its position.
     #[error("{path}: request {index}: {message}")]
@@ -131,6 +134,8 @@ pub struct Profile {
     pub requests: u64,
     /// Distinct 4 KiB blocks touched, in bytes (the paper's WSS).
     pub working_set_bytes: u64,
+    /// The same per volume.
+    pub volume_working_set: BTreeMap<u32, u64>,
     /// Bytes read and written by the requests.
     pub read_bytes: u64,
     /// See `read_bytes`.
@@ -167,9 +172,14 @@ impl Profile {
             volume_base.insert(v, next);
             next = next.saturating_add(round_up(end.max(1), VOLUME_ALIGN));
         }
+        let volume_working_set = extent
+            .keys()
+            .map(|&v| (v, ws.volume_blocks(v) * WORKING_SET_BLOCK))
+            .collect();
         Ok(Profile {
             requests,
             working_set_bytes: ws.bytes(),
+            volume_working_set,
             read_bytes: ws.read_bytes(),
             write_bytes: ws.write_bytes(),
             volume_base,
@@ -460,6 +470,8 @@ mod tests {
         assert_eq!(p.address_space, (1 << 20) + (2 << 20));
         // 16 blocks of volume 0 plus one of volume 1.
         assert_eq!(p.working_set_bytes, 17 * 4096);
+        assert_eq!(p.volume_working_set[&0], 16 * 4096);
+        assert_eq!(p.volume_working_set[&1], 4096);
         let r = Request {
             timestamp_ns: 0,
             op: traces::Op::Read,
