@@ -43,6 +43,8 @@
 //!   [`flush`](crate::flush).
 //! - Write modes and partial-block writes: [`WriteMode`], [`WriteMissFill`],
 //!   `Engine::plan_write` and `docs/engine.md`.
+//! - SHARDS (FAST'15) miss-ratio curves: [`mrc`] (not used by the engine's
+//!   decisions; the simulator prints them).
 //!
 //! # Metadata
 //!
@@ -68,6 +70,7 @@ mod group;
 mod index;
 mod lru;
 mod map;
+pub mod mrc;
 pub mod names;
 pub mod plan;
 mod reconfig;

@@ -131,6 +131,11 @@ impl Footprint {
         self.volumes.len()
     }
 
+    /// The ids of the volumes seen, ascending.
+    pub fn volume_ids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.volumes.keys().copied()
+    }
+
     /// The engine's address space under the dense layout.
     pub fn dense_bytes(&self) -> u64 {
         self.volumes.values().fold(0u64, |acc, t| {

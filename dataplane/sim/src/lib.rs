@@ -8,7 +8,10 @@
 //!   configuration); [`layout`]: where each volume of a trace goes in the
 //!   engine's one address space.
 //! - [`report`]: the metrics of one configuration and the table they print as.
-//! - [`plot`]: PNG charts in the manner of the paper's Figures 10-13.
+//! - [`plot`]: PNG charts in the manner of the paper's Figures 10-13;
+//!   [`plot_mrc`]: miss-ratio curve charts.
+//! - [`mrc`]: per-volume miss-ratio curves by SHARDS (`--mrc`);
+//!   [`mrc_report`]: their table and JSON.
 //! - [`options`], [`size`]: command-line values; [`cache_args`]: the cache
 //!   options as one clap group (shared with `rackcache-loadgen replay`).
 //! - [`latency`]: the per-request time histogram.
@@ -18,9 +21,13 @@
 pub mod cache_args;
 pub mod latency;
 pub mod layout;
+pub mod mrc;
+pub mod mrc_cli;
+pub mod mrc_report;
 pub mod options;
 pub mod peers;
 pub mod plot;
+pub mod plot_mrc;
 pub mod replay;
 pub mod report;
 pub mod size;

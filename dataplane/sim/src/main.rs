@@ -7,8 +7,10 @@ use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
+use engine::mrc::DEFAULT_MAX_KEYS;
 use rackcache_sim::cache_args::CacheArgs;
 use rackcache_sim::layout::LayoutKind;
+use rackcache_sim::mrc_cli;
 use rackcache_sim::peers::stream::write_block_stream;
 use rackcache_sim::peers::table::{render_peer_table, PeerComparison};
 use rackcache_sim::peers::Peers;
@@ -68,8 +70,8 @@ struct Args {
     json: bool,
 
     /// Write PNG charts (I/O volumes, hit ratios, metadata, block vs request
-    /// size) into this directory (a subdirectory per cache size when there
-    /// are several).
+    /// size; with --mrc, the miss-ratio curves) into this directory (a
+    /// subdirectory per cache size when there are several).
     #[arg(long)]
     plot: Option<PathBuf>,
 
@@ -80,6 +82,26 @@ struct Args {
     /// $RACKCACHE_PYTHON).
     #[arg(long)]
     compare_peers: bool,
+
+    /// Instead of replaying, print each volume's LRU miss-ratio curve over
+    /// 4 KiB blocks, computed by SHARDS sampling.
+    #[arg(long)]
+    mrc: bool,
+
+    /// With --mrc: also compute the exact curves and the sampled ones'
+    /// error (done anyway for working sets up to 4 GiB).
+    #[arg(long, requires = "mrc")]
+    mrc_exact: bool,
+
+    /// With --mrc: the sampling rate to start at, in (0, 1].
+    #[arg(long, default_value_t = 1.0, requires = "mrc")]
+    mrc_rate: f64,
+
+    /// With --mrc: at most this many sampled blocks per curve (fixed-size
+    /// SHARDS: the rate falls as the working set grows); 0 keeps the rate
+    /// fixed and the blocks unbounded.
+    #[arg(long, default_value_t = DEFAULT_MAX_KEYS, requires = "mrc")]
+    mrc_max_keys: u32,
 }
 
 /// The block size `--compare-peers` gives libCacheSim's objects and the
@@ -158,9 +180,24 @@ fn run(args: &Args) -> Result<(), String> {
         volume: args.volume,
         limit: args.limit,
     };
-    let configs = configurations(args)?;
+    if args.mrc && args.warmup > 0 {
+        return Err("--warmup does not apply to --mrc".into());
+    }
+    // Options are checked before the trace is read.
+    let (configs, mrc) = if args.mrc {
+        (
+            Vec::new(),
+            Some(mrc_cli::options(
+                args.mrc_rate,
+                args.mrc_max_keys,
+                args.mrc_exact,
+            )?),
+        )
+    } else {
+        (configurations(args)?, None)
+    };
     // libCacheSim is found before the replays, which can take minutes.
-    let peers = if args.compare_peers {
+    let peers = if args.compare_peers && mrc.is_none() {
         let dir = TempDir::new("rackcache-sim-peers")
             .map_err(|e| format!("create a temporary directory: {e}"))?;
         let peers = Peers::locate(dir.path())?;
@@ -171,6 +208,14 @@ fn run(args: &Args) -> Result<(), String> {
 
     let profile = Profile::scan_with_layout(&spec, args.sector_size, args.layout)
         .map_err(|e| e.to_string())?;
+    if let Some(opts) = mrc {
+        let out = mrc_cli::Output {
+            trace: &args.trace,
+            json: args.json,
+            plot: args.plot.as_deref(),
+        };
+        return mrc_cli::run(&out, &spec, &profile, &opts);
+    }
     if !args.json {
         println!(
             "trace {}: {} requests, {} volume(s), working set {}, read {}, written {}",
@@ -458,5 +503,22 @@ mod tests {
         let args =
             Args::try_parse_from(["rackcache-sim", "t.csv", "--cache-size", "1%,5%"]).unwrap();
         assert_eq!(args.cache.cache_size.0.len(), 2);
+    }
+
+    #[test]
+    fn mrc_options_need_mrc() {
+        let args = Args::try_parse_from(["rackcache-sim", "t.csv", "--mrc", "--mrc-rate", "0.1"]);
+        let args = args.unwrap();
+        assert!(args.mrc && !args.mrc_exact);
+        assert_eq!((args.mrc_rate, args.mrc_max_keys), (0.1, DEFAULT_MAX_KEYS));
+        for opt in [
+            &["--mrc-exact"][..],
+            &["--mrc-rate", "0.1"],
+            &["--mrc-max-keys", "0"],
+        ] {
+            let mut argv = vec!["rackcache-sim", "t.csv"];
+            argv.extend_from_slice(opt);
+            assert!(Args::try_parse_from(&argv).is_err(), "{opt:?}");
+        }
     }
 }

@@ -19,7 +19,8 @@ const FONT_PATHS: [&str; 2] = [
 
 static FONT: Once = Once::new();
 
-fn ensure_font() -> Result<(), String> {
+/// Registers the chart font once per process.
+pub(crate) fn ensure_font() -> Result<(), String> {
     let mut result = Ok(());
     FONT.call_once(|| {
         let Some(bytes) = FONT_PATHS.iter().find_map(|p| std::fs::read(p).ok()) else {
@@ -44,7 +45,7 @@ struct Series<'a> {
     values: Vec<f64>,
 }
 
-const PALETTE: [RGBColor; 4] = [
+pub(crate) const PALETTE: [RGBColor; 4] = [
     RGBColor(0x1f, 0x77, 0xb4),
     RGBColor(0xff, 0x7f, 0x0e),
     RGBColor(0x2c, 0xa0, 0x2c),

@@ -4,6 +4,7 @@
 //! the trace again, planning every request and completing its I/O at once,
 //! as a device that never fails would.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -55,6 +56,9 @@ pub enum SimError {
         /// What to try instead.
         hint: &'static str,
     },
+    /// The miss-ratio curve sampler refused its configuration.
+    #[error("miss-ratio curve: {0}")]
+    Mrc(String),
     /// The engine refused a request or answered in a way an instantly
     /// completing device cannot produce: a bug, reported with its position.
     #[error("{path}: request {index}: {message}")]
@@ -134,6 +138,8 @@ pub struct Profile {
     pub requests: u64,
     /// Distinct 4 KiB blocks touched, in bytes (the paper's WSS).
     pub working_set_bytes: u64,
+    /// The same per volume.
+    pub volume_working_set: BTreeMap<u32, u64>,
     /// Bytes read and written by the requests.
     pub read_bytes: u64,
     /// See `read_bytes`.
@@ -173,10 +179,15 @@ impl Profile {
         if requests == 0 {
             return Err(SimError::Empty(spec.path.clone()));
         }
+        let volume_working_set = footprint
+            .volume_ids()
+            .map(|v| (v, ws.volume_blocks(v) * WORKING_SET_BLOCK))
+            .collect();
         let layout = footprint.layout(kind);
         Ok(Profile {
             requests,
             working_set_bytes: ws.bytes(),
+            volume_working_set,
             read_bytes: ws.read_bytes(),
             write_bytes: ws.write_bytes(),
             address_space: layout.address_space(),
@@ -488,6 +499,8 @@ mod tests {
         assert_eq!(p.address_space, (1 << 20) + (2 << 20));
         // 16 blocks of volume 0 plus one of volume 1.
         assert_eq!(p.working_set_bytes, 17 * 4096);
+        assert_eq!(p.volume_working_set[&0], 16 * 4096);
+        assert_eq!(p.volume_working_set[&1], 4096);
         let r = Request {
             timestamp_ns: 0,
             op: traces::Op::Read,

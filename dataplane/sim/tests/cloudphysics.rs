@@ -53,14 +53,8 @@ fn compare_prints_the_five_configurations() {
 
     // The paper's comparison is under its two-level LRU: with S3-FIFO (the
     // default `auto` starts with it) fixed-32KiB gains more than adaptive.
-    let json: serde_json::Value = serde_json::from_str(&sim(&[
-        "--compare",
-        "--json",
-        "--eviction",
-        "lru2",
-        trace,
-    ]))
-    .unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&sim(&["--compare", "--json", "--eviction", "lru2", trace])).unwrap();
     assert_eq!(json["requests"], 113_872);
     let reports = json["reports"].as_array().unwrap();
     let by = |name: &str| reports.iter().find(|r| r["config"] == name).unwrap();

@@ -1,0 +1,214 @@
+//! The SHARDS sampler: which references are sampled, their exact reuse
+//! distances among the sampled blocks, and fixed-size mode's threshold.
+
+use std::collections::BinaryHeap;
+
+use super::config::{ShardsConfig, ShardsConfigError};
+use super::curve::Curve;
+use super::hash::{limit_for_rate, mix, rate_of_limit};
+use super::histogram::Histogram;
+use super::table::KeyTable;
+use super::timeline::Timeline;
+
+/// Timestamps for a sampler whose tracked blocks are not bounded, before
+/// the first compaction (it then keeps at least twice the live count).
+const UNBOUNDED_TIMELINE: u32 = 1024;
+
+/// Builds one volume's miss-ratio curve from its block references by
+/// SHARDS (Waldspurger et al., FAST'15): a block is sampled when the hash of
+/// its number is at most a threshold, every reference to a sampled block
+/// gets its exact LRU reuse distance among the sampled blocks, scaled by
+/// 1/R, and the histogram of those distances gives the curve.
+///
+/// Deterministic: no clock, no randomness; the same references give the
+/// same curve.
+#[derive(Clone, Debug)]
+pub struct Shards {
+    config: ShardsConfig,
+    /// A block is sampled when `mix(block) <= limit`.
+    limit: u64,
+    /// `limit`'s rate R; a sampled reference weighs 1/R.
+    rate: f64,
+    /// Tracked blocks (by hash) -> their last access time.
+    table: KeyTable,
+    timeline: Timeline,
+    /// Fixed-size mode: the tracked hashes, largest on top (the next to go).
+    largest: BinaryHeap<u64>,
+    histogram: Histogram,
+    references: u64,
+    sampled: u64,
+}
+
+impl Shards {
+    /// A sampler for `config`.
+    pub fn new(config: ShardsConfig) -> Result<Shards, ShardsConfigError> {
+        config.validate()?;
+        let limit = limit_for_rate(config.rate);
+        let (table, timeline, largest) = match config.max_keys {
+            // Everything a full sampler needs is allocated up front, so its
+            // memory does not grow after construction.
+            Some(k) => (
+                KeyTable::with_capacity(k as usize),
+                Timeline::with_capacity(k * 4),
+                BinaryHeap::with_capacity(k as usize),
+            ),
+            None => (
+                KeyTable::default(),
+                Timeline::with_capacity(UNBOUNDED_TIMELINE),
+                BinaryHeap::new(),
+            ),
+        };
+        let buckets = config.max_buckets.map_or(usize::MAX, |b| b as usize);
+        Ok(Shards {
+            config,
+            limit,
+            rate: rate_of_limit(limit),
+            table,
+            timeline,
+            largest,
+            histogram: Histogram::new(buckets),
+            references: 0,
+            sampled: 0,
+        })
+    }
+
+    /// The exact (unsampled) LRU curve's builder, for `block_size` blocks.
+    pub fn exact(block_size: u32) -> Shards {
+        Shards::new(ShardsConfig::exact(block_size)).expect("exact configuration is valid")
+    }
+
+    /// Its configuration.
+    pub fn config(&self) -> &ShardsConfig {
+        &self.config
+    }
+
+    /// The current sampling rate R (it only falls, in fixed-size mode).
+    pub fn rate(&self) -> f64 {
+        self.rate
+    }
+
+    /// Block references seen.
+    pub fn references(&self) -> u64 {
+        self.references
+    }
+
+    /// Block references that were sampled.
+    pub fn sampled_references(&self) -> u64 {
+        self.sampled
+    }
+
+    /// Sampled blocks whose last access is tracked.
+    pub fn tracked_blocks(&self) -> usize {
+        self.table.len()
+    }
+
+    /// Estimated distinct blocks referenced, in bytes (exact without
+    /// sampling).
+    pub fn working_set_bytes(&self) -> u64 {
+        (self.histogram.cold() * self.config.block_size as f64).round() as u64
+    }
+
+    /// Bytes of the whole state: this struct and everything it allocated.
+    pub fn memory_bytes(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + self.table.memory_bytes()
+            + self.timeline.memory_bytes()
+            + self.largest.capacity() * 8
+            + self.histogram.memory_bytes()
+    }
+
+    /// Every block overlapping `len` bytes at `offset`, in order.
+    pub fn access_bytes(&mut self, offset: u64, len: u64) {
+        if len == 0 {
+            return;
+        }
+        let bs = self.config.block_size as u64;
+        let last = (offset.saturating_add(len) - 1) / bs;
+        for block in offset / bs..=last {
+            self.access(block);
+        }
+    }
+
+    /// One reference to block number `block`.
+    #[inline]
+    pub fn access(&mut self, block: u64) {
+        self.references += 1;
+        let h = mix(block);
+        if h > self.limit {
+            return;
+        }
+        self.sample(h);
+    }
+
+    fn sample(&mut self, h: u64) {
+        self.sampled += 1;
+        let weight = 1.0 / self.rate;
+        if self.timeline.is_full() {
+            self.compact();
+        }
+        if let Some(t) = self.table.get(h) {
+            let distance = self.timeline.newer_than(t);
+            self.timeline.remove(t);
+            let now = self.timeline.push();
+            self.table.insert(h, now);
+            self.histogram.add(distance as f64 * weight, weight);
+            return;
+        }
+        // A first reference: a block fixed-size mode dropped never comes
+        // back, its hash stays above the threshold for good.
+        self.histogram.add_cold(weight);
+        if let Some(max) = self.config.max_keys {
+            if self.table.len() == max as usize {
+                let top = *self.largest.peek().expect("a full sampler tracks blocks");
+                if h > top {
+                    // The newcomer has the largest hash: it is the one left
+                    // out, and the threshold drops below it.
+                    self.lower_limit(h);
+                    return;
+                }
+                self.largest.pop();
+                let t = self.table.remove(top).expect("heap and table agree");
+                self.timeline.remove(t);
+                self.lower_limit(top);
+            }
+            self.largest.push(h);
+        }
+        let now = self.timeline.push();
+        self.table.insert(h, now);
+    }
+
+    /// From now on, sample only hashes below `h`.
+    fn lower_limit(&mut self, h: u64) {
+        self.limit = h.saturating_sub(1);
+        self.rate = rate_of_limit(self.limit);
+    }
+
+    /// Renumbers the live timestamps densely, in order, when they ran out.
+    fn compact(&mut self) {
+        let timeline = &self.timeline;
+        self.table.for_each_time(|t| *t = timeline.rank(*t));
+        let live = self.timeline.live() as u64;
+        let mut capacity = self.timeline.capacity() as u64;
+        while live * 2 > capacity {
+            capacity *= 2;
+        }
+        assert!(
+            capacity <= super::timeline::MAX_CAPACITY as u64,
+            "more than 2^30 sampled blocks tracked"
+        );
+        self.timeline.reset_dense(capacity as u32);
+    }
+
+    /// The miss-ratio curve so far.
+    ///
+    /// SHARDS_adj: the sampled references stand for `sum(1/R)` references,
+    /// which differs from the references seen by chance (a few hot blocks
+    /// in or out of the sample move it a lot). The difference is counted
+    /// at distance 0, as hits at every size, as the paper adds it to the
+    /// first bucket; it can be negative. Without sampling it is 0.
+    pub fn curve(&self) -> Curve {
+        let adjust = self.references as f64 - self.histogram.total();
+        self.histogram
+            .curve(self.references, adjust, self.config.block_size)
+    }
+}
