@@ -32,6 +32,7 @@ use crate::config::{Config, ConfigError, EvictionConfig, WriteMissFill, WriteMod
 use crate::eviction::{self, BlockRef, EvictionPolicy, Verdict};
 use crate::group::Groups;
 use crate::lru::NIL;
+use crate::mrc::{Curve, Shards, ShardsConfig};
 use crate::plan::{CacheIo, Completion, Evicted, Extent, Op, Plan, PlanStatus, Ticket};
 use crate::stats::{AllocStats, Metadata, Stats};
 use std::fmt;
@@ -162,6 +163,8 @@ pub struct Engine {
     pub(crate) skipped: Vec<u32>,
     /// Shadow caches choosing the eviction policy (`EvictionConfig::Auto`).
     pub(crate) chooser: Option<Chooser>,
+    /// The volume's LRU miss-ratio curve, sampled (SHARDS).
+    mrc: Shards,
 }
 
 impl fmt::Debug for Engine {
@@ -191,6 +194,7 @@ impl Engine {
                 ..AllocStats::default()
             };
         }
+        let sizes_min = sizes[0];
         let mut e = Engine {
             blocks: Blocks::new(&sizes, group_size, cfg.sector_size),
             groups: Groups::new(n_groups, sizes.len()),
@@ -212,6 +216,7 @@ impl Engine {
             next_seq: 0,
             skipped: Vec::new(),
             chooser: None,
+            mrc: Shards::new(mrc_config(sizes_min)).expect("a valid fixed configuration"),
             cfg,
         };
         e.chooser = e.new_chooser();
@@ -228,6 +233,13 @@ impl Engine {
             )),
             _ => None,
         }
+    }
+
+    /// The volume's LRU miss-ratio curve over blocks of the smallest size,
+    /// estimated by SHARDS from every read and write planned so far:
+    /// what the miss ratio would be at other cache sizes.
+    pub fn miss_ratio_curve(&self) -> Curve {
+        self.mrc.curve()
     }
 
     /// The online policy choice's state, when the eviction policy is
@@ -299,6 +311,7 @@ impl Engine {
             admission: self.admission.metadata_bytes(),
             eviction: self.eviction.metadata_bytes()
                 + self.chooser.as_ref().map_or(0, |c| c.memory_bytes()),
+            mrc: self.mrc.memory_bytes(),
             cached_blocks: self.stats.cached_blocks,
         }
     }
@@ -426,6 +439,7 @@ impl Engine {
         if op != Op::Deallocate {
             self.admission.on_request(op, offset, len);
             self.eviction.on_request();
+            self.mrc.access_bytes(offset, len);
             if let Some(next) = self.chooser.as_mut().and_then(|c| c.observe(offset, len)) {
                 self.install_eviction(next);
             }
@@ -1248,5 +1262,21 @@ impl Engine {
                 self.free_group(g);
             }
         }
+    }
+}
+
+/// Blocks a volume's miss-ratio curve tracks at most: with the histogram
+/// bound below, about 150 KiB per volume whatever its size.
+const MRC_MAX_KEYS: u32 = 4096;
+/// Reuse-distance buckets of a volume's curve.
+const MRC_BUCKETS: u32 = 1024;
+
+/// The curve sampler of a volume whose smallest block is `block` bytes:
+/// fixed-size SHARDS, exact until the volume has touched `MRC_MAX_KEYS`
+/// blocks.
+fn mrc_config(block: u32) -> ShardsConfig {
+    ShardsConfig {
+        max_buckets: Some(MRC_BUCKETS),
+        ..ShardsConfig::fixed_size(block, 1.0, MRC_MAX_KEYS)
     }
 }

@@ -141,8 +141,11 @@ pub struct Metadata {
     pub inflight: usize,
     /// Admission policy.
     pub admission: usize,
-    /// Eviction policy.
+    /// Eviction policy (the active one, and the online choice's shadow
+    /// caches when the policy is `auto`).
     pub eviction: usize,
+    /// The volume's miss-ratio curve sampler ([`crate::mrc`]).
+    pub mrc: usize,
     /// Blocks cached when measured.
     pub cached_blocks: u64,
 }
@@ -156,6 +159,7 @@ impl Metadata {
             + self.inflight
             + self.admission
             + self.eviction
+            + self.mrc
     }
 
     /// The structures every configuration needs (blocks, side tables,

@@ -480,3 +480,22 @@ fn planning_does_not_allocate_in_steady_state() {
         "{before:?} -> {after:?}"
     );
 }
+
+#[test]
+fn miss_ratio_curve_follows_the_requests() {
+    // 64 KiB blocks; a loop over 100 blocks, read 5 times.
+    let mut e = engine(Config::fixed(1 << 30, 4 << 20, 64 << 10));
+    for _ in 0..5 {
+        for b in 0..100u64 {
+            run(&mut e, Op::Read, b * 64 * K, 64 * K);
+        }
+    }
+    let c = e.miss_ratio_curve();
+    assert_eq!(c.block_size(), 64 << 10);
+    assert_eq!(c.references(), 500);
+    // LRU over a loop: every reference misses below 100 blocks, only the
+    // 100 cold misses at or above.
+    assert!((c.miss_ratio(99 * 64 * K) - 1.0).abs() < 1e-9);
+    assert!((c.miss_ratio(100 * 64 * K) - 0.2).abs() < 1e-9);
+    assert!(e.metadata().mrc > 0 && e.metadata().mrc < 256 << 10);
+}
