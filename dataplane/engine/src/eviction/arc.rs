@@ -81,6 +81,7 @@ impl Replacer for Arc {
 
     fn remove(&mut self, key: u32, evicted: bool) {
         let n = *self.nodes.get(key);
+        let weight = self.nodes.weight(key);
         let from_t1 = n.queue == T1;
         if from_t1 {
             self.t1.remove(&mut self.nodes, key);
@@ -89,9 +90,9 @@ impl Replacer for Arc {
         }
         if let (true, Some((b1, b2))) = (evicted, &mut self.ghosts) {
             if from_t1 {
-                b1.insert(n.tag, n.weight);
+                b1.insert(n.tag, weight);
             } else {
-                b2.insert(n.tag, n.weight);
+                b2.insert(n.tag, weight);
             }
             self.trim_ghosts();
         }

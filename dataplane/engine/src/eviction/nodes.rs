@@ -1,16 +1,18 @@
 //! Per-key records and weighted queues shared by the policies that order
 //! blocks (or groups) themselves.
 //!
-//! Keys are dense `u32`s (a block's slot and class, or a group id), so the
-//! records live in one `Vec` indexed by key and queues are intrusive lists
-//! over it ([`crate::lru::List`]): ordering costs no allocation per access.
+//! Keys are the engine's block ids (class and slot) or group ids, so the
+//! records live in one dense `Vec` per class and queues are intrusive lists
+//! over them ([`crate::lru::List`]): ordering costs no allocation per
+//! access, and 16 bytes per cached block.
 
-use crate::lru::{List, NIL};
+use crate::blocks::{id_class, id_index};
+use crate::lru::{Links, List, NIL};
 
 /// "No queue": the key is not tracked.
 pub(crate) const NONE: u8 = 0;
 
-/// One tracked key.
+/// One tracked key: 16 bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Node {
     pub prev: u32,
@@ -18,8 +20,6 @@ pub(crate) struct Node {
     /// Identity across evictions (a granule of the volume) for ghosts and
     /// sketches, or `NO_TAG`.
     pub tag: u32,
-    /// Bytes for blocks, 1 for groups.
-    pub weight: u32,
     /// Which of the policy's queues holds the key (`NONE` when untracked).
     pub queue: u8,
     /// Policy-specific: access count, visited bit.
@@ -33,43 +33,81 @@ const UNTRACKED: Node = Node {
     prev: NIL,
     next: NIL,
     tag: NO_TAG,
-    weight: 0,
     queue: NONE,
     freq: 0,
 };
 
-crate::lru::slice_links!(Node);
 
-/// Records of every key seen so far; grows to the largest key.
+/// Records of every key seen so far, one array per class, each grown to the
+/// largest index used: memory follows the slots each class really has.
+/// Every key of a class has the same weight (its block size).
 #[derive(Clone, Debug, Default)]
-pub(crate) struct Nodes(pub Vec<Node>);
+pub(crate) struct Nodes {
+    classes: Vec<Vec<Node>>,
+    weights: Vec<u32>,
+}
+
+/// Keys carry their class in the top bits, as the engine's block ids do
+/// (a group or a shadow slot is class 0).
+#[inline]
+fn split(key: u32) -> (usize, usize) {
+    (id_class(key), id_index(key) as usize)
+}
 
 impl Nodes {
     /// Starts tracking `key` (which must be untracked) with a fresh record.
     pub fn init(&mut self, key: u32, tag: u32, weight: u32) -> &mut Node {
-        let i = key as usize;
-        if self.0.len() <= i {
-            self.0.resize(i + 1, UNTRACKED);
+        let (c, i) = split(key);
+        if self.classes.len() <= c {
+            self.classes.resize(c + 1, Vec::new());
+            self.weights.resize(c + 1, 0);
         }
-        debug_assert_eq!(self.0[i].queue, NONE, "key {key} tracked twice");
-        self.0[i] = Node {
-            tag,
-            weight,
-            ..UNTRACKED
-        };
-        &mut self.0[i]
+        self.weights[c] = weight;
+        let v = &mut self.classes[c];
+        if v.len() <= i {
+            v.resize(i + 1, UNTRACKED);
+        }
+        debug_assert_eq!(v[i].queue, NONE, "key {key} tracked twice");
+        v[i] = Node { tag, ..UNTRACKED };
+        &mut v[i]
     }
 
     pub fn get(&self, key: u32) -> &Node {
-        &self.0[key as usize]
+        let (c, i) = split(key);
+        &self.classes[c][i]
     }
 
     pub fn get_mut(&mut self, key: u32) -> &mut Node {
-        &mut self.0[key as usize]
+        let (c, i) = split(key);
+        &mut self.classes[c][i]
+    }
+
+    /// The weight of `key`'s class.
+    pub fn weight(&self, key: u32) -> u32 {
+        self.weights[split(key).0]
     }
 
     pub fn memory_bytes(&self) -> usize {
-        self.0.capacity() * std::mem::size_of::<Node>()
+        self.classes
+            .iter()
+            .map(|v| v.capacity() * std::mem::size_of::<Node>())
+            .sum::<usize>()
+            + self.weights.capacity() * 4
+    }
+}
+
+impl Links for Nodes {
+    fn prev(&self, id: u32) -> u32 {
+        self.get(id).prev
+    }
+    fn next(&self, id: u32) -> u32 {
+        self.get(id).next
+    }
+    fn set_prev(&mut self, id: u32, to: u32) {
+        self.get_mut(id).prev = to;
+    }
+    fn set_next(&mut self, id: u32, to: u32) {
+        self.get_mut(id).next = to;
     }
 }
 
@@ -100,22 +138,20 @@ impl Queue {
     }
 
     pub fn push_front(&mut self, nodes: &mut Nodes, key: u32) {
-        self.list.push_front(&mut nodes.0[..], key);
-        let n = nodes.get_mut(key);
-        n.queue = self.id;
-        self.weight += n.weight as u64;
+        self.list.push_front(nodes, key);
+        nodes.get_mut(key).queue = self.id;
+        self.weight += nodes.weight(key) as u64;
     }
 
     pub fn remove(&mut self, nodes: &mut Nodes, key: u32) {
         debug_assert_eq!(nodes.get(key).queue, self.id);
-        self.list.remove(&mut nodes.0[..], key);
-        let n = nodes.get_mut(key);
-        n.queue = NONE;
-        self.weight -= n.weight as u64;
+        self.list.remove(nodes, key);
+        nodes.get_mut(key).queue = NONE;
+        self.weight -= nodes.weight(key) as u64;
     }
 
     pub fn move_to_front(&mut self, nodes: &mut Nodes, key: u32) {
-        self.list.move_to_front(&mut nodes.0[..], key);
+        self.list.move_to_front(nodes, key);
     }
 
     /// Moves `key` from this queue to the head of `to`.

@@ -26,7 +26,6 @@
 //! decides every replacement and the group instance is never asked.
 
 use super::{BlockRef, EvictionPolicy, Offer, Verdict};
-use crate::blocks::make_id;
 use crate::eviction::nodes::NO_TAG;
 
 /// One replacement algorithm over dense `u32` keys.
@@ -74,7 +73,6 @@ pub struct Owned {
     name: &'static str,
     blocks: Box<dyn Replacer>,
     groups: Box<dyn Replacer>,
-    classes: u32,
     sizes: Vec<u32>,
     granule_shift: u32,
     /// Live blocks per group, to derive group insertions and removals.
@@ -96,19 +94,15 @@ impl Owned {
             name,
             blocks: make(capacity, capacity / smallest as u64, true),
             groups: make(groups as u64, groups as u64, false),
-            classes: sizes.len() as u32,
             sizes: sizes.to_vec(),
             granule_shift: smallest.trailing_zeros(),
             group_live: Vec::new(),
         }
     }
 
+    /// Blocks are keyed by their engine id (class and slot).
     fn key(&self, b: BlockRef) -> u32 {
-        b.slot * self.classes + b.class as u32
-    }
-
-    fn id(classes: u32, key: u32) -> u32 {
-        make_id((key % classes) as usize, key / classes)
+        b.id
     }
 
     /// A block joined group `g`: the group enters the group instance with
@@ -169,10 +163,7 @@ impl EvictionPolicy for Owned {
         true
     }
     fn block_victim(&mut self, offer: &mut dyn FnMut(u32) -> Offer) -> Option<u32> {
-        let classes = self.classes;
-        self.blocks
-            .victim(&mut |key| offer(Owned::id(classes, key)))
-            .map(|key| Owned::id(classes, key))
+        self.blocks.victim(offer)
     }
     fn group_victim(&mut self, offer: &mut dyn FnMut(u32) -> Offer) -> Option<u32> {
         self.groups.victim(offer)

@@ -92,11 +92,12 @@ impl Replacer for S3Fifo {
 
     fn remove(&mut self, key: u32, evicted: bool) {
         let n = *self.nodes.get(key);
+        let weight = self.nodes.weight(key);
         if n.queue == SMALL {
             self.small.remove(&mut self.nodes, key);
             if evicted {
                 if let Some(g) = &mut self.ghost {
-                    g.insert(n.tag, n.weight);
+                    g.insert(n.tag, weight);
                 }
             }
         } else {

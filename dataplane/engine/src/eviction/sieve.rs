@@ -38,7 +38,7 @@ impl Sieve {
 
     /// The newer neighbour of `key` (towards the head), or `NIL`.
     fn newer(&self, key: u32) -> u32 {
-        self.nodes.0[..].prev(key)
+        self.nodes.prev(key)
     }
 }
 

@@ -104,7 +104,7 @@ impl WTinyLfu {
         while self.window.weight > self.window_capacity {
             let t = self.window.tail();
             let main = self.probation.weight + self.protected.weight;
-            if main + self.nodes.get(t).weight as u64 > main_capacity {
+            if main + self.nodes.weight(t) as u64 > main_capacity {
                 break;
             }
             self.window
