@@ -11,6 +11,8 @@
 //! valid/dirty extents of partially valid or partially dirty blocks
 //! ([`Ext`]) and pins of in-flight I/O ([`Pin`]).
 
+use std::collections::BTreeSet;
+
 use crate::index::Index;
 use crate::lru::{Links, List, NIL};
 use crate::map::U32Map;
@@ -126,9 +128,11 @@ pub(crate) struct Class {
     pub sectors: u16,
     pub entries: Vec<Entry>,
     pub flags: Vec<u8>,
-    /// Group owning each chunk of `per_group` entries.
+    /// Group owning each chunk of `per_group` entries (`NIL`: free).
     pub chunk_group: Vec<u32>,
-    pub free_chunks: Vec<u32>,
+    /// Free chunks below the last used one, lowest first out: reusing low
+    /// chunks lets the high ones fall free and the slab shrink.
+    pub free_chunks: BTreeSet<u32>,
     pub index: Index,
 }
 
@@ -142,7 +146,7 @@ impl Class {
             entries: Vec::new(),
             flags: Vec::new(),
             chunk_group: Vec::new(),
-            free_chunks: Vec::new(),
+            free_chunks: BTreeSet::new(),
             index: Index::new(),
         }
     }
@@ -151,13 +155,14 @@ impl Class {
         self.entries.capacity() * std::mem::size_of::<Entry>()
             + self.flags.capacity()
             + self.chunk_group.capacity() * 4
-            + self.free_chunks.capacity() * 4
+            // A B-tree node holds up to 11 keys: count 8 bytes a chunk.
+            + self.free_chunks.len() * 8
             + self.index.memory_bytes()
     }
 
     /// A chunk of entries for group `g`.
     pub fn take_chunk(&mut self, g: u32) -> u32 {
-        if let Some(c) = self.free_chunks.pop() {
+        if let Some(c) = self.free_chunks.pop_first() {
             self.chunk_group[c as usize] = g;
             return c;
         }
@@ -188,7 +193,33 @@ impl Class {
             *f = 0;
         }
         self.chunk_group[c as usize] = NIL;
-        self.free_chunks.push(c);
+        self.free_chunks.insert(c);
+        self.trim();
+    }
+
+    /// Drops the free chunks at the end of the slab, and gives memory back
+    /// once a quarter of it is unused: the slab follows the groups this
+    /// class holds now, not the most it ever held (a group that changes
+    /// size moves its metadata to the other class's slab).
+    fn trim(&mut self) {
+        let per = self.per_group as usize;
+        while let Some(&last) = self.free_chunks.last() {
+            if last as usize + 1 != self.chunk_group.len() {
+                break;
+            }
+            self.free_chunks.pop_last();
+            self.chunk_group.pop();
+        }
+        let n = self.chunk_group.len() * per;
+        if n < self.entries.len() {
+            self.entries.truncate(n);
+            self.flags.truncate(n);
+            if self.entries.capacity() > n + n / 4 + per {
+                self.entries.shrink_to(n + n / 8);
+                self.flags.shrink_to(n + n / 8);
+                self.chunk_group.shrink_to(n / per + n / per / 8);
+            }
+        }
     }
 
     #[inline]

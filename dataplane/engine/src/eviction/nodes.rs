@@ -37,7 +37,6 @@ const UNTRACKED: Node = Node {
     freq: 0,
 };
 
-
 /// Records of every key seen so far, one array per class, each grown to the
 /// largest index used: memory follows the slots each class really has.
 /// Every key of a class has the same weight (its block size).
