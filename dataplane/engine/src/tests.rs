@@ -499,3 +499,50 @@ fn miss_ratio_curve_follows_the_requests() {
     assert!((c.miss_ratio(100 * 64 * K) - 0.2).abs() < 1e-9);
     assert!(e.metadata().mrc > 0 && e.metadata().mrc < 256 << 10);
 }
+
+/// Plans and completes a read without checking invariants (long runs).
+fn read_fast(e: &mut Engine, plan: &mut Plan, offset: u64, len: u64) {
+    e.plan(Op::Read, offset, len, plan).unwrap();
+    for t in [plan.ticket, plan.writeback_ticket].into_iter().flatten() {
+        e.complete(t, Completion::Ok).unwrap();
+    }
+}
+
+#[test]
+fn auto_switches_policy_without_dropping_blocks() {
+    // 4 KiB blocks, 16 MiB: 4096 blocks. A hot set S3-FIFO promotes to its
+    // main queue, then keys read twice 2000 reads apart: its small queue
+    // (10%) loses every second read, LRU keeps them.
+    let mut e = engine(Config {
+        eviction: EvictionConfig::auto(),
+        ..Config::fixed(1 << 40, 16 << 20, 4096)
+    });
+    assert_eq!(e.policy_names().1, "s3fifo");
+    let mut p = Plan::new();
+    for k in 0..3600u64 {
+        for _ in 0..3 {
+            read_fast(&mut e, &mut p, k * 4 * K, 4 * K);
+        }
+    }
+    let base = 1 << 30;
+    let mut switched_at = None;
+    for t in 0..200_000u64 {
+        let cached = e.stats().cached_blocks;
+        read_fast(&mut e, &mut p, base + t * 4 * K, 4 * K);
+        if t >= 2000 {
+            read_fast(&mut e, &mut p, base + (t - 2000) * 4 * K, 4 * K);
+        }
+        if switched_at.is_none() && e.policy_names().1 != "s3fifo" {
+            switched_at = Some(t);
+            // The switch keeps every cached block.
+            assert!(e.stats().cached_blocks >= cached);
+        }
+    }
+    e.check_invariants().unwrap();
+    let c = e.choice().expect("auto reports its choice");
+    assert!(switched_at.is_some(), "{c:?}");
+    assert_eq!(c.active, "lru2", "{c:?}");
+    let lru = c.shadows.iter().find(|s| s.0 == "lru2").unwrap().1;
+    let s3 = c.shadows.iter().find(|s| s.0 == "s3fifo").unwrap().1;
+    assert!(lru + 0.2 < s3, "{c:?}");
+}

@@ -24,13 +24,38 @@ const VOLUME_SECTORS: u64 = 512; // 2 MiB
 
 #[derive(Clone, Debug)]
 enum Step {
-    Read { sector: u64, sectors: u64, fate: u8 },
-    Write { sector: u64, sectors: u64, fate: u8 },
-    Deallocate { sector: u64, sectors: u64 },
-    Complete { pick: usize, ok: bool },
-    Flush { kind: u8, fate: u8 },
-    Mode { mode: u8 },
-    Resize { tight: bool },
+    Read {
+        sector: u64,
+        sectors: u64,
+        fate: u8,
+    },
+    Write {
+        sector: u64,
+        sectors: u64,
+        fate: u8,
+    },
+    Deallocate {
+        sector: u64,
+        sectors: u64,
+    },
+    Complete {
+        pick: usize,
+        ok: bool,
+    },
+    Flush {
+        kind: u8,
+        fate: u8,
+    },
+    Mode {
+        mode: u8,
+    },
+    /// Switch the eviction policy (as online choice does), cache in use.
+    Policy {
+        pick: u8,
+    },
+    Resize {
+        tight: bool,
+    },
     Restart,
 }
 
@@ -51,6 +76,7 @@ fn step() -> impl Strategy<Value = Step> {
         1 => (0..3u8, any::<u8>()).prop_map(|(kind, fate)| Step::Flush { kind, fate }),
         1 => prop_oneof![
             (0..3u8).prop_map(|mode| Step::Mode { mode }),
+            any::<u8>().prop_map(|pick| Step::Policy { pick }),
             any::<bool>().prop_map(|tight| Step::Resize { tight }),
             Just(Step::Restart),
         ],
@@ -100,13 +126,23 @@ fn config(choice: (u8, u8, u8, u8, u8, bool)) -> Config {
             ..SizeAwareConfig::default()
         }),
     };
-    c.eviction = match eviction % 6 {
+    c.eviction = match eviction % 7 {
         0 => EvictionConfig::TwoLevelLru,
         1 => EvictionConfig::Lazy { para: 2, k: 1.0 },
         2 => EvictionConfig::S3Fifo,
         3 => EvictionConfig::Sieve,
         4 => EvictionConfig::Arc,
-        _ => EvictionConfig::WTinyLfu,
+        5 => EvictionConfig::WTinyLfu,
+        // Every candidate, so that switches happen in a short run.
+        _ => EvictionConfig::Auto {
+            candidates: vec![
+                EvictionConfig::S3Fifo,
+                EvictionConfig::TwoLevelLru,
+                EvictionConfig::Arc,
+                EvictionConfig::Sieve,
+                EvictionConfig::WTinyLfu,
+            ],
+        },
     };
     c.flush.batch_blocks = 3;
     c.flush.dirty_ratio = 0.1;
@@ -280,6 +316,27 @@ impl World {
             Err(e) if !(from == WriteMode::WriteBack && dirty > 0) => Err(e.to_string()),
             _ => Ok(()),
         }
+    }
+
+    /// A new policy adopts every cached block; none may be lost.
+    fn policy(&mut self, pick: u8) -> Result<(), String> {
+        let policy = [
+            EvictionConfig::TwoLevelLru,
+            EvictionConfig::S3Fifo,
+            EvictionConfig::Sieve,
+            EvictionConfig::Arc,
+            EvictionConfig::WTinyLfu,
+            EvictionConfig::auto(),
+        ][pick as usize % 6]
+            .clone();
+        let before = self.engine.stats().cached_blocks;
+        self.engine
+            .set_eviction(policy)
+            .map_err(|e| e.to_string())?;
+        if self.engine.stats().cached_blocks != before {
+            return Err("a policy switch changed the cached blocks".into());
+        }
+        Ok(())
     }
 
     fn resize(&mut self, tight: bool) -> Result<(), String> {
@@ -570,6 +627,7 @@ impl World {
             }
             Step::Flush { kind, fate } => self.flush(kind, fate),
             Step::Mode { mode } => self.mode(mode),
+            Step::Policy { pick } => self.policy(pick),
             Step::Resize { tight } => self.resize(tight),
             Step::Restart => self.restart(),
         }?;
