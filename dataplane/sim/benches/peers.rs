@@ -20,7 +20,6 @@ use engine::{Config, EvictionConfig};
 use rackcache_sim::peers::stream::write_block_stream;
 use rackcache_sim::peers::{Peers, POLICIES};
 use rackcache_sim::replay::{replay, FlushPolicy, Profile, SimConfig, TraceSpec};
-use rackcache_sim::temp::TempDir;
 
 const SIZES: [u64; 3] = [1, 5, 10];
 const OURS: [&str; 6] = ["lru2", "s3fifo", "sieve", "arc", "wtinylfu", "auto"];
@@ -57,7 +56,10 @@ fn miss(spec: &TraceSpec, profile: &Profile, engine: Config, cache: u64) -> (f64
 
 fn main() {
     let dir = rackcache_sim::traces_dir();
-    let tmp = TempDir::new("rackcache-peers-bench").expect("temporary directory");
+    let tmp = tempfile::Builder::new()
+        .prefix("rackcache-peers-bench-")
+        .tempdir()
+        .expect("temporary directory");
     let peers = match Peers::locate(tmp.path()) {
         Ok(p) => p,
         Err(e) => {

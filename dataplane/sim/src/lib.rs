@@ -31,7 +31,6 @@ pub mod plot_mrc;
 pub mod replay;
 pub mod report;
 pub mod size;
-pub mod temp;
 
 /// Where the sample traces are: `$RACKCACHE_TRACES`, or `shared/traces`
 /// next to the repository (see docs/traces.md). Tests and benchmarks that

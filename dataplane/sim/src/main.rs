@@ -17,7 +17,7 @@ use rackcache_sim::peers::Peers;
 use rackcache_sim::replay::{replay_from, Profile, SimConfig, TraceSpec};
 use rackcache_sim::report::{render_ratios, render_table, Report};
 use rackcache_sim::size::{format_bytes, parse_bytes, CacheSize};
-use rackcache_sim::temp::TempDir;
+use tempfile::TempDir;
 
 /// Replays a block I/O trace through rackcache's cache engine and prints the
 /// AdaCache paper's metrics.
@@ -198,7 +198,9 @@ fn run(args: &Args) -> Result<(), String> {
     };
     // libCacheSim is found before the replays, which can take minutes.
     let peers = if args.compare_peers && mrc.is_none() {
-        let dir = TempDir::new("rackcache-sim-peers")
+        let dir = tempfile::Builder::new()
+            .prefix("rackcache-sim-peers-")
+            .tempdir()
             .map_err(|e| format!("create a temporary directory: {e}"))?;
         let peers = Peers::locate(dir.path())?;
         Some((dir, peers))
@@ -325,7 +327,7 @@ fn compare_peers(
     peers: &Peers,
     results: &mut [SizeResult],
 ) -> Result<(), String> {
-    let path = dir.join("blocks.oracleGeneral");
+    let path = dir.path().join("blocks.oracleGeneral");
     let stream = write_block_stream(spec, profile, args.warmup, &path)?;
     if stream.blocks == stream.warmup_blocks {
         return Err("--compare-peers: --warmup leaves no requests to compare".into());

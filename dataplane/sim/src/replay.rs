@@ -488,7 +488,7 @@ mod tests {
     #[test]
     fn profile_lays_volumes_out_and_aligns() {
         let dir = tempdir();
-        let spec = TraceSpec::new(fixture(&dir));
+        let spec = TraceSpec::new(fixture(dir.path()));
         let p = Profile::scan(&spec, 4096).unwrap();
         assert_eq!(p.requests, 5);
         assert_eq!(p.volumes(), 2);
@@ -514,7 +514,7 @@ mod tests {
     #[test]
     fn replay_counts_hits_and_volumes() {
         let dir = tempdir();
-        let spec = TraceSpec::new(fixture(&dir));
+        let spec = TraceSpec::new(fixture(dir.path()));
         let profile = Profile::scan(&spec, 4096).unwrap();
         let sim = SimConfig {
             label: "fixed-32KiB".into(),
@@ -534,7 +534,7 @@ mod tests {
     #[test]
     fn warmup_requests_are_replayed_but_not_counted() {
         let dir = tempdir();
-        let spec = TraceSpec::new(fixture(&dir));
+        let spec = TraceSpec::new(fixture(dir.path()));
         let profile = Profile::scan(&spec, 4096).unwrap();
         let sim = SimConfig {
             label: "fixed-32KiB".into(),
@@ -558,7 +558,7 @@ mod tests {
     #[test]
     fn limit_and_volume_filter() {
         let dir = tempdir();
-        let mut spec = TraceSpec::new(fixture(&dir));
+        let mut spec = TraceSpec::new(fixture(dir.path()));
         spec.volume = Some(1);
         assert_eq!(Profile::scan(&spec, 4096).unwrap().requests, 2);
         spec.volume = None;
@@ -576,7 +576,7 @@ mod tests {
     #[test]
     fn miss_ratio_counts_4k_block_accesses() {
         let dir = tempdir();
-        let p = dir.join("blocks.csv");
+        let p = dir.path().join("blocks.csv");
         let requests = [
             "Read,0,8192",      // blocks 0, 1
             "Read,4096,8192",   // blocks 1, 2
@@ -641,7 +641,7 @@ mod tests {
         );
     }
 
-    fn tempdir() -> crate::temp::TempDir {
-        crate::temp::TempDir::new("rackcache-sim-test").unwrap()
+    fn tempdir() -> testkit::TempDir {
+        testkit::TempDir::new("rackcache-sim-test")
     }
 }

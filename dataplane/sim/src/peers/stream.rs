@@ -190,7 +190,7 @@ mod tests {
     use traces::oracle_general::OracleGeneralReader;
     use traces::{Op, Request};
 
-    use crate::temp::TempDir;
+    use testkit::TempDir;
 
     fn raw_records(path: &Path) -> Vec<OracleGeneralRecord> {
         std::fs::read(path)
@@ -202,8 +202,8 @@ mod tests {
 
     #[test]
     fn round_trip_through_the_oracle_general_reader() {
-        let dir = TempDir::new("rackcache-sim-stream").unwrap();
-        let path = dir.join("blocks.oracleGeneral");
+        let dir = TempDir::new("rackcache-sim-stream");
+        let path = dir.path().join("blocks.oracleGeneral");
         let mut w = BlockStreamWriter::new(create_rw(&path).unwrap());
         let s = 1_000_000_000;
         w.push(5 * s, 8192, 8192).unwrap(); // blocks 2, 3
@@ -242,8 +242,8 @@ mod tests {
 
     #[test]
     fn next_access_across_chunks() {
-        let dir = TempDir::new("rackcache-sim-stream").unwrap();
-        let path = dir.join("blocks.oracleGeneral");
+        let dir = TempDir::new("rackcache-sim-stream");
+        let path = dir.path().join("blocks.oracleGeneral");
         let n = CHUNK as u64 * 2 + 100;
         let mut w = BlockStreamWriter::new(BufWriter::new(create_rw(&path).unwrap()));
         for i in 0..n {
@@ -262,8 +262,8 @@ mod tests {
 
     #[test]
     fn stream_of_a_trace_follows_the_replay_layout() {
-        let dir = TempDir::new("rackcache-sim-stream").unwrap();
-        let trace = dir.join("t.csv");
+        let dir = TempDir::new("rackcache-sim-stream");
+        let trace = dir.path().join("t.csv");
         // MSR: two volumes; volume 1 starts at 1 MiB in the engine's space.
         std::fs::write(
             &trace,
@@ -274,7 +274,7 @@ mod tests {
         .unwrap();
         let spec = TraceSpec::new(&trace);
         let profile = Profile::scan(&spec, 4096).unwrap();
-        let out = dir.join("blocks");
+        let out = dir.path().join("blocks");
         let s = write_block_stream(&spec, &profile, 1, &out).unwrap();
         assert_eq!(
             s,
