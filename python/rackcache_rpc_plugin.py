@@ -47,7 +47,9 @@ def _seq_cutoff(args):
 def _policy_options(p):
     """Options shared by create and set_policy."""
     p.add_argument('--admission', help='admission policy: always, nhit[:N], tinylfu[:strict], size-aware')
-    p.add_argument('--eviction', help='eviction policy: lru2, lazy[:PARA[:K]]')
+    p.add_argument('--eviction',
+                   help='eviction policy: lru2, lazy[:PARA[:K]], s3fifo, sieve, arc, wtinylfu, '
+                        'auto[:POLICY+POLICY...] (online choice)')
     p.add_argument('--cleaning', choices=['nop', 'lazy', 'aggressive'], help='cleaning policy')
     p.add_argument('--staleness-ms', type=int, help='lazy: dirty data younger than this is left alone')
     p.add_argument('--wake-up-ms', type=int, help='lazy, aggressive: time between cleaning rounds')
@@ -120,6 +122,8 @@ def spdk_rpc_plugin_initialize(subparsers):
         p.set_defaults(func=run)
 
     by_name('bdev_adacache_get_stats', 'Statistics of a cached bdev')
+    by_name('bdev_adacache_get_mrc',
+            "A cached bdev's LRU miss-ratio curve: the miss ratio at every cache size the engine tracks")
     by_name('bdev_adacache_reset_stats', 'Reset the statistics of a cached bdev', print_json)
     by_name('bdev_adacache_flush', 'Start writing every dirty block of a cached bdev back', print_json)
     by_name('bdev_adacache_flush_status', 'Progress of the flush of a cached bdev')

@@ -284,3 +284,76 @@ async fn the_larger_block_size_is_the_volumes() {
     );
     vol.stop(false).await.unwrap();
 }
+
+/// The miss-ratio curve counts every read through the engine; `stats`
+/// reads it at multiples of the capacity, `miss_ratio_curve` gives it
+/// whole; the eviction group follows the policy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn miss_ratio_curve_and_eviction_in_stats() {
+    let d = Devices::new(VOLUME_MIB, 12, false);
+    let dev = d.open_cache().await;
+    let (vol, b) = create(
+        &d,
+        &dev,
+        params(serde_json::json!({"mode": "fixed", "block_sizes_kib": [32],
+            "eviction": "auto", "seq_cutoff": {"policy": "never"}})),
+    )
+    .await;
+    const BLOCK: u64 = 32 << 10;
+    // Two passes over 64 blocks (2 MiB, half the 4 MiB cache).
+    for _ in 0..2 {
+        for i in 0..64 {
+            read(&b, i * BLOCK, BLOCK).await.1.unwrap();
+        }
+    }
+    let c = vol.miss_ratio_curve().await.unwrap();
+    assert_eq!(
+        (c.name.as_str(), c.block_size, c.references),
+        ("Cache0", 32 << 10, 128)
+    );
+    assert_eq!(c.capacity_bytes, 4 << 20);
+    assert_eq!(c.miss_ratio_at_capacity, 0.5);
+    let at = |bytes| c.points.iter().find(|p| p.cache_bytes == bytes).unwrap();
+    assert_eq!(at(63 * BLOCK).miss_ratio, 1.0);
+    assert_eq!(at(64 * BLOCK).miss_ratio, 0.5);
+
+    let st = vol.stats().await.unwrap();
+    assert_eq!(st.mrc.references, 128);
+    let compact: Vec<(u64, f64)> = st
+        .mrc
+        .miss_ratio
+        .iter()
+        .map(|s| (s.cache_bytes, s.miss_ratio))
+        .collect();
+    assert_eq!(
+        compact,
+        vec![
+            (1 << 20, 1.0),
+            (2 << 20, 0.5),
+            (4 << 20, 0.5),
+            (8 << 20, 0.5),
+            (16 << 20, 0.5)
+        ]
+    );
+    assert_eq!(st.eviction.configured, "auto");
+    let auto = st.eviction.auto.as_ref().expect("online choice");
+    assert_eq!(auto.active, st.eviction.policy);
+    assert_eq!(auto.shadows.len(), 2);
+
+    // A reset leaves the curve; a pinned policy has no online choice.
+    vol.reset_stats().await.unwrap();
+    vol.set_policy(PolicyChange {
+        eviction: Some("lru2".into()),
+        ..PolicyChange::default()
+    })
+    .await
+    .unwrap();
+    let st = vol.stats().await.unwrap();
+    assert_eq!(st.mrc.references, 128);
+    assert_eq!(
+        (st.eviction.policy, st.eviction.configured.as_str()),
+        ("lru2", "lru2")
+    );
+    assert!(st.eviction.auto.is_none());
+    vol.stop(false).await.unwrap();
+}

@@ -600,6 +600,21 @@ fn rows() -> Vec<Row> {
         row("bdev_adacache_get_stats", &["AC0"], |_, out| {
             let v = parse(out);
             assert_eq!(v["usage"]["capacity_bytes"], json!(16u64 << 20));
+            assert_eq!(v["mrc"]["miss_ratio"].as_array().map(Vec::len), Some(5));
+            // The dataplane's default eviction: pinned, no online choice.
+            assert_eq!(
+                v["eviction"],
+                json!({"policy": "lru2", "configured": "lru2", "auto": null})
+            );
+        }),
+        row("bdev_adacache_get_mrc", &["AC0"], |_, out| {
+            // No I/O yet: an empty curve at the volume's smallest block.
+            assert_eq!(
+                parse(out),
+                json!({"name": "AC0", "block_size": 32768, "references": 0,
+                       "capacity_bytes": 16u64 << 20, "miss_ratio_at_capacity": 0.0,
+                       "points": []})
+            );
         }),
         row("bdev_adacache_reset_stats", &["AC0"], |_, out| {
             assert_eq!(out.trim(), "true");

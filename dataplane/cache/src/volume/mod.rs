@@ -9,7 +9,8 @@
 //! - [`exec`]: running a plan's I/O against core and the cache device.
 //! - [`meta`]: the persisted block table and its durability rules.
 //! - [`clean`]: when background cleaning runs.
-//! - [`stats`]: the figures of `bdev_adacache_get_stats`.
+//! - [`stats`]: the figures of `bdev_adacache_get_stats` and
+//!   `bdev_adacache_get_mrc`.
 
 mod clean;
 mod exec;
@@ -32,7 +33,7 @@ use crate::device::{CacheDevice, DeviceError};
 use crate::layout::{VolumeRegion, UNIT_SIZE};
 use owner::{HostIo, HostOp, Msg};
 pub use params::{CacheMode, Cleaning, SeqCutoff, VolumeParams};
-pub use stats::VolumeStats;
+pub use stats::{VolumeMrc, VolumeStats};
 
 /// Why a cached-volume operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -93,6 +94,7 @@ pub struct PolicyChange {
 /// Control calls the owner runs between requests.
 pub(crate) enum Control {
     Stats(oneshot::Sender<VolumeStats>),
+    Mrc(oneshot::Sender<VolumeMrc>),
     ResetStats(oneshot::Sender<()>),
     StartFlush(oneshot::Sender<()>),
     FlushAll(oneshot::Sender<Result<(), VolumeError>>),
@@ -267,6 +269,11 @@ impl CachedVolume {
         let mut s = self.ask(Control::Stats).await?;
         s.requests.flushes = self.inner.shared.host_flushes.load(Relaxed);
         Ok(s)
+    }
+
+    /// `bdev_adacache_get_mrc`: the volume's LRU miss-ratio curve now.
+    pub async fn miss_ratio_curve(&self) -> Result<VolumeMrc, VolumeError> {
+        self.ask(Control::Mrc).await
     }
 
     /// `bdev_adacache_reset_stats`.

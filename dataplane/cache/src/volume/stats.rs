@@ -1,7 +1,12 @@
 //! A cached volume's statistics: the engine's counters, the runtime's own
 //! (errors, latencies, pass-through), and `bdev_adacache_get_stats`'s
-//! shape: OCF's groups (usage, requests, blocks, errors) and ours.
+//! shape: OCF's groups (usage, requests, blocks, errors) and ours, with
+//! the miss-ratio curve at a few multiples of the capacity and the
+//! eviction policy's online choice; and `bdev_adacache_get_mrc`'s whole
+//! curve ([`VolumeMrc`]).
 
+use engine::choice::ChoiceReport;
+use engine::mrc::Curve;
 use engine::Stats;
 use serde::Serialize;
 
@@ -206,6 +211,180 @@ pub struct VolumeStats {
     pub average_allocated_block_bytes: f64,
     /// Latencies.
     pub latency: Latencies,
+    /// The LRU miss-ratio curve around the current capacity (since the
+    /// volume started: `reset_stats` does not restart it).
+    pub mrc: MrcSummary,
+    /// The eviction policy in use and, under `auto`, its online choice.
+    pub eviction: EvictionState,
+}
+
+/// The multiples of the capacity at which [`MrcSummary`] reads the curve,
+/// as (numerator, denominator).
+pub const MRC_MULTIPLES: [(u64, u64); 5] = [(1, 4), (1, 2), (1, 1), (2, 1), (4, 1)];
+
+/// One point of a miss-ratio curve.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct MrcPoint {
+    /// Cache size, bytes.
+    pub cache_bytes: u64,
+    /// Fraction of block references an LRU cache of that size misses.
+    pub miss_ratio: f64,
+}
+
+/// The curve read at one multiple of the capacity.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct MrcSample {
+    /// `cache_bytes` / the volume's capacity.
+    pub multiple: f64,
+    /// Cache size, bytes.
+    pub cache_bytes: u64,
+    /// Its LRU miss ratio (interpolated between the curve's points).
+    pub miss_ratio: f64,
+}
+
+/// `get_stats`' compact miss-ratio curve: the LRU miss ratio at
+/// [`MRC_MULTIPLES`] of the capacity. With no references yet every ratio
+/// is 0 (the curve has no points).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MrcSummary {
+    /// Block references the curve counts.
+    pub references: u64,
+    /// Bytes per block reference (the volume's smallest block size).
+    pub block_size: u32,
+    /// The curve at 0.25, 0.5, 1, 2 and 4 times the capacity.
+    pub miss_ratio: Vec<MrcSample>,
+}
+
+impl MrcSummary {
+    /// `curve` read around a capacity of `capacity` bytes.
+    pub fn new(curve: &Curve, capacity: u64) -> MrcSummary {
+        MrcSummary {
+            references: curve.references(),
+            block_size: curve.block_size(),
+            miss_ratio: MRC_MULTIPLES
+                .iter()
+                .map(|&(num, den)| {
+                    let cache_bytes = capacity.saturating_mul(num) / den;
+                    MrcSample {
+                        multiple: num as f64 / den as f64,
+                        cache_bytes,
+                        miss_ratio: curve.miss_ratio(cache_bytes),
+                    }
+                })
+                .collect(),
+        }
+    }
+}
+
+/// One candidate of the online policy choice.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ShadowMisses {
+    /// The candidate policy.
+    pub policy: &'static str,
+    /// Its shadow cache's miss ratio since the choice started.
+    pub miss_ratio: f64,
+}
+
+/// The online policy choice (`eviction: auto`), as the engine reports it
+/// ([`ChoiceReport`]).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AutoChoice {
+    /// The policy in use.
+    pub active: &'static str,
+    /// Times the policy was switched since the choice started: when the
+    /// volume started, its policies were last set
+    /// (`bdev_adacache_set_policy`) or it was last resized.
+    pub switches: u64,
+    /// Fraction of the smallest blocks the shadows sample.
+    pub sampling_rate: f64,
+    /// Blocks each shadow cache holds.
+    pub shadow_slots: u32,
+    /// Every candidate's shadow miss ratio.
+    pub shadows: Vec<ShadowMisses>,
+    /// Bytes of the sampler, shadows and scores.
+    pub memory_bytes: u64,
+}
+
+impl From<&ChoiceReport> for AutoChoice {
+    fn from(r: &ChoiceReport) -> AutoChoice {
+        AutoChoice {
+            active: r.active,
+            switches: r.switches,
+            sampling_rate: r.rate,
+            shadow_slots: r.shadow_slots,
+            shadows: r
+                .shadows
+                .iter()
+                .map(|&(policy, miss_ratio)| ShadowMisses { policy, miss_ratio })
+                .collect(),
+            memory_bytes: r.memory_bytes as u64,
+        }
+    }
+}
+
+/// `get_stats`' eviction group.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct EvictionState {
+    /// The policy choosing victims now (under `auto`, the candidate in
+    /// use).
+    pub policy: &'static str,
+    /// The policy as configured (`bdev_adacache_create`,
+    /// `bdev_adacache_set_policy`), e.g. `auto`.
+    pub configured: String,
+    /// The online choice, when configured `auto`; `None` otherwise.
+    pub auto: Option<AutoChoice>,
+}
+
+impl EvictionState {
+    /// The group from the engine's active policy name, the configured
+    /// name and its choice report.
+    pub fn new(policy: &'static str, configured: &str, choice: Option<&ChoiceReport>) -> Self {
+        EvictionState {
+            policy,
+            configured: configured.to_owned(),
+            auto: choice.map(AutoChoice::from),
+        }
+    }
+}
+
+/// `bdev_adacache_get_mrc`: a volume's whole miss-ratio curve.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct VolumeMrc {
+    /// The cached bdev.
+    pub name: String,
+    /// Bytes per block reference (the volume's smallest block size).
+    pub block_size: u32,
+    /// Block references the curve counts, since the volume started.
+    pub references: u64,
+    /// The volume's cache bytes now.
+    pub capacity_bytes: u64,
+    /// The curve at `capacity_bytes`.
+    pub miss_ratio_at_capacity: f64,
+    /// The curve's points, smallest cache first, as the engine gives them:
+    /// the origin and one per reuse-distance bucket (about a thousand at
+    /// most); none before the first reference.
+    pub points: Vec<MrcPoint>,
+}
+
+impl VolumeMrc {
+    /// `curve` of cached bdev `name`, whose capacity is `capacity` bytes.
+    pub fn new(name: &str, curve: &Curve, capacity: u64) -> VolumeMrc {
+        VolumeMrc {
+            name: name.to_owned(),
+            block_size: curve.block_size(),
+            references: curve.references(),
+            capacity_bytes: capacity,
+            miss_ratio_at_capacity: curve.miss_ratio(capacity),
+            points: curve
+                .points()
+                .iter()
+                .map(|p| MrcPoint {
+                    cache_bytes: p.cache_bytes,
+                    miss_ratio: p.miss_ratio,
+                })
+                .collect(),
+        }
+    }
 }
 
 /// Inputs of [`VolumeStats`] besides the counters.
@@ -218,6 +397,8 @@ pub(crate) struct StatsInput<'a> {
     pub base: &'a Stats,
     pub rt: &'a RuntimeCounters,
     pub metadata_bytes: u64,
+    pub mrc: MrcSummary,
+    pub eviction: EvictionState,
 }
 
 fn ratio(a: u64, b: u64) -> f64 {
@@ -293,6 +474,184 @@ impl VolumeStats {
                 read_miss: rt.read_miss.report(),
                 write: rt.write.report(),
             },
+            mrc: i.mrc,
+            eviction: i.eviction,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use engine::mrc::{Shards, ShardsConfig};
+    use serde_json::{json, Value};
+
+    use super::*;
+
+    const BS: u32 = 4096;
+
+    /// The exact curve of `passes` cyclic scans over `blocks` blocks: LRU
+    /// misses everything below `blocks` blocks, only first references from
+    /// there on.
+    fn scans(blocks: u64, passes: u32) -> Curve {
+        let mut s = Shards::new(ShardsConfig::exact(BS)).unwrap();
+        for _ in 0..passes {
+            for b in 0..blocks {
+                s.access(b);
+            }
+        }
+        s.curve()
+    }
+
+    #[test]
+    fn compact_curve_reads_multiples_of_the_capacity() {
+        // 100 blocks scanned 4 times; a capacity of 160 blocks: 0.25x is
+        // 40 blocks (all misses), 0.5x 80 (all), 1x and beyond only the
+        // first references (1/4).
+        let cap = 160 * u64::from(BS);
+        let m = MrcSummary::new(&scans(100, 4), cap);
+        assert_eq!((m.references, m.block_size), (400, BS));
+        let got: Vec<(f64, u64, f64)> = m
+            .miss_ratio
+            .iter()
+            .map(|s| (s.multiple, s.cache_bytes, s.miss_ratio))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (0.25, cap / 4, 1.0),
+                (0.5, cap / 2, 1.0),
+                (1.0, cap, 0.25),
+                (2.0, 2 * cap, 0.25),
+                (4.0, 4 * cap, 0.25),
+            ]
+        );
+        assert_eq!(
+            serde_json::to_value(&m).unwrap()["miss_ratio"][2],
+            json!({"multiple": 1.0, "cache_bytes": cap, "miss_ratio": 0.25})
+        );
+    }
+
+    #[test]
+    fn compact_curve_at_the_working_set_without_references_and_saturating() {
+        // Capacity 200 blocks: 0.25x is 50 blocks, below the 100-block
+        // working set; 0.5x is exactly it.
+        let cap = 200 * u64::from(BS);
+        let m = MrcSummary::new(&scans(100, 2), cap);
+        let ratios: Vec<f64> = m.miss_ratio.iter().map(|s| s.miss_ratio).collect();
+        assert_eq!(ratios, vec![1.0, 0.5, 0.5, 0.5, 0.5]);
+
+        // No references: five entries all the same (0: no data), so
+        // clients see one shape.
+        let empty = MrcSummary::new(&scans(0, 0), cap);
+        assert_eq!(empty.references, 0);
+        assert_eq!(empty.miss_ratio.len(), MRC_MULTIPLES.len());
+        assert!(empty.miss_ratio.iter().all(|s| s.miss_ratio == 0.0));
+        // A capacity near u64::MAX saturates instead of wrapping.
+        let huge = MrcSummary::new(&scans(1, 1), u64::MAX);
+        assert_eq!(huge.miss_ratio[3].cache_bytes, u64::MAX);
+        assert_eq!(huge.miss_ratio[4].cache_bytes, u64::MAX);
+    }
+
+    #[test]
+    fn eviction_group_with_and_without_online_choice() {
+        let report = ChoiceReport {
+            active: "s3fifo",
+            switches: 3,
+            rate: 0.125,
+            shadow_slots: 2048,
+            shadows: vec![("s3fifo", 0.25), ("lru2", 0.5)],
+            memory_bytes: 4096,
+        };
+        let auto = EvictionState::new("s3fifo", "auto", Some(&report));
+        assert_eq!(
+            serde_json::to_value(&auto).unwrap(),
+            json!({
+                "policy": "s3fifo",
+                "configured": "auto",
+                "auto": {
+                    "active": "s3fifo",
+                    "switches": 3,
+                    "sampling_rate": 0.125,
+                    "shadow_slots": 2048,
+                    "shadows": [
+                        {"policy": "s3fifo", "miss_ratio": 0.25},
+                        {"policy": "lru2", "miss_ratio": 0.5}
+                    ],
+                    "memory_bytes": 4096
+                }
+            })
+        );
+        let pinned = EvictionState::new("lazy", "lazy:2:1.0", None);
+        assert_eq!(
+            serde_json::to_value(&pinned).unwrap(),
+            json!({"policy": "lazy", "configured": "lazy:2:1.0", "auto": null})
+        );
+    }
+
+    #[test]
+    fn whole_curve_keeps_every_point() {
+        let curve = scans(100, 3);
+        let cap = 150 * u64::from(BS);
+        let m = VolumeMrc::new("C0", &curve, cap);
+        assert_eq!(
+            (
+                m.name.as_str(),
+                m.block_size,
+                m.references,
+                m.capacity_bytes
+            ),
+            ("C0", BS, 300, cap)
+        );
+        assert_eq!(m.points.len(), curve.points().len());
+        assert_eq!(
+            m.points[0],
+            MrcPoint {
+                cache_bytes: 0,
+                miss_ratio: 1.0
+            }
+        );
+        // One point per block of distance: 1.0 up to 99 blocks, a third
+        // (the first references) from 100 on.
+        assert_eq!(m.points[99].miss_ratio, 1.0);
+        assert_eq!(m.points[100].cache_bytes, 100 * u64::from(BS));
+        assert_eq!(m.points[100].miss_ratio, 1.0 / 3.0);
+        assert_eq!(m.miss_ratio_at_capacity, 1.0 / 3.0);
+        assert!(m
+            .points
+            .windows(2)
+            .all(|w| w[0].cache_bytes < w[1].cache_bytes && w[0].miss_ratio >= w[1].miss_ratio));
+        let v = serde_json::to_value(&m).unwrap();
+        assert_eq!(
+            v["points"][100],
+            json!({"cache_bytes": 409600, "miss_ratio": 1.0 / 3.0})
+        );
+
+        let none = VolumeMrc::new("C1", &scans(0, 0), cap);
+        assert_eq!((none.references, none.points.len()), (0, 0));
+        assert_eq!(none.miss_ratio_at_capacity, 0.0);
+    }
+
+    #[test]
+    fn stats_carry_the_compact_curve_and_the_eviction_group() {
+        let stats = Stats::default();
+        let cap = 64 * u64::from(BS);
+        let s = VolumeStats::build(StatsInput {
+            name: "C0",
+            mode: "wt",
+            degraded: false,
+            capacity: cap,
+            engine: &stats,
+            base: &stats,
+            rt: &RuntimeCounters::default(),
+            metadata_bytes: 0,
+            mrc: MrcSummary::new(&scans(10, 2), cap),
+            eviction: EvictionState::new("lru2", "lru2", None),
+        });
+        let v = serde_json::to_value(&s).unwrap();
+        assert_eq!(v["mrc"]["references"], 20);
+        assert_eq!(v["mrc"]["miss_ratio"].as_array().unwrap().len(), 5);
+        assert_eq!(v["mrc"]["miss_ratio"][0]["miss_ratio"], 0.5);
+        assert_eq!(v["eviction"]["policy"], "lru2");
+        assert_eq!(v["eviction"]["auto"], Value::Null);
     }
 }

@@ -272,6 +272,18 @@ pub(super) async fn get_stats(app: &App, params: Option<Value>) -> Result<Value,
     Ok(json!(s))
 }
 
+/// `bdev_adacache_get_mrc`: the volume's whole LRU miss-ratio curve (a
+/// diagnostic: every point the engine keeps, about a thousand at most).
+pub(super) async fn get_mrc(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
+    let ByName { name } = parse(params)?;
+    let v = volume(&*app.state.lock().await, &name)?;
+    let c = v
+        .miss_ratio_curve()
+        .await
+        .map_err(|e| volume_error(&format!("miss-ratio curve of {name}"), e))?;
+    Ok(json!(c))
+}
+
 pub(super) async fn reset_stats(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
     let ByName { name } = parse(params)?;
     let v = volume(&*app.state.lock().await, &name)?;

@@ -285,6 +285,7 @@ mod tests {
             "save_config",
             "bdev_adacache_get_bdevs",
             "bdev_adacache_get_stats",
+            "bdev_adacache_get_mrc",
             "bdev_adacache_get_devices",
             "bdev_adacache_flush_status",
             "rpc_get_methods",

@@ -1,5 +1,6 @@
 //! Flushing (background cleaning and flush-everything) and the control
-//! calls that run between requests: stats, mode, policy, resize, stop.
+//! calls that run between requests: stats, the miss-ratio curve, mode,
+//! policy, resize, stop.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -10,7 +11,9 @@ use tokio::sync::oneshot;
 use super::{AfterFlush, Durability, HostOp, Owner, Running, Shrink};
 use crate::layout::VolumeRegion;
 use crate::volume::params::CacheMode;
-use crate::volume::stats::{RuntimeCounters, StatsInput, VolumeStats};
+use crate::volume::stats::{
+    EvictionState, MrcSummary, RuntimeCounters, StatsInput, VolumeMrc, VolumeStats,
+};
 use crate::volume::{Control, FlushStatus, PolicyChange, VolumeError};
 
 impl Owner {
@@ -137,6 +140,14 @@ impl Owner {
         match c {
             Control::Stats(r) => {
                 let _ = r.send(self.stats());
+            }
+            Control::Mrc(r) => {
+                let curve = self.engine.miss_ratio_curve();
+                let _ = r.send(VolumeMrc::new(
+                    &self.params.name,
+                    &curve,
+                    self.engine.capacity(),
+                ));
             }
             Control::ResetStats(r) => {
                 self.base = self.engine.stats().clone();
@@ -280,15 +291,23 @@ impl Owner {
 
     pub(super) fn stats(&self) -> VolumeStats {
         let md = self.engine.metadata().total() + self.meta.memory_bytes();
+        let capacity = self.engine.capacity();
+        let choice = self.engine.choice();
         VolumeStats::build(StatsInput {
             name: &self.params.name,
             mode: self.mode.name(),
             degraded: self.shared.is_degraded(),
-            capacity: self.engine.capacity(),
+            capacity,
             engine: self.engine.stats(),
             base: &self.base,
             rt: &self.rt,
             metadata_bytes: md as u64,
+            mrc: MrcSummary::new(&self.engine.miss_ratio_curve(), capacity),
+            eviction: EvictionState::new(
+                self.engine.policy_names().1,
+                &self.params.eviction,
+                choice.as_ref(),
+            ),
         })
     }
 }

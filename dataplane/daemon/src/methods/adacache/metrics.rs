@@ -12,13 +12,19 @@
 //! Prometheus counters never go down: each refresh adds what the volume
 //! counted since the previous one, and a reset first takes in what was
 //! counted up to it (a figure found lower than before also counts as
-//! restarted from zero).
+//! restarted from zero). A few figures count since the volume started
+//! rather than since the reset ([`LIFETIME_COUNTERS`]): a reset leaves
+//! them alone.
+//!
+//! The miss-ratio curve is shown at the multiples of the capacity that
+//! `get_stats` reads it at, one series per multiple (label `multiple`).
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use cache::volume::stats::MRC_MULTIPLES;
 use cache::volume::{CachedVolume, VolumeStats};
 use metrics::{Counter, FloatGauge, Gauge, Registry};
 use tokio::sync::watch;
@@ -137,6 +143,29 @@ const COUNTERS: &[(&str, &str, Field)] = &[
     ),
 ];
 
+/// Counters that `bdev_adacache_reset_stats` does not restart: (family,
+/// help, figure). A figure found lower than before restarted from zero
+/// (its count restarts with the online choice: a policy change, a resize).
+const LIFETIME_COUNTERS: &[(&str, &str, Field)] = &[(
+    "rackcache_cache_eviction_switches_total",
+    "Eviction policy switches made by online choice (eviction auto).",
+    |s| s.eviction.auto.as_ref().map_or(0, |a| a.switches),
+)];
+
+/// The miss-ratio curve's family: one series per multiple of the capacity.
+const MRC_FAMILY: (&str, &str) = (
+    "rackcache_cache_mrc_miss_ratio",
+    "LRU miss ratio of a cache of the labelled multiple of the volume's capacity, from the volume's miss-ratio curve since it started (0 before any reference).",
+);
+
+/// The `multiple` label of [`MRC_MULTIPLES`]' entries: 0.25, 0.5, 1, 2, 4.
+fn multiple_labels() -> Vec<String> {
+    MRC_MULTIPLES
+        .iter()
+        .map(|&(num, den)| (num as f64 / den as f64).to_string())
+        .collect()
+}
+
 /// Whole-number gauges: (family, help, figure).
 const GAUGES: &[(&str, &str, Field)] = &[
     (
@@ -198,15 +227,29 @@ struct Series {
     last: Vec<u64>,
     gauges: Vec<Arc<Gauge>>,
     ratios: Vec<Arc<FloatGauge>>,
+    lifetime: Vec<Arc<Counter>>,
+    lifetime_last: Vec<u64>,
+    /// By [`MRC_MULTIPLES`].
+    mrc: Vec<Arc<FloatGauge>>,
+}
+
+/// Adds to `counter` what `now` counted beyond `last` (all of `now` if it
+/// restarted from zero), and remembers `now`.
+fn advance(counter: &Counter, last: &mut u64, now: u64) {
+    counter.add(if now >= *last { now - *last } else { now });
+    *last = now;
 }
 
 impl Series {
     fn update(&mut self, s: &VolumeStats) {
         for (i, (_, _, f)) in COUNTERS.iter().enumerate() {
-            let now = f(s);
-            let last = self.last[i];
-            self.counters[i].add(if now >= last { now - last } else { now });
-            self.last[i] = now;
+            advance(&self.counters[i], &mut self.last[i], f(s));
+        }
+        for (i, (_, _, f)) in LIFETIME_COUNTERS.iter().enumerate() {
+            advance(&self.lifetime[i], &mut self.lifetime_last[i], f(s));
+        }
+        for (g, m) in self.mrc.iter().zip(&s.mrc.miss_ratio) {
+            g.set(m.miss_ratio);
         }
         for (g, (_, _, f)) in self.gauges.iter().zip(GAUGES) {
             g.set(i64::try_from(f(s)).unwrap_or(i64::MAX));
@@ -246,6 +289,19 @@ impl CacheMetrics {
                 .iter()
                 .map(|(n, h, _)| registry.float_gauge(n, h, &l).expect("valid metric names"))
                 .collect(),
+            lifetime: LIFETIME_COUNTERS
+                .iter()
+                .map(|(n, h, _)| registry.counter(n, h, &l).expect("valid metric names"))
+                .collect(),
+            lifetime_last: vec![0; LIFETIME_COUNTERS.len()],
+            mrc: multiple_labels()
+                .iter()
+                .map(|m| {
+                    let (n, h) = MRC_FAMILY;
+                    let l = [l[0], l[1], ("multiple", m.as_str())];
+                    registry.float_gauge(n, h, &l).expect("valid metric names")
+                })
+                .collect(),
             labels: (bdev.clone(), volume),
         };
         let labels = series.labels.clone();
@@ -261,11 +317,14 @@ impl CacheMetrics {
         // A refresh still running may add to the handles: no longer shown.
         let (bdev, volume) = &s.1;
         let l = [("bdev", bdev.as_str()), ("volume", volume.as_str())];
-        for (n, _, _) in COUNTERS.iter().chain(GAUGES) {
+        for (n, _, _) in COUNTERS.iter().chain(GAUGES).chain(LIFETIME_COUNTERS) {
             registry.remove(n, &l);
         }
         for (n, _, _) in RATIOS {
             registry.remove(n, &l);
+        }
+        for m in multiple_labels() {
+            registry.remove(MRC_FAMILY.0, &[l[0], l[1], ("multiple", m.as_str())]);
         }
     }
 
@@ -289,7 +348,8 @@ impl CacheMetrics {
     }
 
     /// Takes in `v`'s figures, then runs `reset` (the volume's reset), so
-    /// that the counters keep what was counted before it.
+    /// that the counters keep what was counted before it. The lifetime
+    /// counters' figures do not restart: their last values stay.
     pub async fn reset<F, Fut>(&self, v: &CachedVolume, reset: F) -> Result<(), RpcError>
     where
         F: FnOnce() -> Fut,
