@@ -52,6 +52,19 @@ impl List {
         self.len += 1;
     }
 
+    /// Inserts `id` (not on any list) at the tail.
+    pub fn push_back<L: Links + ?Sized>(&mut self, s: &mut L, id: u32) {
+        s.set_next(id, NIL);
+        s.set_prev(id, self.tail);
+        if self.tail != NIL {
+            s.set_next(self.tail, id);
+        } else {
+            self.head = id;
+        }
+        self.tail = id;
+        self.len += 1;
+    }
+
     /// Unlinks `id`, which must be on this list.
     pub fn remove<L: Links + ?Sized>(&mut self, s: &mut L, id: u32) {
         let (p, n) = (s.prev(id), s.next(id));
@@ -180,6 +193,9 @@ mod tests {
         assert_eq!(l.collect(&n).unwrap(), vec![0, 3, 1]);
         assert_eq!(l.tail, 1);
         assert_eq!(l.pop_front(&mut n), Some(0));
+        l.push_back(&mut n, 2);
+        assert_eq!(l.collect(&n).unwrap(), vec![3, 1, 2]);
+        l.remove(&mut n, 2);
         l.remove(&mut n, 1);
         l.remove(&mut n, 3);
         assert_eq!(l, List::new());

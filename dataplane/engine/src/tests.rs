@@ -452,7 +452,8 @@ fn metadata_is_compact() {
 
 #[test]
 fn planning_does_not_allocate_in_steady_state() {
-    // Warm up: buffers and tables reach their working size.
+    // Warm up: buffers and tables reach their working size (the shadow
+    // caches' ghost queues after a few turnovers of the cache).
     let mut e = engine(Config::adaptive(1 << 30, 4 << 20));
     let mut p = Plan::new();
     let mut x = 1u64;
@@ -467,7 +468,7 @@ fn planning_does_not_allocate_in_steady_state() {
             e.complete(t, Completion::Ok).unwrap();
         }
     };
-    for _ in 0..20_000 {
+    for _ in 0..60_000 {
         step(&mut e, &mut p);
     }
     let before = e.metadata();

@@ -32,6 +32,9 @@ pub const TARGET_SLOTS: u64 = 2048;
 /// The highest sampling rate (small caches): above it the shadows would
 /// cost more CPU than they are worth.
 pub const MAX_RATE: f64 = 1.0 / 8.0;
+/// Sampled accesses per decision window at least: fewer give the shadows
+/// too little to tell policies apart.
+pub const MIN_WINDOW: u32 = 256;
 /// Relative score advantage a shadow needs to take over.
 pub const MARGIN: f64 = 0.03;
 /// Weight of the past score at each window's end.
@@ -99,7 +102,15 @@ impl Chooser {
     /// granules, starting with `candidates[0]`.
     pub fn new(capacity: u64, granule_shift: u32, candidates: &[EvictionConfig]) -> Chooser {
         let granules = (capacity >> granule_shift).max(1);
-        let rate = (TARGET_SLOTS as f64 / granules as f64).min(MAX_RATE);
+        // A cache no larger than a shadow is shadowed whole: sampling it
+        // would leave a few dozen granules per shadow, too few to rank
+        // policies, and its full replay costs no more memory than a
+        // sampled large one.
+        let rate = if granules <= TARGET_SLOTS {
+            1.0
+        } else {
+            (TARGET_SLOTS as f64 / granules as f64).min(MAX_RATE)
+        };
         Chooser::with_rate(capacity, granule_shift, candidates, rate)
     }
 
@@ -125,7 +136,7 @@ impl Chooser {
             active: 0,
             slots,
             // Long enough for the shadows to turn over about twice.
-            window: (2 * slots).max(1024),
+            window: (2 * slots).max(MIN_WINDOW),
             seen_in_window: 0,
             accesses: 0,
             switches: 0,
@@ -175,6 +186,9 @@ impl Chooser {
             .copied()
             .enumerate()
             .max_by(|a, b| a.1.total_cmp(&b.1))?;
+        if std::env::var_os("CHOICE_DEBUG").is_some() {
+            eprintln!("active {} scores {:?}", self.active, self.scores);
+        }
         let ahead = best != self.active && best_score > self.scores[self.active] * (1.0 + MARGIN);
         if !ahead {
             self.leader = None;

@@ -12,7 +12,7 @@
 //! Without tags (groups) there are no ghosts and `p` stays 0: groups hit
 //! only once are replaced before groups hit again.
 
-use super::nodes::{Nodes, Queue};
+use super::nodes::{Held, Nodes, Queue};
 use super::{ghost::Ghost, owned::Replacer, Offer};
 use crate::lru::NIL;
 
@@ -31,6 +31,7 @@ pub(crate) struct Arc {
     capacity: u64,
     /// The tag of the current miss if it was a ghost, and whether of B2.
     ghost_hit: Option<(u32, bool)>,
+    held: Held,
 }
 
 impl Arc {
@@ -43,6 +44,7 @@ impl Arc {
             p: 0,
             capacity,
             ghost_hit: None,
+            held: Held::default(),
         }
     }
 
@@ -57,6 +59,36 @@ impl Arc {
             b1.trim(c.saturating_sub(self.t1.weight));
             b2.trim((2 * c).saturating_sub(resident + b1.weight()));
         }
+    }
+
+    /// ARC's REPLACE; keys the engine cannot evict now are held aside.
+    fn scan(&mut self, offer: &mut dyn FnMut(u32) -> Offer) -> Option<u32> {
+        let b2_hit = self.ghost_hit.is_some_and(|(_, b2)| b2);
+        let mut steps = self.t1.list.len as u64 + self.t2.list.len as u64 + 2;
+        while steps > 0 {
+            steps -= 1;
+            let from_t1 = !self.t1.is_empty()
+                && (self.t1.weight > self.p
+                    || (b2_hit && self.t1.weight == self.p)
+                    || self.t2.is_empty());
+            let k = if from_t1 {
+                self.t1.tail()
+            } else {
+                self.t2.tail()
+            };
+            if k == NIL {
+                return None;
+            }
+            match offer(k) {
+                Offer::Take => return Some(k),
+                Offer::Skip => {
+                    let list = if from_t1 { &mut self.t1 } else { &mut self.t2 };
+                    self.held.hold(list, &mut self.nodes, k);
+                }
+                Offer::Stop => return None,
+            }
+        }
+        None
     }
 }
 
@@ -117,30 +149,12 @@ impl Replacer for Arc {
     }
 
     fn victim(&mut self, offer: &mut dyn FnMut(u32) -> Offer) -> Option<u32> {
-        let b2_hit = self.ghost_hit.is_some_and(|(_, b2)| b2);
-        let mut steps = self.t1.list.len as u64 + self.t2.list.len as u64 + 2;
-        while steps > 0 {
-            steps -= 1;
-            let from_t1 = !self.t1.is_empty()
-                && (self.t1.weight > self.p
-                    || (b2_hit && self.t1.weight == self.p)
-                    || self.t2.is_empty());
-            let k = if from_t1 {
-                self.t1.tail()
-            } else {
-                self.t2.tail()
-            };
-            if k == NIL {
-                return None;
-            }
-            match offer(k) {
-                Offer::Take => return Some(k),
-                // Not evictable now: it counts as used again.
-                Offer::Skip => self.hit(k),
-                Offer::Stop => return None,
-            }
+        let v = self.scan(offer);
+        for (q, key) in self.held.take_all() {
+            let list = if q == T1 { &mut self.t1 } else { &mut self.t2 };
+            list.push_back(&mut self.nodes, key);
         }
-        None
+        v
     }
 
     fn set_capacity(&mut self, capacity: u64) {

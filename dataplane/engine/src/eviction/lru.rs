@@ -1,7 +1,7 @@
 //! Plain LRU over one key space: the shadow-cache stand-in for the engine's
 //! two-level LRU (at one block size the two choose the same victims).
 
-use super::nodes::{Nodes, Queue};
+use super::nodes::{Held, Nodes, Queue};
 use super::{owned::Replacer, Offer};
 use crate::lru::NIL;
 
@@ -11,6 +11,7 @@ const QUEUE: u8 = 1;
 pub(crate) struct Lru {
     nodes: Nodes,
     queue: Queue,
+    held: Held,
 }
 
 impl Lru {
@@ -18,6 +19,7 @@ impl Lru {
         Lru {
             nodes: Nodes::default(),
             queue: Queue::new(QUEUE),
+            held: Held::default(),
         }
     }
 
@@ -43,18 +45,26 @@ impl Replacer for Lru {
     fn miss(&mut self, _tag: u32) {}
 
     fn victim(&mut self, offer: &mut dyn FnMut(u32) -> Offer) -> Option<u32> {
-        for _ in 0..self.queue.list.len {
+        let mut v = None;
+        loop {
             let t = self.queue.tail();
             if t == NIL {
                 break;
             }
             match offer(t) {
-                Offer::Take => return Some(t),
-                Offer::Skip => self.hit(t),
-                Offer::Stop => return None,
+                Offer::Take => {
+                    v = Some(t);
+                    break;
+                }
+                // Held aside, it keeps its place (offered first next time).
+                Offer::Skip => self.held.hold(&mut self.queue, &mut self.nodes, t),
+                Offer::Stop => break,
             }
         }
-        None
+        for (_, key) in self.held.take_all() {
+            self.queue.push_back(&mut self.nodes, key);
+        }
+        v
     }
 
     fn set_capacity(&mut self, _capacity: u64) {}

@@ -142,6 +142,13 @@ impl Queue {
         self.weight += nodes.weight(key) as u64;
     }
 
+    /// Inserts `key` at the eviction end (it is offered first next time).
+    pub fn push_back(&mut self, nodes: &mut Nodes, key: u32) {
+        self.list.push_back(nodes, key);
+        nodes.get_mut(key).queue = self.id;
+        self.weight += nodes.weight(key) as u64;
+    }
+
     pub fn remove(&mut self, nodes: &mut Nodes, key: u32) {
         debug_assert_eq!(nodes.get(key).queue, self.id);
         self.list.remove(nodes, key);
@@ -157,5 +164,27 @@ impl Queue {
     pub fn transfer(&mut self, to: &mut Queue, nodes: &mut Nodes, key: u32) {
         self.remove(nodes, key);
         to.push_front(nodes, key);
+    }
+}
+
+/// Keys a victim scan set aside because the engine cannot evict them now
+/// (pinned, or dirty and being written back). They go back to the eviction
+/// end of their queue, in their order, when the scan ends: they keep their
+/// place and are offered first next time, instead of being treated as used
+/// (which would promote every freshly written block).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Held(Vec<(u8, u32)>);
+
+impl Held {
+    /// Takes `key` off `queue` until [`Held::restore`].
+    pub fn hold(&mut self, queue: &mut Queue, nodes: &mut Nodes, key: u32) {
+        queue.remove(nodes, key);
+        self.0.push((queue.id, key));
+    }
+
+    /// The held keys and their queue ids, newest first: pushing each back
+    /// at its queue's eviction end leaves the oldest there.
+    pub fn take_all(&mut self) -> impl Iterator<Item = (u8, u32)> + '_ {
+        self.0.drain(..).rev()
     }
 }

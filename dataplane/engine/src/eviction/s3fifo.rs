@@ -15,9 +15,9 @@
 //!   evicted.
 //!
 //! G holds as many bytes as M can. A key the engine cannot evict now
-//! (pinned, dirty) is handled as if it had been hit: it moves to M's head.
+//! (pinned, dirty) keeps its place and is offered first next time.
 
-use super::nodes::{Nodes, Queue};
+use super::nodes::{Held, Nodes, Queue};
 use super::{ghost::Ghost, owned::Replacer, Offer};
 use crate::lru::NIL;
 
@@ -36,6 +36,7 @@ pub(crate) struct S3Fifo {
     main: Queue,
     ghost: Option<Ghost>,
     small_capacity: u64,
+    held: Held,
 }
 
 impl S3Fifo {
@@ -46,6 +47,7 @@ impl S3Fifo {
             main: Queue::new(MAIN),
             ghost: tags.then(|| Ghost::new(0)),
             small_capacity: 0,
+            held: Held::default(),
         };
         s.set_capacity(capacity);
         s
@@ -58,6 +60,49 @@ impl S3Fifo {
     fn promote(&mut self, key: u32) {
         self.small.transfer(&mut self.main, &mut self.nodes, key);
         self.nodes.get_mut(key).freq = 0;
+    }
+
+    /// S3-FIFO's eviction loop; keys the engine cannot evict now are held
+    /// aside ([`Held`]).
+    fn scan(&mut self, offer: &mut dyn FnMut(u32) -> Offer) -> Option<u32> {
+        // Each step either evicts, moves an S entry to M (at most once per
+        // entry) or decrements an M counter, so this bound is never reached
+        // by a consistent state; it guards against a broken one.
+        let mut steps = 4 * (self.small.list.len as u64 + self.main.list.len as u64) + 8;
+        while steps > 0 {
+            steps -= 1;
+            let from_small = !self.small.is_empty()
+                && (self.small.weight >= self.small_capacity || self.main.is_empty());
+            if from_small {
+                let t = self.small.tail();
+                if self.nodes.get(t).freq >= MOVE_TO_MAIN {
+                    self.promote(t);
+                    continue;
+                }
+                match offer(t) {
+                    Offer::Take => return Some(t),
+                    Offer::Skip => self.held.hold(&mut self.small, &mut self.nodes, t),
+                    Offer::Stop => return None,
+                }
+            } else {
+                let t = self.main.tail();
+                if t == NIL {
+                    return None;
+                }
+                let n = self.nodes.get_mut(t);
+                if n.freq > 0 {
+                    n.freq -= 1;
+                    self.main.move_to_front(&mut self.nodes, t);
+                    continue;
+                }
+                match offer(t) {
+                    Offer::Take => return Some(t),
+                    Offer::Skip => self.held.hold(&mut self.main, &mut self.nodes, t),
+                    Offer::Stop => return None,
+                }
+            }
+        }
+        None
     }
 }
 
@@ -108,44 +153,16 @@ impl Replacer for S3Fifo {
     fn miss(&mut self, _tag: u32) {}
 
     fn victim(&mut self, offer: &mut dyn FnMut(u32) -> Offer) -> Option<u32> {
-        // Each step either evicts, moves an S entry to M (at most once per
-        // entry) or decrements an M counter, so this bound is never reached
-        // by a consistent state; it guards against a broken one.
-        let mut steps = 4 * (self.small.list.len as u64 + self.main.list.len as u64) + 8;
-        while steps > 0 {
-            steps -= 1;
-            let from_small = !self.small.is_empty()
-                && (self.small.weight >= self.small_capacity || self.main.is_empty());
-            if from_small {
-                let t = self.small.tail();
-                if self.nodes.get(t).freq >= MOVE_TO_MAIN {
-                    self.promote(t);
-                    continue;
-                }
-                match offer(t) {
-                    Offer::Take => return Some(t),
-                    Offer::Skip => self.promote(t),
-                    Offer::Stop => return None,
-                }
+        let v = self.scan(offer);
+        for (q, key) in self.held.take_all() {
+            let queue = if q == SMALL {
+                &mut self.small
             } else {
-                let t = self.main.tail();
-                if t == NIL {
-                    return None;
-                }
-                let n = self.nodes.get_mut(t);
-                if n.freq > 0 {
-                    n.freq -= 1;
-                    self.main.move_to_front(&mut self.nodes, t);
-                    continue;
-                }
-                match offer(t) {
-                    Offer::Take => return Some(t),
-                    Offer::Skip => self.main.move_to_front(&mut self.nodes, t),
-                    Offer::Stop => return None,
-                }
-            }
+                &mut self.main
+            };
+            queue.push_back(&mut self.nodes, key);
         }
-        None
+        v
     }
 
     fn set_capacity(&mut self, capacity: u64) {

@@ -22,7 +22,7 @@
 //! and halves them after ten times that many increments (TinyLFU's sample
 //! size). Without tags (groups) the frequency is the key's own hit count.
 
-use super::nodes::{Nodes, Queue};
+use super::nodes::{Held, Nodes, Queue};
 use super::{owned::Replacer, Offer};
 use crate::lru::NIL;
 use crate::sketch::CountMin;
@@ -43,6 +43,7 @@ pub(crate) struct WTinyLfu {
     capacity: u64,
     window_capacity: u64,
     protected_capacity: u64,
+    held: Held,
 }
 
 impl WTinyLfu {
@@ -57,6 +58,7 @@ impl WTinyLfu {
             capacity: 0,
             window_capacity: 0,
             protected_capacity: 0,
+            held: Held::default(),
         };
         w.set_capacity(capacity);
         w
@@ -123,6 +125,65 @@ impl WTinyLfu {
             t => t,
         }
     }
+
+    /// The duel loop; keys the engine cannot evict now are held aside.
+    fn scan(&mut self, offer: &mut dyn FnMut(u32) -> Offer) -> Option<u32> {
+        let mut steps = 2
+            * (self.window.list.len as u64
+                + self.probation.list.len as u64
+                + self.protected.list.len as u64)
+            + 2;
+        self.drain_window();
+        while steps > 0 {
+            steps -= 1;
+            let victim = self.main_victim();
+            // The missed entry joins the window right after this eviction,
+            // so a window at its share overflows: its LRU entry duels.
+            let window_over = !self.window.is_empty() && self.window.weight >= self.window_capacity;
+            if window_over || victim == NIL {
+                let candidate = self.window.tail();
+                if candidate == NIL {
+                    return None;
+                }
+                let candidate_wins =
+                    victim != NIL && self.frequency(candidate) > self.frequency(victim);
+                if !candidate_wins {
+                    match offer(candidate) {
+                        Offer::Take => return Some(candidate),
+                        Offer::Skip => self.hold(candidate),
+                        Offer::Stop => return None,
+                    }
+                    continue;
+                }
+                match offer(victim) {
+                    Offer::Take => {
+                        self.window
+                            .transfer(&mut self.probation, &mut self.nodes, candidate);
+                        return Some(victim);
+                    }
+                    Offer::Skip => self.hold(victim),
+                    Offer::Stop => return None,
+                }
+            } else {
+                match offer(victim) {
+                    Offer::Take => return Some(victim),
+                    Offer::Skip => self.hold(victim),
+                    Offer::Stop => return None,
+                }
+            }
+        }
+        None
+    }
+
+    /// Sets `key` aside until the scan ends (see [`Held`]).
+    fn hold(&mut self, key: u32) {
+        let queue = match self.nodes.get(key).queue {
+            WINDOW => &mut self.window,
+            PROBATION => &mut self.probation,
+            _ => &mut self.protected,
+        };
+        self.held.hold(queue, &mut self.nodes, key);
+    }
 }
 
 impl Replacer for WTinyLfu {
@@ -175,55 +236,16 @@ impl Replacer for WTinyLfu {
     }
 
     fn victim(&mut self, offer: &mut dyn FnMut(u32) -> Offer) -> Option<u32> {
-        let mut steps = 2
-            * (self.window.list.len as u64
-                + self.probation.list.len as u64
-                + self.protected.list.len as u64)
-            + 2;
-        self.drain_window();
-        while steps > 0 {
-            steps -= 1;
-            let victim = self.main_victim();
-            // The missed entry joins the window right after this eviction,
-            // so a window at its share overflows: its LRU entry duels.
-            let window_over = !self.window.is_empty() && self.window.weight >= self.window_capacity;
-            if window_over || victim == NIL {
-                let candidate = self.window.tail();
-                if candidate == NIL {
-                    return None;
-                }
-                let candidate_wins =
-                    victim != NIL && self.frequency(candidate) > self.frequency(victim);
-                if !candidate_wins {
-                    match offer(candidate) {
-                        Offer::Take => return Some(candidate),
-                        // Survives: it leaves the window for probation.
-                        Offer::Skip => {
-                            self.window
-                                .transfer(&mut self.probation, &mut self.nodes, candidate)
-                        }
-                        Offer::Stop => return None,
-                    }
-                    continue;
-                }
-                match offer(victim) {
-                    Offer::Take => {
-                        self.window
-                            .transfer(&mut self.probation, &mut self.nodes, candidate);
-                        return Some(victim);
-                    }
-                    Offer::Skip => self.protect(victim),
-                    Offer::Stop => return None,
-                }
-            } else {
-                match offer(victim) {
-                    Offer::Take => return Some(victim),
-                    Offer::Skip => self.protect(victim),
-                    Offer::Stop => return None,
-                }
-            }
+        let v = self.scan(offer);
+        for (q, key) in self.held.take_all() {
+            let queue = match q {
+                WINDOW => &mut self.window,
+                PROBATION => &mut self.probation,
+                _ => &mut self.protected,
+            };
+            queue.push_back(&mut self.nodes, key);
         }
-        None
+        v
     }
 
     fn set_capacity(&mut self, capacity: u64) {
