@@ -127,10 +127,24 @@ type CachePolicy struct {
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(always|nhit(:[1-9][0-9]*)?|tinylfu(:strict)?|size-aware)$')",message="admission must be one of always, nhit, nhit:N (N >= 1), tinylfu, tinylfu:strict, size-aware"
 	Admission string `json:"admission,omitempty"`
-	// Eviction is the eviction policy in the dataplane's syntax: lru2 or
-	// lazy[:PARA[:K]].
+
+	// The Eviction rule mirrors the dataplane's parse_eviction
+	// (dataplane/engine/src/names.rs) so that a misspelt policy is refused
+	// at admission rather than by bdev_adacache_create on every server;
+	// "+" is written [+] because a CEL string has no \+ escape. MaxLength
+	// bounds the regex's estimated cost, which the apiserver refuses
+	// unbounded; 64 holds every candidate list without repeats
+	// (auto:lru2+s3fifo+sieve+arc+wtinylfu is 35).
+
+	// Eviction is the eviction policy in the dataplane's syntax: auto,
+	// auto:P+P... (online choice among the listed policies P, each one of
+	// lru2, s3fifo, sieve, arc, wtinylfu), lru2, lazy[:PARA[:K]], s3fifo,
+	// sieve, arc or wtinylfu. When empty the dataplane's default applies:
+	// auto, which starts with S3-FIFO and switches to the two-level LRU
+	// when sampled shadow caches show a lasting lead.
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="self.matches('^(lru2|lazy(:[0-9]+(:[0-9]+)?)?)$')",message="eviction must be lru2, lazy, lazy:PARA or lazy:PARA:K with integer PARA and K"
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(auto(:(lru2|s3fifo|sieve|arc|wtinylfu)([+](lru2|s3fifo|sieve|arc|wtinylfu))*)?|lru2|s3fifo|sieve|arc|wtinylfu|lazy(:[0-9]+(:[0-9]+)?)?)$')",message="eviction must be auto, auto:P+P... with each P one of lru2, s3fifo, sieve, arc, wtinylfu, or one of lru2, s3fifo, sieve, arc, wtinylfu, lazy, lazy:PARA, lazy:PARA:K with integer PARA and K"
 	Eviction string `json:"eviction,omitempty"`
 	// Cleaning configures write-back of dirty blocks.
 	// +optional

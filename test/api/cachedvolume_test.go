@@ -49,6 +49,19 @@ var _ = Describe("CachedVolume", func() {
 		Entry(nil, rcv1.CacheSize("100Gi")),
 	)
 
+	// CachePool's table has every eviction spelling; the override shares
+	// the type, these show the volume's copy of the rule took the change.
+	DescribeTable("accepts an eviction override in the dataplane's syntax",
+		func(ctx context.Context, eviction string) {
+			v := validVolume("eviction-" + objectNamePart(eviction))
+			v.Spec.Policies.Eviction = eviction
+			create(ctx, v)
+		},
+		Entry(nil, "auto"),
+		Entry(nil, "auto:s3fifo+lru2"),
+		Entry(nil, "wtinylfu"),
+	)
+
 	DescribeTable("the apiserver rejects a violating volume with the rule's message",
 		func(ctx context.Context, name string, mutate func(*rcv1.CachedVolume), want string) {
 			w := validVolume("bad-" + strings.ReplaceAll(strings.ToLower(name), " ", "-"))
@@ -74,7 +87,9 @@ var _ = Describe("CachedVolume", func() {
 		volumeRejects("bad admission override", func(v *rcv1.CachedVolume) { v.Spec.Policies.Admission = "lfu" },
 			"admission must be one of"),
 		volumeRejects("bad eviction override", func(v *rcv1.CachedVolume) { v.Spec.Policies.Eviction = "lazy:x" },
-			"eviction must be lru2, lazy"),
+			"eviction must be auto, auto:P+P..."),
+		volumeRejects("eviction override auto among lazy", func(v *rcv1.CachedVolume) { v.Spec.Policies.Eviction = "auto:lazy" },
+			"eviction must be auto"),
 		volumeRejects("lazy fields on aggressive cleaning override", func(v *rcv1.CachedVolume) {
 			v.Spec.Policies.Cleaning = &rcv1.Cleaning{Policy: rcv1.CleaningAggressive, MaxBatch: ptr.To[int32](8)}
 		}, "stalenessMs, maxBatch and activityThresholdMs apply only to policy Lazy"),

@@ -49,6 +49,28 @@ var _ = Describe("CachePool", func() {
 		create(ctx, rook)
 	})
 
+	// Every spelling the dataplane's parse_eviction takes must pass the
+	// CRD's rule, or a policy the servers run could not be asked for.
+	DescribeTable("accepts each eviction policy the dataplane parses",
+		func(ctx context.Context, eviction string) {
+			p := validPool("eviction-" + objectNamePart(eviction))
+			p.Spec.Policies.Eviction = eviction
+			create(ctx, p)
+		},
+		Entry(nil, "auto"),
+		Entry(nil, "auto:s3fifo+lru2"),
+		Entry(nil, "auto:arc"),
+		Entry(nil, "auto:lru2+s3fifo+sieve+arc+wtinylfu"),
+		Entry(nil, "lru2"),
+		Entry(nil, "lazy"),
+		Entry(nil, "lazy:4"),
+		Entry(nil, "lazy:4:2"),
+		Entry(nil, "s3fifo"),
+		Entry(nil, "sieve"),
+		Entry(nil, "arc"),
+		Entry(nil, "wtinylfu"),
+	)
+
 	DescribeTable("the apiserver rejects a violating pool with the rule's message",
 		func(ctx context.Context, name string, mutate func(*rcv1.CachePool), want string) {
 			p := validPool("bad-" + strings.ReplaceAll(strings.ToLower(name), " ", "-"))
@@ -90,7 +112,21 @@ var _ = Describe("CachePool", func() {
 		poolRejects("bad admission", func(p *rcv1.CachePool) { p.Spec.Policies.Admission = "nhit:0" },
 			"admission must be one of always, nhit, nhit:N"),
 		poolRejects("bad eviction", func(p *rcv1.CachePool) { p.Spec.Policies.Eviction = "lru" },
-			"eviction must be lru2, lazy"),
+			"eviction must be auto, auto:P+P..."),
+		poolRejects("eviction lfu", func(p *rcv1.CachePool) { p.Spec.Policies.Eviction = "lfu" },
+			"eviction must be auto"),
+		poolRejects("eviction auto among lazy", func(p *rcv1.CachePool) { p.Spec.Policies.Eviction = "auto:lazy" },
+			"eviction must be auto"),
+		poolRejects("eviction auto without candidates", func(p *rcv1.CachePool) { p.Spec.Policies.Eviction = "auto:" },
+			"eviction must be auto"),
+		poolRejects("eviction auto among auto", func(p *rcv1.CachePool) { p.Spec.Policies.Eviction = "auto:arc+auto" },
+			"eviction must be auto"),
+		poolRejects("eviction auto with a trailing plus", func(p *rcv1.CachePool) { p.Spec.Policies.Eviction = "auto:arc+" },
+			"eviction must be auto"),
+		poolRejects("eviction too long", func(p *rcv1.CachePool) { p.Spec.Policies.Eviction = "auto:" + strings.Repeat("lru2+", 12) + "lru2" },
+			"may not be more than 64"),
+		poolRejects("eviction arc with a parameter", func(p *rcv1.CachePool) { p.Spec.Policies.Eviction = "arc:1" },
+			"eviction must be auto"),
 		poolRejects("lazy fields on aggressive cleaning", func(p *rcv1.CachePool) {
 			p.Spec.Policies.Cleaning = &rcv1.Cleaning{Policy: rcv1.CleaningAggressive, StalenessMs: ptr.To[int32](5)}
 		}, "stalenessMs, maxBatch and activityThresholdMs apply only to policy Lazy"),

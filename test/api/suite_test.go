@@ -7,6 +7,7 @@ package api
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -71,6 +72,13 @@ func validVolume(name string) *rcv1.CachedVolume {
 			Size:     resource.MustParse("100Gi"),
 		},
 	}
+}
+
+// objectNamePart turns a policy such as auto:s3fifo+lru2 into something an
+// object name may contain (auto-s3fifo-lru2), so that each table entry
+// creates its own object.
+func objectNamePart(policy string) string {
+	return strings.NewReplacer(":", "-", "+", "-", ".", "-").Replace(policy)
 }
 
 // create creates obj and deletes it when the spec ends.

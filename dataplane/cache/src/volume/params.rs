@@ -188,7 +188,8 @@ pub struct VolumeParams {
     /// `size-aware`).
     #[serde(default = "default_admission")]
     pub admission: String,
-    /// Eviction policy (`lru2`, `lazy[:PARA[:K]]`).
+    /// Eviction policy (`auto[:P+P...]`, `lru2`, `lazy[:PARA[:K]]`,
+    /// `s3fifo`, `sieve`, `arc`, `wtinylfu`; `engine::names::parse_eviction`).
     #[serde(default = "default_eviction")]
     pub eviction: String,
     /// Cleaning policy and its parameters.
@@ -225,8 +226,11 @@ fn default_fill() -> String {
 fn default_admission() -> String {
     "always".into()
 }
+/// `auto`, as the engine's own default: no one policy wins on every
+/// workload, so a volume created without one starts with S3-FIFO and moves
+/// to the two-level LRU when its sampled shadow caches show a lasting lead.
 fn default_eviction() -> String {
-    "lru2".into()
+    "auto".into()
 }
 
 /// A parameter that cannot work, and why.
