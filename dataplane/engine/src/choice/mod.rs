@@ -6,18 +6,20 @@
 //! - Sampling ([`sample`]): SHARDS-style spatial sampling of granules (the
 //!   smallest block size). The rate is chosen so that each shadow holds
 //!   about [`TARGET_SLOTS`] granules (SHARDS' fixed-size variant), at most
-//!   [`MAX_RATE`]: memory is bounded whatever the cache size, and the CPU
+//!   [`MAX_RATE`] of them, except that a cache no larger than a shadow is
+//!   shadowed whole: memory is bounded whatever the cache size, and the CPU
 //!   cost is a hash per granule plus `rate` of a cache lookup per shadow.
 //! - Shadows ([`shadow`]): each candidate's algorithm over the sampled
 //!   granules, in a cache of `capacity * rate` granules.
-//! - Decision: every window of sampled accesses, each shadow's hits feed an
+//! - Decision: every window of sampled accesses (twice the shadow's size,
+//!   at least [`MIN_WINDOW`]), each shadow's hits feed an
 //!   exponentially weighted score (decay [`DECAY`] per window). When the
 //!   best score beats the active policy's by more than [`MARGIN`] (hits, so
 //!   that a point of hit ratio counts for as much on a cache that hits 10%
 //!   of the time as the difference matters), two windows in a row, the
-//!   engine installs the best policy ([`crate::Engine::set_eviction`]'s mechanism:
-//!   the cached blocks stay and are announced to the new policy, least
-//!   recently used first).
+//!   engine installs the best policy ([`crate::Engine::set_eviction`]'s
+//!   mechanism: the cached blocks stay and are announced to the new policy,
+//!   least recently used first).
 
 mod sample;
 mod shadow;
