@@ -2,9 +2,9 @@
 //!
 //! A [`Replacer`] is one replacement algorithm over dense keys. [`Owned`]
 //! runs two instances of the same algorithm: one over blocks (the keys are
-//! slab slots of every size class; the weight of a block is its size in
-//! bytes; its tag is its granule, so ghosts and sketches recognise a block
-//! that comes back), and one over groups.
+//! the engine's block ids, size class and slab slot; the weight of a block
+//! is its size in bytes; its tag is its granule, so ghosts and sketches
+//! recognise a block that comes back), and one over groups.
 //!
 //! # How the algorithms map onto groups
 //!
