@@ -587,6 +587,12 @@ impl Owner {
         }
         tracing::error!(bdev = %self.params.name, reason = why, dirty_bytes = self.engine.stats().dirty_bytes,
             "cache device failing: volume falls back to pass-through");
+        // Removals (of the blocks forgotten below, or invalidated by later
+        // pass-through writes) may never reach the failing device: a restart
+        // must not trust clean blocks, whether or not I/O was in flight at
+        // this moment (then the blocks stay in the table for now).
+        self.params.load_clean = false;
+        self.shared.set_params(&self.params);
         if self.engine.stats().dirty_bytes == 0 {
             // Nothing to lose: forget every cached block (reads and writes
             // then bypass the failing device entirely) and pass through.
@@ -598,10 +604,6 @@ impl Owner {
                 for b in self.engine.cached_blocks() {
                     self.meta.remove(b.cache_addr, b.offset);
                 }
-                // Those removals may never reach the failing device: a
-                // restart must not trust clean blocks.
-                self.params.load_clean = false;
-                self.shared.set_params(&self.params);
                 if let Ok(fresh) = Engine::new(self.engine.config().clone()) {
                     self.engine = fresh;
                 }
