@@ -601,11 +601,12 @@ fn rows() -> Vec<Row> {
             let v = parse(out);
             assert_eq!(v["usage"]["capacity_bytes"], json!(16u64 << 20));
             assert_eq!(v["mrc"]["miss_ratio"].as_array().map(Vec::len), Some(5));
-            // The dataplane's default eviction: pinned, no online choice.
-            assert_eq!(
-                v["eviction"],
-                json!({"policy": "lru2", "configured": "lru2", "auto": null})
-            );
+            // The dataplane's default eviction: online choice, starting
+            // with S3-FIFO.
+            assert_eq!(v["eviction"]["configured"], json!("auto"), "{out}");
+            assert_eq!(v["eviction"]["policy"], json!("s3fifo"), "{out}");
+            assert_eq!(v["eviction"]["auto"]["active"], json!("s3fifo"), "{out}");
+            assert_eq!(v["eviction"]["auto"]["switches"], json!(0), "{out}");
         }),
         row("bdev_adacache_get_mrc", &["AC0"], |_, out| {
             // No I/O yet: an empty curve at the volume's smallest block.
