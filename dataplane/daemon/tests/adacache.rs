@@ -703,8 +703,8 @@ fn miss_ratio_curve_and_eviction_choice() {
         "bdev_malloc_create",
         json!({"name": "Cache0", "num_blocks": 131072, "block_size": SECTOR}),
     );
-    // Default block sizes, online eviction choice (the dataplane's
-    // default is lru2); no sequential cutoff, so that every read goes
+    // Default block sizes, online eviction choice (asked for explicitly,
+    // although it is the default); no sequential cutoff, so that every read goes
     // through the engine.
     call(
         "bdev_adacache_create",

@@ -221,8 +221,8 @@ impl EvictionConfig {
 }
 
 impl Config {
-    /// AdaCache's default: 32/64/128/256 KiB blocks, write-back, always admit,
-    /// two-level LRU.
+    /// AdaCache's blocks (32/64/128/256 KiB), write-back, always admit, and
+    /// online eviction choice (`auto`: S3-FIFO or the two-level LRU).
     pub fn adaptive(volume_size: u64, capacity: u64) -> Config {
         Config {
             volume_size,

@@ -34,6 +34,11 @@
 //! - AdaCache III.D, two-level replacement: the block and group LRU lists in
 //!   `blocks.rs`/`group.rs`, the victim choice in `Engine::reclaim`
 //!   (`engine.rs`), the policy hook in [`eviction::TwoLevelLru`].
+//! - S3-FIFO, SIEVE, ARC and W-TinyLFU, choosing victims at block and at
+//!   group level: [`eviction::Owned`] and `eviction/{s3fifo,sieve,arc,
+//!   wtinylfu}.rs`; online choice among them by sampled shadow caches (the
+//!   default, `auto`): [`choice`]; per-volume miss-ratio curves (SHARDS):
+//!   [`mrc`].
 //! - LEA lazy eviction, Algorithm 2: [`eviction::Lazy`], including how it is
 //!   applied to groups.
 //! - Admission: [`admission::Always`]; [`admission::NHit`]

@@ -3,13 +3,13 @@
 //! switches the volume to the policy whose shadow misses least, without
 //! flushing the cache.
 //!
-//! - Sampling ([`sample`]): SHARDS-style spatial sampling of granules (the
+//! - Sampling (`sample.rs`): SHARDS-style spatial sampling of granules (the
 //!   smallest block size). The rate is chosen so that each shadow holds
 //!   about [`TARGET_SLOTS`] granules (SHARDS' fixed-size variant), at most
 //!   [`MAX_RATE`] of them, except that a cache no larger than a shadow is
 //!   shadowed whole: memory is bounded whatever the cache size, and the CPU
 //!   cost is a hash per granule plus `rate` of a cache lookup per shadow.
-//! - Shadows ([`shadow`]): each candidate's algorithm over the sampled
+//! - Shadows (`shadow.rs`): each candidate's algorithm over the sampled
 //!   granules, in a cache of `capacity * rate` granules.
 //! - Decision: every window of sampled accesses (twice the shadow's size,
 //!   at least [`MIN_WINDOW`]), each shadow's hits feed an

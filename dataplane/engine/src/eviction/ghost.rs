@@ -9,8 +9,8 @@ use crate::map::U32Map;
 /// A FIFO of tags bounded by total weight.
 #[derive(Clone, Debug)]
 pub(crate) struct Ghost {
-    /// Oldest first: (tag, weight, sequence number at insertion).
-    ring: VecDeque<(u32, u32, u64)>,
+    /// Oldest first: (tag, sequence number at insertion).
+    ring: VecDeque<(u32, u64)>,
     /// Live tags: the sequence number of their ring entry and their weight.
     /// A tag taken back out leaves a stale ring entry, skipped when it
     /// reaches the front.
@@ -49,7 +49,7 @@ impl Ghost {
         }
         self.take(tag);
         self.seq += 1;
-        self.ring.push_back((tag, weight, self.seq));
+        self.ring.push_back((tag, self.seq));
         self.index.insert(tag, (self.seq, weight));
         self.weight += weight as u64;
         self.trim(self.capacity);
@@ -57,7 +57,7 @@ impl Ghost {
             // Many tags were taken back: drop their stale entries at once.
             let index = &self.index;
             self.ring
-                .retain(|&(t, _, s)| index.get(t).is_some_and(|e| e.0 == s));
+                .retain(|&(t, s)| index.get(t).is_some_and(|e| e.0 == s));
         }
     }
 
@@ -71,10 +71,10 @@ impl Ghost {
     /// Drops the oldest ghosts until at most `limit` weight is left.
     pub fn trim(&mut self, limit: u64) {
         while self.weight > limit {
-            let Some((tag, w, seq)) = self.ring.pop_front() else {
+            let Some((tag, seq)) = self.ring.pop_front() else {
                 break;
             };
-            if self.index.get(tag).is_some_and(|e| e.0 == seq) {
+            if let Some((_, w)) = self.index.get(tag).filter(|e| e.0 == seq) {
                 self.index.remove(tag);
                 self.weight -= w as u64;
             }
