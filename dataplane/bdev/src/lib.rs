@@ -40,6 +40,7 @@ pub mod delay;
 pub mod error;
 pub mod error_inject;
 pub mod file;
+mod huge;
 pub mod layered;
 pub mod malloc;
 pub mod rbd;

@@ -3,17 +3,19 @@
 use std::sync::RwLock;
 
 use crate::buf::IoBuf;
+use crate::huge::{HugeChunk, HUGE_PAGE};
 use crate::{uuid_from_name, BdevError, BdevInfo, DmaBuf, IoKind, Result};
 
 /// Memory is kept in chunks, each behind its own lock, so that concurrent
 /// I/O from different queues to different places never contends, and
 /// overlapping I/O is ordered rather than racing (which Rust forbids).
-const CHUNK: u64 = 1 << 20;
+/// One huge page each (see [`crate::huge`]).
+const CHUNK: u64 = HUGE_PAGE as u64;
 
 /// A RAM-backed bdev.
 pub struct MallocBdev {
     info: BdevInfo,
-    chunks: Vec<RwLock<Box<[u8]>>>,
+    chunks: Vec<RwLock<HugeChunk>>,
 }
 
 impl MallocBdev {
@@ -36,7 +38,7 @@ impl MallocBdev {
         let chunks = (0..n_chunks)
             .map(|i| {
                 let len = CHUNK.min(size - i * CHUNK) as usize;
-                RwLock::new(vec![0u8; len].into_boxed_slice())
+                RwLock::new(HugeChunk::zeroed(len))
             })
             .collect();
         Ok(Self {

@@ -171,6 +171,8 @@ pub struct App {
     /// The `rackcache_cache_*` series of every cached bdev (see
     /// `methods::adacache::metrics`).
     pub cache_metrics: crate::methods::adacache::metrics::CacheMetrics,
+    /// Told of NVMe/TCP activity; `--busy-poll`'s spinners watch it.
+    pub poller: nvmf_tgt::Poller,
 }
 
 impl App {
@@ -182,6 +184,7 @@ impl App {
             metrics: Registry::new(),
             persist: OnceLock::new(),
             cache_metrics: Default::default(),
+            poller: Default::default(),
         }
     }
 }

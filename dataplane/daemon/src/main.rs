@@ -54,6 +54,13 @@ struct Args {
     /// (GET /healthz, GET /readyz) on this TCP address.
     #[arg(long)]
     metrics_listen: Option<std::net::SocketAddr>,
+    /// How the runtime's threads wait for I/O: `off` sleeps whenever
+    /// nothing is ready (no CPU when idle); `on` never sleeps (a busy core
+    /// per runtime thread, as SPDK's reactors: the lowest latency); a
+    /// window such as `50us` spins that long after the last NVMe/TCP
+    /// activity, then sleeps.
+    #[arg(long, default_value = "off")]
+    busy_poll: nvmf_tgt::PollMode,
     /// Log format.
     #[arg(long, value_enum, default_value = "text")]
     log_format: LogFormat,
@@ -79,7 +86,7 @@ fn read_token(path: &std::path::Path) -> Result<String, String> {
 /// cross-thread wake-ups; measured on the NVMe/TCP bench (loadgen's
 /// benches/nvmf_tcp.rs). With more cores, one worker per core.
 /// `RACKCACHE_RUNTIME=current-thread|multi-thread` overrides the choice.
-fn runtime_builder() -> tokio::runtime::Builder {
+fn runtime_builder() -> (tokio::runtime::Builder, usize) {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let current_thread = match std::env::var("RACKCACHE_RUNTIME").as_deref() {
         Ok("current-thread") => true,
@@ -87,9 +94,11 @@ fn runtime_builder() -> tokio::runtime::Builder {
         _ => cpus == 1,
     };
     if current_thread {
-        tokio::runtime::Builder::new_current_thread()
+        (tokio::runtime::Builder::new_current_thread(), 1)
     } else {
-        tokio::runtime::Builder::new_multi_thread()
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.worker_threads(cpus);
+        (b, cpus)
     }
 }
 
@@ -104,14 +113,24 @@ fn main() -> ExitCode {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
     }
-    let rt = match runtime_builder().enable_all().build() {
+    let (mut builder, threads) = runtime_builder();
+    let rt = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("rackcache-dataplane: start runtime: {e}");
             return ExitCode::FAILURE;
         }
     };
-    match rt.block_on(run(args)) {
+    // One spinner per runtime thread (see nvmf_tgt::poller); the runtime
+    // drops them when it shuts down.
+    if args.busy_poll != nvmf_tgt::PollMode::Interrupt {
+        tracing::info!(mode = %args.busy_poll, threads, "busy polling");
+    }
+    let app = Arc::new(App::new());
+    for _ in 0..threads {
+        rt.spawn(app.poller.clone().spin(args.busy_poll));
+    }
+    match rt.block_on(run(args, app)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!(error = %e, "rackcache-dataplane failed");
@@ -168,9 +187,8 @@ async fn load_config(args: &Args, app: &App) -> Result<(), String> {
     Ok(())
 }
 
-async fn run(args: Args) -> Result<(), String> {
+async fn run(args: Args, app: Arc<App>) -> Result<(), String> {
     let tcp = tcp_options(&args)?;
-    let app = Arc::new(App::new());
     let (stop_tx, stop_rx) = watch::channel(false);
     // The metrics port carries the Kubernetes probes: it listens first, so
     // the liveness probe is answered while a long configuration (cache

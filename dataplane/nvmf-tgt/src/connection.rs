@@ -1368,7 +1368,9 @@ pub(crate) async fn serve<R, W>(
     // and its place in line.
     let mut grant_wait: GrantWait = Box::pin(std::future::pending());
     let mut grant_key: Option<(u16, u64)> = None;
+    let poller = conn.target.poller.clone();
     loop {
+        poller.note_activity();
         for op in conn.submit.drain(..) {
             inflight.push(execute(op));
         }

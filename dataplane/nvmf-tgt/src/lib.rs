@@ -38,11 +38,13 @@ pub mod identify;
 mod io;
 pub mod log_page;
 pub mod outbox;
+pub mod poller;
 pub mod stats;
 pub mod subsystem;
 mod target;
 
 pub use controller::{Controller, QpairCountsSnapshot, QpairPath, Revocation};
+pub use poller::{PollMode, Poller};
 pub use subsystem::{ListenAddress, Namespace, Subsystem, SubsystemConfig, DISCOVERY_NQN};
 pub use target::{Target, TargetStats, TransportOptions, MAX_TIMEOUT};
 

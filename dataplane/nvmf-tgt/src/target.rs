@@ -14,6 +14,7 @@ use tokio::sync::{mpsc, watch, Semaphore};
 use crate::bufpool::SharedBuffers;
 use crate::controller::{Controller, QpairCounts, QpairCountsSnapshot, Revocation};
 use crate::log_page::DiscoveryEntry;
+use crate::poller::Poller;
 use crate::stats::SubsystemStats;
 use crate::subsystem::{validate_nqn, ListenAddress, Subsystem, SubsystemConfig, DISCOVERY_NQN};
 use crate::TargetError;
@@ -221,6 +222,8 @@ pub(crate) struct Inner {
     pub(crate) abandoned: Arc<Counter>,
     /// Controllers torn down whose queue pairs are still draining.
     releasing: Mutex<Vec<Releasing>>,
+    /// Told of every connection's activity (busy polling's window).
+    pub(crate) poller: Poller,
 }
 
 /// A controller with open queue pairs, tracked until the last closes.
@@ -337,6 +340,16 @@ pub struct Target {
 impl Target {
     /// A target with no subsystems but discovery, no listeners.
     pub fn new(opts: TransportOptions, metrics: Arc<Registry>) -> Result<Self, TargetError> {
+        Self::with_poller(opts, metrics, Poller::default())
+    }
+
+    /// [`Target::new`], its connections reporting their activity to
+    /// `poller` (whose spinners the caller runs: see [`crate::poller`]).
+    pub fn with_poller(
+        opts: TransportOptions,
+        metrics: Arc<Registry>,
+        poller: Poller,
+    ) -> Result<Self, TargetError> {
         opts.validate()?;
         let (drain_tx, drain_rx) = mpsc::channel(1);
         let mut dcfg = SubsystemConfig::new(DISCOVERY_NQN);
@@ -401,6 +414,7 @@ impl Target {
                 buffers,
                 abandoned,
                 releasing: Mutex::new(Vec::new()),
+                poller,
             }),
         })
     }

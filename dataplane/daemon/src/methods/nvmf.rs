@@ -288,7 +288,7 @@ pub(super) async fn create_transport(app: &App, params: Option<Value>) -> Result
         "rackcache_write_timeout_ms": opts.write_timeout.as_millis() as u64,
         "rackcache_max_connections_per_listener": opts.max_connections_per_listener,
     });
-    let target = Target::new(opts, Arc::clone(&app.metrics))?;
+    let target = Target::with_poller(opts, Arc::clone(&app.metrics), app.poller.clone())?;
     state.nvmf.target = Some(target);
     state.nvmf.transport = Some(saved);
     tracing::info!("NVMe/TCP transport created");
