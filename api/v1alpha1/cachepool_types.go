@@ -149,6 +149,15 @@ type CachePoolSpec struct {
 	// Resources of the dataplane container.
 	// +optional
 	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+	// BusyPoll is how the dataplane's threads wait for I/O: "off" (the
+	// default) sleeps when idle; "on" never sleeps, spending a core per
+	// dataplane thread for the lowest latency (as SPDK's reactors); a
+	// window such as "50us" or "2ms" spins that long after the last
+	// NVMe/TCP activity, then sleeps. Give the container whole CPUs
+	// (Guaranteed QoS with the static CPU manager) before turning it on.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^(off|on|[1-9][0-9]{0,5}us|[1-9][0-9]{0,2}ms|1000ms)$`
+	BusyPoll string `json:"busyPoll,omitempty"`
 }
 
 // ServerStatus is what the operator last read from one cache server.

@@ -48,8 +48,8 @@ func persistPath(pool string) string { return persistDir + "/" + pool }
 
 // dataplaneArgs are the dataplane's flags; $(POD_IP) is expanded by the
 // kubelet from the container's environment.
-func dataplaneArgs(pool string) []string {
-	return []string{
+func dataplaneArgs(pool string, busyPoll string) []string {
+	args := []string{
 		"--rpc-socket", socketDir + "/spdk.sock",
 		fmt.Sprintf("--rpc-listen=$(POD_IP):%d", servers.RPCPort),
 		"--rpc-token-file", tokenDir + "/" + servers.TokenKey,
@@ -60,6 +60,10 @@ func dataplaneArgs(pool string) []string {
 		"--config-persist", persistPath(pool) + "/config.json",
 		"--log-format", "json",
 	}
+	if busyPoll != "" {
+		args = append(args, "--busy-poll", busyPoll)
+	}
+	return args
 }
 
 // desiredDaemonSet is the DaemonSet running pool's dataplane on every node
@@ -104,7 +108,7 @@ func container(pool *rcv1.CachePool) *corev1ac.ContainerApplyConfiguration {
 	c := corev1ac.Container().
 		WithName(containerName).
 		WithImage(pool.Spec.Image).
-		WithArgs(dataplaneArgs(pool.Name)...).
+		WithArgs(dataplaneArgs(pool.Name, pool.Spec.BusyPoll)...).
 		WithEnv(
 			corev1ac.EnvVar().WithName("POD_IP").WithValueFrom(corev1ac.EnvVarSource().
 				WithFieldRef(corev1ac.ObjectFieldSelector().WithFieldPath("status.podIP"))),

@@ -87,16 +87,20 @@ func TestDesiredDaemonSetContainer(t *testing.T) {
 	}
 	withPort := testPool("port")
 	withPort.Spec.Port = 4421
+	polling := testPool("poll")
+	polling.Spec.BusyPoll = "50us"
 	cases := []struct {
 		name       string
 		pool       *rcv1.CachePool
 		pullPolicy corev1.PullPolicy
 		resources  corev1.ResourceRequirements
 		nvmePort   int32
+		extraArgs  []string
 	}{
-		{"defaults", testPool("plain"), "", corev1.ResourceRequirements{}, 4420},
-		{"resources and pull policy", withResources, corev1.PullAlways, withResources.Spec.Resources, 4420},
-		{"other NVMe/TCP port", withPort, "", corev1.ResourceRequirements{}, 4421},
+		{"defaults", testPool("plain"), "", corev1.ResourceRequirements{}, 4420, nil},
+		{"resources and pull policy", withResources, corev1.PullAlways, withResources.Spec.Resources, 4420, nil},
+		{"other NVMe/TCP port", withPort, "", corev1.ResourceRequirements{}, 4421, nil},
+		{"busy polling", polling, "", corev1.ResourceRequirements{}, 4420, []string{"--busy-poll", "50us"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -125,6 +129,7 @@ func TestDesiredDaemonSetContainer(t *testing.T) {
 				"--config-persist", "/var/lib/rackcache/" + tc.pool.Name + "/config.json",
 				"--log-format", "json",
 			}
+			wantArgs = append(wantArgs, tc.extraArgs...)
 			if !slices.Equal(c.Args, wantArgs) {
 				t.Errorf("args\n got %q\nwant %q", c.Args, wantArgs)
 			}

@@ -71,6 +71,22 @@ var _ = Describe("CachePool", func() {
 		Entry(nil, "wtinylfu"),
 	)
 
+	// Every busy-poll value the CRD takes must parse in the dataplane
+	// (--busy-poll: off, on, or a window of at most 1s).
+	DescribeTable("accepts busy-poll modes the dataplane parses",
+		func(ctx context.Context, mode string) {
+			p := validPool("busypoll-" + objectNamePart(mode))
+			p.Spec.BusyPoll = mode
+			create(ctx, p)
+		},
+		Entry(nil, "off"),
+		Entry(nil, "on"),
+		Entry(nil, "50us"),
+		Entry(nil, "999999us"),
+		Entry(nil, "2ms"),
+		Entry(nil, "1000ms"),
+	)
+
 	DescribeTable("the apiserver rejects a violating pool with the rule's message",
 		func(ctx context.Context, name string, mutate func(*rcv1.CachePool), want string) {
 			p := validPool("bad-" + strings.ReplaceAll(strings.ToLower(name), " ", "-"))
@@ -136,6 +152,12 @@ var _ = Describe("CachePool", func() {
 		poolRejects("wake-up on nop cleaning", func(p *rcv1.CachePool) {
 			p.Spec.Policies.Cleaning = &rcv1.Cleaning{Policy: rcv1.CleaningNop, WakeUpMs: ptr.To[int32](5)}
 		}, "wakeUpMs does not apply to policy Nop"),
+		poolRejects("busy-poll window in seconds", func(p *rcv1.CachePool) { p.Spec.BusyPoll = "1s" },
+			"spec.busyPoll in body should match"),
+		poolRejects("busy-poll window over a second", func(p *rcv1.CachePool) { p.Spec.BusyPoll = "1001ms" },
+			"spec.busyPoll in body should match"),
+		poolRejects("busy-poll window of zero", func(p *rcv1.CachePool) { p.Spec.BusyPoll = "0us" },
+			"spec.busyPoll in body should match"),
 		poolRejects("unknown write mode", func(p *rcv1.CachePool) { p.Spec.WriteMode = "wb" },
 			`Unsupported value: "wb"`),
 		poolRejects("port out of range", func(p *rcv1.CachePool) { p.Spec.Port = 70000 },

@@ -16,16 +16,18 @@
 //! Every process started here (the daemon, Ceph's daemons through
 //! hack/ceph.sh, `rbd bench`) is stopped by PID, also when a step fails.
 
+mod daemon;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::panic::AssertUnwindSafe;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
+use daemon::Daemon;
 use loadgen::run::{run, Report, RunParams, DEFAULT_HOSTNQN};
 use loadgen::workload::Pattern;
-use serde_json::{json, Value};
+use serde_json::json;
 use testkit::{Ceph, TempDir};
 
 const TARGET_CPU: usize = 0;
@@ -84,164 +86,6 @@ fn seconds() -> Duration {
         .filter(|s| *s > 0.0)
         .unwrap_or(3.0);
     Duration::from_secs_f64(s)
-}
-
-/// Newest modification time of the files under `dir`.
-fn newest_mtime(dir: &Path) -> Option<SystemTime> {
-    let mut newest = None;
-    for e in std::fs::read_dir(dir).ok()?.flatten() {
-        let t = if e.file_type().ok()?.is_dir() {
-            newest_mtime(&e.path())
-        } else {
-            e.metadata().ok()?.modified().ok()
-        };
-        newest = newest.max(t);
-    }
-    newest
-}
-
-/// The daemon binary: $RACKCACHE_DATAPLANE_BIN, or the release build in
-/// this bench's target directory. Warns when it is older than the sources
-/// it is built from.
-fn daemon_binary() -> Result<PathBuf, String> {
-    if let Some(p) = std::env::var_os("RACKCACHE_DATAPLANE_BIN") {
-        return Ok(p.into());
-    }
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    // target/release/deps/nvmf_tcp-HASH -> target/release/rackcache-dataplane
-    let bin = exe
-        .parent()
-        .and_then(Path::parent)
-        .map(|d| d.join("rackcache-dataplane"))
-        .filter(|p| p.exists())
-        .ok_or_else(|| {
-            "no release rackcache-dataplane beside this bench: run `cargo build --release --workspace --bins` first (or set RACKCACHE_DATAPLANE_BIN)".to_string()
-        })?;
-    let built = std::fs::metadata(&bin).and_then(|m| m.modified()).ok();
-    let dataplane = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let sources = ["daemon", "nvmf-tgt", "nvmf", "bdev", "metrics", "httpd"]
-        .iter()
-        .filter_map(|c| newest_mtime(&dataplane.join(c).join("src")))
-        .max();
-    if let (Some(b), Some(s)) = (built, sources) {
-        if s > b {
-            eprintln!(
-                "warning: {} is older than its sources: rebuild with `cargo build --release --workspace --bins`",
-                bin.display()
-            );
-        }
-    }
-    Ok(bin)
-}
-
-/// The daemon under test, stopped by PID (SIGTERM, then SIGKILL) on drop.
-struct Daemon {
-    child: Child,
-    socket: PathBuf,
-    log: PathBuf,
-}
-
-impl Daemon {
-    fn start(bin: &Path, dir: &Path) -> Result<Self, String> {
-        let socket = dir.join("spdk.sock");
-        let log = dir.join("dataplane.log");
-        let stderr = std::fs::File::create(&log).map_err(|e| e.to_string())?;
-        let child = Command::new("taskset")
-            .args(["-c", &TARGET_CPU.to_string()])
-            .arg(bin)
-            .arg("--rpc-socket")
-            .arg(&socket)
-            .env("RACKCACHE_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(stderr)
-            .spawn()
-            .map_err(|e| format!("start taskset {}: {e}", bin.display()))?;
-        // taskset execs the daemon: the PID is the daemon's.
-        let mut d = Daemon { child, socket, log };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !d.socket.exists() {
-            if let Ok(Some(st)) = d.child.try_wait() {
-                return Err(format!("the daemon exited ({st}):\n{}", d.log_tail()));
-            }
-            if Instant::now() > deadline {
-                return Err(format!(
-                    "the daemon did not open its socket:\n{}",
-                    d.log_tail()
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Ok(d)
-    }
-
-    fn log_tail(&self) -> String {
-        let s = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = s.lines().collect();
-        lines[lines.len().saturating_sub(20)..].join("\n")
-    }
-
-    /// One JSON-RPC call over the Unix socket.
-    fn rpc(&self, method: &str, params: Value) -> Result<Value, String> {
-        let mut s = std::os::unix::net::UnixStream::connect(&self.socket)
-            .map_err(|e| format!("{method}: connect: {e}"))?;
-        s.set_read_timeout(Some(Duration::from_secs(60)))
-            .map_err(|e| e.to_string())?;
-        let req = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-        s.write_all(req.to_string().as_bytes())
-            .map_err(|e| format!("{method}: {e}"))?;
-        let mut v: Value = serde_json::Deserializer::from_reader(&mut s)
-            .into_iter()
-            .next()
-            .ok_or_else(|| format!("{method}: no response"))?
-            .map_err(|e| format!("{method}: {e}"))?;
-        match v.get("error") {
-            Some(e) => Err(format!("{method}: {e}")),
-            None => Ok(v["result"].take()),
-        }
-    }
-
-    /// Exports `bdev` as the only namespace of `nqn` on a fresh port.
-    fn export(&self, nqn: &str, bdev: &str) -> Result<String, String> {
-        let port = free_port();
-        self.rpc(
-            "nvmf_create_subsystem",
-            json!({"nqn": nqn, "serial_number": "RCBENCH", "allow_any_host": true}),
-        )?;
-        self.rpc(
-            "nvmf_subsystem_add_ns",
-            json!({"nqn": nqn, "namespace": {"bdev_name": bdev}}),
-        )?;
-        self.rpc(
-            "nvmf_subsystem_add_listener",
-            json!({"nqn": nqn, "listen_address": {
-                "trtype": "TCP", "adrfam": "IPv4", "traddr": "127.0.0.1", "trsvcid": port.to_string()
-            }}),
-        )?;
-        Ok(format!("127.0.0.1:{port}"))
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        // SAFETY: signalling our own child by PID.
-        unsafe { sys::kill(self.child.id() as i32, sys::SIGTERM) };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
 }
 
 /// One workload as loadgen runs it.
@@ -407,20 +251,20 @@ fn rbd_bench(
 
 /// One line of the table.
 struct Row {
-    bdev: &'static str,
+    target: String,
     workload: String,
     iops: Option<f64>,
     gib: Option<f64>,
     lat: Option<(f64, f64, f64, f64)>,
-    /// `(what, ours / reference, good when the ratio is below 1)`.
-    versus: Vec<(String, f64, bool)>,
+    /// `(what, ours / reference, good when below 1, judged against a goal)`.
+    versus: Vec<(String, f64, bool, bool)>,
 }
 
 impl Row {
-    fn from_report(bdev: &'static str, w: Workload, r: &Report) -> Self {
+    fn from_report(target: &str, w: Workload, r: &Report) -> Self {
         let l = &r.latency;
         Self {
-            bdev,
+            target: target.into(),
             workload: w.name.into(),
             iops: Some(r.iops),
             gib: Some(gib_per_s(r)),
@@ -429,8 +273,15 @@ impl Row {
         }
     }
 
+    /// A ratio shown as it is.
     fn versus(mut self, what: impl Into<String>, ours: f64, reference: f64, lower: bool) -> Self {
-        self.versus.push((what.into(), ours / reference, lower));
+        self.versus.push((what.into(), ours / reference, lower, false));
+        self
+    }
+
+    /// A ratio marked `ok` or `MISS` against a goal of 1.
+    fn judged(mut self, what: impl Into<String>, ours: f64, reference: f64, lower: bool) -> Self {
+        self.versus.push((what.into(), ours / reference, lower, true));
         self
     }
 }
@@ -438,8 +289,8 @@ impl Row {
 fn print_table(rows: &[Row], notes: &[String]) {
     println!();
     println!(
-        "{:<7} {:<20} {:>9} {:>7} {:>7} {:>7} {:>8} {:>7}  vs (ours/reference; ok = meets the target)",
-        "bdev", "workload", "IOPS", "GiB/s", "p50 us", "p99 us", "p99.9 us", "avg us"
+        "{:<16} {:<20} {:>9} {:>7} {:>7} {:>7} {:>8} {:>7}  vs (ours/reference; ok/MISS = meets the goal)",
+        "target", "workload", "IOPS", "GiB/s", "p50 us", "p99 us", "p99.9 us", "avg us"
     );
     let opt = |v: Option<f64>, prec: usize| v.map_or("-".to_string(), |v| format!("{v:.prec$}"));
     for r in rows {
@@ -450,22 +301,18 @@ fn print_table(rows: &[Row], notes: &[String]) {
         let vs: Vec<String> = r
             .versus
             .iter()
-            .map(|(what, ratio, lower)| {
-                let mark = if what.starts_with("target") {
-                    if (*lower && *ratio <= 1.0) || (!*lower && *ratio >= 1.0) {
-                        " ok"
-                    } else {
-                        " MISS"
-                    }
-                } else {
-                    ""
+            .map(|(what, ratio, lower, judged)| {
+                let mark = match (judged, (*lower && *ratio <= 1.0) || (!*lower && *ratio >= 1.0)) {
+                    (false, _) => "",
+                    (true, true) => " ok",
+                    (true, false) => " MISS",
                 };
                 format!("{what} {ratio:.2}{mark}")
             })
             .collect();
         println!(
-            "{:<7} {:<20} {:>9} {:>7} {:>7} {:>7} {:>8} {:>7}  {}",
-            r.bdev,
+            "{:<16} {:<20} {:>9} {:>7} {:>7} {:>7} {:>8} {:>7}  {}",
+            r.target,
             r.workload,
             opt(r.iops, 0),
             opt(r.gib, 3),
@@ -481,42 +328,81 @@ fn print_table(rows: &[Row], notes: &[String]) {
     }
 }
 
-fn malloc_rows(d: &Daemon, loopback: f64, duration: Duration) -> Result<Vec<Row>, String> {
+/// The malloc workloads, in the order they run on each target.
+const MALLOC_WORKLOADS: [Workload; 5] = [
+    RANDREAD_4K,
+    RANDWRITE_4K,
+    RANDREAD_4K_QD1,
+    SEQREAD_128K,
+    SEQWRITE_128K,
+];
+
+/// Creates a malloc bdev on `d` (ours or SPDK's: the same RPCs), exports
+/// it, fills it, and runs [`MALLOC_WORKLOADS`].
+fn malloc_reports(d: &Daemon, duration: Duration) -> Result<Vec<Report>, String> {
+    d.rpc("nvmf_create_transport", json!({"trtype": "TCP"}))?;
     d.rpc(
         "bdev_malloc_create",
         json!({"name": "Malloc0", "num_blocks": BDEV_BYTES / 4096, "block_size": 4096}),
     )?;
     let addr = d.export(MALLOC_NQN, "Malloc0")?;
     prefill(&addr, MALLOC_NQN)?;
-    let m = |w| measure(&addr, MALLOC_NQN, w, duration);
-    let mut rows = Vec::new();
+    MALLOC_WORKLOADS
+        .iter()
+        .map(|&w| measure(&addr, MALLOC_NQN, w, duration))
+        .collect()
+}
 
-    let r = m(RANDREAD_4K)?;
-    rows.push(
-        Row::from_report("malloc", RANDREAD_4K, &r)
-            .versus("target IOPS", r.iops, GOAL_RANDREAD_IOPS, false)
-            .versus("target p99", r.latency.p99_us, GOAL_RANDREAD_P99_US, true),
-    );
-    let r = m(RANDWRITE_4K)?;
-    rows.push(Row::from_report("malloc", RANDWRITE_4K, &r));
-    let r = m(RANDREAD_4K_QD1)?;
-    rows.push(Row::from_report("malloc", RANDREAD_4K_QD1, &r).versus(
-        "target avg",
-        r.latency.avg_us,
-        GOAL_QD1_AVG_US,
-        true,
-    ));
-    let r = m(SEQREAD_128K)?;
-    let g = gib_per_s(&r);
-    rows.push(
-        Row::from_report("malloc", SEQREAD_128K, &r)
-            .versus("target GiB/s", g, GOAL_SEQREAD_GIB, false)
-            .versus("loopback", g, loopback, false),
-    );
-    let r = m(SEQWRITE_128K)?;
-    let g = gib_per_s(&r);
-    rows.push(Row::from_report("malloc", SEQWRITE_128K, &r).versus("loopback", g, loopback, false));
-    Ok(rows)
+/// One target's malloc rows: the project's goals when `goals`, the
+/// loopback limit for sequential rows, and ratios to each of `bases`
+/// (IOPS, and average latency at QD1), judged when the base is a peer.
+fn malloc_rows(
+    label: &str,
+    reports: &[Report],
+    loopback: f64,
+    goals: bool,
+    bases: &[(&str, &[Report], bool)],
+) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for (i, (w, r)) in MALLOC_WORKLOADS.iter().zip(reports).enumerate() {
+        let mut row = Row::from_report(label, *w, r);
+        let g = gib_per_s(r);
+        if goals {
+            row = match w.name {
+                n if n == RANDREAD_4K.name => row
+                    .judged("goal IOPS", r.iops, GOAL_RANDREAD_IOPS, false)
+                    .judged("goal p99", r.latency.p99_us, GOAL_RANDREAD_P99_US, true),
+                n if n == RANDREAD_4K_QD1.name => {
+                    row.judged("goal avg", r.latency.avg_us, GOAL_QD1_AVG_US, true)
+                }
+                n if n == SEQREAD_128K.name => {
+                    row.judged("goal GiB/s", g, GOAL_SEQREAD_GIB, false)
+                }
+                _ => row,
+            };
+        }
+        if w.block_size > 4096 {
+            row = row.versus("loopback", g, loopback, false);
+        }
+        for (name, base, peer) in bases {
+            let b = &base[i];
+            let (iops, avg) = (format!("IOPS/{name}"), format!("avg/{name}"));
+            row = if *peer {
+                row.judged(iops, r.iops, b.iops, false)
+            } else {
+                row.versus(iops, r.iops, b.iops, false)
+            };
+            if w.queue_depth == 1 {
+                row = if *peer {
+                    row.judged(avg, r.latency.avg_us, b.latency.avg_us, true)
+                } else {
+                    row.versus(avg, r.latency.avg_us, b.latency.avg_us, true)
+                };
+            }
+        }
+        rows.push(row);
+    }
+    rows
 }
 
 fn rbd_rows(d: &Daemon, ceph: &Ceph, duration: Duration) -> Result<Vec<Row>, String> {
@@ -567,9 +453,9 @@ fn rbd_rows(d: &Daemon, ceph: &Ceph, duration: Duration) -> Result<Vec<Row>, Str
     ] {
         let r = measure(&addr, RBD_NQN, w, duration)?;
         let raw = rbd_bench(ceph, &image, io_type, w, duration)?;
-        rows.push(Row::from_report("rbd", w, &r).versus("rbd bench", r.iops, raw, false));
+        rows.push(Row::from_report("rbd", w, &r).judged("rbd bench", r.iops, raw, false));
         rows.push(Row {
-            bdev: "rbd",
+            target: "rbd".into(),
             workload: format!("  rbd bench {io_type}"),
             iops: Some(raw),
             gib: Some(raw * w.block_size as f64 / f64::from(1 << 30)),
@@ -608,7 +494,8 @@ fn bench() -> Result<(), String> {
             "needs CPUs {TARGET_CPU} and {LOADGEN_CPU}, this machine has {cpus}"
         ));
     }
-    let bin = daemon_binary()?;
+    let bin = daemon::daemon_binary()?;
+    let spdk = daemon::spdk_binary()?;
     let mut notes = vec![format!(
         "{} s per workload; target on CPU {TARGET_CPU}, load generator on CPU {LOADGEN_CPU}; {}",
         duration.as_secs_f64(),
@@ -617,7 +504,7 @@ fn bench() -> Result<(), String> {
     println!("nvmf_tcp: loopback TCP limit ...");
     let loopback = loopback_gib_per_s(duration).map_err(|e| format!("loopback: {e}"))?;
     let mut rows = vec![Row {
-        bdev: "-",
+        target: "-".into(),
         workload: "loopback TCP 128K".into(),
         iops: None,
         gib: Some(loopback),
@@ -626,19 +513,47 @@ fn bench() -> Result<(), String> {
     }];
 
     let work = TempDir::new("rackcache-bench-nvmf");
+    // Each target runs alone on CPU 0: a polling one would take the CPU
+    // from another left running idle.
+    let on_malloc = |d: Daemon| {
+        malloc_reports(&d, duration).map_err(|e| format!("{e}\ntarget log:\n{}", d.log_tail()))
+    };
+    println!("nvmf_tcp: malloc bdev, interrupt mode ...");
+    let interrupt = on_malloc(Daemon::start(&bin, work.path(), &["--busy-poll", "off"])?)?;
+    println!("nvmf_tcp: malloc bdev, busy polling ...");
+    let poll = on_malloc(Daemon::start(&bin, work.path(), &["--busy-poll", "on"])?)?;
+    let spdk_reports = match &spdk {
+        Some(s) => {
+            println!("nvmf_tcp: malloc bdev, SPDK's nvmf_tgt ({}) ...", s.display());
+            Some(on_malloc(Daemon::start_spdk(s, work.path())?)?)
+        }
+        None => {
+            notes.push(
+                "no SPDK comparison: set RACKCACHE_BENCH_SPDK to a local SPDK build (docs/dataplane.md#benchmark)"
+                    .into(),
+            );
+            None
+        }
+    };
+    let mut poll_bases: Vec<(&str, &[Report], bool)> = vec![("interrupt", &interrupt, false)];
+    let mut interrupt_bases = Vec::new();
+    if let Some(s) = &spdk_reports {
+        poll_bases.push(("spdk", s, true));
+        interrupt_bases.push(("spdk", s.as_slice(), false));
+        rows.extend(malloc_rows("malloc spdk", s, loopback, false, &[]));
+    }
+    rows.extend(malloc_rows("malloc interrupt", &interrupt, loopback, true, &interrupt_bases));
+    rows.extend(malloc_rows("malloc poll", &poll, loopback, true, &poll_bases));
+
     // Declared before the daemon so that it is stopped after it.
     let mut ceph: Option<Ceph> = None;
-    let daemon = Daemon::start(&bin, work.path())?;
-    daemon.rpc("nvmf_create_transport", json!({"trtype": "TCP"}))?;
-    println!("nvmf_tcp: malloc bdev ...");
-    rows.extend(
-        malloc_rows(&daemon, loopback, duration)
-            .map_err(|e| format!("{e}\ndaemon log:\n{}", daemon.log_tail()))?,
-    );
-
     if std::env::var("RACKCACHE_BENCH_CEPH").as_deref() == Ok("0") {
         notes.push("rbd rows skipped: RACKCACHE_BENCH_CEPH=0".into());
     } else {
+        // Interrupt mode: Ceph's daemons share these two CPUs, and a
+        // polling target would take one from them.
+        let daemon = Daemon::start(&bin, work.path(), &["--busy-poll", "off"])?;
+        daemon.rpc("nvmf_create_transport", json!({"trtype": "TCP"}))?;
         println!("nvmf_tcp: starting a one-node Ceph ...");
         match std::panic::catch_unwind(Ceph::start) {
             Ok(c) => {
@@ -657,8 +572,8 @@ fn bench() -> Result<(), String> {
                 panic_text(p.as_ref())
             )),
         }
+        drop(daemon);
     }
-    drop(daemon);
     drop(ceph);
     print_table(&rows, &notes);
     Ok(())
