@@ -98,6 +98,17 @@ impl Daemon {
         Self::spawn(cmd, "--rpc-socket", dir, "dataplane")
     }
 
+    /// Ours on any CPU, in interrupt mode, its runtime on one thread (as
+    /// when pinned) and librbd's threads free to run beside Ceph's
+    /// daemons, as `rbd bench` does.
+    pub(crate) fn start_unpinned(bin: &Path, dir: &Path) -> Result<Self, String> {
+        let mut cmd = Command::new(bin);
+        cmd.args(["--busy-poll", "off"])
+            .env("RACKCACHE_RUNTIME", "current-thread")
+            .env("RACKCACHE_LOG", "warn");
+        Self::spawn(cmd, "--rpc-socket", dir, "dataplane-unpinned")
+    }
+
     /// SPDK's `nvmf_tgt` on [`TARGET_CPU`] (its reactor polls, as SPDK
     /// always does), with `RACKCACHE_BENCH_SPDK_ARGS` added (e.g.
     /// `--no-huge -s 1024` where no huge pages are reserved).

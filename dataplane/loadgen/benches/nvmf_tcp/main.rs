@@ -128,8 +128,19 @@ const SEQWRITE_128K: Workload = Workload {
     queue_depth: DEEP_QD,
 };
 
-/// Runs `w` from the load generator's CPU.
+/// Runs `w` from the load generator's CPU, spinning on its socket.
 fn measure(addr: &str, nqn: &str, w: Workload, duration: Duration) -> Result<Report, String> {
+    measure_with(addr, nqn, w, duration, true)
+}
+
+/// Runs `w` from the load generator's CPU; `busy_poll` as SPDK's perf.
+fn measure_with(
+    addr: &str,
+    nqn: &str,
+    w: Workload,
+    duration: Duration,
+    busy_poll: bool,
+) -> Result<Report, String> {
     let p = RunParams {
         addr: addr.into(),
         nqn: nqn.into(),
@@ -140,9 +151,7 @@ fn measure(addr: &str, nqn: &str, w: Workload, duration: Duration) -> Result<Rep
         queues: 1,
         queue_depth: w.queue_depth,
         duration,
-        // As SPDK's perf: the host's core spins, so the figures are the
-        // target's, not the host's wake-up latency.
-        busy_poll: true,
+        busy_poll,
     };
     on_cpu(LOADGEN_CPU, || run(&p).map_err(|e| e.to_string()))
         .map_err(|e| format!("{}: {e}", w.name))
@@ -212,7 +221,9 @@ fn rbd_bench(
     let mut child = Command::new("rbd")
         .arg("--conf")
         .arg(ceph.var("CEPH_CONF"))
-        .args(["bench", "--io-type", io_type, "--io-size"])
+        // librbd's cache off, as the rbd bdev runs it (docs/dataplane.md,
+        // "Durability"): both sides then read and write the OSDs.
+        .args(["--rbd-cache=false", "bench", "--io-type", io_type, "--io-size"])
         .arg(w.block_size.to_string())
         .arg("--io-threads")
         .arg(w.queue_depth.to_string())
@@ -451,7 +462,9 @@ fn rbd_rows(d: &Daemon, ceph: &Ceph, duration: Duration) -> Result<Vec<Row>, Str
         (SEQREAD_128K, "read"),
         (SEQWRITE_128K, "write"),
     ] {
-        let r = measure(&addr, RBD_NQN, w, duration)?;
+        // The host sleeps between completions: a spinning host would take
+        // a CPU from Ceph's daemons, which `rbd bench` does not.
+        let r = measure_with(&addr, RBD_NQN, w, duration, false)?;
         let raw = rbd_bench(ceph, &image, io_type, w, duration)?;
         rows.push(Row::from_report("rbd", w, &r).judged("rbd bench", r.iops, raw, false));
         rows.push(Row {
@@ -550,9 +563,9 @@ fn bench() -> Result<(), String> {
     if std::env::var("RACKCACHE_BENCH_CEPH").as_deref() == Ok("0") {
         notes.push("rbd rows skipped: RACKCACHE_BENCH_CEPH=0".into());
     } else {
-        // Interrupt mode: Ceph's daemons share these two CPUs, and a
-        // polling target would take one from them.
-        let daemon = Daemon::start(&bin, work.path(), &["--busy-poll", "off"])?;
+        // Unpinned, in interrupt mode: Ceph's daemons share these two
+        // CPUs, as they do with `rbd bench`.
+        let daemon = Daemon::start_unpinned(&bin, work.path())?;
         daemon.rpc("nvmf_create_transport", json!({"trtype": "TCP"}))?;
         println!("nvmf_tcp: starting a one-node Ceph ...");
         match std::panic::catch_unwind(Ceph::start) {
