@@ -16,6 +16,8 @@
 mod clean;
 mod exec;
 mod hit;
+#[cfg(test)]
+mod hit_tests;
 mod load;
 mod meta;
 mod owner;

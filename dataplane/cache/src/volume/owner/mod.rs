@@ -479,6 +479,11 @@ impl Owner {
         self.spare_plan = plan;
     }
 
+    #[cfg(test)]
+    pub(crate) fn hits_in_flight(&self) -> usize {
+        self.hits
+    }
+
     /// A granted hit's ticket came back. Its blocks changed nothing on the
     /// device, so there is nothing to record (a plan writing into them
     /// records them itself).
