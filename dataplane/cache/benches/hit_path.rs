@@ -90,7 +90,9 @@ fn main() {
             "seq_cutoff": {"policy": "never"}, "cleaning": {"policy": "nop"},
         }))
         .expect("params");
-        let v = CachedVolume::create(params, core, dev).await.expect("volume");
+        let v = CachedVolume::create(params, core, dev)
+            .await
+            .expect("volume");
         let vb = v.bdev();
         let space = VOLUME_MIB * MIB;
         // Warm: every block cached (sequential 128K reads fill them).

@@ -203,7 +203,10 @@ async fn a_block_read_by_a_hit_is_not_reused_before_the_read_ends() {
     assert!(r.volume.stats().await.unwrap().evictions.blocks >= 16);
     r.gate.set(true);
     let got = hit.await.unwrap();
-    assert!(got[..] == pattern(4096, 4096)[..], "the hit's slot was reused");
+    assert!(
+        got[..] == pattern(4096, 4096)[..],
+        "the hit's slot was reused"
+    );
     // The block stayed cached through all of it.
     r.volume.reset_stats().await.unwrap();
     read_ok(&r.bdev, 0, 4096).await;
@@ -232,10 +235,7 @@ async fn a_hit_whose_request_goes_away_gives_its_blocks_back() {
     assert_eq!(hits_in_flight(&r.volume), 0, "the ticket came back");
     // A write needs the block exclusively: it would wait for a pin the
     // dropped request kept.
-    let (_, w) = r
-        .bdev
-        .write(0, DmaBuf::from_slice(&pattern(0, 4096)))
-        .await;
+    let (_, w) = r.bdev.write(0, DmaBuf::from_slice(&pattern(0, 4096))).await;
     w.unwrap();
     r.gate.set(true);
     r.volume.stop(false).await.unwrap();

@@ -133,7 +133,11 @@ fn parse_parts(v: &str) -> Result<u8, String> {
     for p in v.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         match p.parse::<u8>() {
             Ok(n @ 1..=5) => bits |= 1 << n,
-            _ => return Err(format!("RACKCACHE_BENCH_PARTS={v}: part numbers 1-5, comma-separated")),
+            _ => {
+                return Err(format!(
+                    "RACKCACHE_BENCH_PARTS={v}: part numbers 1-5, comma-separated"
+                ))
+            }
         }
     }
     Ok(bits)

@@ -86,7 +86,11 @@ pub(crate) struct HostIo {
 pub(crate) enum Msg {
     Io(HostIo),
     Ctl(Control),
-    MetaDone { unit: u32, version: u64, ok: bool },
+    MetaDone {
+        unit: u32,
+        version: u64,
+        ok: bool,
+    },
     BypassDone(u64, Option<DmaBuf>, Result<(), BdevError>),
     /// A granted hit's read ended, or its request went away.
     HitDone(HitDone),
