@@ -150,7 +150,12 @@ async fn read_ok(b: &Bdev, off: u64, len: u64) -> DmaBuf {
 }
 
 fn hits_in_flight(v: &CachedVolume) -> usize {
-    v.inner.owner.lock().unwrap().hits_in_flight()
+    v.inner
+        .owner
+        .lock()
+        .unwrap()
+        .as_ref()
+        .map_or(0, |o| o.hits_in_flight())
 }
 
 /// Lets other tasks run until `cond` holds.

@@ -155,7 +155,9 @@ impl Shared {
 struct Inner {
     info: BdevInfo,
     /// Used in place when free, else through `tx` (see [`owner`]).
-    owner: Arc<Mutex<Owner>>,
+    /// `None` once the owner's task ended (stopped, or a panic poisoned
+    /// the lock): requests then fail at once.
+    owner: Arc<Mutex<Option<Owner>>>,
     tx: mpsc::UnboundedSender<Msg>,
     shared: Arc<Shared>,
     core: CountedBdev,
@@ -207,7 +209,7 @@ impl CachedVolume {
             rx,
             tx.clone(),
         );
-        let o = Arc::new(Mutex::new(o));
+        let o = Arc::new(Mutex::new(Some(o)));
         tokio::spawn(owner::run(o.clone()));
         Ok(CachedVolume {
             inner: Arc::new(Inner {
@@ -436,11 +438,17 @@ impl CachedVolume {
         // In place when the owner is free: a hit on a RAM or file cache
         // then completes in this task, with no switch to the owner's task.
         let io = match self.inner.owner.try_lock() {
-            Ok(mut o) => {
-                o.submit_now(io);
-                None
+            Ok(mut o) => match o.as_mut() {
+                Some(o) => {
+                    o.submit_now(io);
+                    None
+                }
+                None => return (io.buf, Err(stopped(&self.inner.info.name))),
+            },
+            Err(std::sync::TryLockError::WouldBlock) => Some(io),
+            Err(std::sync::TryLockError::Poisoned(_)) => {
+                return (io.buf, Err(stopped(&self.inner.info.name)))
             }
-            Err(_) => Some(io),
         };
         if let Some(io) = io {
             if let Err(mpsc::error::SendError(Msg::Io(io))) = self.inner.tx.send(Msg::Io(io)) {
@@ -461,7 +469,11 @@ impl CachedVolume {
     /// Gives a hit's ticket back, in place when the owner is free.
     fn hit_done(&self, d: HitDone) {
         match self.inner.owner.try_lock() {
-            Ok(mut o) => o.hit_done_now(d),
+            Ok(mut o) => {
+                if let Some(o) = o.as_mut() {
+                    o.hit_done_now(d);
+                }
+            }
             Err(_) => {
                 // A stopped owner has nothing pinned.
                 let _ = self.inner.tx.send(Msg::HitDone(d));

@@ -225,7 +225,13 @@ fn rbd_bench(
         .arg(ceph.var("CEPH_CONF"))
         // librbd's cache off, as the rbd bdev runs it (docs/dataplane.md,
         // "Durability"): both sides then read and write the OSDs.
-        .args(["--rbd-cache=false", "bench", "--io-type", io_type, "--io-size"])
+        .args([
+            "--rbd-cache=false",
+            "bench",
+            "--io-type",
+            io_type,
+            "--io-size",
+        ])
         .arg(w.block_size.to_string())
         .arg("--io-threads")
         .arg(w.queue_depth.to_string())
@@ -288,13 +294,15 @@ impl Row {
 
     /// A ratio shown as it is.
     fn versus(mut self, what: impl Into<String>, ours: f64, reference: f64, lower: bool) -> Self {
-        self.versus.push((what.into(), ours / reference, lower, false));
+        self.versus
+            .push((what.into(), ours / reference, lower, false));
         self
     }
 
     /// A ratio marked `ok` or `MISS` against a goal of 1.
     fn judged(mut self, what: impl Into<String>, ours: f64, reference: f64, lower: bool) -> Self {
-        self.versus.push((what.into(), ours / reference, lower, true));
+        self.versus
+            .push((what.into(), ours / reference, lower, true));
         self
     }
 }
@@ -315,7 +323,10 @@ fn print_table(rows: &[Row], notes: &[String]) {
             .versus
             .iter()
             .map(|(what, ratio, lower, judged)| {
-                let mark = match (judged, (*lower && *ratio <= 1.0) || (!*lower && *ratio >= 1.0)) {
+                let mark = match (
+                    judged,
+                    (*lower && *ratio <= 1.0) || (!*lower && *ratio >= 1.0),
+                ) {
                     (false, _) => "",
                     (true, true) => " ok",
                     (true, false) => " MISS",
@@ -414,9 +425,7 @@ fn malloc_rows(
                 n if n == RANDREAD_4K_QD1.name => {
                     row.judged("goal avg", r.latency.avg_us, GOAL_QD1_AVG_US, true)
                 }
-                n if n == SEQREAD_128K.name => {
-                    row.judged("goal GiB/s", g, GOAL_SEQREAD_GIB, false)
-                }
+                n if n == SEQREAD_128K.name => row.judged("goal GiB/s", g, GOAL_SEQREAD_GIB, false),
                 _ => row,
             };
         }
@@ -568,7 +577,11 @@ fn bench() -> Result<(), String> {
     // The targets take turns, round after round, and each row is the
     // round of median IOPS: load from elsewhere on a shared machine then
     // falls on every side alike.
-    let modes = [("off", "interrupt"), ("on", "poll"), (POLL_WINDOW, POLL_WINDOW)];
+    let modes = [
+        ("off", "interrupt"),
+        ("on", "poll"),
+        (POLL_WINDOW, POLL_WINDOW),
+    ];
     let mut runs: Vec<Vec<Vec<Report>>> = (0..=modes.len()).map(|_| Vec::new()).collect();
     if spdk.is_none() {
         notes.push(
@@ -603,10 +616,28 @@ fn bench() -> Result<(), String> {
         interrupt_bases.push(("spdk", s.as_slice(), false));
         rows.extend(malloc_rows("malloc spdk", s, loopback, false, &[]));
     }
-    rows.extend(malloc_rows("malloc interrupt", &interrupt, loopback, true, &interrupt_bases));
-    rows.extend(malloc_rows("malloc poll", &poll, loopback, true, &poll_bases));
+    rows.extend(malloc_rows(
+        "malloc interrupt",
+        &interrupt,
+        loopback,
+        true,
+        &interrupt_bases,
+    ));
+    rows.extend(malloc_rows(
+        "malloc poll",
+        &poll,
+        loopback,
+        true,
+        &poll_bases,
+    ));
     let window_label = format!("malloc {POLL_WINDOW}");
-    rows.extend(malloc_rows(&window_label, &window, loopback, true, &poll_bases));
+    rows.extend(malloc_rows(
+        &window_label,
+        &window,
+        loopback,
+        true,
+        &poll_bases,
+    ));
 
     // Declared before the daemon so that it is stopped after it.
     let mut ceph: Option<Ceph> = None;

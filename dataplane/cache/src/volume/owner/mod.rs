@@ -783,17 +783,27 @@ impl Owner {
 
 /// Runs the owner's task until the volume stopped (or a caller panicked
 /// while holding the owner).
-pub(crate) async fn run(owner: Arc<Mutex<Owner>>) {
-    let Ok(period) = owner.lock().map(|o| o.cleaner.tick()) else {
-        return;
+pub(crate) async fn run(owner: Arc<Mutex<Option<Owner>>>) {
+    let period = match owner.lock().as_deref() {
+        Ok(Some(o)) => o.cleaner.tick(),
+        _ => return,
     };
     let mut tick = tokio::time::interval(period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    std::future::poll_fn(|cx| match owner.lock() {
-        Ok(mut o) => o.poll_events(cx, &mut tick),
-        Err(_) => Poll::Ready(()),
+    std::future::poll_fn(|cx| match owner.lock().as_deref_mut() {
+        Ok(Some(o)) => o.poll_events(cx, &mut tick),
+        _ => Poll::Ready(()),
     })
-    .await
+    .await;
+    // Stopped, or a panic poisoned the lock: drop the owner, so that every
+    // request still queued or running is answered (its reply dropped:
+    // "stopped") and later ones fail at once instead of waiting on a
+    // channel nobody reads.
+    let owner = match owner.lock() {
+        Ok(mut o) => o.take(),
+        Err(p) => p.into_inner().take(),
+    };
+    drop(owner);
 }
 
 /// Only cache reads: nothing to fill, write back or persist first.
