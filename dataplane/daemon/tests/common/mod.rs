@@ -13,6 +13,8 @@ use serde_json::Value;
 /// The daemon process, stopped with SIGTERM (then SIGKILL) on drop.
 pub struct Daemon {
     child: Child,
+    /// Its stderr, shown when it exits with a failure.
+    log: std::path::PathBuf,
 }
 
 impl Daemon {
@@ -24,7 +26,8 @@ impl Daemon {
 
     /// Like `start`, with extra command-line arguments.
     pub fn start_with(socket: &Path, config: Option<&Path>, extra: &[&str]) -> Self {
-        let log = std::fs::File::create(socket.with_extension("log")).expect("daemon log file");
+        let log_path = socket.with_extension("log");
+        let log = std::fs::File::create(&log_path).expect("daemon log file");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_rackcache-dataplane"));
         cmd.arg("--rpc-socket")
             .arg(socket)
@@ -35,7 +38,10 @@ impl Daemon {
         }
         cmd.args(extra);
         let child = cmd.spawn().expect("start rackcache-dataplane");
-        let d = Daemon { child };
+        let d = Daemon {
+            child,
+            log: log_path,
+        };
         let deadline = Instant::now() + Duration::from_secs(60);
         // The file appears at bind(), a moment before listen(): wait until
         // a connection is accepted.
@@ -63,6 +69,17 @@ impl Daemon {
         // SAFETY: signalling our own child by PID.
         unsafe { libc_kill(self.child.id() as i32, 15) };
         let status = self.child.wait().expect("wait for the daemon");
+        if !status.success() {
+            // The test's assertion says that it failed; the log says why.
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            let lines: Vec<&str> = log.lines().collect();
+            eprintln!(
+                "daemon exited with {status}; the end of its log:\n{}",
+                lines[lines.len().saturating_sub(40)..].join("\n")
+            );
+        }
+        let log = std::mem::take(&mut self.log);
+        drop(log);
         std::mem::forget(self);
         status
     }
