@@ -14,6 +14,8 @@
 //!    read hit ratio beside the simulator's prediction for the same requests.
 //! 5. Warm restart: read hit ratio over a fixed request count before
 //!    `stop` + `create(load)` and right after.
+//! 6. Against a cache peer: an OCF-style fixed 4 KiB cache line with LRU
+//!    vs adaptive, 256 MiB over a 1 GiB core, Zipf 4K reads (`peer.rs`).
 //!
 //! Environment (defaults keep a run to a few minutes):
 //! - `RACKCACHE_BENCH_SECONDS` (3): seconds per timed workload.
@@ -26,10 +28,15 @@
 //!   `_TRACE_CACHE_PCT` (10, of the selection's working set), `_REPLAY_QD`
 //!   (32): part 4.
 //! - `RACKCACHE_BENCH_RESTART_REQUESTS` (10000): part 5's window.
+//! - `RACKCACHE_BENCH_PEER_*`: part 6 (`peer.rs`).
+//! - `RACKCACHE_BENCH_PARTS` (all): the parts to run, comma-separated
+//!   part numbers, e.g. `6` or `1,6` (1 and 3 share a volume: either runs
+//!   both).
 //! - `RACKCACHE_BENCH_CEPH=0`: skip this bench (its cores are RBD images).
 //!
 //! No figure is judged by a time limit: targets are ratios to baselines.
 
+mod peer;
 mod rig;
 mod synth;
 mod table;
@@ -51,11 +58,11 @@ use synth::Rng;
 use table::Row;
 use testkit::{Ceph, TempDir};
 
-const QD: usize = 32;
+pub(crate) const QD: usize = 32;
 const IMAGE_A: &str = "cbench-a";
 const IMAGE_TRACE: &str = "cbench-trace";
 
-fn env_u64(name: &str, default: u64) -> u64 {
+pub(crate) fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()
         .and_then(|v| v.parse().ok())
@@ -74,6 +81,8 @@ struct Knobs {
     trace_pct: u64,
     replay_qd: usize,
     restart_requests: u64,
+    /// Bit `n` set: run part `n`.
+    parts: u8,
 }
 
 impl Knobs {
@@ -99,11 +108,19 @@ impl Knobs {
             trace_pct: env_u64("RACKCACHE_BENCH_TRACE_CACHE_PCT", 10).min(100),
             replay_qd: env_u64("RACKCACHE_BENCH_REPLAY_QD", 32).min(1023) as usize,
             restart_requests: env_u64("RACKCACHE_BENCH_RESTART_REQUESTS", 10_000),
+            parts: match std::env::var("RACKCACHE_BENCH_PARTS") {
+                Ok(v) => parse_parts(&v)?,
+                Err(_) => 0b111_1110,
+            },
         };
         if k.trace_warmup >= k.trace_requests {
             return Err("RACKCACHE_BENCH_TRACE_WARMUP must be below _TRACE_REQUESTS".into());
         }
         Ok(k)
+    }
+
+    fn runs(&self, part: u8) -> bool {
+        self.parts & (1 << part) != 0
     }
 
     /// Cache of the volumes whose working set must fit.
@@ -112,9 +129,28 @@ impl Knobs {
     }
 }
 
+/// `RACKCACHE_BENCH_PARTS`: part numbers 1-6, comma-separated.
+fn parse_parts(v: &str) -> Result<u8, String> {
+    let mut bits = 0u8;
+    for p in v.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        match p.parse::<u8>() {
+            Ok(n @ 1..=6) => bits |= 1 << n,
+            _ => {
+                return Err(format!(
+                    "RACKCACHE_BENCH_PARTS={v}: part numbers 1-6, comma-separated"
+                ))
+            }
+        }
+    }
+    if bits == 0 {
+        return Err("RACKCACHE_BENCH_PARTS selects no part (1-6)".into());
+    }
+    Ok(bits)
+}
+
 /// Parameters of a bench volume: no sequential cutoff (warming passes are
 /// sequential; the simulator has none) and no background cleaning.
-fn params(
+pub(crate) fn params(
     name: &str,
     core: &str,
     mib: u64,
@@ -151,7 +187,7 @@ fn paired(
     Ok((median(ra), median(rb)))
 }
 
-fn volume_export(rig: &Rig, v: &CachedVolume) -> Result<Export, String> {
+pub(crate) fn volume_export(rig: &Rig, v: &CachedVolume) -> Result<Export, String> {
     rig.export(CountedBdev::from(Arc::new(v.bdev())))
 }
 
@@ -169,6 +205,7 @@ fn main() {
 
 fn bench() -> Result<(), String> {
     let k = Knobs::from_env()?;
+    let peer_knobs = peer::Knobs::from_env()?;
     if std::env::var("RACKCACHE_BENCH_CEPH").as_deref() == Ok("0") {
         println!("cached: skipped (RACKCACHE_BENCH_CEPH=0; the cores are RBD images)");
         return Ok(());
@@ -179,7 +216,7 @@ fn bench() -> Result<(), String> {
     }
     let work = TempDir::new("rackcache-bench-cached");
     let trace = rackcache_sim::traces_dir().join("cloudphysics/cloudPhysicsIO.csv");
-    let trace_opts = trace.is_file().then(|| {
+    let trace_opts = (k.runs(4) && trace.is_file()).then(|| {
         let mut o = ReplayOptions::new("", "", &trace);
         o.max_requests = Some(k.trace_requests);
         o.warmup_requests = k.trace_warmup;
@@ -190,6 +227,7 @@ fn bench() -> Result<(), String> {
             o.profile()
                 .map_err(|e| format!("scan {}: {e}", trace.display()))?,
         ),
+        None if !k.runs(4) => None,
         None => {
             testkit::missing(&format!(
                 "{} (set RACKCACHE_TRACES; see docs/traces.md): part 4 skipped",
@@ -203,34 +241,43 @@ fn bench() -> Result<(), String> {
             .div_ceil(MIB)
             .max(1)
     });
-    let need = k.fitting_cache_mib().max(trace_cache_mib);
+    let image_a_parts = [1, 2, 3, 5].iter().any(|&p| k.runs(p));
+    let mut need = trace_cache_mib;
+    if image_a_parts {
+        need = need.max(k.fitting_cache_mib());
+    }
+    if k.runs(6) {
+        need = need.max(peer::CACHE_MIB);
+    }
     // The header and the per-unit metadata copies.
     let device_mib = need + need / 32 + 8;
 
     println!("cached: starting a one-node Ceph ...");
     let ceph = Ceph::start();
-    let image_a = format!("{}/{IMAGE_A}", ceph.var("RACKCACHE_CEPH_POOL"));
-    ceph.admin(
-        "rbd",
-        &["create", "--size", &format!("{}M", k.image_mib), &image_a],
-    );
-    // Reads of never-written RADOS objects would be unrealistically cheap.
-    let bytes = (k.image_mib * MIB).to_string();
-    ceph.admin(
-        "rbd",
-        &[
-            "bench",
-            "--io-type",
-            "write",
-            "--io-size",
-            "4M",
-            "--io-pattern",
-            "seq",
-            "--io-total",
-            &bytes,
-            &image_a,
-        ],
-    );
+    if image_a_parts {
+        let image_a = format!("{}/{IMAGE_A}", ceph.var("RACKCACHE_CEPH_POOL"));
+        ceph.admin(
+            "rbd",
+            &["create", "--size", &format!("{}M", k.image_mib), &image_a],
+        );
+        // Reads of never-written RADOS objects would be unrealistically cheap.
+        let bytes = (k.image_mib * MIB).to_string();
+        ceph.admin(
+            "rbd",
+            &[
+                "bench",
+                "--io-type",
+                "write",
+                "--io-size",
+                "4M",
+                "--io-pattern",
+                "seq",
+                "--io-total",
+                &bytes,
+                &image_a,
+            ],
+        );
+    }
     println!("cached: formatting a {device_mib} MiB cache device ...");
     let rig = Rig::start(&ceph, work.path(), k.kind, device_mib)?;
     let mut rows = Vec::new();
@@ -245,13 +292,23 @@ fn bench() -> Result<(), String> {
         k.fitting_cache_mib()
     )];
     let result = (|| -> Result<(), String> {
-        let a = rig.rbd(IMAGE_A)?;
-        let raw = rig.export(CountedBdev::from(Arc::clone(&a)))?;
-        println!("cached: parts 1 and 3 (random reads, engine overhead) ...");
-        read_parts(&rig, &k, &a, &raw, work.path(), &mut rows)?;
-        println!("cached: part 2 (70/30 mix) ...");
-        mix_part(&rig, &k, &a, &raw, work.path(), &mut rows)?;
-        rig.unexport(&raw)?;
+        let a = if image_a_parts {
+            Some(rig.rbd(IMAGE_A)?)
+        } else {
+            None
+        };
+        if let (Some(a), true) = (&a, k.runs(1) || k.runs(2) || k.runs(3)) {
+            let raw = rig.export(CountedBdev::from(Arc::clone(a)))?;
+            if k.runs(1) || k.runs(3) {
+                println!("cached: parts 1 and 3 (random reads, engine overhead) ...");
+                read_parts(&rig, &k, a, &raw, work.path(), &mut rows)?;
+            }
+            if k.runs(2) {
+                println!("cached: part 2 (70/30 mix) ...");
+                mix_part(&rig, &k, a, &raw, work.path(), &mut rows)?;
+            }
+            rig.unexport(&raw)?;
+        }
         if let (Some(o), Some(p)) = (&trace_opts, &trace_profile) {
             println!(
                 "cached: part 4 (fixed vs adaptive on {}) ...",
@@ -262,8 +319,15 @@ fn bench() -> Result<(), String> {
             ceph.admin("rbd", &["create", "--size", &format!("{mib}M"), &img]);
             trace_part(&rig, &k, o, trace_cache_mib, &mut rows, &mut notes)?;
         }
-        println!("cached: part 5 (warm restart) ...");
-        restart_part(&rig, &k, &a, work.path(), &mut rows)?;
+        if let (Some(a), true) = (&a, k.runs(5)) {
+            println!("cached: part 5 (warm restart) ...");
+            restart_part(&rig, &k, a, work.path(), &mut rows)?;
+        }
+        if k.runs(6) {
+            println!("cached: part 6 (fixed 4K LRU, OCF-style, vs adaptive; Zipf) ...");
+            peer::create_image(&ceph);
+            peer::part(&rig, &peer_knobs, work.path(), &mut rows, &mut notes)?;
+        }
         Ok(())
     })();
     rig.shutdown();
