@@ -5,8 +5,8 @@
 //! type drives them; each is stopped by PID on drop.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
 use std::net::TcpListener;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -220,4 +220,3 @@ fn free_port() -> u16 {
         .expect("a free port")
         .port()
 }
-

@@ -223,7 +223,13 @@ fn rbd_bench(
         .arg(ceph.var("CEPH_CONF"))
         // librbd's cache off, as the rbd bdev runs it (docs/dataplane.md,
         // "Durability"): both sides then read and write the OSDs.
-        .args(["--rbd-cache=false", "bench", "--io-type", io_type, "--io-size"])
+        .args([
+            "--rbd-cache=false",
+            "bench",
+            "--io-type",
+            io_type,
+            "--io-size",
+        ])
         .arg(w.block_size.to_string())
         .arg("--io-threads")
         .arg(w.queue_depth.to_string())
@@ -286,13 +292,15 @@ impl Row {
 
     /// A ratio shown as it is.
     fn versus(mut self, what: impl Into<String>, ours: f64, reference: f64, lower: bool) -> Self {
-        self.versus.push((what.into(), ours / reference, lower, false));
+        self.versus
+            .push((what.into(), ours / reference, lower, false));
         self
     }
 
     /// A ratio marked `ok` or `MISS` against a goal of 1.
     fn judged(mut self, what: impl Into<String>, ours: f64, reference: f64, lower: bool) -> Self {
-        self.versus.push((what.into(), ours / reference, lower, true));
+        self.versus
+            .push((what.into(), ours / reference, lower, true));
         self
     }
 }
@@ -313,7 +321,10 @@ fn print_table(rows: &[Row], notes: &[String]) {
             .versus
             .iter()
             .map(|(what, ratio, lower, judged)| {
-                let mark = match (judged, (*lower && *ratio <= 1.0) || (!*lower && *ratio >= 1.0)) {
+                let mark = match (
+                    judged,
+                    (*lower && *ratio <= 1.0) || (!*lower && *ratio >= 1.0),
+                ) {
                     (false, _) => "",
                     (true, true) => " ok",
                     (true, false) => " MISS",
@@ -386,9 +397,7 @@ fn malloc_rows(
                 n if n == RANDREAD_4K_QD1.name => {
                     row.judged("goal avg", r.latency.avg_us, GOAL_QD1_AVG_US, true)
                 }
-                n if n == SEQREAD_128K.name => {
-                    row.judged("goal GiB/s", g, GOAL_SEQREAD_GIB, false)
-                }
+                n if n == SEQREAD_128K.name => row.judged("goal GiB/s", g, GOAL_SEQREAD_GIB, false),
                 _ => row,
             };
         }
@@ -537,7 +546,10 @@ fn bench() -> Result<(), String> {
     let poll = on_malloc(Daemon::start(&bin, work.path(), &["--busy-poll", "on"])?)?;
     let spdk_reports = match &spdk {
         Some(s) => {
-            println!("nvmf_tcp: malloc bdev, SPDK's nvmf_tgt ({}) ...", s.display());
+            println!(
+                "nvmf_tcp: malloc bdev, SPDK's nvmf_tgt ({}) ...",
+                s.display()
+            );
             Some(on_malloc(Daemon::start_spdk(s, work.path())?)?)
         }
         None => {
@@ -555,8 +567,20 @@ fn bench() -> Result<(), String> {
         interrupt_bases.push(("spdk", s.as_slice(), false));
         rows.extend(malloc_rows("malloc spdk", s, loopback, false, &[]));
     }
-    rows.extend(malloc_rows("malloc interrupt", &interrupt, loopback, true, &interrupt_bases));
-    rows.extend(malloc_rows("malloc poll", &poll, loopback, true, &poll_bases));
+    rows.extend(malloc_rows(
+        "malloc interrupt",
+        &interrupt,
+        loopback,
+        true,
+        &interrupt_bases,
+    ));
+    rows.extend(malloc_rows(
+        "malloc poll",
+        &poll,
+        loopback,
+        true,
+        &poll_bases,
+    ));
 
     // Declared before the daemon so that it is stopped after it.
     let mut ceph: Option<Ceph> = None;
