@@ -10,8 +10,8 @@
 //! requests; the volume's counters are reset in between.
 //!
 //! Environment:
-//! - `RACKCACHE_BENCH_PEER_REQUESTS` (60000): measured requests.
-//! - `RACKCACHE_BENCH_PEER_WARMUP` (150000): warm-up requests before them.
+//! - `RACKCACHE_BENCH_PEER_REQUESTS` (100000): measured requests.
+//! - `RACKCACHE_BENCH_PEER_WARMUP` (300000): warm-up requests before them.
 //! - `RACKCACHE_BENCH_PEER_THETA` (0.99): the Zipf exponent.
 //! - `RACKCACHE_BENCH_PEER_ROUNDS` (1): both sides this many times each
 //!   (fresh volumes, alternately); the run of median IOPS of each side is
@@ -53,8 +53,8 @@ impl Knobs {
                 .ok_or_else(|| format!("RACKCACHE_BENCH_PEER_THETA={v}: a number in 0..=2"))?,
         };
         Ok(Knobs {
-            requests: env_u64("RACKCACHE_BENCH_PEER_REQUESTS", 60_000),
-            warmup: env_u64("RACKCACHE_BENCH_PEER_WARMUP", 150_000),
+            requests: env_u64("RACKCACHE_BENCH_PEER_REQUESTS", 100_000),
+            warmup: env_u64("RACKCACHE_BENCH_PEER_WARMUP", 300_000),
             theta,
             rounds: env_u64("RACKCACHE_BENCH_PEER_ROUNDS", 1),
         })
