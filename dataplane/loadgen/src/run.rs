@@ -40,7 +40,7 @@ pub struct RunParams {
 }
 
 /// What a run measured.
-#[derive(Debug, Serialize)]
+#[derive(Clone, Debug, Serialize)]
 pub struct Report {
     /// Access pattern.
     pub pattern: Pattern,

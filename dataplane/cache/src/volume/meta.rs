@@ -53,6 +53,10 @@ pub(crate) struct MetaTable {
     /// carries the removal).
     pending_removals: BTreeMap<u64, (u32, u64)>,
     next_removal: u64,
+    /// Some unit may need a write: set by every change that can make one
+    /// need it, so that `take_writes`, asked after every event (every read
+    /// hit too), scans the units only then.
+    maybe_writes: bool,
 }
 
 impl MetaTable {
@@ -82,6 +86,7 @@ impl MetaTable {
             sector_shift: region.sector_size.trailing_zeros(),
             pending_removals: BTreeMap::new(),
             next_removal: 0,
+            maybe_writes: false,
         }
     }
 
@@ -93,6 +98,7 @@ impl MetaTable {
         self.pending_removals
             .retain(|_, &mut (u, _)| (u as usize) < n);
         self.units.truncate(n);
+        self.maybe_writes = true;
         self.units.resize_with(n, || Unit {
             meta: UnitMeta::empty(entries_per_unit),
             version: 0,
@@ -127,6 +133,7 @@ impl MetaTable {
 
     fn bump(&mut self, unit: usize) {
         self.units[unit].version += 1;
+        self.maybe_writes = true;
     }
 
     /// Takes out every entry overlapping cache range `[addr, addr + len)`
@@ -234,6 +241,9 @@ impl MetaTable {
     /// and returns (unit, version, snapshot) for each.
     pub fn take_writes(&mut self) -> Vec<(u32, u64, UnitMeta)> {
         let mut out = Vec::new();
+        if !std::mem::take(&mut self.maybe_writes) {
+            return out;
+        }
         for (i, u) in self.units.iter_mut().enumerate() {
             if !u.writing && !u.failed && u.version > u.durable {
                 u.writing = true;
@@ -250,6 +260,7 @@ impl MetaTable {
         };
         u.writing = false;
         u.failed = !ok;
+        self.maybe_writes = true;
         if ok {
             u.durable = u.durable.max(version);
             let durable = u.durable;
@@ -275,6 +286,7 @@ impl MetaTable {
         for u in &mut self.units {
             u.failed = false;
         }
+        self.maybe_writes = true;
     }
 
     /// Whether every change is durable and no write is in flight.

@@ -7,6 +7,7 @@
 //! - [`params`]: what it is created with (SPDK-style JSON).
 //! - [`owner`]: planning, completing, ordering, flushing, control.
 //! - [`exec`]: running a plan's I/O against core and the cache device.
+//! - [`hit`]: pure read hits, read by the caller itself.
 //! - [`meta`]: the persisted block table and its durability rules.
 //! - [`clean`]: when background cleaning runs.
 //! - [`stats`]: the figures of `bdev_adacache_get_stats` and
@@ -14,6 +15,9 @@
 
 mod clean;
 mod exec;
+mod hit;
+#[cfg(test)]
+mod hit_tests;
 mod load;
 mod meta;
 mod owner;
@@ -31,7 +35,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::device::{CacheDevice, DeviceError};
 use crate::layout::{VolumeRegion, UNIT_SIZE};
-use owner::{HostIo, HostOp, Msg};
+use hit::HitDone;
+use owner::{Answer, HostIo, HostOp, Msg, Owner, Reply};
 pub use params::{CacheMode, Cleaning, SeqCutoff, VolumeParams};
 pub use stats::{VolumeMrc, VolumeStats};
 
@@ -149,6 +154,10 @@ impl Shared {
 
 struct Inner {
     info: BdevInfo,
+    /// Used in place when free, else through `tx` (see [`owner`]).
+    /// `None` once the owner's task ended (stopped, or a panic poisoned
+    /// the lock): requests then fail at once.
+    owner: Arc<Mutex<Option<Owner>>>,
     tx: mpsc::UnboundedSender<Msg>,
     shared: Arc<Shared>,
     core: CountedBdev,
@@ -190,7 +199,7 @@ impl CachedVolume {
             core: core.clone(),
             cache: cache.clone(),
         });
-        let o = owner::Owner::new(
+        let o = Owner::new(
             loaded.engine,
             params,
             shared.clone(),
@@ -200,10 +209,12 @@ impl CachedVolume {
             rx,
             tx.clone(),
         );
-        tokio::spawn(o.run());
+        let o = Arc::new(Mutex::new(Some(o)));
+        tokio::spawn(owner::run(o.clone()));
         Ok(CachedVolume {
             inner: Arc::new(Inner {
                 info,
+                owner: o,
                 tx,
                 shared,
                 core,
@@ -415,7 +426,7 @@ impl CachedVolume {
         len: u64,
         buf: Option<DmaBuf>,
     ) -> (Option<DmaBuf>, bdev::Result<()>) {
-        let (reply, rx) = oneshot::channel();
+        let (reply, rx) = Reply::channel();
         let io = HostIo {
             op,
             offset,
@@ -424,12 +435,49 @@ impl CachedVolume {
             reply,
             arrived: Instant::now(),
         };
-        if let Err(mpsc::error::SendError(Msg::Io(io))) = self.inner.tx.send(Msg::Io(io)) {
-            return (io.buf, Err(stopped(&self.inner.info.name)));
+        // In place when the owner is free: a hit on a RAM or file cache
+        // then completes in this task, with no switch to the owner's task.
+        let io = match self.inner.owner.try_lock() {
+            Ok(mut o) => match o.as_mut() {
+                Some(o) => {
+                    o.submit_now(io);
+                    None
+                }
+                None => return (io.buf, Err(stopped(&self.inner.info.name))),
+            },
+            Err(std::sync::TryLockError::WouldBlock) => Some(io),
+            Err(std::sync::TryLockError::Poisoned(_)) => {
+                return (io.buf, Err(stopped(&self.inner.info.name)))
+            }
+        };
+        if let Some(io) = io {
+            if let Err(mpsc::error::SendError(Msg::Io(io))) = self.inner.tx.send(Msg::Io(io)) {
+                return (io.buf, Err(stopped(&self.inner.info.name)));
+            }
         }
         match rx.await {
-            Ok(r) => r,
+            Ok(Answer::Done(buf, r)) => (buf, r),
+            Ok(Answer::Hit(grant, buf)) => {
+                let (buf, r, done) = grant.serve(self.inner.cache.bdev(), buf).await;
+                self.hit_done(done);
+                (Some(buf), r)
+            }
             Err(_) => (None, Err(stopped(&self.inner.info.name))),
+        }
+    }
+
+    /// Gives a hit's ticket back, in place when the owner is free.
+    fn hit_done(&self, d: HitDone) {
+        match self.inner.owner.try_lock() {
+            Ok(mut o) => {
+                if let Some(o) = o.as_mut() {
+                    o.hit_done_now(d);
+                }
+            }
+            Err(_) => {
+                // A stopped owner has nothing pinned.
+                let _ = self.inner.tx.send(Msg::HitDone(d));
+            }
         }
     }
 

@@ -49,6 +49,20 @@ impl Row {
         self
     }
 
+    /// `what ours-reference` in µs, marked against an upper bound on the
+    /// difference when there is one.
+    pub fn diff_us(mut self, what: &str, ours: f64, reference: f64, at_most: Option<f64>) -> Self {
+        let d = ours - reference;
+        self.versus.push(match at_most {
+            Some(m) => {
+                let mark = if d <= m { "ok" } else { "MISS" };
+                format!("{what} {d:+.1} us (target <= {m}: {mark})")
+            }
+            None => format!("{what} {d:+.1} us"),
+        });
+        self
+    }
+
     pub fn note(mut self, text: impl Into<String>) -> Self {
         self.versus.push(text.into());
         self

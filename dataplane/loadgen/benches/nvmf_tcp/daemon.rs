@@ -113,8 +113,12 @@ impl Daemon {
     /// always does), with `RACKCACHE_BENCH_SPDK_ARGS` added (e.g.
     /// `--no-huge -s 1024` where no huge pages are reserved).
     pub(crate) fn start_spdk(bin: &Path, dir: &Path) -> Result<Self, String> {
-        let mut cmd = Command::new(bin);
-        cmd.args(["-m", &format!("{:#x}", 1u64 << TARGET_CPU)]);
+        // taskset keeps DPDK's service threads on the reactor's CPU too,
+        // as ours are.
+        let mut cmd = Command::new("taskset");
+        cmd.args(["-c", &TARGET_CPU.to_string()])
+            .arg(bin)
+            .args(["-m", &format!("{:#x}", 1u64 << TARGET_CPU)]);
         if let Ok(extra) = std::env::var("RACKCACHE_BENCH_SPDK_ARGS") {
             cmd.args(extra.split_whitespace());
         }

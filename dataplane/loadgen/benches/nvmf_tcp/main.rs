@@ -38,6 +38,8 @@ const RBD_NQN: &str = "nqn.2016-06.io.rackcache:bench-rbd";
 /// RAM or RADOS objects would be unrealistically cheap).
 const BDEV_BYTES: u64 = 256 << 20;
 const DEEP_QD: usize = 32;
+/// The busy-poll window measured beside `off` and `on`.
+const POLL_WINDOW: &str = "50us";
 
 /// The project's targets for the malloc bdev.
 const GOAL_RANDREAD_IOPS: f64 = 250_000.0;
@@ -359,6 +361,32 @@ const MALLOC_WORKLOADS: [Workload; 5] = [
     SEQWRITE_128K,
 ];
 
+/// [`malloc_reports`] with the target's log in the error.
+fn on_malloc(d: &Daemon, duration: Duration) -> Result<Vec<Report>, String> {
+    malloc_reports(d, duration).map_err(|e| format!("{e}\ntarget log:\n{}", d.log_tail()))
+}
+
+/// `RACKCACHE_BENCH_ROUNDS`, default 3.
+fn rounds() -> usize {
+    std::env::var("RACKCACHE_BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(3)
+}
+
+/// Per workload, the report of median IOPS among the rounds' runs.
+fn median_runs(rounds: Vec<Vec<Report>>) -> Vec<Report> {
+    (0..MALLOC_WORKLOADS.len())
+        .filter_map(|w| {
+            let mut of_w: Vec<Report> = rounds.iter().filter_map(|r| r.get(w).cloned()).collect();
+            of_w.sort_by(|a, b| a.iops.total_cmp(&b.iops));
+            let mid = of_w.len() / 2;
+            of_w.into_iter().nth(mid)
+        })
+        .collect()
+}
+
 /// Creates a malloc bdev on `d` (ours or SPDK's: the same RPCs), exports
 /// it, fills it, and runs [`MALLOC_WORKLOADS`].
 fn malloc_reports(d: &Daemon, duration: Duration) -> Result<Vec<Report>, String> {
@@ -471,10 +499,19 @@ fn rbd_rows(d: &Daemon, ceph: &Ceph, duration: Duration) -> Result<Vec<Row>, Str
         (SEQREAD_128K, "read"),
         (SEQWRITE_128K, "write"),
     ] {
-        // The host sleeps between completions: a spinning host would take
-        // a CPU from Ceph's daemons, which `rbd bench` does not.
-        let r = measure_with(&addr, RBD_NQN, w, duration, false)?;
-        let raw = rbd_bench(ceph, &image, io_type, w, duration)?;
+        // Turns as on the malloc bdev; the median of each side.
+        let mut ours = Vec::new();
+        let mut raws = Vec::new();
+        for _ in 0..rounds() {
+            // The host sleeps between completions: a spinning host would
+            // take a CPU from Ceph's daemons, which `rbd bench` does not.
+            ours.push(measure_with(&addr, RBD_NQN, w, duration, false)?);
+            raws.push(rbd_bench(ceph, &image, io_type, w, duration)?);
+        }
+        ours.sort_by(|a, b| a.iops.total_cmp(&b.iops));
+        raws.sort_by(f64::total_cmp);
+        let r = ours.swap_remove(ours.len() / 2);
+        let raw = raws[raws.len() / 2];
         rows.push(Row::from_report("rbd", w, &r).judged("rbd bench", r.iops, raw, false));
         rows.push(Row {
             target: "rbd".into(),
@@ -537,29 +574,41 @@ fn bench() -> Result<(), String> {
     let work = TempDir::new("rackcache-bench-nvmf");
     // Each target runs alone on CPU 0: a polling one would take the CPU
     // from another left running idle.
-    let on_malloc = |d: Daemon| {
-        malloc_reports(&d, duration).map_err(|e| format!("{e}\ntarget log:\n{}", d.log_tail()))
-    };
-    println!("nvmf_tcp: malloc bdev, interrupt mode ...");
-    let interrupt = on_malloc(Daemon::start(&bin, work.path(), &["--busy-poll", "off"])?)?;
-    println!("nvmf_tcp: malloc bdev, busy polling ...");
-    let poll = on_malloc(Daemon::start(&bin, work.path(), &["--busy-poll", "on"])?)?;
-    let spdk_reports = match &spdk {
-        Some(s) => {
-            println!(
-                "nvmf_tcp: malloc bdev, SPDK's nvmf_tgt ({}) ...",
-                s.display()
-            );
-            Some(on_malloc(Daemon::start_spdk(s, work.path())?)?)
+    // The targets take turns, round after round, and each row is the
+    // round of median IOPS: load from elsewhere on a shared machine then
+    // falls on every side alike.
+    let modes = [
+        ("off", "interrupt"),
+        ("on", "poll"),
+        (POLL_WINDOW, POLL_WINDOW),
+    ];
+    let mut runs: Vec<Vec<Vec<Report>>> = (0..=modes.len()).map(|_| Vec::new()).collect();
+    if spdk.is_none() {
+        notes.push(
+            "no SPDK comparison: set RACKCACHE_BENCH_SPDK to a local SPDK build (docs/dataplane.md#benchmark)"
+                .into(),
+        );
+    }
+    let rounds = rounds();
+    for round in 1..=rounds {
+        for (i, (flag, name)) in modes.iter().enumerate() {
+            println!("nvmf_tcp: malloc bdev, {name} (round {round} of {rounds}) ...");
+            let d = Daemon::start(&bin, work.path(), &["--busy-poll", flag])?;
+            runs[i].push(on_malloc(&d, duration)?);
         }
-        None => {
-            notes.push(
-                "no SPDK comparison: set RACKCACHE_BENCH_SPDK to a local SPDK build (docs/dataplane.md#benchmark)"
-                    .into(),
-            );
-            None
+        if let Some(s) = &spdk {
+            println!("nvmf_tcp: malloc bdev, SPDK's nvmf_tgt (round {round} of {rounds}) ...");
+            let d = Daemon::start_spdk(s, work.path())?;
+            runs[modes.len()].push(on_malloc(&d, duration)?);
         }
-    };
+    }
+    let mut medians = runs.into_iter().map(median_runs);
+    let (interrupt, poll, window) = (
+        medians.next().unwrap_or_default(),
+        medians.next().unwrap_or_default(),
+        medians.next().unwrap_or_default(),
+    );
+    let spdk_reports = spdk.as_ref().and(medians.next());
     let mut poll_bases: Vec<(&str, &[Report], bool)> = vec![("interrupt", &interrupt, false)];
     let mut interrupt_bases = Vec::new();
     if let Some(s) = &spdk_reports {
@@ -577,6 +626,14 @@ fn bench() -> Result<(), String> {
     rows.extend(malloc_rows(
         "malloc poll",
         &poll,
+        loopback,
+        true,
+        &poll_bases,
+    ));
+    let window_label = format!("malloc {POLL_WINDOW}");
+    rows.extend(malloc_rows(
+        &window_label,
+        &window,
         loopback,
         true,
         &poll_bases,

@@ -51,7 +51,7 @@ impl Owner {
         if self.flushing || self.cleaning_running || self.stopping {
             return;
         }
-        let busy = self.running.len();
+        let busy = self.running.len() + self.hits;
         if let Some(kind) = self.cleaner.due(
             Instant::now(),
             self.last_io,

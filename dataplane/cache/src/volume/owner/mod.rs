@@ -1,19 +1,24 @@
-//! The owner task of one cached volume: the only place its engine runs.
+//! The owner of one cached volume: the only state its engine runs in.
 //!
-//! Queue pairs send requests here ([`Msg::Io`]); the owner plans them,
-//! polls their I/O ([`super::exec`]) in its own loop, and with each outcome
-//! completes the engine's tickets, records what is now on the
-//! device ([`super::meta`]) and answers the host. Requests the engine refuses
-//! for now (`Retry`) wait in arrival order and are planned again after each
-//! completion. Control calls (stats, flush, mode, policy, resize, stop)
-//! arrive as [`Msg::Ctl`] and run between requests.
+//! It lives behind a mutex that its task ([`run`]) and the volume's callers
+//! share. A caller that finds it free (always, on a one-thread runtime)
+//! submits its request in place ([`Owner::submit_now`]); otherwise it sends
+//! it ([`Msg::Io`]). The owner plans requests, polls their I/O
+//! ([`super::exec`]) in its task, and with each outcome completes the
+//! engine's tickets, records what is now on the device ([`super::meta`]) and
+//! answers the host. A pure read hit is answered with a grant instead, and
+//! the caller reads the cache device itself ([`super::hit`]). Requests the
+//! engine refuses for now (`Retry`) wait in arrival order and are planned
+//! again after each completion. Control calls (stats, flush, mode, policy,
+//! resize, stop) arrive as [`Msg::Ctl`] and run between requests.
 
 mod bypass;
 mod control;
 mod pump;
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 use bdev::{BdevError, DmaBuf};
@@ -23,6 +28,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::clean::Cleaner;
 use super::exec::{self, Devices, Outcome};
+use super::hit::{HitDone, HitGrant, HitGuard, Pieces};
 use super::meta::{Durability, MetaTable};
 use super::params::{CacheMode, VolumeParams};
 use super::stats::RuntimeCounters;
@@ -37,8 +43,34 @@ pub(crate) enum HostOp {
     Deallocate,
 }
 
-/// The answer to a host request.
-pub(crate) type Reply = oneshot::Sender<(Option<DmaBuf>, Result<(), BdevError>)>;
+/// What a host request is answered with.
+pub(crate) enum Answer {
+    /// Its outcome, with its buffer.
+    Done(Option<DmaBuf>, Result<(), BdevError>),
+    /// A pure read hit for the caller to read itself, with its buffer.
+    Hit(HitGrant, DmaBuf),
+}
+
+/// The way back to a host request's caller.
+pub(crate) struct Reply(oneshot::Sender<Answer>);
+
+impl Reply {
+    pub(crate) fn channel() -> (Reply, oneshot::Receiver<Answer>) {
+        let (tx, rx) = oneshot::channel();
+        (Reply(tx), rx)
+    }
+
+    /// Answers with the outcome; fails when the caller went away.
+    pub(crate) fn send(self, (buf, r): (Option<DmaBuf>, Result<(), BdevError>)) -> Result<(), ()> {
+        self.0.send(Answer::Done(buf, r)).map_err(|_| ())
+    }
+
+    /// Hands over a hit. A caller that went away drops the grant, whose
+    /// guard then gives the ticket back.
+    fn grant(self, g: HitGrant, buf: DmaBuf) {
+        let _ = self.0.send(Answer::Hit(g, buf));
+    }
+}
 
 /// A host request on its way to the owner.
 pub(crate) struct HostIo {
@@ -54,8 +86,14 @@ pub(crate) struct HostIo {
 pub(crate) enum Msg {
     Io(HostIo),
     Ctl(Control),
-    MetaDone { unit: u32, version: u64, ok: bool },
+    MetaDone {
+        unit: u32,
+        version: u64,
+        ok: bool,
+    },
     BypassDone(u64, Option<DmaBuf>, Result<(), BdevError>),
+    /// A granted hit's read ended, or its request went away.
+    HitDone(HitDone),
 }
 
 /// A plan's I/O, yielding its request id and outcome.
@@ -195,6 +233,13 @@ pub(crate) struct Owner {
     stop_reply: Option<oneshot::Sender<Result<(), VolumeError>>>,
     last_io: Instant,
     blocks: Vec<engine::BlockInfo>,
+    /// Granted hits whose tickets have not come back.
+    hits: usize,
+    /// The plan of the last granted hit: the next request reuses its
+    /// vectors.
+    spare_plan: Plan,
+    /// Wakes the owner's task when a caller in place gave it work.
+    waker: Option<Waker>,
 }
 
 impl Owner {
@@ -244,25 +289,82 @@ impl Owner {
             stop_reply: None,
             last_io: Instant::now(),
             blocks: Vec::new(),
+            hits: 0,
+            spare_plan: Plan::new(),
+            waker: None,
         }
     }
 
-    /// Runs until stopped.
-    pub async fn run(mut self) {
-        let mut tick = tokio::time::interval(self.cleaner.tick());
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    /// One pass of the owner's task: every message, plan completion and
+    /// cleaning tick that is ready, each followed by [`Owner::pump`] (as
+    /// after every event). Ready when stopped.
+    fn poll_events(&mut self, cx: &mut Context<'_>, tick: &mut tokio::time::Interval) -> Poll<()> {
+        if !self.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            self.waker = Some(cx.waker().clone());
+        }
         loop {
-            tokio::select! {
-                m = self.rx.recv() => {
-                    let Some(m) = m else { return };
+            let mut progressed = false;
+            match self.rx.poll_recv(cx) {
+                Poll::Ready(None) => return Poll::Ready(()),
+                Poll::Ready(Some(m)) => {
                     self.handle(m);
+                    if self.after_event() {
+                        return Poll::Ready(());
+                    }
+                    progressed = true;
                 }
-                Some((id, out)) = self.io.next(), if !self.io.is_empty() => self.done(id, out),
-                _ = tick.tick() => self.clean_tick(),
+                Poll::Pending => {}
             }
-            self.pump();
-            if self.finished() {
-                return;
+            if !self.io.is_empty() {
+                if let Poll::Ready(Some((id, out))) = self.io.poll_next_unpin(cx) {
+                    self.done(id, out);
+                    if self.after_event() {
+                        return Poll::Ready(());
+                    }
+                    progressed = true;
+                }
+            }
+            if tick.poll_tick(cx).is_ready() {
+                self.clean_tick();
+                if self.after_event() {
+                    return Poll::Ready(());
+                }
+                progressed = true;
+            }
+            if !progressed {
+                return Poll::Pending;
+            }
+        }
+    }
+
+    /// After every event; true once stopped.
+    fn after_event(&mut self) -> bool {
+        self.pump();
+        self.finished()
+    }
+
+    /// Submits a host request from its caller's task.
+    pub(crate) fn submit_now(&mut self, io: HostIo) {
+        let started = self.io.len();
+        self.handle(Msg::Io(io));
+        self.after_in_place(started);
+    }
+
+    /// A granted hit ended, told from its caller's task.
+    pub(crate) fn hit_done_now(&mut self, d: HitDone) {
+        let started = self.io.len();
+        self.hit_done(d);
+        self.after_in_place(started);
+    }
+
+    fn after_in_place(&mut self, started: usize) {
+        self.pump();
+        // The task polls plan I/O and ends a stop; it sleeps until a
+        // message, a completion or a tick wakes it, so it is woken when a
+        // call in place gave it such work.
+        if self.io.len() > started || self.stopping {
+            if let Some(w) = &self.waker {
+                w.wake_by_ref();
             }
         }
     }
@@ -270,7 +372,7 @@ impl Owner {
     fn handle(&mut self, m: Msg) {
         match m {
             Msg::Io(io) => {
-                self.last_io = Instant::now();
+                self.last_io = io.arrived;
                 if self.stopping {
                     let _ = io.reply.send((io.buf, Err(gone(&self.params.name))));
                     return;
@@ -296,13 +398,15 @@ impl Owner {
                 }
                 self.retry_waiting();
             }
+            Msg::HitDone(d) => self.hit_done(d),
         }
     }
 
     // ------------------------------------------------------------ requests
 
     fn submit(&mut self, io: HostIo) {
-        self.submit_with(io, Plan::new());
+        let plan = std::mem::take(&mut self.spare_plan);
+        self.submit_with(io, plan);
     }
 
     /// Plans `io` in `plan` (a fresh plan, or the one it was refused in).
@@ -336,6 +440,10 @@ impl Owner {
             self.waiting.push_back((io, plan));
             return;
         }
+        let io = match (io.buf, is_pure_hit(&plan)) {
+            (Some(buf), true) => return self.grant_hit(io.reply, io.arrived, buf, plan),
+            (buf, _) => HostIo { buf, ..io },
+        };
         let id = self.id();
         let fua = matches!(io.op, HostOp::Write { fua: true });
         let mut touched = vec![ext];
@@ -361,6 +469,50 @@ impl Owner {
         self.running.insert(id, run);
         let need = self.prepare_slots(&plan);
         self.launch(id, plan, io.buf, fua, need, after);
+    }
+
+    /// Hands a pure read hit to its caller (see [`super::hit`]); the plan's
+    /// ticket stays out until the caller's read ended.
+    fn grant_hit(&mut self, reply: Reply, arrived: Instant, buf: DmaBuf, plan: Plan) {
+        let grant = HitGrant {
+            pieces: Pieces::of(&self.region, &plan),
+            guard: HitGuard::new(self.tx.clone(), plan.ticket, arrived),
+        };
+        self.hits += 1;
+        reply.grant(grant, buf);
+        self.spare_plan = plan;
+    }
+
+    #[cfg(test)]
+    pub(crate) fn hits_in_flight(&self) -> usize {
+        self.hits
+    }
+
+    /// A granted hit's ticket came back. Its blocks changed nothing on the
+    /// device, so there is nothing to record (a plan writing into them
+    /// records them itself).
+    fn hit_done(&mut self, d: HitDone) {
+        self.hits -= 1;
+        let failed = d.failed_reads > 0;
+        if let Some(t) = d.ticket {
+            let r = if failed {
+                Completion::Failed
+            } else {
+                Completion::Ok
+            };
+            let _ = self.engine.complete(t, r);
+            self.forget_dropped();
+        }
+        if failed {
+            let e = &mut self.rt.errors;
+            e.cache_volume_rd += d.failed_reads;
+            e.total += d.failed_reads;
+            self.degrade("cache device I/O failed");
+        }
+        if let Some(ns) = d.elapsed_ns {
+            self.rt.read_hit.add(ns);
+        }
+        self.retry_waiting();
     }
 
     /// Takes out of the persisted table every entry the plan's data will
@@ -597,7 +749,7 @@ impl Owner {
             // Nothing to lose: forget every cached block (reads and writes
             // then bypass the failing device entirely) and pass through.
             // Blocks being filled now fail on their own and roll back.
-            if self.running.is_empty() {
+            if self.running.is_empty() && self.hits == 0 {
                 // Their entries leave the device's table too (pass-through
                 // writes go under the removal barrier), so that a restart
                 // never brings a block back that core has since changed.
@@ -627,6 +779,42 @@ impl Owner {
         self.next_id += 1;
         self.next_id
     }
+}
+
+/// Runs the owner's task until the volume stopped (or a caller panicked
+/// while holding the owner).
+pub(crate) async fn run(owner: Arc<Mutex<Option<Owner>>>) {
+    let period = match owner.lock().as_deref() {
+        Ok(Some(o)) => o.cleaner.tick(),
+        _ => return,
+    };
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    std::future::poll_fn(|cx| match owner.lock().as_deref_mut() {
+        Ok(Some(o)) => o.poll_events(cx, &mut tick),
+        _ => Poll::Ready(()),
+    })
+    .await;
+    // Stopped, or a panic poisoned the lock: drop the owner, so that every
+    // request still queued or running is answered (its reply dropped:
+    // "stopped") and later ones fail at once instead of waiting on a
+    // channel nobody reads.
+    let owner = match owner.lock() {
+        Ok(mut o) => o.take(),
+        Err(p) => p.into_inner().take(),
+    };
+    drop(owner);
+}
+
+/// Only cache reads: nothing to fill, write back or persist first.
+fn is_pure_hit(plan: &Plan) -> bool {
+    plan.op == Op::Read
+        && !plan.cache_reads.is_empty()
+        && plan.fills.is_empty()
+        && plan.core_reads.is_empty()
+        && plan.writebacks.is_empty()
+        && plan.writeback_ticket.is_none()
+        && plan.evicted.is_empty()
 }
 
 fn overlaps(a: Extent, b: Extent) -> bool {

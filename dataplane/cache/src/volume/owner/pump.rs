@@ -130,6 +130,7 @@ impl Owner {
     pub(super) fn finished(&mut self) -> bool {
         if !self.stopping
             || !self.running.is_empty()
+            || self.hits > 0
             || !self.blocked_start.is_empty()
             || !self.blocked_ack.is_empty()
             || !self.waiting.is_empty()

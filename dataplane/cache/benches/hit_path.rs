@@ -1,0 +1,128 @@
+//! The hit path without the network: 4K random reads of a warm cached
+//! volume beside the same reads of its cache bdev, both RAM, in one
+//! current-thread runtime (as the pinned daemon runs), at QD1 and QD32.
+//! What the volume adds per read is what this prints: nanoseconds per
+//! read and the ratio to the raw bdev. `cargo bench -p loadgen --bench
+//! cached` (part 3) measures the same over NVMe/TCP.
+//!
+//! `RACKCACHE_BENCH_HIT_READS` (200000): reads per measured pass.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bdev::malloc::MallocBdev;
+use bdev::{Bdev, CountedBdev, DmaBuf, IoStats};
+use cache::device::CacheDevice;
+use cache::volume::{CachedVolume, VolumeParams};
+use futures_util::stream::{FuturesUnordered, StreamExt};
+
+const MIB: u64 = 1 << 20;
+const BLOCK: u64 = 4096;
+const VOLUME_MIB: u64 = 64;
+
+fn counted(b: Bdev) -> CountedBdev {
+    let reg = metrics::Registry::new();
+    let name = b.info().name.clone();
+    CountedBdev::new(Arc::new(b), IoStats::register(&reg, &name))
+}
+
+/// xorshift64*: the same offsets for both sides.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
+    }
+}
+
+/// Nanoseconds per read of `reads` random 4K reads, `qd` in flight.
+async fn pass(b: &Bdev, space: u64, qd: usize, reads: u64) -> f64 {
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut next = || rng.below(space / BLOCK) * BLOCK;
+    let mut inflight = FuturesUnordered::new();
+    let mut bufs: Vec<DmaBuf> = (0..qd).map(|_| DmaBuf::new(BLOCK as usize)).collect();
+    let start = Instant::now();
+    let mut issued = 0;
+    while issued < reads && inflight.len() < qd {
+        inflight.push(b.read(next(), bufs.pop().expect("one per slot")));
+        issued += 1;
+    }
+    while let Some((buf, r)) = inflight.next().await {
+        r.expect("read");
+        if issued < reads {
+            inflight.push(b.read(next(), buf));
+            issued += 1;
+        }
+    }
+    start.elapsed().as_nanos() as f64 / reads as f64
+}
+
+fn main() {
+    let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    if filter.is_some_and(|f| !"hit_path".contains(&f)) {
+        return;
+    }
+    let reads = std::env::var("RACKCACHE_BENCH_HIT_READS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200_000u64);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async move {
+        let core = counted(Bdev::Malloc(
+            MallocBdev::new("core", VOLUME_MIB * MIB / BLOCK, BLOCK as u32).expect("core"),
+        ));
+        let cache_mib = VOLUME_MIB * 2;
+        let cache_bdev = counted(Bdev::Malloc(
+            MallocBdev::new("cache", cache_mib * MIB / BLOCK, BLOCK as u32).expect("cache"),
+        ));
+        let dev = CacheDevice::open(cache_bdev.clone(), true)
+            .await
+            .expect("format");
+        let params: VolumeParams = serde_json::from_value(serde_json::json!({
+            "name": "hit", "core_bdev_name": "core", "cache_bdev_name": "cache",
+            "cache_size_mib": VOLUME_MIB + VOLUME_MIB / 4,
+            "seq_cutoff": {"policy": "never"}, "cleaning": {"policy": "nop"},
+        }))
+        .expect("params");
+        let v = CachedVolume::create(params, core, dev)
+            .await
+            .expect("volume");
+        let vb = v.bdev();
+        let space = VOLUME_MIB * MIB;
+        // Warm: every block cached (sequential 128K reads fill them).
+        for off in (0..space).step_by(128 << 10) {
+            let (_, r) = vb.read(off, DmaBuf::new(128 << 10)).await;
+            r.expect("warm");
+        }
+        let raw = cache_bdev.bdev();
+        println!(
+            "{:<6} {:>12} {:>12} {:>8} {:>10}",
+            "QD", "raw ns/rd", "hit ns/rd", "hit/raw", "hit ratio"
+        );
+        for qd in [1usize, 32] {
+            v.reset_stats().await.expect("reset");
+            // Alternate sides so that load from elsewhere falls on both.
+            let (mut r, mut h) = (Vec::new(), Vec::new());
+            for _ in 0..3 {
+                r.push(pass(raw, space, qd, reads).await);
+                h.push(pass(&vb, space, qd, reads).await);
+            }
+            r.sort_by(f64::total_cmp);
+            h.sort_by(f64::total_cmp);
+            let hit = v.stats().await.expect("stats").hit_ratio.read;
+            println!(
+                "{qd:<6} {:>12.0} {:>12.0} {:>8.2} {hit:>10.3}",
+                r[1],
+                h[1],
+                h[1] / r[1]
+            );
+        }
+        v.stop(false).await.expect("stop");
+    });
+}

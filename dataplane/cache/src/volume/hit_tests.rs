@@ -1,0 +1,247 @@
+//! Hits served by the caller (`hit.rs`): counted as hits, the right bytes,
+//! and the blocks they read pinned until their reads end, even when
+//! evictions want the space meanwhile or the request goes away.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use bdev::layered::LayeredBdev;
+use bdev::malloc::MallocBdev;
+use bdev::{Bdev, BdevInfo, BlockCount, BoxFuture, CountedBdev, DmaBuf, IoKind};
+use tokio::sync::watch;
+
+use super::{CachedVolume, VolumeParams};
+use crate::device::CacheDevice;
+
+const SECTOR: u32 = 4096;
+const BLOCK: u64 = 64 << 10;
+const CORE_MIB: u64 = 8;
+
+/// A RAM bdev whose reads wait while the gate is closed, then read: a
+/// slot overwritten while a read waits shows in the bytes it returns.
+/// Writes (fills, metadata) pass.
+struct Gated {
+    info: BdevInfo,
+    ram: Bdev,
+    gate: Arc<Gate>,
+}
+
+struct Gate {
+    open: watch::Sender<bool>,
+    /// Reads waiting at the closed gate.
+    waiting: AtomicUsize,
+}
+
+impl Gate {
+    fn set(&self, open: bool) {
+        self.open.send_replace(open);
+    }
+
+    async fn pass(&self) {
+        let mut rx = self.open.subscribe();
+        if *rx.borrow() {
+            return;
+        }
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+        let _ = rx.wait_for(|open| *open).await;
+        self.waiting.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl LayeredBdev for Gated {
+    fn info(&self) -> &BdevInfo {
+        &self.info
+    }
+    fn supports(&self, kind: IoKind) -> bool {
+        self.ram.supports(kind)
+    }
+    fn base_names(&self) -> Vec<String> {
+        Vec::new()
+    }
+    fn read(&self, offset: u64, buf: DmaBuf) -> BoxFuture<'_, (DmaBuf, bdev::Result<()>)> {
+        Box::pin(async move {
+            self.gate.pass().await;
+            self.ram.read(offset, buf).await
+        })
+    }
+    fn write(&self, offset: u64, buf: DmaBuf) -> BoxFuture<'_, (DmaBuf, bdev::Result<()>)> {
+        Box::pin(self.ram.write(offset, buf))
+    }
+    fn write_fua(&self, offset: u64, buf: DmaBuf) -> BoxFuture<'_, (DmaBuf, bdev::Result<()>)> {
+        Box::pin(self.ram.write_fua(offset, buf))
+    }
+    fn flush(&self) -> BoxFuture<'_, bdev::Result<()>> {
+        Box::pin(self.ram.flush())
+    }
+    fn write_zeroes(&self, offset: u64, len: u64) -> BoxFuture<'_, bdev::Result<()>> {
+        Box::pin(self.ram.write_zeroes(offset, len))
+    }
+    fn unmap(&self, offset: u64, len: u64) -> BoxFuture<'_, bdev::Result<()>> {
+        Box::pin(self.ram.unmap(offset, len))
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+fn ram(name: &str, mib: u64) -> Bdev {
+    Bdev::Malloc(MallocBdev::new(name, (mib << 20) / u64::from(SECTOR), SECTOR).unwrap())
+}
+
+/// The core's bytes: every 8-byte word differs from the others (a hash
+/// of its offset), so bytes of another block show.
+fn pattern(off: u64, len: u64) -> Vec<u8> {
+    (off..off + len)
+        .map(|i| ((i / 8).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as u8 ^ (i % 8) as u8)
+        .collect()
+}
+
+struct Rig {
+    volume: CachedVolume,
+    bdev: Bdev,
+    gate: Arc<Gate>,
+}
+
+/// A write-through volume of 64 KiB blocks with a 1 MiB cache (16 slots)
+/// in front of a core filled with `pattern`, its cache device gated.
+async fn rig() -> Rig {
+    let core = Arc::new(ram("core", CORE_MIB));
+    let (_, r) = core
+        .write(0, DmaBuf::from_slice(&pattern(0, CORE_MIB << 20)))
+        .await;
+    r.unwrap();
+    let (open, _) = watch::channel(true);
+    let gate = Arc::new(Gate {
+        open,
+        waiting: AtomicUsize::new(0),
+    });
+    let cache_ram = ram("nvme", 8);
+    let gated = Gated {
+        info: BdevInfo {
+            name: "nvme".into(),
+            product_name: "gated RAM",
+            block_size: SECTOR,
+            blocks: BlockCount::new(cache_ram.info().num_blocks()),
+            uuid: [7; 16],
+        },
+        ram: cache_ram,
+        gate: gate.clone(),
+    };
+    let cache = CountedBdev::from(Arc::new(Bdev::Layered(Box::new(gated))));
+    let dev = CacheDevice::open(cache, true).await.unwrap();
+    let params: VolumeParams = serde_json::from_value(serde_json::json!({
+        "name": "hits", "core_bdev_name": "core", "cache_bdev_name": "nvme",
+        "cache_size_mib": 1, "mode": "fixed", "block_sizes_kib": [64],
+        "eviction": "lru2", "seq_cutoff": {"policy": "never"},
+        "cleaning": {"policy": "nop"},
+    }))
+    .unwrap();
+    let volume = CachedVolume::create(params, CountedBdev::from(core), dev)
+        .await
+        .unwrap();
+    let bdev = volume.bdev();
+    Rig { volume, bdev, gate }
+}
+
+async fn read_ok(b: &Bdev, off: u64, len: u64) -> DmaBuf {
+    let (buf, r) = b.read(off, DmaBuf::new(len as usize)).await;
+    r.unwrap();
+    buf
+}
+
+fn hits_in_flight(v: &CachedVolume) -> usize {
+    v.inner
+        .owner
+        .lock()
+        .unwrap()
+        .as_ref()
+        .map_or(0, |o| o.hits_in_flight())
+}
+
+/// Lets other tasks run until `cond` holds.
+async fn until(mut cond: impl FnMut() -> bool) {
+    while !cond() {
+        tokio::task::yield_now().await;
+    }
+}
+
+#[tokio::test]
+async fn hits_are_counted_and_return_the_cached_bytes() {
+    let r = rig().await;
+    // Warm four blocks; the second pass reads them all from the cache:
+    // within one block, across two blocks, and whole blocks.
+    read_ok(&r.bdev, 0, 4 * BLOCK).await;
+    r.volume.reset_stats().await.unwrap();
+    let reads = [
+        (4096, 4096),
+        (BLOCK - 4096, 8192),
+        (0, 4 * BLOCK),
+        (2 * BLOCK, BLOCK),
+    ];
+    for (off, len) in reads {
+        let got = read_ok(&r.bdev, off, len).await;
+        assert!(got[..] == pattern(off, len)[..], "read {off}+{len}");
+    }
+    assert_eq!(hits_in_flight(&r.volume), 0);
+    let s = r.volume.stats().await.unwrap();
+    assert_eq!(s.requests.rd_hits, reads.len() as u64);
+    assert_eq!(s.requests.rd_misses, 0);
+    assert_eq!(s.latency.read_hit.count, reads.len() as u64);
+    assert_eq!(s.errors.total, 0);
+    r.volume.stop(false).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_block_read_by_a_hit_is_not_reused_before_the_read_ends() {
+    let r = rig().await;
+    read_ok(&r.bdev, 0, BLOCK).await;
+    r.gate.set(false);
+    let b = r.volume.bdev();
+    let hit = tokio::spawn(async move { read_ok(&b, 4096, 4096).await });
+    until(|| r.gate.waiting.load(Ordering::SeqCst) == 1).await;
+    assert_eq!(hits_in_flight(&r.volume), 1, "served by the caller");
+    // Misses that need every slot twice over: their fills write through
+    // the open side of the gate into whatever slots eviction frees.
+    for i in 1..33 {
+        read_ok(&r.bdev, i * BLOCK, BLOCK).await;
+    }
+    assert!(r.volume.stats().await.unwrap().evictions.blocks >= 16);
+    r.gate.set(true);
+    let got = hit.await.unwrap();
+    assert!(
+        got[..] == pattern(4096, 4096)[..],
+        "the hit's slot was reused"
+    );
+    // The block stayed cached through all of it.
+    r.volume.reset_stats().await.unwrap();
+    read_ok(&r.bdev, 0, 4096).await;
+    assert_eq!(r.volume.stats().await.unwrap().requests.rd_hits, 1);
+    r.volume.stop(false).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_hit_whose_request_goes_away_gives_its_blocks_back() {
+    let r = rig().await;
+    read_ok(&r.bdev, 0, BLOCK).await;
+    r.gate.set(false);
+    let b = r.volume.bdev();
+    let hit = tokio::spawn(async move { read_ok(&b, 0, 4096).await });
+    until(|| r.gate.waiting.load(Ordering::SeqCst) == 1).await;
+    assert_eq!(hits_in_flight(&r.volume), 1);
+    hit.abort();
+    let _ = hit.await;
+    // The owner's task hears of it (a bounded number of turns, no clock).
+    for _ in 0..1000 {
+        if hits_in_flight(&r.volume) == 0 {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(hits_in_flight(&r.volume), 0, "the ticket came back");
+    // A write needs the block exclusively: it would wait for a pin the
+    // dropped request kept.
+    let (_, w) = r.bdev.write(0, DmaBuf::from_slice(&pattern(0, 4096))).await;
+    w.unwrap();
+    r.gate.set(true);
+    r.volume.stop(false).await.unwrap();
+}
