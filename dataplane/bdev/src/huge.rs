@@ -7,6 +7,12 @@
 //! transparent huge pages are `madvise` or `always`) before the memory is
 //! first touched. Measured on the development VM, random 4 KiB copies out
 //! of 256 MiB: 909 ns with 4 KiB pages, 577 ns with huge pages.
+//!
+//! Chunks of a huge page or more are fresh anonymous mappings, zero
+//! without being written, so memory is backed only where it is first
+//! written (a huge page at a time) and a large RAM disk that is used
+//! sparsely (the replay tests lay traces out over tens of GiB) costs what
+//! it holds, not its size.
 
 use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
 use std::ops::{Deref, DerefMut};
@@ -19,7 +25,9 @@ pub(crate) const HUGE_PAGE: usize = 2 << 20;
 /// the kernel as huge-page memory) when at least that long.
 pub(crate) struct HugeChunk {
     ptr: NonNull<u8>,
-    layout: Layout,
+    /// From the allocator, or (`None`) an anonymous mapping of `len`
+    /// rounded up to a huge page.
+    layout: Option<Layout>,
     len: usize,
 }
 
@@ -31,24 +39,66 @@ unsafe impl Sync for HugeChunk {}
 impl HugeChunk {
     /// `len` zeroed bytes (`len` > 0).
     pub(crate) fn zeroed(len: usize) -> Self {
-        let (size, align) = if len >= HUGE_PAGE {
-            (len.next_multiple_of(HUGE_PAGE), HUGE_PAGE)
-        } else {
-            (len.max(1).next_multiple_of(4096), 4096)
-        };
-        let layout = Layout::from_size_align(size, align).expect("chunk size overflows");
+        if len >= HUGE_PAGE {
+            return Self::mapped(len);
+        }
+        let layout = Layout::from_size_align(len.max(1).next_multiple_of(4096), 4096)
+            .expect("chunk size overflows");
         // SAFETY: the layout's size is non-zero.
         let ptr = unsafe { alloc(layout) };
         let ptr = NonNull::new(ptr).unwrap_or_else(|| handle_alloc_error(layout));
-        if align == HUGE_PAGE {
-            // Advice only: where THP is off the memory works as before.
-            // SAFETY: [ptr, ptr + size) is our allocation, page-aligned.
-            unsafe { libc::madvise(ptr.as_ptr().cast(), size, libc::MADV_HUGEPAGE) };
+        // SAFETY: the allocation holds at least `len` writable bytes.
+        unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, layout.size()) };
+        Self {
+            ptr,
+            layout: Some(layout),
+            len,
         }
-        // SAFETY: the allocation holds `size` >= `len` writable bytes;
-        // zeroing it is its first touch, so the pages fault in huge.
-        unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, size) };
-        Self { ptr, layout, len }
+    }
+
+    /// A fresh anonymous mapping, huge-page aligned: a huge page more is
+    /// mapped and the unaligned ends unmapped again. Its pages read as
+    /// zeroes and are backed on first write.
+    fn mapped(len: usize) -> Self {
+        let size = len.next_multiple_of(HUGE_PAGE);
+        let span = size + HUGE_PAGE;
+        // SAFETY: a new private anonymous mapping; no existing memory.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                span,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            handle_alloc_error(Layout::from_size_align(size, HUGE_PAGE).expect("chunk size"));
+        }
+        let start = p as usize;
+        let head = start.next_multiple_of(HUGE_PAGE) - start;
+        let tail = span - head - size;
+        // SAFETY: both ranges lie in the mapping just made and outside
+        // [start + head, start + head + size), which is kept.
+        unsafe {
+            if head > 0 {
+                libc::munmap(p, head);
+            }
+            if tail > 0 {
+                libc::munmap(p.cast::<u8>().add(head + size).cast(), tail);
+            }
+        }
+        // SAFETY: inside the mapping, hence non-null.
+        let ptr = unsafe { NonNull::new_unchecked(p.cast::<u8>().add(head)) };
+        // Advice only: where THP is off the memory works as before.
+        // SAFETY: [ptr, ptr + size) is our mapping, huge-page aligned.
+        unsafe { libc::madvise(ptr.as_ptr().cast(), size, libc::MADV_HUGEPAGE) };
+        Self {
+            ptr,
+            layout: None,
+            len,
+        }
     }
 }
 
@@ -70,8 +120,17 @@ impl DerefMut for HugeChunk {
 
 impl Drop for HugeChunk {
     fn drop(&mut self) {
-        // SAFETY: allocated in `zeroed` with exactly this layout.
-        unsafe { dealloc(self.ptr.as_ptr(), self.layout) };
+        match self.layout {
+            // SAFETY: allocated in `zeroed` with exactly this layout.
+            Some(layout) => unsafe { dealloc(self.ptr.as_ptr(), layout) },
+            // SAFETY: mapped in `mapped` with exactly this size.
+            None => unsafe {
+                libc::munmap(
+                    self.ptr.as_ptr().cast(),
+                    self.len.next_multiple_of(HUGE_PAGE),
+                );
+            },
+        }
     }
 }
 
@@ -90,5 +149,19 @@ mod tests {
             c[len - 1] = 7;
             assert_eq!(c[len - 1], 7);
         }
+    }
+
+    #[test]
+    fn a_large_region_is_backed_only_where_written() {
+        // 32 GiB of address space, as large as the layout of the replay
+        // tests' CloudPhysics sample: more memory than a test machine is
+        // expected to have, so this works only if untouched pages stay
+        // unbacked.
+        let chunks: Vec<_> = (0..16 << 10)
+            .map(|_| HugeChunk::zeroed(HUGE_PAGE))
+            .collect();
+        let mut last = chunks.into_iter().last().unwrap();
+        last[HUGE_PAGE - 1] = 1;
+        assert_eq!(last[0], 0);
     }
 }

@@ -14,6 +14,8 @@
 //!    read hit ratio beside the simulator's prediction for the same requests.
 //! 5. Warm restart: read hit ratio over a fixed request count before
 //!    `stop` + `create(load)` and right after.
+//! 6. Against a cache peer: an OCF-style fixed 4 KiB cache line with LRU
+//!    vs adaptive, 256 MiB over a 1 GiB core, Zipf 4K reads (`peer.rs`).
 //!
 //! Environment (defaults keep a run to a few minutes):
 //! - `RACKCACHE_BENCH_SECONDS` (3): seconds per timed workload.
@@ -26,12 +28,14 @@
 //!   `_TRACE_CACHE_PCT` (10, of the selection's working set), `_REPLAY_QD`
 //!   (32): part 4.
 //! - `RACKCACHE_BENCH_RESTART_REQUESTS` (10000): part 5's window.
+//! - `RACKCACHE_BENCH_PEER_*`: part 6 (`peer.rs`).
 //! - `RACKCACHE_BENCH_CEPH=0`: skip this bench (its cores are RBD images).
-//! - `RACKCACHE_BENCH_PARTS` (all): the parts to run, e.g. `3` or `1,3`
+//! - `RACKCACHE_BENCH_PARTS` (all): the parts to run, e.g. `3`, `1,3` or `6`
 //!   (part 3 alone still warms its volume, unmeasured).
 //!
 //! No figure is judged by a time limit: targets are ratios to baselines.
 
+mod peer;
 mod rig;
 mod synth;
 mod table;
@@ -53,11 +57,11 @@ use synth::Rng;
 use table::Row;
 use testkit::{Ceph, TempDir};
 
-const QD: usize = 32;
+pub(crate) const QD: usize = 32;
 const IMAGE_A: &str = "cbench-a";
 const IMAGE_TRACE: &str = "cbench-trace";
 
-fn env_u64(name: &str, default: u64) -> u64 {
+pub(crate) fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()
         .and_then(|v| v.parse().ok())
@@ -105,11 +109,11 @@ impl Knobs {
             restart_requests: env_u64("RACKCACHE_BENCH_RESTART_REQUESTS", 10_000),
             parts: match std::env::var("RACKCACHE_BENCH_PARTS") {
                 Ok(v) => parse_parts(&v)?,
-                Err(_) => 0b11_1110,
+                Err(_) => 0b111_1110,
             },
         };
         if k.parts == 0 {
-            return Err("RACKCACHE_BENCH_PARTS selects no part (1-5)".into());
+            return Err("RACKCACHE_BENCH_PARTS selects no part (1-6)".into());
         }
         if k.trace_warmup >= k.trace_requests {
             return Err("RACKCACHE_BENCH_TRACE_WARMUP must be below _TRACE_REQUESTS".into());
@@ -127,15 +131,15 @@ impl Knobs {
     }
 }
 
-/// `RACKCACHE_BENCH_PARTS`: part numbers 1-5, comma-separated.
+/// `RACKCACHE_BENCH_PARTS`: part numbers 1-6, comma-separated.
 fn parse_parts(v: &str) -> Result<u8, String> {
     let mut bits = 0u8;
     for p in v.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         match p.parse::<u8>() {
-            Ok(n @ 1..=5) => bits |= 1 << n,
+            Ok(n @ 1..=6) => bits |= 1 << n,
             _ => {
                 return Err(format!(
-                    "RACKCACHE_BENCH_PARTS={v}: part numbers 1-5, comma-separated"
+                    "RACKCACHE_BENCH_PARTS={v}: part numbers 1-6, comma-separated"
                 ))
             }
         }
@@ -145,7 +149,7 @@ fn parse_parts(v: &str) -> Result<u8, String> {
 
 /// Parameters of a bench volume: no sequential cutoff (warming passes are
 /// sequential; the simulator has none) and no background cleaning.
-fn params(
+pub(crate) fn params(
     name: &str,
     core: &str,
     mib: u64,
@@ -182,7 +186,7 @@ fn paired(
     Ok((median(ra), median(rb)))
 }
 
-fn volume_export(rig: &Rig, v: &CachedVolume) -> Result<Export, String> {
+pub(crate) fn volume_export(rig: &Rig, v: &CachedVolume) -> Result<Export, String> {
     rig.export(CountedBdev::from(Arc::new(v.bdev())))
 }
 
@@ -200,6 +204,7 @@ fn main() {
 
 fn bench() -> Result<(), String> {
     let k = Knobs::from_env()?;
+    let peer_knobs = peer::Knobs::from_env()?;
     if std::env::var("RACKCACHE_BENCH_CEPH").as_deref() == Ok("0") {
         println!("cached: skipped (RACKCACHE_BENCH_CEPH=0; the cores are RBD images)");
         return Ok(());
@@ -235,34 +240,44 @@ fn bench() -> Result<(), String> {
             .div_ceil(MIB)
             .max(1)
     });
-    let need = k.fitting_cache_mib().max(trace_cache_mib);
+    // Parts 1-3 and 5 read image A; part 6 alone does not write it.
+    let image_a_parts = [1, 2, 3, 5].iter().any(|&p| k.runs(p));
+    let mut need = trace_cache_mib;
+    if image_a_parts {
+        need = need.max(k.fitting_cache_mib());
+    }
+    if k.runs(6) {
+        need = need.max(peer::CACHE_MIB);
+    }
     // The header and the per-unit metadata copies.
     let device_mib = need + need / 32 + 8;
 
     println!("cached: starting a one-node Ceph ...");
     let ceph = Ceph::start();
-    let image_a = format!("{}/{IMAGE_A}", ceph.var("RACKCACHE_CEPH_POOL"));
-    ceph.admin(
-        "rbd",
-        &["create", "--size", &format!("{}M", k.image_mib), &image_a],
-    );
-    // Reads of never-written RADOS objects would be unrealistically cheap.
-    let bytes = (k.image_mib * MIB).to_string();
-    ceph.admin(
-        "rbd",
-        &[
-            "bench",
-            "--io-type",
-            "write",
-            "--io-size",
-            "4M",
-            "--io-pattern",
-            "seq",
-            "--io-total",
-            &bytes,
-            &image_a,
-        ],
-    );
+    if image_a_parts {
+        let image_a = format!("{}/{IMAGE_A}", ceph.var("RACKCACHE_CEPH_POOL"));
+        ceph.admin(
+            "rbd",
+            &["create", "--size", &format!("{}M", k.image_mib), &image_a],
+        );
+        // Reads of never-written RADOS objects would be unrealistically cheap.
+        let bytes = (k.image_mib * MIB).to_string();
+        ceph.admin(
+            "rbd",
+            &[
+                "bench",
+                "--io-type",
+                "write",
+                "--io-size",
+                "4M",
+                "--io-pattern",
+                "seq",
+                "--io-total",
+                &bytes,
+                &image_a,
+            ],
+        );
+    }
     println!("cached: formatting a {device_mib} MiB cache device ...");
     let rig = Rig::start(&ceph, work.path(), k.kind, device_mib)?;
     let mut rows = Vec::new();
@@ -277,17 +292,23 @@ fn bench() -> Result<(), String> {
         k.fitting_cache_mib()
     )];
     let result = (|| -> Result<(), String> {
-        let a = rig.rbd(IMAGE_A)?;
-        let raw = rig.export(CountedBdev::from(Arc::clone(&a)))?;
-        if k.runs(1) || k.runs(3) {
-            println!("cached: parts 1 and 3 (random reads, engine overhead) ...");
-            read_parts(&rig, &k, &a, &raw, work.path(), &mut rows)?;
+        let a = if image_a_parts {
+            Some(rig.rbd(IMAGE_A)?)
+        } else {
+            None
+        };
+        if let (Some(a), true) = (&a, k.runs(1) || k.runs(2) || k.runs(3)) {
+            let raw = rig.export(CountedBdev::from(Arc::clone(a)))?;
+            if k.runs(1) || k.runs(3) {
+                println!("cached: parts 1 and 3 (random reads, engine overhead) ...");
+                read_parts(&rig, &k, a, &raw, work.path(), &mut rows)?;
+            }
+            if k.runs(2) {
+                println!("cached: part 2 (70/30 mix) ...");
+                mix_part(&rig, &k, a, &raw, work.path(), &mut rows)?;
+            }
+            rig.unexport(&raw)?;
         }
-        if k.runs(2) {
-            println!("cached: part 2 (70/30 mix) ...");
-            mix_part(&rig, &k, &a, &raw, work.path(), &mut rows)?;
-        }
-        rig.unexport(&raw)?;
         if let (Some(o), Some(p)) = (&trace_opts, &trace_profile) {
             println!(
                 "cached: part 4 (fixed vs adaptive on {}) ...",
@@ -298,9 +319,14 @@ fn bench() -> Result<(), String> {
             ceph.admin("rbd", &["create", "--size", &format!("{mib}M"), &img]);
             trace_part(&rig, &k, o, trace_cache_mib, &mut rows, &mut notes)?;
         }
-        if k.runs(5) {
+        if let (Some(a), true) = (&a, k.runs(5)) {
             println!("cached: part 5 (warm restart) ...");
-            restart_part(&rig, &k, &a, work.path(), &mut rows)?;
+            restart_part(&rig, &k, a, work.path(), &mut rows)?;
+        }
+        if k.runs(6) {
+            println!("cached: part 6 (fixed 4K LRU, OCF-style, vs adaptive; Zipf) ...");
+            peer::create_image(&ceph);
+            peer::part(&rig, &peer_knobs, work.path(), &mut rows, &mut notes)?;
         }
         Ok(())
     })();
