@@ -361,6 +361,100 @@ const MALLOC_WORKLOADS: [Workload; 5] = [
     SEQWRITE_128K,
 ];
 
+/// The malloc rows of every target: ours in each wait mode, and SPDK's
+/// (`RACKCACHE_BENCH_SPDK`) and a previous build of ours
+/// (`RACKCACHE_BENCH_BEFORE`) when given. Each runs alone on CPU 0 (a
+/// polling one would take the CPU from another left idle); they take turns
+/// round after round, and each row is the round of median IOPS, so load
+/// from elsewhere on a shared machine falls on every side alike.
+fn malloc_section(
+    bin: &std::path::Path,
+    spdk: Option<&std::path::Path>,
+    dir: &std::path::Path,
+    loopback: f64,
+    duration: Duration,
+    notes: &mut Vec<String>,
+) -> Result<Vec<Row>, String> {
+    let before = std::env::var_os("RACKCACHE_BENCH_BEFORE").map(std::path::PathBuf::from);
+    if spdk.is_none() {
+        notes.push(
+            "no SPDK comparison: set RACKCACHE_BENCH_SPDK to a local SPDK build (docs/dataplane.md#benchmark)"
+                .into(),
+        );
+    }
+    // (label, how to start it); ours first, the references after.
+    type Start<'a> = Box<dyn Fn() -> Result<Daemon, String> + 'a>;
+    let mut targets: Vec<(String, Start)> = [
+        ("off", "interrupt"),
+        ("on", "poll"),
+        (POLL_WINDOW, POLL_WINDOW),
+    ]
+    .into_iter()
+    .map(|(flag, name)| {
+        let start: Start = Box::new(move || Daemon::start(bin, dir, &["--busy-poll", flag]));
+        (name.to_string(), start)
+    })
+    .collect();
+    if let Some(s) = spdk {
+        targets.push(("spdk".into(), Box::new(move || Daemon::start_spdk(s, dir))));
+    }
+    if let Some(b) = &before {
+        notes.push(format!("before: {} (its default wait mode)", b.display()));
+        targets.push((
+            "before".into(),
+            Box::new(move || Daemon::start(b, dir, &[])),
+        ));
+    }
+    let mut runs: Vec<Vec<Vec<Report>>> = targets.iter().map(|_| Vec::new()).collect();
+    let rounds = rounds();
+    for round in 1..=rounds {
+        for (i, (name, start)) in targets.iter().enumerate() {
+            println!("nvmf_tcp: malloc bdev, {name} (round {round} of {rounds}) ...");
+            runs[i].push(on_malloc(&start()?, duration)?);
+        }
+    }
+    let medians: Vec<(String, Vec<Report>)> = targets
+        .into_iter()
+        .map(|(name, _)| name)
+        .zip(runs.into_iter().map(median_runs))
+        .collect();
+    let find = |n: &str| {
+        medians
+            .iter()
+            .find(|(m, _)| m == n)
+            .map(|(_, r)| r.as_slice())
+    };
+    let mut rows = Vec::new();
+    for reference in ["spdk", "before"] {
+        if let Some(r) = find(reference) {
+            rows.extend(malloc_rows(
+                &format!("malloc {reference}"),
+                r,
+                loopback,
+                false,
+                &[],
+            ));
+        }
+    }
+    for (name, reports) in &medians[..3] {
+        let mut bases: Vec<(&str, &[Report], bool)> = Vec::new();
+        if name != "interrupt" {
+            bases.extend(find("interrupt").map(|r| ("interrupt", r, false)));
+        }
+        // Polling is what competes with SPDK's always-polling reactor.
+        bases.extend(find("spdk").map(|r| ("spdk", r, name != "interrupt")));
+        bases.extend(find("before").map(|r| ("before", r, false)));
+        rows.extend(malloc_rows(
+            &format!("malloc {name}"),
+            reports,
+            loopback,
+            true,
+            &bases,
+        ));
+    }
+    Ok(rows)
+}
+
 /// [`malloc_reports`] with the target's log in the error.
 fn on_malloc(d: &Daemon, duration: Duration) -> Result<Vec<Report>, String> {
     malloc_reports(d, duration).map_err(|e| format!("{e}\ntarget log:\n{}", d.log_tail()))
@@ -572,72 +666,14 @@ fn bench() -> Result<(), String> {
     }];
 
     let work = TempDir::new("rackcache-bench-nvmf");
-    // Each target runs alone on CPU 0: a polling one would take the CPU
-    // from another left running idle.
-    // The targets take turns, round after round, and each row is the
-    // round of median IOPS: load from elsewhere on a shared machine then
-    // falls on every side alike.
-    let modes = [
-        ("off", "interrupt"),
-        ("on", "poll"),
-        (POLL_WINDOW, POLL_WINDOW),
-    ];
-    let mut runs: Vec<Vec<Vec<Report>>> = (0..=modes.len()).map(|_| Vec::new()).collect();
-    if spdk.is_none() {
-        notes.push(
-            "no SPDK comparison: set RACKCACHE_BENCH_SPDK to a local SPDK build (docs/dataplane.md#benchmark)"
-                .into(),
-        );
-    }
-    let rounds = rounds();
-    for round in 1..=rounds {
-        for (i, (flag, name)) in modes.iter().enumerate() {
-            println!("nvmf_tcp: malloc bdev, {name} (round {round} of {rounds}) ...");
-            let d = Daemon::start(&bin, work.path(), &["--busy-poll", flag])?;
-            runs[i].push(on_malloc(&d, duration)?);
-        }
-        if let Some(s) = &spdk {
-            println!("nvmf_tcp: malloc bdev, SPDK's nvmf_tgt (round {round} of {rounds}) ...");
-            let d = Daemon::start_spdk(s, work.path())?;
-            runs[modes.len()].push(on_malloc(&d, duration)?);
-        }
-    }
-    let mut medians = runs.into_iter().map(median_runs);
-    let (interrupt, poll, window) = (
-        medians.next().unwrap_or_default(),
-        medians.next().unwrap_or_default(),
-        medians.next().unwrap_or_default(),
-    );
-    let spdk_reports = spdk.as_ref().and(medians.next());
-    let mut poll_bases: Vec<(&str, &[Report], bool)> = vec![("interrupt", &interrupt, false)];
-    let mut interrupt_bases = Vec::new();
-    if let Some(s) = &spdk_reports {
-        poll_bases.push(("spdk", s, true));
-        interrupt_bases.push(("spdk", s.as_slice(), false));
-        rows.extend(malloc_rows("malloc spdk", s, loopback, false, &[]));
-    }
-    rows.extend(malloc_rows(
-        "malloc interrupt",
-        &interrupt,
+    rows.extend(malloc_section(
+        &bin,
+        spdk.as_deref(),
+        work.path(),
         loopback,
-        true,
-        &interrupt_bases,
-    ));
-    rows.extend(malloc_rows(
-        "malloc poll",
-        &poll,
-        loopback,
-        true,
-        &poll_bases,
-    ));
-    let window_label = format!("malloc {POLL_WINDOW}");
-    rows.extend(malloc_rows(
-        &window_label,
-        &window,
-        loopback,
-        true,
-        &poll_bases,
-    ));
+        duration,
+        &mut notes,
+    )?);
 
     // Declared before the daemon so that it is stopped after it.
     let mut ceph: Option<Ceph> = None;
