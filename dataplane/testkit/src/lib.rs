@@ -152,6 +152,46 @@ impl Ceph {
         );
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
+
+    /// Creates `pool/image` of `bytes` and writes it whole (4 MiB
+    /// sequential writes): reads of never-written RADOS objects would be
+    /// unrealistically cheap in a benchmark.
+    pub fn create_filled_image(&self, image: &str, bytes: u64) {
+        let size = format!("{}M", bytes.div_ceil(1 << 20));
+        self.admin("rbd", &["create", "--size", &size, image]);
+        let total = bytes.to_string();
+        self.admin(
+            "rbd",
+            &[
+                "bench",
+                "--io-type",
+                "write",
+                "--io-size",
+                "4M",
+                "--io-pattern",
+                "seq",
+                "--io-total",
+                &total,
+                image,
+            ],
+        );
+    }
+}
+
+/// Pins the calling thread (and the threads it starts) to `cpu`.
+pub fn pin_current_thread(cpu: usize) -> std::io::Result<()> {
+    extern "C" {
+        fn sched_setaffinity(pid: i32, size: usize, mask: *const u64) -> i32;
+    }
+    let mut mask = [0u64; 16];
+    mask[cpu / 64] |= 1 << (cpu % 64);
+    // SAFETY: a valid cpu_set_t-sized mask for the calling thread (pid 0).
+    let rc = unsafe { sched_setaffinity(0, std::mem::size_of_val(&mask), mask.as_ptr()) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
 impl Drop for Ceph {

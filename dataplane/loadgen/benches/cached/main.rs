@@ -256,27 +256,7 @@ fn bench() -> Result<(), String> {
     let ceph = Ceph::start();
     if image_a_parts {
         let image_a = format!("{}/{IMAGE_A}", ceph.var("RACKCACHE_CEPH_POOL"));
-        ceph.admin(
-            "rbd",
-            &["create", "--size", &format!("{}M", k.image_mib), &image_a],
-        );
-        // Reads of never-written RADOS objects would be unrealistically cheap.
-        let bytes = (k.image_mib * MIB).to_string();
-        ceph.admin(
-            "rbd",
-            &[
-                "bench",
-                "--io-type",
-                "write",
-                "--io-size",
-                "4M",
-                "--io-pattern",
-                "seq",
-                "--io-total",
-                &bytes,
-                &image_a,
-            ],
-        );
+        ceph.create_filled_image(&image_a, k.image_mib * MIB);
     }
     println!("cached: formatting a {device_mib} MiB cache device ...");
     let rig = Rig::start(&ceph, work.path(), k.kind, device_mib)?;

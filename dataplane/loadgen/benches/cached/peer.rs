@@ -117,23 +117,7 @@ struct Side {
 /// written RADOS objects would be unrealistically cheap).
 pub fn create_image(ceph: &Ceph) {
     let img = format!("{}/{IMAGE}", ceph.var("RACKCACHE_CEPH_POOL"));
-    ceph.admin("rbd", &["create", "--size", &format!("{IMAGE_MIB}M"), &img]);
-    let bytes = (IMAGE_MIB * MIB).to_string();
-    ceph.admin(
-        "rbd",
-        &[
-            "bench",
-            "--io-type",
-            "write",
-            "--io-size",
-            "4M",
-            "--io-pattern",
-            "seq",
-            "--io-total",
-            &bytes,
-            &img,
-        ],
-    );
+    ceph.create_filled_image(&img, IMAGE_MIB * MIB);
 }
 
 pub fn part(

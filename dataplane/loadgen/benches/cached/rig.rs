@@ -27,24 +27,7 @@ pub const MIB: u64 = 1 << 20;
 /// LBA size of every namespace (and the sector size replays widen to).
 pub const BLOCK: u32 = 4096;
 
-mod sys {
-    extern "C" {
-        pub fn sched_setaffinity(pid: i32, size: usize, mask: *const u64) -> i32;
-    }
-}
-
-/// Pins the calling thread (and the threads it starts) to `cpu`.
-pub fn pin_current_thread(cpu: usize) -> std::io::Result<()> {
-    let mut mask = [0u64; 16];
-    mask[cpu / 64] |= 1 << (cpu % 64);
-    // SAFETY: a valid cpu_set_t-sized mask for the calling thread (pid 0).
-    let rc = unsafe { sys::sched_setaffinity(0, std::mem::size_of_val(&mask), mask.as_ptr()) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
-}
+pub use testkit::pin_current_thread;
 
 /// Runs `f` on a thread pinned to the load generator's CPU.
 pub fn on_loadgen_cpu<T: Send>(f: impl FnOnce() -> T + Send) -> T {

@@ -28,7 +28,7 @@ use daemon::Daemon;
 use loadgen::run::{run, Report, RunParams, DEFAULT_HOSTNQN};
 use loadgen::workload::Pattern;
 use serde_json::json;
-use testkit::{Ceph, TempDir};
+use testkit::{pin_current_thread, Ceph, TempDir};
 
 const TARGET_CPU: usize = 0;
 const LOADGEN_CPU: usize = 1;
@@ -49,24 +49,10 @@ const GOAL_QD1_AVG_US: f64 = 30.0;
 
 mod sys {
     extern "C" {
-        pub fn sched_setaffinity(pid: i32, size: usize, mask: *const u64) -> i32;
         pub fn kill(pid: i32, sig: i32) -> i32;
     }
     pub const SIGINT: i32 = 2;
     pub const SIGTERM: i32 = 15;
-}
-
-/// Pins the calling thread (and the threads it starts) to `cpu`.
-fn pin_current_thread(cpu: usize) -> std::io::Result<()> {
-    let mut mask = [0u64; 16];
-    mask[cpu / 64] |= 1 << (cpu % 64);
-    // SAFETY: a valid cpu_set_t-sized mask for the calling thread (pid 0).
-    let rc = unsafe { sys::sched_setaffinity(0, std::mem::size_of_val(&mask), mask.as_ptr()) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
 }
 
 /// Runs `f` on a thread pinned to `cpu`.
@@ -550,31 +536,7 @@ fn malloc_rows(
 fn rbd_rows(d: &Daemon, ceph: &Ceph, duration: Duration) -> Result<Vec<Row>, String> {
     let pool = ceph.var("RACKCACHE_CEPH_POOL");
     let image = format!("{pool}/bench");
-    ceph.admin(
-        "rbd",
-        &[
-            "create",
-            "--size",
-            &format!("{}M", BDEV_BYTES >> 20),
-            &image,
-        ],
-    );
-    // Fill the image so reads read data.
-    ceph.admin(
-        "rbd",
-        &[
-            "bench",
-            "--io-type",
-            "write",
-            "--io-size",
-            "4M",
-            "--io-pattern",
-            "seq",
-            "--io-total",
-            &BDEV_BYTES.to_string(),
-            &image,
-        ],
-    );
+    ceph.create_filled_image(&image, BDEV_BYTES);
     d.rpc(
         "bdev_rbd_register_cluster",
         json!({"name": "bench", "user_id": ceph.var("RACKCACHE_CEPH_USER"), "config_param": {
