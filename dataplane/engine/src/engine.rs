@@ -29,7 +29,9 @@ use crate::blocks::{
     F_REUSED, F_SPEC,
 };
 use crate::choice::{ChoiceReport, Chooser};
-use crate::config::{Config, ConfigError, EvictionConfig, FillSize, WriteMissFill, WriteMode};
+use crate::config::{
+    Config, ConfigError, EvictionConfig, FillSize, WriteMissFill, WriteMode, MAX_CLASSES,
+};
 use crate::eviction::{self, BlockRef, EvictionPolicy, Verdict};
 use crate::fill::FillSizer;
 use crate::group::Groups;
@@ -391,11 +393,12 @@ impl Engine {
         let end = (offset + len).div_ceil(granule) * granule;
         let mut segs = std::mem::take(&mut self.segs);
         segs.clear();
-        let window = match self.fill.as_mut() {
-            Some(f) if op != Op::Deallocate => self.sizes[f.choose()] as u64,
-            _ => granule,
+        let class = match self.fill.as_mut() {
+            Some(f) if op != Op::Deallocate => f.choose(),
+            _ => 0,
         };
-        if window > granule {
+        if class > 0 {
+            let window = self.sizes[class] as u64;
             let wb = begin / window * window;
             let we = end.div_ceil(window) * window;
             missing_intervals(
@@ -404,7 +407,17 @@ impl Engine {
                 we.min(self.cfg.volume_size),
                 &mut segs,
             );
-            widen_to_window(&mut segs, begin, end, window);
+            // The chosen size, then smaller ones that qualify too.
+            let mut windows = [0u32; MAX_CLASSES];
+            let mut n = 0;
+            let f = self.fill.as_ref().expect("chosen by fill sizing");
+            for c in 1..=class {
+                if c == class || f.qualifies(c) {
+                    windows[n] = self.sizes[c];
+                    n += 1;
+                }
+            }
+            widen_to_window(&mut segs, begin, end, &windows[..n]);
         } else {
             missing_intervals(&self.blocks.classes, begin, end, &mut segs);
         }
@@ -1276,8 +1289,10 @@ impl Engine {
         }
     }
 
-    /// A new block `id` at `start` filled for a request `[o, e)`: what the
-    /// request touches is used, and a block larger than it is speculative.
+    /// A new block `id` at `start` filled for a request `[o, e)`: a block
+    /// larger than the request is speculative. Its units count as used when
+    /// a later request touches them (the filling request's own do not), as
+    /// a block of the smallest size counts when it is hit.
     fn note_fill(&mut self, id: u32, start: u64, o: u64, e: u64) {
         if self.fill.is_none() {
             return;
@@ -1286,7 +1301,6 @@ impl Engine {
         if start < o || start + size > e {
             *self.blocks.flags_mut(id) |= F_SPEC;
         }
-        self.mark_used(id, start, o, e);
     }
 
     /// Fill sizing's estimate per block size, smallest first: the expected
@@ -1316,12 +1330,15 @@ impl Engine {
         let block = self.block_ref(id);
         let e = self.blocks.ext(id);
         let g = self.blocks.group(id);
-        if self.blocks.flags(id) & F_SPEC != 0 {
-            if let Some(f) = self.fill.as_mut() {
-                let c = &self.blocks.classes[class];
-                if c.track_used {
-                    f.observe(class, c.used[idx as usize].count_ones(), c.used_units());
-                }
+        if let Some(f) = self.fill.as_mut() {
+            let flags = self.blocks.flags(id);
+            let c = &self.blocks.classes[class];
+            if class == 0 {
+                // A block of the smallest size is what a fill without
+                // speculation yields: was it read again?
+                f.observe(0, (flags & F_REUSED != 0) as u32, 1);
+            } else if flags & F_SPEC != 0 && c.track_used {
+                f.observe(class, c.used[idx as usize].count_ones(), c.used_units());
             }
         }
         if e.is_dirty() {
@@ -1358,22 +1375,27 @@ impl Engine {
 }
 
 /// Fill sizing by locality: `segs` cover the request's aligned range
-/// `[begin, end)` widened to `window`-aligned bounds. Keeps the segments that
-/// overlap the request; a missing one is widened to the windows around its
-/// part of the request when they are missing whole, and otherwise clipped
+/// `[begin, end)` widened to bounds aligned to the largest of `windows`
+/// (block sizes, smallest first). Keeps the segments that overlap the
+/// request; a missing one is widened to the largest window size whose
+/// windows around its part of the request are missing whole, else clipped
 /// to the request (a window holding a cached block is not filled around
 /// it, so no fill is split into small speculative blocks).
-fn widen_to_window(segs: &mut Vec<Seg>, begin: u64, end: u64, window: u64) {
+fn widen_to_window(segs: &mut Vec<Seg>, begin: u64, end: u64, windows: &[u32]) {
     segs.retain(|s| s.start() < end && s.end() > begin);
     for seg in segs.iter_mut() {
         if let Seg::Missing { start, end: stop } = *seg {
             let (s, e) = (start.max(begin), stop.min(end));
-            let (a, b) = (s / window * window, e.div_ceil(window) * window);
-            *seg = if a >= start && b <= stop {
-                Seg::Missing { start: a, end: b }
-            } else {
-                Seg::Missing { start: s, end: e }
-            };
+            let (a, b) = windows
+                .iter()
+                .rev()
+                .map(|&w| {
+                    let w = w as u64;
+                    (s / w * w, e.div_ceil(w) * w)
+                })
+                .find(|&(a, b)| a >= start && b <= stop)
+                .unwrap_or((s, e));
+            *seg = Seg::Missing { start: a, end: b };
         }
     }
 }

@@ -555,8 +555,11 @@ fn fill_by_locality_widens_only_whole_missing_windows() {
     c.group_size = 32 << 10;
     c.fill_size = FillSize::Locality;
     let mut e = engine(c);
-    // No sample yet: the 32 KiB window is expected to be used, so a 4 KiB
-    // miss fills the whole missing window around it.
+    // 4 KiB blocks are never re-read, 32 KiB fills not measured yet: a
+    // 4 KiB miss fills the whole missing window around it.
+    for _ in 0..4096 {
+        e.fill.as_mut().unwrap().observe(0, 0, 1);
+    }
     let p = run(&mut e, Op::Read, 8 * K, 4 * K);
     assert_eq!(p.fills.len(), 1);
     assert_eq!((p.fills[0].offset, p.fills[0].len), (0, 32 * K));
@@ -580,9 +583,13 @@ fn fill_by_locality_widens_only_whole_missing_windows() {
     }
     run(&mut e2, Op::Read, 4 * K, 4 * K);
     assert_eq!(e2.lookup(4 * K).unwrap().size, 4 << 10);
+    for _ in 0..4096 {
+        e2.fill.as_mut().unwrap().observe(0, 0, 1);
+    }
     for _ in 0..64 {
         e2.fill.as_mut().unwrap().observe(1, 8, 8);
     }
+    assert!(e2.fill.as_ref().unwrap().qualifies(1));
     let p = run(&mut e2, Op::Read, 16 * K, 4 * K);
     assert_eq!((p.fills[0].offset, p.fills[0].len), (16 * K, 4 * K));
     assert_eq!(e2.lookup(16 * K).unwrap().size, 4 << 10);
@@ -596,7 +603,10 @@ fn fill_by_locality_learns_from_evicted_speculative_blocks() {
     c.eviction = EvictionConfig::TwoLevelLru;
     c.fill_size = FillSize::Locality;
     let mut e = engine(c);
-    // 4 KiB reads 64 KiB apart: every 32 KiB fill is read at 1/8.
+    // 4 KiB reads 64 KiB apart, never repeated: evicted 4 KiB blocks were
+    // never re-read, which makes the unmeasured 32 KiB size worth a try;
+    // its fills are never read beyond the request either, so the 4 KiB
+    // fills come back.
     for i in 0..512u64 {
         run(&mut e, Op::Read, i * 64 * K, 4 * K);
     }
