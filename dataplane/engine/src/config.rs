@@ -54,6 +54,20 @@ pub enum WriteMissFill {
     Sparse,
 }
 
+/// How a miss chooses the size of the block it fills. See `docs/engine.md`
+/// and [`crate::fill`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FillSize {
+    /// AdaCache's rule: the largest aligned blocks inside the missing part
+    /// of the request, aligned to the smallest block size.
+    Request,
+    /// The largest block size whose speculative fills (fills larger than
+    /// the request) recently had at least half of their 4 KiB units read
+    /// before eviction; the missing part of the request is widened to
+    /// blocks of that size where the whole block is missing.
+    Locality,
+}
+
 /// Admission policy selection (see [`crate::admission`]).
 #[derive(Clone, Debug, PartialEq)]
 pub enum AdmissionConfig {
@@ -199,6 +213,8 @@ pub struct Config {
     pub write_mode: WriteMode,
     /// How a partial write miss is completed.
     pub write_miss_fill: WriteMissFill,
+    /// How a miss picks the size of the block it fills.
+    pub fill_size: FillSize,
     /// Admission policy.
     pub admission: AdmissionConfig,
     /// Eviction policy.
@@ -232,6 +248,7 @@ impl Config {
             sector_size: 4096,
             write_mode: WriteMode::WriteBack,
             write_miss_fill: WriteMissFill::Sparse,
+            fill_size: FillSize::Request,
             admission: AdmissionConfig::Always,
             eviction: EvictionConfig::auto(),
             flush: FlushConfig::default(),

@@ -25,11 +25,15 @@
 use crate::admission::{self, AdmissionCounters, AdmissionPolicy, Candidate};
 use crate::alloc::{greedy_cover, missing_intervals, Seg};
 use crate::blocks::{
-    id_class, id_index, make_id, Blocks, Ext, PinKind, FREE_KEY, F_DIRTY, F_EXT, F_PINNED, F_REUSED,
+    id_class, id_index, make_id, Blocks, Ext, PinKind, FREE_KEY, F_DIRTY, F_EXT, F_PINNED,
+    F_REUSED, F_SPEC,
 };
 use crate::choice::{ChoiceReport, Chooser};
-use crate::config::{Config, ConfigError, EvictionConfig, WriteMissFill, WriteMode};
+use crate::config::{
+    Config, ConfigError, EvictionConfig, FillSize, WriteMissFill, WriteMode, MAX_CLASSES,
+};
 use crate::eviction::{self, BlockRef, EvictionPolicy, Verdict};
+use crate::fill::FillSizer;
 use crate::group::Groups;
 use crate::lru::NIL;
 use crate::mrc::{Curve, Shards, ShardsConfig};
@@ -165,6 +169,9 @@ pub struct Engine {
     pub(crate) chooser: Option<Chooser>,
     /// The volume's LRU miss-ratio curve, sampled (SHARDS).
     mrc: Shards,
+    /// Fill sizing by observed locality (`FillSize::Locality`, more than
+    /// one block size).
+    pub(crate) fill: Option<FillSizer>,
 }
 
 impl fmt::Debug for Engine {
@@ -217,9 +224,17 @@ impl Engine {
             skipped: Vec::new(),
             chooser: None,
             mrc: Shards::new(mrc_config(sizes_min)).expect("a valid fixed configuration"),
+            fill: None,
             cfg,
         };
         e.chooser = e.new_chooser();
+        if e.cfg.fill_size == FillSize::Locality && e.sizes.len() > 1 {
+            e.fill = Some(FillSizer::new(e.sizes.len()));
+            let granule = e.sizes[0];
+            for c in &mut e.blocks.classes[1..] {
+                c.track_used(granule);
+            }
+        }
         Ok(e)
     }
 
@@ -378,7 +393,34 @@ impl Engine {
         let end = (offset + len).div_ceil(granule) * granule;
         let mut segs = std::mem::take(&mut self.segs);
         segs.clear();
-        missing_intervals(&self.blocks.classes, begin, end, &mut segs);
+        let class = match self.fill.as_mut() {
+            Some(f) if op != Op::Deallocate => f.choose(),
+            _ => 0,
+        };
+        if class > 0 {
+            let window = self.sizes[class] as u64;
+            let wb = begin / window * window;
+            let we = end.div_ceil(window) * window;
+            missing_intervals(
+                &self.blocks.classes,
+                wb,
+                we.min(self.cfg.volume_size),
+                &mut segs,
+            );
+            // The chosen size, then smaller ones that qualify too.
+            let mut windows = [0u32; MAX_CLASSES];
+            let mut n = 0;
+            let f = self.fill.as_ref().expect("chosen by fill sizing");
+            for c in 1..=class {
+                if c == class || f.qualifies(c) {
+                    windows[n] = self.sizes[c];
+                    n += 1;
+                }
+            }
+            widen_to_window(&mut segs, begin, end, &windows[..n]);
+        } else {
+            missing_intervals(&self.blocks.classes, begin, end, &mut segs);
+        }
 
         // Phase 1: conflicts with in-flight work, and with older refused
         // requests (FIFO fairness, see `Waiter`).
@@ -452,6 +494,7 @@ impl Engine {
                     self.pin(t, id, exclusive);
                     self.promote(id);
                     self.eviction.on_hit(self.block_ref(id));
+                    self.mark_used(id, start, offset, offset + len);
                 }
             }
         }
@@ -571,19 +614,22 @@ impl Engine {
                     for &(boff, class) in &cover {
                         let size = self.sizes[class] as u64;
                         let (hs, he) = (boff.max(o), (boff + size).min(e));
-                        miss += he - hs;
+                        miss += he.saturating_sub(hs);
                         match self.try_insert(t, Op::Read, boff, class, plan) {
                             Some(id) => {
                                 // AdaCache fills the whole block on a read
                                 // miss; the block size already follows the
-                                // request size.
+                                // request size (or, under fill sizing by
+                                // locality, the observed locality).
                                 let addr = self.blocks.cache_addr(id);
                                 Plan::push_io(&mut plan.fills, boff, size, addr);
+                                self.note_fill(id, boff, o, e);
                             }
-                            None => {
+                            None if he > hs => {
                                 Plan::push_extent(&mut plan.core_reads, hs, he - hs);
                                 self.stats.bypassed_bytes += he - hs;
                             }
+                            None => {}
                         }
                     }
                     self.cover = cover;
@@ -650,6 +696,11 @@ impl Engine {
                         let size = self.sizes[class] as u64;
                         let bend = boff + size;
                         let (hs, he) = (boff.max(o), bend.min(e));
+                        if he <= hs {
+                            // Not under fill sizing's widened windows, which
+                            // always cover the request.
+                            continue;
+                        }
                         miss += he - hs;
                         let Some(id) = self.try_insert(t, Op::Write, boff, class, plan) else {
                             if write_back {
@@ -659,6 +710,7 @@ impl Engine {
                             continue;
                         };
                         let addr = self.blocks.cache_addr(id);
+                        self.note_fill(id, boff, o, e);
                         Plan::push_io(&mut plan.cache_writes, hs, he - hs, addr + hs - boff);
                         let a = ((hs - boff) >> s) as u16;
                         let b = ((he - boff) >> s) as u16;
@@ -1205,6 +1257,9 @@ impl Engine {
         let c = &mut self.blocks.classes[class];
         c.entries[idx as usize].key = key;
         c.flags[idx as usize] = 0;
+        if c.track_used {
+            c.used[idx as usize] = 0;
+        }
         let entries = &c.entries;
         c.index.insert(key, idx, |s| entries[s as usize].key);
         self.blocks.lru.push_front(&mut self.blocks.classes[..], id);
@@ -1217,6 +1272,49 @@ impl Engine {
         self.stats.cached_bytes += size;
         self.stats.alloc[class].blocks += 1;
         self.stats.alloc[class].cached += 1;
+    }
+
+    /// Records the host's use of block `id` (at `start`) by a request
+    /// `[o, e)`, for fill sizing.
+    #[inline]
+    fn mark_used(&mut self, id: u32, start: u64, o: u64, e: u64) {
+        if self.fill.is_none() {
+            return;
+        }
+        let c = &mut self.blocks.classes[id_class(id)];
+        let end = start + c.size as u64;
+        let (lo, hi) = (start.max(o), end.min(e));
+        if lo < hi {
+            c.mark_used(id_index(id), lo - start, hi - start);
+        }
+    }
+
+    /// A new block `id` at `start` filled for a request `[o, e)`: a block
+    /// larger than the request is speculative. Its units count as used when
+    /// a later request touches them (the filling request's own do not), as
+    /// a block of the smallest size counts when it is hit.
+    fn note_fill(&mut self, id: u32, start: u64, o: u64, e: u64) {
+        if self.fill.is_none() {
+            return;
+        }
+        let size = self.blocks.size(id) as u64;
+        if start < o || start + size > e {
+            *self.blocks.flags_mut(id) |= F_SPEC;
+        }
+    }
+
+    /// Fill sizing's estimate per block size, smallest first: the expected
+    /// fraction of a speculative fill's units the host reads before the block
+    /// leaves, and the samples behind it. `None` unless the configuration
+    /// sizes fills by locality.
+    pub fn fill_utilization(&self) -> Option<Vec<(u32, f64, u64)>> {
+        self.fill.as_ref().map(|f| {
+            self.sizes
+                .iter()
+                .zip(f.report())
+                .map(|(&s, (u, n))| (s, u, n))
+                .collect()
+        })
     }
 
     /// Forgets a block. `to_hole`: the slot becomes a hole (and an emptied
@@ -1232,6 +1330,17 @@ impl Engine {
         let block = self.block_ref(id);
         let e = self.blocks.ext(id);
         let g = self.blocks.group(id);
+        if let Some(f) = self.fill.as_mut() {
+            let flags = self.blocks.flags(id);
+            let c = &self.blocks.classes[class];
+            if class == 0 {
+                // A block of the smallest size is what a fill without
+                // speculation yields: was it read again?
+                f.observe(0, (flags & F_REUSED != 0) as u32, 1);
+            } else if flags & F_SPEC != 0 && c.track_used {
+                f.observe(class, c.used[idx as usize].count_ones(), c.used_units());
+            }
+        }
         if e.is_dirty() {
             debug_assert!(to_hole, "evicting dirty data");
             let bytes = (e.dirty_sectors() as u64) << self.sector_shift;
@@ -1261,6 +1370,32 @@ impl Engine {
             if self.groups.groups[g as usize].live == 0 && self.groups.open[class] != g {
                 self.free_group(g);
             }
+        }
+    }
+}
+
+/// Fill sizing by locality: `segs` cover the request's aligned range
+/// `[begin, end)` widened to bounds aligned to the largest of `windows`
+/// (block sizes, smallest first). Keeps the segments that overlap the
+/// request; a missing one is widened to the largest window size whose
+/// windows around its part of the request are missing whole, else clipped
+/// to the request (a window holding a cached block is not filled around
+/// it, so no fill is split into small speculative blocks).
+fn widen_to_window(segs: &mut Vec<Seg>, begin: u64, end: u64, windows: &[u32]) {
+    segs.retain(|s| s.start() < end && s.end() > begin);
+    for seg in segs.iter_mut() {
+        if let Seg::Missing { start, end: stop } = *seg {
+            let (s, e) = (start.max(begin), stop.min(end));
+            let (a, b) = windows
+                .iter()
+                .rev()
+                .map(|&w| {
+                    let w = w as u64;
+                    (s / w * w, e.div_ceil(w) * w)
+                })
+                .find(|&(a, b)| a >= start && b <= stop)
+                .unwrap_or((s, e));
+            *seg = Seg::Missing { start: a, end: b };
         }
     }
 }

@@ -48,6 +48,8 @@
 //!   [`flush`](crate::flush).
 //! - Write modes and partial-block writes: [`WriteMode`], [`WriteMissFill`],
 //!   `Engine::plan_write` and `docs/engine.md`.
+//! - Fill sizing from observed spatial locality (ours, opt-in):
+//!   [`FillSize::Locality`], `fill.rs` and `docs/engine.md`.
 //! - SHARDS (FAST'15) miss-ratio curves: [`mrc`] (not used by the engine's
 //!   decisions; the simulator prints them).
 //!
@@ -70,6 +72,7 @@ pub mod choice;
 pub mod config;
 mod engine;
 pub mod eviction;
+mod fill;
 pub mod flush;
 mod group;
 mod index;
@@ -85,7 +88,7 @@ pub mod stats;
 mod victims;
 
 pub use config::{
-    AdmissionConfig, Config, ConfigError, EvictionConfig, FlushConfig, SizeAwareConfig,
+    AdmissionConfig, Config, ConfigError, EvictionConfig, FillSize, FlushConfig, SizeAwareConfig,
     WriteMissFill, WriteMode,
 };
 pub use engine::{BlockInfo, CompletionError, Engine, RequestError};

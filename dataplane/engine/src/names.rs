@@ -2,7 +2,7 @@
 //! dataplane's `bdev_adacache_*` RPCs (and, later, in CachePool
 //! specs): `nhit:2`, `tinylfu`, `lazy:2:1.0`, `write-back`, ...
 
-use crate::{AdmissionConfig, EvictionConfig, SizeAwareConfig, WriteMissFill, WriteMode};
+use crate::{AdmissionConfig, EvictionConfig, FillSize, SizeAwareConfig, WriteMissFill, WriteMode};
 
 /// Parses an admission policy: `always`, `nhit[:N]` (default N 2),
 /// `tinylfu[:strict]` (`strict` rejects ties), `size-aware`.
@@ -109,6 +109,24 @@ pub fn parse_write_mode(s: &str) -> Result<WriteMode, String> {
         _ => Err(format!(
             "unknown write mode '{s}' (write-back, write-through, write-around)"
         )),
+    }
+}
+
+/// Parses how a miss picks its block size: `request` (AdaCache) or
+/// `locality`.
+pub fn parse_fill_size(s: &str) -> Result<FillSize, String> {
+    match s {
+        "request" => Ok(FillSize::Request),
+        "locality" => Ok(FillSize::Locality),
+        _ => Err(format!("unknown fill size '{s}' (request, locality)")),
+    }
+}
+
+/// The name [`parse_fill_size`] reads.
+pub fn fill_size_name(f: FillSize) -> &'static str {
+    match f {
+        FillSize::Request => "request",
+        FillSize::Locality => "locality",
     }
 }
 
@@ -219,5 +237,9 @@ mod tests {
             Ok(WriteMissFill::HeadTail)
         );
         assert!(parse_write_miss_fill("none").is_err());
+        for f in [FillSize::Request, FillSize::Locality] {
+            assert_eq!(parse_fill_size(fill_size_name(f)), Ok(f));
+        }
+        assert!(parse_fill_size("large").is_err());
     }
 }

@@ -13,8 +13,8 @@
 //! device's contents survive), so restore is checked against the data.
 
 use engine::{
-    AdmissionConfig, Completion, Config, Engine, Evicted, EvictionConfig, FlushKind, Op, Plan,
-    PlanStatus, RestoredBlock, SizeAwareConfig, Ticket, WriteMissFill, WriteMode,
+    AdmissionConfig, Completion, Config, Engine, Evicted, EvictionConfig, FillSize, FlushKind, Op,
+    Plan, PlanStatus, RestoredBlock, SizeAwareConfig, Ticket, WriteMissFill, WriteMode,
 };
 use proptest::prelude::*;
 use std::collections::BTreeSet;
@@ -93,6 +93,12 @@ fn config(choice: (u8, u8, u8, u8, u8, bool)) -> Config {
         0 => vec![4 << 10, 8 << 10, 16 << 10, 32 << 10],
         1 => vec![16 << 10],
         _ => vec![8 << 10, 32 << 10],
+    };
+    // Fill sizing by locality on half of the multi-size configurations.
+    c.fill_size = if sizes / 3 % 2 == 1 {
+        FillSize::Locality
+    } else {
+        FillSize::Request
     };
     // Small groups so a tight cache has several and reclaims often.
     c.group_size = *c.block_sizes.iter().max().unwrap();

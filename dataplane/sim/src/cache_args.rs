@@ -7,7 +7,9 @@ use clap::Args;
 
 use engine::{Config, FlushConfig};
 
-use crate::options::{parse_admission, parse_eviction, parse_write_miss_fill, parse_write_mode};
+use crate::options::{
+    parse_admission, parse_eviction, parse_fill_size, parse_write_miss_fill, parse_write_mode,
+};
 use crate::replay::{comparison_set, FlushPolicy, SimConfig};
 use crate::size::{format_bytes, parse_block_sizes, parse_cache_sizes, CacheSizes};
 
@@ -42,6 +44,13 @@ pub struct CacheArgs {
     /// paper), head-tail or sparse.
     #[arg(long, default_value = "sparse", value_parser = parse_write_miss_fill)]
     pub write_miss_fill: engine::WriteMissFill,
+
+    /// How a miss picks its block size: request (AdaCache: the request's
+    /// size, at least the smallest block) or locality (the largest size
+    /// whose speculative fills were at least half read; give 4K among
+    /// --block-sizes).
+    #[arg(long, default_value = "request", value_parser = parse_fill_size)]
+    pub fill_size: engine::FillSize,
 
     /// Admission: always, nhit[:N], tinylfu[:strict], size-aware.
     #[arg(long, default_value = "always", value_parser = parse_admission)]
@@ -139,6 +148,7 @@ impl CacheArgs {
         let mut base = Config::adaptive(1, 1);
         base.write_mode = self.write_mode;
         base.write_miss_fill = self.write_miss_fill;
+        base.fill_size = self.fill_size;
         base.admission = self.admission.clone();
         base.eviction = self.eviction.clone();
         base.flush = FlushConfig {
