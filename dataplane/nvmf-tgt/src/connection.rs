@@ -1392,6 +1392,11 @@ pub(crate) async fn serve<R, W>(
             // before the timers are polled (and registered).
             progress.mark();
             let mut shutdown_seen = false;
+            // While this write waits for the socket to drain, spinning
+            // cannot speed it and takes the CPU the kernel's TCP work
+            // needs (see `poller`); the guard ends the wait however the
+            // write ends.
+            let _writing = poller.writing();
             let ended: Option<&str> = {
                 let mut w = Tracked::new(&mut wr, &progress);
                 let flush = conn.out.flush(&mut w, &mut conn.pool);

@@ -13,10 +13,17 @@
 //! ([`Poller::note_activity`]: an atomic add, plus a wake-up only when the
 //! spinner sleeps); in window mode the spinner sleeps once the window has
 //! passed without any.
+//!
+//! In either mode the spinner also sleeps while a connection's output
+//! waits for its socket to drain: spinning cannot speed that up, and it
+//! takes the CPU from the kernel's TCP work (on loopback the receive side
+//! runs in softirq context on the sending CPU). Measured on the NVMe/TCP
+//! bench, 128K sequential reads at QD32: 3.5 GiB/s in interrupt mode, 1.6
+//! GiB/s spinning through the waits.
 
 use std::fmt;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -87,9 +94,22 @@ pub struct Poller(Arc<State>);
 struct State {
     /// Bumped by connections on every turn of their loop.
     activity: AtomicU64,
-    /// True while a window-mode spinner sleeps.
+    /// True while a spinner sleeps.
     asleep: AtomicBool,
     wake: Notify,
+    /// Connection writes in progress (see [`Poller::writing`]).
+    writing: AtomicUsize,
+}
+
+/// A connection write in progress; ends (and wakes a sleeping spinner)
+/// when dropped.
+pub struct Writing<'a>(&'a Poller);
+
+impl Drop for Writing<'_> {
+    fn drop(&mut self) {
+        self.0 .0.writing.fetch_sub(1, Ordering::SeqCst);
+        self.0.note_activity();
+    }
 }
 
 /// Spins between clock reads: reading the clock on every turn would cost
@@ -109,6 +129,32 @@ impl Poller {
         }
     }
 
+    /// Marks a connection write in progress until the guard drops. A write
+    /// that completes at once never lets the spinner run in between (one
+    /// thread), so only writes that wait for the socket are seen.
+    pub fn writing(&self) -> Writing<'_> {
+        self.0.writing.fetch_add(1, Ordering::SeqCst);
+        Writing(self)
+    }
+
+    /// Sleeps until the next activity report.
+    async fn sleep(&self) {
+        // Announce the sleep, then look once more: a report between the two
+        // is seen here, one after them wakes us (Notify keeps a permit
+        // when nobody waits yet).
+        let seen = self.0.activity.load(Ordering::SeqCst);
+        self.0.asleep.store(true, Ordering::SeqCst);
+        if self.0.activity.load(Ordering::SeqCst) == seen {
+            self.0.wake.notified().await;
+        }
+        self.0.asleep.store(false, Ordering::SeqCst);
+    }
+
+    /// True while some connection's write waits for its socket.
+    fn write_blocked(&self) -> bool {
+        self.0.writing.load(Ordering::SeqCst) > 0
+    }
+
     /// Runs one spinner in `mode` on the current runtime thread, forever
     /// (the runtime drops it when it shuts down). Spawn one per worker
     /// thread; in interrupt mode it returns at once.
@@ -116,6 +162,9 @@ impl Poller {
         let window = match mode {
             PollMode::Interrupt => return,
             PollMode::Busy => loop {
+                if self.write_blocked() {
+                    self.sleep().await;
+                }
                 tokio::task::yield_now().await;
             },
             PollMode::Window(w) => w,
@@ -124,6 +173,9 @@ impl Poller {
         let mut last = Instant::now();
         let mut turns = 0u32;
         loop {
+            if self.write_blocked() {
+                self.sleep().await;
+            }
             tokio::task::yield_now().await;
             let now_seen = self.0.activity.load(Ordering::Relaxed);
             if now_seen != seen {
@@ -158,7 +210,7 @@ impl Poller {
         self.0.activity.load(Ordering::Relaxed)
     }
 
-    /// True while a window-mode spinner sleeps.
+    /// True while a spinner sleeps.
     pub fn asleep(&self) -> bool {
         self.0.asleep.load(Ordering::Relaxed)
     }
@@ -212,6 +264,27 @@ mod tests {
         })
         .await
         .expect("the spinner sleeps again");
+        task.abort();
+    }
+
+    /// A busy spinner sleeps while a write waits for its socket, and spins
+    /// again once it ended.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_spinner_sleeps_while_a_write_waits() {
+        let p = Poller::default();
+        let task = tokio::spawn(p.clone().spin(PollMode::Busy));
+        let w = p.writing();
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while !p.asleep() {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        })
+        .await
+        .expect("the spinner sleeps while the write waits");
+        drop(w);
+        assert!(!p.asleep(), "the write's end wakes it");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        assert!(!p.asleep(), "a busy spinner stays awake without writes");
         task.abort();
     }
 
