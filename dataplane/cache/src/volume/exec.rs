@@ -160,7 +160,7 @@ async fn writebacks(d: &Devices, region: &VolumeRegion, list: &[CacheIo]) -> (Ta
 }
 
 /// Where `e` lies in the request's buffer.
-fn in_request(req: Extent, off: u64, len: u64) -> std::ops::Range<usize> {
+pub(super) fn in_request(req: Extent, off: u64, len: u64) -> std::ops::Range<usize> {
     let s = (off - req.offset) as usize;
     s..s + len as usize
 }
@@ -178,7 +178,7 @@ enum Piece {
 }
 
 /// Splits `c` at unit boundaries: (volume offset, length, device offset).
-fn unit_pieces(region: &VolumeRegion, c: &CacheIo) -> Vec<(u64, u64, u64)> {
+pub(super) fn unit_pieces(region: &VolumeRegion, c: &CacheIo) -> Vec<(u64, u64, u64)> {
     let mut out = Vec::new();
     let mut done = 0;
     while done < c.len {

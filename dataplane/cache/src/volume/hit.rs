@@ -21,6 +21,7 @@ use engine::{Plan, Ticket};
 use futures_util::future::join_all;
 use tokio::sync::mpsc;
 
+use super::exec::{in_request, unit_pieces};
 use super::owner::Msg;
 use crate::layout::{VolumeRegion, UNIT_SIZE};
 
@@ -47,17 +48,12 @@ impl Pieces {
                 return Pieces::One(region.data_offset(c.cache_addr));
             }
         }
-        let mut out = Vec::new();
-        for c in &plan.cache_reads {
-            let mut done = 0;
-            while done < c.len {
-                let a = c.cache_addr + done;
-                let n = (UNIT_SIZE - a % UNIT_SIZE).min(c.len - done);
-                let s = (c.offset + done - req.offset) as usize;
-                out.push((s..s + n as usize, region.data_offset(a)));
-                done += n;
-            }
-        }
+        let out = plan
+            .cache_reads
+            .iter()
+            .flat_map(|c| unit_pieces(region, c))
+            .map(|(off, len, dev)| (in_request(req, off, len), dev))
+            .collect();
         Pieces::Many(out)
     }
 }
