@@ -76,6 +76,7 @@ def spdk_rpc_plugin_initialize(subparsers):
             mode=args.mode,
             block_sizes_kib=[int(s) for s in args.block_sizes_kib.split(',')] if args.block_sizes_kib else None,
             write_miss_fill=args.write_miss_fill,
+            fill_size=args.fill_size,
             admission=args.admission,
             eviction=args.eviction,
             cleaning=_cleaning(args),
@@ -92,6 +93,8 @@ def spdk_rpc_plugin_initialize(subparsers):
     p.add_argument('--block-sizes-kib', help='comma-separated block sizes in KiB, e.g. 32,64,128,256')
     p.add_argument('--write-miss-fill', choices=['sparse', 'head-tail', 'whole-block'],
                    help='how partial write misses are completed')
+    p.add_argument('--fill-size', choices=['request', 'locality'],
+                   help='how a miss sizes its block: after the request (default) or by observed locality')
     _policy_options(p)
     p.add_argument('-l', '--load', action='store_true',
                    help="attach to the volume's existing cache on the cache bdev instead of creating it")

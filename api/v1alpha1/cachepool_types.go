@@ -88,6 +88,7 @@ type Placement struct {
 
 // CachePoolSpec is the desired state of a CachePool.
 // +kubebuilder:validation:XValidation:rule="self.allocationMode != 'Fixed' || size(self.blockSizesKiB) == 1",message="allocationMode Fixed uses exactly one block size; list one entry in blockSizesKiB"
+// +kubebuilder:validation:XValidation:rule="!has(self.fillSize) || self.fillSize != 'Locality' || self.allocationMode != 'Fixed'",message="fillSize Locality needs allocationMode Adaptive (a fixed pool has one block size)"
 type CachePoolSpec struct {
 	// NodeSelector picks the nodes that run a cache server.
 	// +required
@@ -118,6 +119,11 @@ type CachePoolSpec struct {
 	// +optional
 	// +kubebuilder:default=Adaptive
 	AllocationMode AllocationMode `json:"allocationMode,omitempty"`
+	// FillSize says how a miss sizes the block it fills (Adaptive only):
+	// Request (the dataplane's default when unset) or Locality, best with 4
+	// among blockSizesKiB (docs/engine.md, "Fill sizing by locality").
+	// +optional
+	FillSize FillSize `json:"fillSize,omitempty"`
 	// WriteMode is the write mode of volumes that do not set their own,
 	// taken when the volume is created (changing it later does not change
 	// existing volumes).

@@ -32,6 +32,21 @@ const (
 	Fixed AllocationMode = "Fixed"
 )
 
+// FillSize says how a cache miss sizes the block it fills. Dataplane:
+// request, locality.
+// +kubebuilder:validation:Enum=Request;Locality
+type FillSize string
+
+const (
+	// FillSizeRequest sizes blocks after the request that missed, at least
+	// the smallest block size (AdaCache's rule).
+	FillSizeRequest FillSize = "Request"
+	// FillSizeLocality fills at least the floor size whose sampled shadow
+	// cache hits most, so scattered small reads fill small blocks and
+	// sequential ones prefetch. Meant with 4 among blockSizesKiB.
+	FillSizeLocality FillSize = "Locality"
+)
+
 // BlockSizeKiB is a cache block size in KiB: a power of two from 4 (4 KiB)
 // to 1024 (1 MiB).
 // +kubebuilder:validation:XValidation:rule="self in [4, 8, 16, 32, 64, 128, 256, 512, 1024]",message="block sizes are in KiB and must be a power of two from 4 (4 KiB) to 1024 (1 MiB), e.g. 32"

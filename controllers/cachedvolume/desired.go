@@ -135,6 +135,11 @@ func cachedParams(vol *rcv1.CachedVolume, pool *rcv1.CachePool, cacheSizeBytes i
 		Cleaning:      cleaning(p.Cleaning),
 		SeqCutoff:     seqCutoff(p.SeqCutoff),
 	}
+	// The pool's fill sizing is for adaptive volumes: a volume that
+	// overrides the mode to Fixed has one block size to fill.
+	if alloc != rcv1.Fixed {
+		out.FillSize = strings.ToLower(string(pool.Spec.FillSize))
+	}
 	for _, kib := range pool.Spec.BlockSizesKiB {
 		out.BlockSizesKiB = append(out.BlockSizesKiB, uint32(kib))
 	}

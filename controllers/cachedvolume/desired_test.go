@@ -104,6 +104,11 @@ func TestDesiredPolicies(t *testing.T) {
 			func(p dataplane.CachedBdevParams) bool {
 				return p.Admission == "tinylfu:strict" && p.Eviction == "lru2"
 			}},
+		{"pool fill size Locality", func(_ *rcv1.CachedVolume, pl *rcv1.CachePool) { pl.Spec.FillSize = rcv1.FillSizeLocality },
+			func(p dataplane.CachedBdevParams) bool { return p.FillSize == "locality" }},
+		{"a fixed volume leaves the pool's fill size out", func(v *rcv1.CachedVolume, pl *rcv1.CachePool) {
+			pl.Spec.FillSize, v.Spec.AllocationMode, pl.Spec.BlockSizesKiB = rcv1.FillSizeLocality, rcv1.Fixed, []rcv1.BlockSizeKiB{4}
+		}, func(p dataplane.CachedBdevParams) bool { return p.Mode == "fixed" && p.FillSize == "" }},
 		{"write miss fill names", func(v *rcv1.CachedVolume, _ *rcv1.CachePool) {
 			v.Spec.Policies.WriteMissFill = rcv1.WriteMissFillHeadTail
 		},

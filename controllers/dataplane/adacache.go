@@ -51,6 +51,7 @@ type CachedBdevParams struct {
 	Mode          string     `json:"mode,omitempty"`
 	BlockSizesKiB []uint32   `json:"block_sizes_kib,omitempty"`
 	WriteMissFill string     `json:"write_miss_fill,omitempty"`
+	FillSize      string     `json:"fill_size,omitempty"`
 	Admission     string     `json:"admission,omitempty"`
 	Eviction      string     `json:"eviction,omitempty"`
 	Cleaning      *Cleaning  `json:"cleaning,omitempty"`

@@ -107,6 +107,13 @@ var _ = Describe("CachePool", func() {
 			p.Spec.AllocationMode = rcv1.Fixed
 			p.Spec.BlockSizesKiB = []rcv1.BlockSizeKiB{32, 64}
 		}, "allocationMode Fixed uses exactly one block size"),
+		poolRejects("fill size Locality with Fixed", func(p *rcv1.CachePool) {
+			p.Spec.AllocationMode = rcv1.Fixed
+			p.Spec.BlockSizesKiB = []rcv1.BlockSizeKiB{4}
+			p.Spec.FillSize = rcv1.FillSizeLocality
+		}, "fillSize Locality needs allocationMode Adaptive"),
+		poolRejects("unknown fill size", func(p *rcv1.CachePool) { p.Spec.FillSize = "Largest" },
+			"Unsupported value"),
 		poolRejects("relative device path", func(p *rcv1.CachePool) { p.Spec.Devices[0].Path = "dev/nvme1n1" },
 			"device path must be absolute"),
 		poolRejects("device path with ..", func(p *rcv1.CachePool) { p.Spec.Devices[0].Path = "/dev/../etc/passwd" },

@@ -357,3 +357,50 @@ async fn miss_ratio_curve_and_eviction_in_stats() {
     assert!(st.eviction.auto.is_none());
     vol.stop(false).await.unwrap();
 }
+
+/// `fill_size` `locality`: sequential 4 KiB reads through a 1 MiB cache
+/// only hit when misses prefetch, so the fill floor leaves 4 KiB; what is
+/// read stays core's data; stats show the floor and its shadows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fill_size_locality_raises_the_floor_for_sequential_reads() {
+    let d = Devices::new(VOLUME_MIB, 12, false);
+    let mut rng = Rng(31);
+    let mut data = vec![0u8; 8 << 20];
+    rng.fill(&mut data);
+    d.core_ram
+        .write(0, DmaBuf::from_slice(&data))
+        .await
+        .1
+        .unwrap();
+    let dev = d.open_cache().await;
+    let (vol, b) = create(
+        &d,
+        &dev,
+        params(
+            serde_json::json!({"cache_size_mib": 1, "fill_size": "locality",
+            "seq_cutoff": {"policy": "never"}}),
+        ),
+    )
+    .await;
+    let st = vol.stats().await.unwrap();
+    let fill = st.fill.as_ref().expect("fill sizing state");
+    assert_eq!((fill.floor_bytes, fill.switches), (4096, 0));
+    assert_eq!(fill.shadows.len(), 5, "4, 32, 64, 128 and 256 KiB floors");
+    for pass in 0..3 {
+        for i in 0..2048u64 {
+            let (buf, r) = read(&b, i * 4096, 4096).await;
+            r.unwrap();
+            let at = (i * 4096) as usize;
+            assert!(buf[..] == data[at..at + 4096], "pass {pass}, block {i}");
+        }
+    }
+    let st = vol.stats().await.unwrap();
+    let fill = st.fill.as_ref().unwrap();
+    assert!(fill.floor_bytes > 4096 && fill.switches >= 1, "{fill:?}");
+    assert!(
+        st.hit_ratio.read > 0.5,
+        "prefetching hits: {:?}",
+        st.hit_ratio
+    );
+    vol.stop(false).await.unwrap();
+}

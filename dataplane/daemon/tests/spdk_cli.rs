@@ -658,6 +658,23 @@ fn rows() -> Vec<Row> {
                 json!(false)
             );
         }),
+        // Fill sizing by locality: the 4 KiB floor first, and its shadows
+        // in the stats.
+        row(
+            "bdev_adacache_create",
+            &["AC1", "AcCore", "AcCache", "8", "--fill-size", "locality"],
+            |c, out| {
+                assert_eq!(out.trim(), "AC1");
+                let p = &c.rpc("bdev_adacache_get_bdevs", json!({ "name": "AC1" }))[0]["params"];
+                assert_eq!(p["fill_size"], json!("locality"), "{p}");
+                let s = c.rpc("bdev_adacache_get_stats", json!({ "name": "AC1" }));
+                assert_eq!(s["fill"]["floor_bytes"], json!(4096), "{s}");
+                assert_eq!(s["fill"]["shadows"].as_array().map(Vec::len), Some(5));
+            },
+        ),
+        row("bdev_adacache_delete", &["AC1"], |c, _| {
+            assert!(!c.bdev_names().contains("AC1"));
+        }),
         row("bdev_aio_delete", &["AcCache"], |c, _| {
             assert!(!c.bdev_names().contains("AcCache"));
         }),

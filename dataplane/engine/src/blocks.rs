@@ -31,9 +31,6 @@ pub(crate) const F_PINNED: u8 = 4;
 /// The block was hit since it was inserted: a policy that takes over
 /// (online choice) treats it as proven rather than new.
 pub(crate) const F_REUSED: u8 = 8;
-/// The block was filled beyond what the request that created it asked for
-/// (fill sizing samples its utilization when it leaves, `fill.rs`).
-pub(crate) const F_SPEC: u8 = 16;
 
 #[inline]
 pub(crate) fn make_id(class: usize, index: u32) -> u32 {
@@ -131,12 +128,6 @@ pub(crate) struct Class {
     pub sectors: u16,
     pub entries: Vec<Entry>,
     pub flags: Vec<u8>,
-    /// Units the host touched per block (bit i: unit i of `1 << used_shift`
-    /// bytes), kept only under fill sizing by locality and for blocks larger
-    /// than the smallest size (`track_used`); empty otherwise.
-    pub used: Vec<u64>,
-    pub used_shift: u32,
-    pub track_used: bool,
     /// Group owning each chunk of `per_group` entries (`NIL`: free).
     pub chunk_group: Vec<u32>,
     /// Free chunks below the last used one, lowest first out: reusing low
@@ -154,9 +145,6 @@ impl Class {
             sectors: (size / sector_size) as u16,
             entries: Vec::new(),
             flags: Vec::new(),
-            used: Vec::new(),
-            used_shift: size.trailing_zeros().saturating_sub(6),
-            track_used: false,
             chunk_group: Vec::new(),
             free_chunks: BTreeSet::new(),
             index: Index::new(),
@@ -166,7 +154,6 @@ impl Class {
     pub fn memory_bytes(&self) -> usize {
         self.entries.capacity() * std::mem::size_of::<Entry>()
             + self.flags.capacity()
-            + self.used.capacity() * 8
             + self.chunk_group.capacity() * 4
             // A B-tree node holds up to 11 keys: count 8 bytes a chunk.
             + self.free_chunks.len() * 8
@@ -188,18 +175,12 @@ impl Class {
             let more = per.max(self.entries.len() / 8);
             self.entries.reserve_exact(more);
             self.flags.reserve_exact(more);
-            if self.track_used {
-                self.used.reserve_exact(more);
-            }
             self.chunk_group.reserve_exact(more / per + 1);
         }
         self.chunk_group.push(g);
         let n = self.entries.len() + per;
         self.entries.resize(n, UNUSED);
         self.flags.resize(n, 0);
-        if self.track_used {
-            self.used.resize(n, 0);
-        }
         c
     }
 
@@ -210,11 +191,6 @@ impl Class {
         }
         for f in &mut self.flags[base..base + self.per_group as usize] {
             *f = 0;
-        }
-        if self.track_used {
-            for u in &mut self.used[base..base + self.per_group as usize] {
-                *u = 0;
-            }
         }
         self.chunk_group[c as usize] = NIL;
         self.free_chunks.insert(c);
@@ -238,47 +214,12 @@ impl Class {
         if n < self.entries.len() {
             self.entries.truncate(n);
             self.flags.truncate(n);
-            if self.track_used {
-                self.used.truncate(n);
-            }
             if self.entries.capacity() > n + n / 4 + per {
                 self.entries.shrink_to(n + n / 8);
                 self.flags.shrink_to(n + n / 8);
-                if self.track_used {
-                    self.used.shrink_to(n + n / 8);
-                }
                 self.chunk_group.shrink_to(n / per + n / per / 8);
             }
         }
-    }
-
-    /// Starts tracking touched units, in units of at least `granule` bytes.
-    pub fn track_used(&mut self, granule: u32) {
-        self.track_used = true;
-        self.used_shift = self.used_shift.max(granule.trailing_zeros());
-        self.used = vec![0; self.flags.len()];
-    }
-
-    /// Units per block.
-    pub fn used_units(&self) -> u32 {
-        1 << (self.shift - self.used_shift)
-    }
-
-    /// Marks the units of slot `idx` overlapping `[lo, hi)`, relative to the
-    /// block start (`lo < hi <= size`).
-    #[inline]
-    pub fn mark_used(&mut self, idx: u32, lo: u64, hi: u64) {
-        if !self.track_used || lo >= hi {
-            return;
-        }
-        let a = (lo >> self.used_shift) as u32;
-        let b = ((hi - 1) >> self.used_shift) as u32;
-        let bits = if b - a == 63 {
-            u64::MAX
-        } else {
-            ((1u64 << (b - a + 1)) - 1) << a
-        };
-        self.used[idx as usize] |= bits;
     }
 
     #[inline]

@@ -61,10 +61,10 @@ pub enum FillSize {
     /// AdaCache's rule: the largest aligned blocks inside the missing part
     /// of the request, aligned to the smallest block size.
     Request,
-    /// The largest block size whose speculative fills (fills larger than
-    /// the request) recently had at least half of their 4 KiB units read
-    /// before eviction; the missing part of the request is widened to
-    /// blocks of that size where the whole block is missing.
+    /// At least the *floor* size whose sampled shadow cache (an LRU of
+    /// blocks of that size) hits most: the missing part of the request is
+    /// widened to blocks of the floor's size where the whole block is
+    /// missing. Starts at the smallest size.
     Locality,
 }
 

@@ -25,15 +25,14 @@
 use crate::admission::{self, AdmissionCounters, AdmissionPolicy, Candidate};
 use crate::alloc::{greedy_cover, missing_intervals, Seg};
 use crate::blocks::{
-    id_class, id_index, make_id, Blocks, Ext, PinKind, FREE_KEY, F_DIRTY, F_EXT, F_PINNED,
-    F_REUSED, F_SPEC,
+    id_class, id_index, make_id, Blocks, Ext, PinKind, FREE_KEY, F_DIRTY, F_EXT, F_PINNED, F_REUSED,
 };
 use crate::choice::{ChoiceReport, Chooser};
 use crate::config::{
     Config, ConfigError, EvictionConfig, FillSize, WriteMissFill, WriteMode, MAX_CLASSES,
 };
 use crate::eviction::{self, BlockRef, EvictionPolicy, Verdict};
-use crate::fill::FillSizer;
+use crate::fill::{FillChooser, FillReport};
 use crate::group::Groups;
 use crate::lru::NIL;
 use crate::mrc::{Curve, Shards, ShardsConfig};
@@ -169,9 +168,9 @@ pub struct Engine {
     pub(crate) chooser: Option<Chooser>,
     /// The volume's LRU miss-ratio curve, sampled (SHARDS).
     mrc: Shards,
-    /// Fill sizing by observed locality (`FillSize::Locality`, more than
-    /// one block size).
-    pub(crate) fill: Option<FillSizer>,
+    /// Shadow caches choosing the fill floor (`FillSize::Locality`, more
+    /// than one block size).
+    pub(crate) fill: Option<FillChooser>,
 }
 
 impl fmt::Debug for Engine {
@@ -229,11 +228,7 @@ impl Engine {
         };
         e.chooser = e.new_chooser();
         if e.cfg.fill_size == FillSize::Locality && e.sizes.len() > 1 {
-            e.fill = Some(FillSizer::new(e.sizes.len()));
-            let granule = e.sizes[0];
-            for c in &mut e.blocks.classes[1..] {
-                c.track_used(granule);
-            }
+            e.fill = Some(FillChooser::new(e.capacity, &e.sizes));
         }
         Ok(e)
     }
@@ -325,7 +320,8 @@ impl Engine {
             inflight,
             admission: self.admission.metadata_bytes(),
             eviction: self.eviction.metadata_bytes()
-                + self.chooser.as_ref().map_or(0, |c| c.memory_bytes()),
+                + self.chooser.as_ref().map_or(0, |c| c.memory_bytes())
+                + self.fill.as_ref().map_or(0, |f| f.memory_bytes()),
             mrc: self.mrc.memory_bytes(),
             cached_blocks: self.stats.cached_blocks,
         }
@@ -394,7 +390,7 @@ impl Engine {
         let mut segs = std::mem::take(&mut self.segs);
         segs.clear();
         let class = match self.fill.as_mut() {
-            Some(f) if op != Op::Deallocate => f.choose(),
+            Some(f) if op != Op::Deallocate => f.class(),
             _ => 0,
         };
         if class > 0 {
@@ -410,12 +406,9 @@ impl Engine {
             // The chosen size, then smaller ones that qualify too.
             let mut windows = [0u32; MAX_CLASSES];
             let mut n = 0;
-            let f = self.fill.as_ref().expect("chosen by fill sizing");
             for c in 1..=class {
-                if c == class || f.qualifies(c) {
-                    windows[n] = self.sizes[c];
-                    n += 1;
-                }
+                windows[n] = self.sizes[c];
+                n += 1;
             }
             widen_to_window(&mut segs, begin, end, &windows[..n]);
         } else {
@@ -485,6 +478,9 @@ impl Engine {
             if let Some(next) = self.chooser.as_mut().and_then(|c| c.observe(offset, len)) {
                 self.install_eviction(next);
             }
+            if let Some(f) = self.fill.as_mut() {
+                f.observe(op == Op::Read, offset, len);
+            }
         }
         let t = self.take_ticket(op, false);
         if op != Op::Deallocate {
@@ -494,7 +490,6 @@ impl Engine {
                     self.pin(t, id, exclusive);
                     self.promote(id);
                     self.eviction.on_hit(self.block_ref(id));
-                    self.mark_used(id, start, offset, offset + len);
                 }
             }
         }
@@ -623,7 +618,6 @@ impl Engine {
                                 // locality, the observed locality).
                                 let addr = self.blocks.cache_addr(id);
                                 Plan::push_io(&mut plan.fills, boff, size, addr);
-                                self.note_fill(id, boff, o, e);
                             }
                             None if he > hs => {
                                 Plan::push_extent(&mut plan.core_reads, hs, he - hs);
@@ -710,7 +704,6 @@ impl Engine {
                             continue;
                         };
                         let addr = self.blocks.cache_addr(id);
-                        self.note_fill(id, boff, o, e);
                         Plan::push_io(&mut plan.cache_writes, hs, he - hs, addr + hs - boff);
                         let a = ((hs - boff) >> s) as u16;
                         let b = ((he - boff) >> s) as u16;
@@ -1257,9 +1250,6 @@ impl Engine {
         let c = &mut self.blocks.classes[class];
         c.entries[idx as usize].key = key;
         c.flags[idx as usize] = 0;
-        if c.track_used {
-            c.used[idx as usize] = 0;
-        }
         let entries = &c.entries;
         c.index.insert(key, idx, |s| entries[s as usize].key);
         self.blocks.lru.push_front(&mut self.blocks.classes[..], id);
@@ -1274,47 +1264,10 @@ impl Engine {
         self.stats.alloc[class].cached += 1;
     }
 
-    /// Records the host's use of block `id` (at `start`) by a request
-    /// `[o, e)`, for fill sizing.
-    #[inline]
-    fn mark_used(&mut self, id: u32, start: u64, o: u64, e: u64) {
-        if self.fill.is_none() {
-            return;
-        }
-        let c = &mut self.blocks.classes[id_class(id)];
-        let end = start + c.size as u64;
-        let (lo, hi) = (start.max(o), end.min(e));
-        if lo < hi {
-            c.mark_used(id_index(id), lo - start, hi - start);
-        }
-    }
-
-    /// A new block `id` at `start` filled for a request `[o, e)`: a block
-    /// larger than the request is speculative. Its units count as used when
-    /// a later request touches them (the filling request's own do not), as
-    /// a block of the smallest size counts when it is hit.
-    fn note_fill(&mut self, id: u32, start: u64, o: u64, e: u64) {
-        if self.fill.is_none() {
-            return;
-        }
-        let size = self.blocks.size(id) as u64;
-        if start < o || start + size > e {
-            *self.blocks.flags_mut(id) |= F_SPEC;
-        }
-    }
-
-    /// Fill sizing's estimate per block size, smallest first: the expected
-    /// fraction of a speculative fill's units the host reads before the block
-    /// leaves, and the samples behind it. `None` unless the configuration
-    /// sizes fills by locality.
-    pub fn fill_utilization(&self) -> Option<Vec<(u32, f64, u64)>> {
-        self.fill.as_ref().map(|f| {
-            self.sizes
-                .iter()
-                .zip(f.report())
-                .map(|(&s, (u, n))| (s, u, n))
-                .collect()
-        })
+    /// Fill sizing's state: the active floor and each candidate's shadow.
+    /// `None` unless the configuration sizes fills by locality.
+    pub fn fill_report(&self) -> Option<FillReport> {
+        self.fill.as_ref().map(|f| f.report(&self.sizes))
     }
 
     /// Forgets a block. `to_hole`: the slot becomes a hole (and an emptied
@@ -1330,17 +1283,6 @@ impl Engine {
         let block = self.block_ref(id);
         let e = self.blocks.ext(id);
         let g = self.blocks.group(id);
-        if let Some(f) = self.fill.as_mut() {
-            let flags = self.blocks.flags(id);
-            let c = &self.blocks.classes[class];
-            if class == 0 {
-                // A block of the smallest size is what a fill without
-                // speculation yields: was it read again?
-                f.observe(0, (flags & F_REUSED != 0) as u32, 1);
-            } else if flags & F_SPEC != 0 && c.track_used {
-                f.observe(class, c.used[idx as usize].count_ones(), c.used_units());
-            }
-        }
         if e.is_dirty() {
             debug_assert!(to_hole, "evicting dirty data");
             let bytes = (e.dirty_sectors() as u64) << self.sector_shift;

@@ -92,6 +92,7 @@ pub use config::{
     WriteMissFill, WriteMode,
 };
 pub use engine::{BlockInfo, CompletionError, Engine, RequestError};
+pub use fill::FillReport;
 pub use flush::FlushKind;
 pub use plan::{CacheIo, Completion, Evicted, Extent, Op, Plan, PlanStatus, Ticket};
 pub use reconfig::{ReconfigureError, ResizeError};

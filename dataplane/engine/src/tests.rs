@@ -548,71 +548,77 @@ fn auto_switches_policy_without_dropping_blocks() {
     assert!(lru + 0.2 < s3, "{c:?}");
 }
 
-#[test]
-fn fill_by_locality_widens_only_whole_missing_windows() {
-    let mut c = Config::adaptive(16 << 20, 4 << 20);
-    c.block_sizes = vec![4 << 10, 32 << 10];
-    c.group_size = 32 << 10;
-    c.fill_size = FillSize::Locality;
-    let mut e = engine(c);
-    // 4 KiB blocks are never re-read, 32 KiB fills not measured yet: a
-    // 4 KiB miss fills the whole missing window around it.
-    for _ in 0..4096 {
-        e.fill.as_mut().unwrap().observe(0, 0, 1);
-    }
-    let p = run(&mut e, Op::Read, 8 * K, 4 * K);
-    assert_eq!(p.fills.len(), 1);
-    assert_eq!((p.fills[0].offset, p.fills[0].len), (0, 32 * K));
-    assert_eq!(e.lookup(8 * K).unwrap().size, 32 << 10);
-    // A write of 4 KiB, then a read in the same 32 KiB window elsewhere:
-    // the window holds a cached block, so the read fills 4 KiB only.
-    let mut c = Config::adaptive(16 << 20, 4 << 20);
-    c.block_sizes = vec![4 << 10, 32 << 10];
-    c.group_size = 32 << 10;
-    c.fill_size = FillSize::Locality;
-    let mut e = engine(c.clone());
-    e.fill.as_mut().unwrap().observe(1, 0, 8);
-    for _ in 0..64 {
-        e.fill.as_mut().unwrap().observe(1, 1, 8);
-    }
-    run(&mut e, Op::Read, 64 * K, 4 * K);
-    assert_eq!(e.lookup(64 * K).unwrap().size, 4 << 10);
-    let mut e2 = engine(c);
-    for _ in 0..64 {
-        e2.fill.as_mut().unwrap().observe(1, 1, 8);
-    }
-    run(&mut e2, Op::Read, 4 * K, 4 * K);
-    assert_eq!(e2.lookup(4 * K).unwrap().size, 4 << 10);
-    for _ in 0..4096 {
-        e2.fill.as_mut().unwrap().observe(0, 0, 1);
-    }
-    for _ in 0..64 {
-        e2.fill.as_mut().unwrap().observe(1, 8, 8);
-    }
-    assert!(e2.fill.as_ref().unwrap().qualifies(1));
-    let p = run(&mut e2, Op::Read, 16 * K, 4 * K);
-    assert_eq!((p.fills[0].offset, p.fills[0].len), (16 * K, 4 * K));
-    assert_eq!(e2.lookup(16 * K).unwrap().size, 4 << 10);
-}
-
-#[test]
-fn fill_by_locality_learns_from_evicted_speculative_blocks() {
+/// A 4 KiB/32 KiB engine under fill sizing by locality, 1 MiB of cache.
+fn locality_engine() -> Engine {
     let mut c = Config::adaptive(64 << 20, 1 << 20);
     c.block_sizes = vec![4 << 10, 32 << 10];
     c.group_size = 32 << 10;
     c.eviction = EvictionConfig::TwoLevelLru;
     c.fill_size = FillSize::Locality;
-    let mut e = engine(c);
-    // 4 KiB reads 64 KiB apart, never repeated: evicted 4 KiB blocks were
-    // never re-read, which makes the unmeasured 32 KiB size worth a try;
-    // its fills are never read beyond the request either, so the 4 KiB
-    // fills come back.
-    for i in 0..512u64 {
-        run(&mut e, Op::Read, i * 64 * K, 4 * K);
+    engine(c)
+}
+
+/// Sequential 4 KiB reads cycling over 32 MiB of a 1 MiB cache: only
+/// prefetching hits, so the 32 KiB floor takes over.
+fn read_sequentially(e: &mut Engine, from: u64, n: u64) {
+    for i in 0..n {
+        run(e, Op::Read, from + (i % 8192) * 4 * K, 4 * K);
     }
-    let u = e.fill_utilization().unwrap();
-    assert!(u[1].2 > 0 && u[1].1 < 0.5, "{u:?}");
-    let p = run(&mut e, Op::Read, 600 * 64 * K, 4 * K);
+}
+
+#[test]
+fn fill_by_locality_widens_only_whole_missing_windows() {
+    let mut e = locality_engine();
+    assert_eq!(e.fill_report().unwrap().floor, 4 << 10);
+    read_sequentially(&mut e, 0, 4096);
+    let r = e.fill_report().unwrap();
+    assert_eq!((r.floor, r.switches), (32 << 10, 1), "{r:?}");
+    // A 4 KiB miss fills the whole missing window around it.
+    let p = run(&mut e, Op::Read, (40 << 20) + 8 * K, 4 * K);
+    assert_eq!(p.fills.len(), 1);
+    assert_eq!((p.fills[0].offset, p.fills[0].len), (40 << 20, 32 * K));
+    assert_eq!(e.lookup(40 << 20).unwrap().size, 32 << 10);
+    // A window holding a cached block is not filled around it: a 4 KiB
+    // block cached while the floor was 4 KiB (kept hot through the
+    // sequential phase), then a read elsewhere in its window.
+    let mut e = locality_engine();
+    run(&mut e, Op::Read, 48 << 20, 4 * K);
+    for i in 0..4096u64 {
+        run(&mut e, Op::Read, (i % 8192) * 4 * K, 4 * K);
+        if i % 64 == 0 {
+            run(&mut e, Op::Read, 48 << 20, 4 * K);
+        }
+    }
+    assert_eq!(e.fill_report().unwrap().floor, 32 << 10);
+    assert_eq!(e.lookup(48 << 20).unwrap().size, 4 << 10);
+    let p = run(&mut e, Op::Read, (48 << 20) + 16 * K, 4 * K);
+    assert_eq!(
+        (p.fills[0].offset, p.fills[0].len),
+        ((48 << 20) + 16 * K, 4 * K)
+    );
+    // A write miss is widened too (its block is sparse until read).
+    run(&mut e, Op::Write, 56 << 20, 4 * K);
+    assert_eq!(e.lookup(56 << 20).unwrap().size, 32 << 10);
+    e.check_invariants().unwrap();
+}
+
+#[test]
+fn fill_by_locality_follows_the_workload_both_ways() {
+    let mut e = locality_engine();
+    read_sequentially(&mut e, 0, 4096);
+    assert_eq!(e.fill_report().unwrap().floor, 32 << 10);
+    // Then 4 KiB reads of 200 hot blocks 64 KiB apart: 800 KiB fits the
+    // cache as 4 KiB blocks, not as 32 KiB ones.
+    for _ in 0..64 {
+        for i in 0..200u64 {
+            run(&mut e, Op::Read, i * 64 * K, 4 * K);
+        }
+    }
+    let r = e.fill_report().unwrap();
+    assert_eq!((r.floor, r.switches), (4 << 10, 2), "{r:?}");
+    assert!(r.shadows[0].1 > r.shadows[1].1, "{r:?}");
+    let p = run(&mut e, Op::Read, 50 << 20, 4 * K);
     assert_eq!(p.fills[0].len, 4 * K);
+    e.check_invariants().unwrap();
     assert!(Config::adaptive(1 << 20, 1 << 20).fill_size == FillSize::Request);
 }

@@ -376,6 +376,11 @@ fn print_size(args: &Args, r: &SizeResult) {
         return;
     }
     print!("{}", render_table(&r.reports));
+    for rep in &r.reports {
+        if let Some(f) = &rep.fill {
+            println!("{}: {}", rep.config, f.line());
+        }
+    }
     let adaptive = r.reports.iter().find(|r| r.config == "adaptive");
     if let (Some(adaptive), true) = (adaptive, r.reports.len() > 1) {
         println!();

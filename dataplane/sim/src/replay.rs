@@ -14,7 +14,7 @@ use traces::{Format, OpenOptions, Request, TraceReader, WorkingSet};
 
 use crate::latency::Histogram;
 use crate::layout::{Footprint, Layout, LayoutKind};
-use crate::report::Report;
+use crate::report::{FillSummary, Report};
 
 /// Granularity of the working set that `N%` cache sizes refer to (the
 /// paper's WSS counts 4 KiB blocks).
@@ -394,6 +394,11 @@ pub fn replay_from(
         plan_ns_median: times.quantile(0.5),
         plan_ns_p99: times.quantile(0.99),
         plan_ns_mean: times.mean(),
+        fill: engine.fill_report().map(|f| FillSummary {
+            floor: f.floor,
+            switches: f.switches,
+            shadows: f.shadows,
+        }),
     })
 }
 

@@ -65,6 +65,38 @@ pub struct Report {
     pub plan_ns_p99: u64,
     /// Mean planning time per request, nanoseconds.
     pub plan_ns_mean: f64,
+    /// Fill sizing by locality at the end: the floor in use, its changes,
+    /// and each candidate floor's shadow read hit ratio.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fill: Option<FillSummary>,
+}
+
+/// The end state of fill sizing by locality (`engine::FillReport`).
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct FillSummary {
+    /// The floor in use, bytes.
+    pub floor: u32,
+    /// Times it changed.
+    pub switches: u64,
+    /// Per candidate floor (bytes): its shadow's read hit ratio.
+    pub shadows: Vec<(u32, f64)>,
+}
+
+impl FillSummary {
+    /// `fill floor 4KiB after 2 switches; shadow read hits 4KiB 74.5%, ...`
+    pub fn line(&self) -> String {
+        let shadows: Vec<String> = self
+            .shadows
+            .iter()
+            .map(|(s, h)| format!("{} {:.1}%", format_bytes(*s as u64), h * 100.0))
+            .collect();
+        format!(
+            "fill floor {} after {} switch(es); shadow read hits {}",
+            format_bytes(self.floor as u64),
+            self.switches,
+            shadows.join(", ")
+        )
+    }
 }
 
 impl Report {

@@ -38,7 +38,7 @@ use crate::layout::{VolumeRegion, UNIT_SIZE};
 use hit::HitDone;
 use owner::{Answer, HostIo, HostOp, Msg, Owner, Reply};
 pub use params::{CacheMode, Cleaning, SeqCutoff, VolumeParams};
-pub use stats::{VolumeMrc, VolumeStats};
+pub use stats::{FillShadow, FillState, VolumeMrc, VolumeStats};
 
 /// Why a cached-volume operation failed.
 #[derive(Debug, thiserror::Error)]

@@ -6,7 +6,9 @@
 //! command-line syntax): `"admission": "nhit:2"`, `"eviction": "lazy:2:1.0"`.
 
 use engine::config::max_volume_size;
-use engine::{AdmissionConfig, Config, EvictionConfig, FlushConfig, WriteMissFill, WriteMode};
+use engine::{
+    AdmissionConfig, Config, EvictionConfig, FillSize, FlushConfig, WriteMissFill, WriteMode,
+};
 use serde::{Deserialize, Serialize};
 
 /// Where host writes go (OCF's cache modes, by their short names).
@@ -176,10 +178,20 @@ pub struct VolumeParams {
     /// Adaptive or fixed block size.
     #[serde(default = "default_block_mode")]
     pub mode: BlockMode,
-    /// Block sizes in KiB: several for adaptive (default 32, 64, 128, 256),
-    /// one for fixed (default 32).
+    /// Block sizes in KiB: several for adaptive (default 32, 64, 128, 256;
+    /// 4, 32, 64, 128, 256 with `fill_size` `locality`), one for fixed
+    /// (default 32).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub block_sizes_kib: Option<Vec<u32>>,
+    /// How a miss sizes its block (adaptive only): `request` (AdaCache:
+    /// after the request, at least the smallest size) or `locality` (at
+    /// least the floor size whose sampled shadow cache hits most; see
+    /// `docs/engine.md`).
+    #[serde(
+        default = "default_fill_size",
+        skip_serializing_if = "is_default_fill_size"
+    )]
+    pub fill_size: String,
     /// How partial write misses are completed (`sparse`, `head-tail`,
     /// `whole-block`).
     #[serde(default = "default_fill")]
@@ -223,6 +235,12 @@ fn default_block_mode() -> BlockMode {
 fn default_fill() -> String {
     "sparse".into()
 }
+fn default_fill_size() -> String {
+    "request".into()
+}
+fn is_default_fill_size(s: &str) -> bool {
+    s == "request"
+}
 fn default_admission() -> String {
     "always".into()
 }
@@ -243,6 +261,11 @@ impl VolumeParams {
     pub fn block_sizes(&self) -> Result<Vec<u32>, ParamError> {
         let kib = match (&self.block_sizes_kib, self.mode) {
             (Some(v), _) => v.clone(),
+            // Fill sizing by locality starts at the smallest size and needs
+            // 4 KiB among the floors to avoid waste on scattered reads.
+            (None, BlockMode::Adaptive) if self.fill_size == "locality" => {
+                vec![4, 32, 64, 128, 256]
+            }
             (None, BlockMode::Adaptive) => vec![32, 64, 128, 256],
             (None, BlockMode::Fixed) => vec![32],
         };
@@ -269,6 +292,18 @@ impl VolumeParams {
             return Err(ParamError("block_sizes_kib has a size twice".into()));
         }
         Ok(sizes)
+    }
+
+    /// The fill sizing rule; `locality` only for adaptive volumes (a fixed
+    /// volume has one block size to fill).
+    pub fn fill_size(&self) -> Result<FillSize, ParamError> {
+        let f = engine::names::parse_fill_size(&self.fill_size).map_err(ParamError)?;
+        if f == FillSize::Locality && self.mode == BlockMode::Fixed {
+            return Err(ParamError(
+                "fill_size locality needs mode adaptive (a fixed volume has one block size)".into(),
+            ));
+        }
+        Ok(f)
     }
 
     /// Refuses a core larger than the engine caches with these block sizes
@@ -303,6 +338,7 @@ impl VolumeParams {
         cfg.sector_size = sector_size;
         cfg.write_mode = self.write_mode.engine_mode();
         cfg.write_miss_fill = parse_fill(&self.write_miss_fill)?;
+        cfg.fill_size = self.fill_size()?;
         cfg.admission = parse_admission(&self.admission)?;
         cfg.eviction = parse_eviction(&self.eviction)?;
         cfg.flush = self.cleaning.flush_config();
@@ -318,6 +354,7 @@ impl VolumeParams {
         }
         self.block_sizes()?;
         parse_fill(&self.write_miss_fill)?;
+        self.fill_size()?;
         parse_admission(&self.admission)?;
         parse_eviction(&self.eviction)?;
         self.cleaning.validate()?;
@@ -446,6 +483,40 @@ mod tests {
         assert!(with("cleaning", serde_json::json!({"policy": "nop", "x": 1})).is_err());
         let p = with("cache_size_mib", 0.into()).unwrap();
         assert!(p.validate().is_err());
+        let p = with("fill_size", "largest".into()).unwrap();
+        assert!(p.validate().unwrap_err().0.contains("largest"));
+        let mut p = with("fill_size", "locality".into()).unwrap();
+        p.mode = BlockMode::Fixed;
+        assert!(p.validate().unwrap_err().0.contains("mode adaptive"));
+    }
+
+    #[test]
+    fn fill_size_locality_adds_4k_blocks_unless_sizes_are_given() {
+        let base = serde_json::json!({
+            "name": "C0", "core_bdev_name": "Ceph0", "cache_bdev_name": "Nvme0",
+            "cache_size_mib": 64, "fill_size": "locality"
+        });
+        let p = params(base.clone()).unwrap();
+        let cfg = p.engine_config(1 << 30, 512, 64 << 20).unwrap();
+        assert_eq!(cfg.fill_size, FillSize::Locality);
+        assert_eq!(cfg.block_sizes[0], 4 << 10);
+        assert_eq!(cfg.block_sizes.len(), 5);
+        let mut j = base;
+        j["block_sizes_kib"] = serde_json::json!([8, 64]);
+        let p = params(j).unwrap();
+        assert_eq!(p.block_sizes().unwrap(), vec![8 << 10, 64 << 10]);
+        // The default is not written out, so saved configurations of
+        // volumes without it stay as they were.
+        let d = params(serde_json::json!({
+            "name": "C0", "core_bdev_name": "Ceph0", "cache_bdev_name": "Nvme0",
+            "cache_size_mib": 64
+        }))
+        .unwrap();
+        assert_eq!(
+            d.engine_config(1 << 30, 512, 64 << 20).unwrap().fill_size,
+            FillSize::Request
+        );
+        assert!(serde_json::to_value(&d).unwrap().get("fill_size").is_none());
     }
 
     #[test]

@@ -7,7 +7,7 @@
 
 use engine::choice::ChoiceReport;
 use engine::mrc::Curve;
-use engine::Stats;
+use engine::{FillReport, Stats};
 use serde::Serialize;
 
 /// Latencies of one kind of request, microseconds.
@@ -216,6 +216,47 @@ pub struct VolumeStats {
     pub mrc: MrcSummary,
     /// The eviction policy in use and, under `auto`, its online choice.
     pub eviction: EvictionState,
+    /// Fill sizing by locality (`fill_size` `locality`); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fill: Option<FillState>,
+}
+
+/// The state of fill sizing by locality.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FillState {
+    /// The smallest block a miss fills now, bytes.
+    pub floor_bytes: u32,
+    /// Times the floor changed since the volume started.
+    pub switches: u64,
+    /// Per candidate floor: the read hit ratio of its sampled shadow
+    /// cache since the volume started.
+    pub shadows: Vec<FillShadow>,
+}
+
+/// One candidate floor's shadow.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FillShadow {
+    /// The floor, bytes.
+    pub floor_bytes: u32,
+    /// Its shadow's read hit ratio (of sampled 4 KiB units).
+    pub read_hit_ratio: f64,
+}
+
+impl From<&FillReport> for FillState {
+    fn from(r: &FillReport) -> Self {
+        FillState {
+            floor_bytes: r.floor,
+            switches: r.switches,
+            shadows: r
+                .shadows
+                .iter()
+                .map(|&(floor_bytes, read_hit_ratio)| FillShadow {
+                    floor_bytes,
+                    read_hit_ratio,
+                })
+                .collect(),
+        }
+    }
 }
 
 /// The multiples of the capacity at which [`MrcSummary`] reads the curve,
@@ -399,6 +440,7 @@ pub(crate) struct StatsInput<'a> {
     pub metadata_bytes: u64,
     pub mrc: MrcSummary,
     pub eviction: EvictionState,
+    pub fill: Option<FillState>,
 }
 
 fn ratio(a: u64, b: u64) -> f64 {
@@ -476,6 +518,7 @@ impl VolumeStats {
             },
             mrc: i.mrc,
             eviction: i.eviction,
+            fill: i.fill,
         }
     }
 }
@@ -646,6 +689,13 @@ mod tests {
             metadata_bytes: 0,
             mrc: MrcSummary::new(&scans(10, 2), cap),
             eviction: EvictionState::new("lru2", "lru2", None),
+            fill: Some(FillState::from(&FillReport {
+                floor: 4096,
+                switches: 1,
+                rate: 1.0,
+                shadows: vec![(4096, 0.75), (32768, 0.5)],
+                memory_bytes: 0,
+            })),
         });
         let v = serde_json::to_value(&s).unwrap();
         assert_eq!(v["mrc"]["references"], 20);
@@ -653,5 +703,7 @@ mod tests {
         assert_eq!(v["mrc"]["miss_ratio"][0]["miss_ratio"], 0.5);
         assert_eq!(v["eviction"]["policy"], "lru2");
         assert_eq!(v["eviction"]["auto"], Value::Null);
+        assert_eq!(v["fill"]["floor_bytes"], 4096);
+        assert_eq!(v["fill"]["shadows"][1]["read_hit_ratio"], 0.5);
     }
 }

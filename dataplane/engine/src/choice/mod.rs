@@ -21,8 +21,8 @@
 //!   mechanism: the cached blocks stay and are announced to the new policy,
 //!   least recently used first).
 
-mod sample;
-mod shadow;
+pub(crate) mod sample;
+pub(crate) mod shadow;
 
 use sample::Sampler;
 use shadow::ShadowCache;
@@ -188,9 +188,6 @@ impl Chooser {
             .copied()
             .enumerate()
             .max_by(|a, b| a.1.total_cmp(&b.1))?;
-        if std::env::var_os("CHOICE_DEBUG").is_some() {
-            eprintln!("active {} scores {:?}", self.active, self.scores);
-        }
         let ahead = best != self.active && best_score > self.scores[self.active] * (1.0 + MARGIN);
         if !ahead {
             self.leader = None;

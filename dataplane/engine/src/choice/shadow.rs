@@ -59,6 +59,11 @@ impl ShadowCache {
         false
     }
 
+    /// Whether every slot has been filled once (the shadow now evicts).
+    pub fn full(&self) -> bool {
+        self.free.is_empty()
+    }
+
     pub fn memory_bytes(&self) -> usize {
         self.replacer.memory_bytes()
             + self.slot_of.memory_bytes()

@@ -12,7 +12,7 @@ use super::{AfterFlush, Durability, HostOp, Owner, Running, Shrink};
 use crate::layout::VolumeRegion;
 use crate::volume::params::CacheMode;
 use crate::volume::stats::{
-    EvictionState, MrcSummary, RuntimeCounters, StatsInput, VolumeMrc, VolumeStats,
+    EvictionState, FillState, MrcSummary, RuntimeCounters, StatsInput, VolumeMrc, VolumeStats,
 };
 use crate::volume::{Control, FlushStatus, PolicyChange, VolumeError};
 
@@ -308,6 +308,7 @@ impl Owner {
                 &self.params.eviction,
                 choice.as_ref(),
             ),
+            fill: self.engine.fill_report().as_ref().map(FillState::from),
         })
     }
 }
