@@ -19,10 +19,11 @@
 //!   The rate makes the shadows' capacity `SAMPLED_BYTES` (a cache no
 //!   larger is shadowed whole): memory and CPU are bounded whatever the
 //!   cache size.
-//! - Scores: each shadow counts the 4 KiB-granule hits of reads (writes
-//!   allocate in the shadows but do not count); per window, scores decay by
-//!   [`crate::choice::DECAY`] and a floor ahead of the active one by
-//!   [`crate::choice::MARGIN`] two windows in a row becomes active.
+//! - Scores: each shadow counts the hits of reads in units of the
+//!   smallest size (writes allocate in the shadows but do not count); per
+//!   window, scores decay by [`crate::choice::DECAY`] and a floor ahead of
+//!   the active one by [`crate::choice::MARGIN`] two windows in a row
+//!   becomes active.
 //! - Start: the smallest size, which wastes no space, until every shadow
 //!   is full: before that nothing is evicted for prefetched data, so every
 //!   floor looks the better the larger it is. Starting at 32 KiB instead
@@ -38,12 +39,12 @@ use crate::config::EvictionConfig;
 
 /// Bytes of cache the shadows model together with their sampling: 8 MiB is
 /// 2,048 blocks of 4 KiB and 32 of 256 KiB, enough for the largest floor's
-/// shadow to rank, and a few hundred KiB of memory per volume.
+/// shadow to rank, and about 100 KiB of memory per volume.
 pub(crate) const SAMPLED_BYTES: u64 = 8 << 20;
 /// Largest floor tried: 256 KiB. A larger floor would prefetch most of a
 /// 1 MiB group on every miss.
 pub(crate) const MAX_FLOOR: u32 = 256 << 10;
-/// Sampled 4 KiB units read per decision window. Unlike an eviction
+/// Sampled units (of the smallest block size) read per decision window. Unlike an eviction
 /// policy's shadow, a floor's shadow needs no turnover to show its lead:
 /// prefetch hits and wasted space both show within a few hundred sampled
 /// reads, and decaying scores carry the longer history.
@@ -59,7 +60,7 @@ pub struct FillReport {
     /// Fraction of regions sampled.
     pub rate: f64,
     /// Per candidate floor: its size and its shadow's read hit ratio (of
-    /// sampled 4 KiB granules read) since the start.
+    /// sampled units of the smallest size read) since the start.
     pub shadows: Vec<(u32, f64)>,
     /// Bytes held by the sampler and shadows.
     pub memory_bytes: usize,
@@ -83,7 +84,6 @@ pub(crate) struct FillChooser {
     floors: Vec<Floor>,
     active: usize,
     leader: Option<usize>,
-    window: u64,
     seen_in_window: u64,
     reads: u64,
     switches: u64,
@@ -94,10 +94,6 @@ impl FillChooser {
     /// (ascending, as the engine keeps them).
     pub fn new(capacity: u64, sizes: &[u32]) -> FillChooser {
         let rate = (SAMPLED_BYTES as f64 / capacity.max(1) as f64).min(1.0);
-        FillChooser::with_rate(capacity, sizes, rate)
-    }
-
-    pub(crate) fn with_rate(capacity: u64, sizes: &[u32], rate: f64) -> FillChooser {
         let sampler = Sampler::new(rate);
         let sampled = capacity as f64 * sampler.rate();
         let candidates: Vec<usize> = (0..sizes.len())
@@ -125,7 +121,6 @@ impl FillChooser {
             floors,
             active: 0,
             leader: None,
-            window: WINDOW_UNITS,
             seen_in_window: 0,
             reads: 0,
             switches: 0,
@@ -174,7 +169,7 @@ impl FillChooser {
         let units = (hi - lo) >> self.unit_shift;
         self.reads += units;
         self.seen_in_window += units;
-        if self.seen_in_window >= self.window {
+        if self.seen_in_window >= WINDOW_UNITS {
             self.seen_in_window = 0;
             self.decide();
         }
