@@ -91,12 +91,12 @@ impl HitGuard {
         }
     }
 
-    /// The read ended: what the owner must hear.
-    fn finish(mut self, failed_reads: u64) -> HitDone {
+    /// The read ended at `end`: what the owner must hear.
+    fn finish(mut self, failed_reads: u64, end: Instant) -> HitDone {
         self.finished = true;
         HitDone {
             ticket: self.ticket,
-            elapsed_ns: Some(self.arrived.elapsed().as_nanos() as u64),
+            elapsed_ns: Some(end.saturating_duration_since(self.arrived).as_nanos() as u64),
             failed_reads,
         }
     }
@@ -131,15 +131,20 @@ impl HitGrant {
         buf: DmaBuf,
     ) -> (DmaBuf, Result<(), BdevError>, HitDone) {
         let len = buf.len();
-        let (buf, r, failed) = match self.pieces {
+        let (buf, r, failed, end) = match self.pieces {
             Pieces::One(dev) => {
-                let (b, r) = cache.read(dev, buf).await;
+                // The device's counters read the clock when the read ends;
+                // the hit's latency ends there too.
+                let (b, r, end) = cache.read_ended(dev, buf).await;
                 let failed = u64::from(r.is_err());
-                (b, r, failed)
+                (b, r, failed, end)
             }
-            Pieces::Many(pieces) => read_pieces(cache, pieces, buf, len).await,
+            Pieces::Many(pieces) => {
+                let (b, r, failed) = read_pieces(cache, pieces, buf, len).await;
+                (b, r, failed, Instant::now())
+            }
         };
-        (buf, r, self.guard.finish(failed))
+        (buf, r, self.guard.finish(failed, end))
     }
 }
 

@@ -36,7 +36,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::device::{CacheDevice, DeviceError};
 use crate::layout::{VolumeRegion, UNIT_SIZE};
 use hit::HitDone;
-use owner::{Answer, HostIo, HostOp, Msg, Owner, Reply};
+use owner::{Answer, HostIo, HostOp, Msg, Now, Owner, Reply};
 pub use params::{CacheMode, Cleaning, SeqCutoff, VolumeParams};
 pub use stats::{FillShadow, FillState, VolumeMrc, VolumeStats};
 
@@ -426,44 +426,58 @@ impl CachedVolume {
         len: u64,
         buf: Option<DmaBuf>,
     ) -> (Option<DmaBuf>, bdev::Result<()>) {
-        let (reply, rx) = Reply::channel();
-        let io = HostIo {
-            op,
-            offset,
-            len,
-            buf,
-            reply,
-            arrived: Instant::now(),
-        };
+        let arrived = Instant::now();
         // In place when the owner is free: a hit on a RAM or file cache
-        // then completes in this task, with no switch to the owner's task.
-        let io = match self.inner.owner.try_lock() {
-            Ok(mut o) => match o.as_mut() {
-                Some(o) => {
-                    o.submit_now(io);
-                    None
+        // then completes in this task, with no switch to the owner's task
+        // (and a read's grant comes back directly, without a channel).
+        let now = match self.inner.owner.try_lock() {
+            Ok(mut o) => match (o.as_mut(), op, buf) {
+                (None, _, buf) => return (buf, Err(stopped(&self.inner.info.name))),
+                (Some(o), HostOp::Read, Some(buf)) => o.read_now(offset, len, buf, arrived),
+                (Some(o), op, buf) => {
+                    let (reply, rx) = Reply::channel();
+                    o.submit_now(HostIo {
+                        op,
+                        offset,
+                        len,
+                        buf,
+                        reply,
+                        arrived,
+                    });
+                    Now::Wait(rx)
                 }
-                None => return (io.buf, Err(stopped(&self.inner.info.name))),
             },
-            Err(std::sync::TryLockError::WouldBlock) => Some(io),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                let (reply, rx) = Reply::channel();
+                let io = HostIo {
+                    op,
+                    offset,
+                    len,
+                    buf,
+                    reply,
+                    arrived,
+                };
+                if let Err(mpsc::error::SendError(Msg::Io(io))) = self.inner.tx.send(Msg::Io(io)) {
+                    return (io.buf, Err(stopped(&self.inner.info.name)));
+                }
+                Now::Wait(rx)
+            }
             Err(std::sync::TryLockError::Poisoned(_)) => {
-                return (io.buf, Err(stopped(&self.inner.info.name)))
+                return (buf, Err(stopped(&self.inner.info.name)))
             }
         };
-        if let Some(io) = io {
-            if let Err(mpsc::error::SendError(Msg::Io(io))) = self.inner.tx.send(Msg::Io(io)) {
-                return (io.buf, Err(stopped(&self.inner.info.name)));
-            }
-        }
-        match rx.await {
-            Ok(Answer::Done(buf, r)) => (buf, r),
-            Ok(Answer::Hit(grant, buf)) => {
-                let (buf, r, done) = grant.serve(self.inner.cache.bdev(), buf).await;
-                self.hit_done(done);
-                (Some(buf), r)
-            }
-            Err(_) => (None, Err(stopped(&self.inner.info.name))),
-        }
+        let (grant, buf) = match now {
+            Now::Hit(grant, buf) => (grant, buf),
+            Now::Done(buf, r) => return (buf, r),
+            Now::Wait(rx) => match rx.await {
+                Ok(Answer::Done(buf, r)) => return (buf, r),
+                Ok(Answer::Hit(grant, buf)) => (grant, buf),
+                Err(_) => return (None, Err(stopped(&self.inner.info.name))),
+            },
+        };
+        let (buf, r, done) = grant.serve(self.inner.cache.bdev(), buf).await;
+        self.hit_done(done);
+        (Some(buf), r)
     }
 
     /// Gives a hit's ticket back, in place when the owner is free.

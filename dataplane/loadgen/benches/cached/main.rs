@@ -8,7 +8,9 @@
 //!    volume cold (first pass) and warm (after a sequential warming pass).
 //! 2. 70/30 random read/write 4K QD32 in wt and wb vs raw RBD.
 //! 3. The warm volume's hit path vs the raw cache bdev exported directly,
-//!    4K random reads at QD1 and QD32 (engine overhead).
+//!    4K random reads at QD1 and QD32 (engine overhead), each side with
+//!    the CPU time the target's runtime threads spent per I/O (which load
+//!    from other processes hardly moves, unlike IOPS and latency).
 //! 4. Fixed 32 KiB vs adaptive on a real trace (CloudPhysics sample from
 //!    `$RACKCACHE_TRACES`) replayed through the load generator: measured
 //!    read hit ratio beside the simulator's prediction for the same requests.
@@ -51,7 +53,9 @@ use loadgen::run::Report;
 use loadgen::workload::Pattern;
 use rackcache_sim::replay::{FlushPolicy, SimConfig};
 use rackcache_sim::size::CacheSize;
-use rig::{measure, replay, replay_options, CacheKind, Export, Rig, BLOCK, MIB};
+use rig::{
+    measure, measure_cpu, replay, replay_options, CacheKind, Export, Rig, Timed, BLOCK, MIB,
+};
 use serde_json::json;
 use synth::Rng;
 use table::Row;
@@ -171,19 +175,37 @@ pub(crate) fn params(
 /// falls on both sides alike.
 fn paired(
     rounds: u64,
-    mut a: impl FnMut() -> Result<Report, String>,
-    mut b: impl FnMut() -> Result<Report, String>,
+    a: impl FnMut() -> Result<Report, String>,
+    b: impl FnMut() -> Result<Report, String>,
 ) -> Result<(Report, Report), String> {
+    paired_by(rounds, a, b, |r| r.iops)
+}
+
+/// [`paired`] for any run, keeping each side's run of median `iops`.
+fn paired_by<T>(
+    rounds: u64,
+    mut a: impl FnMut() -> Result<T, String>,
+    mut b: impl FnMut() -> Result<T, String>,
+    iops: impl Fn(&T) -> f64,
+) -> Result<(T, T), String> {
     let (mut ra, mut rb) = (Vec::new(), Vec::new());
     for _ in 0..rounds {
         ra.push(a()?);
         rb.push(b()?);
     }
-    let median = |mut v: Vec<Report>| {
-        v.sort_by(|x, y| x.iops.total_cmp(&y.iops));
+    let median = |mut v: Vec<T>| {
+        v.sort_by(|x, y| iops(x).total_cmp(&iops(y)));
         v.swap_remove(v.len() / 2)
     };
     Ok((median(ra), median(rb)))
+}
+
+/// The median over `rounds` of the target's CPU time per I/O: unlike
+/// IOPS it hardly moves with other load on the machine.
+fn median_cpu(runs: &[f64]) -> f64 {
+    let mut v = runs.to_vec();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
 }
 
 pub(crate) fn volume_export(rig: &Rig, v: &CachedVolume) -> Result<Export, String> {
@@ -357,13 +379,24 @@ fn read_parts(
     // size (written over before formatting: no holes).
     if k.runs(3) {
         let direct = rig.export(CountedBdev::from(Arc::clone(&rig.cache_bdev)))?;
+        let timed =
+            |e: &Export, qd| measure_cpu(rig, e, Pattern::RandRead, BLOCK as usize, qd, k.seconds);
         for qd in [QD, 1] {
             rig.reset_stats(&v)?;
-            let (d, h) = paired(k.rounds, || rr(&direct, qd), || rr(&ve, qd))?;
+            let (mut dc, mut hc) = (Vec::new(), Vec::new());
+            let (d, h) = paired_by(
+                k.rounds,
+                || timed(&direct, qd).inspect(|t| dc.push(t.target_cpu_us)),
+                || timed(&ve, qd).inspect(|t| hc.push(t.target_cpu_us)),
+                |t: &Timed| t.report.iops,
+            )?;
+            let (dcpu, hcpu) = (median_cpu(&dc), median_cpu(&hc));
+            let (d, h) = (d.report, h.report);
             let hit = rig.stats(&v)?.hit_ratio.read;
             let mut row = Row::new("3 engine", format!("raw cache bdev 4K QD{qd}"))
                 .perf(d.iops, d.latency.p99_us)
-                .note(format!("avg {:.1} us", d.latency.avg_us));
+                .note(format!("avg {:.1} us", d.latency.avg_us))
+                .note(format!("target CPU {dcpu:.2} us/IO"));
             if let (true, Some(b)) = (qd == QD, &base) {
                 // The most a cached volume could reach over raw RBD here.
                 row = row.ratio("ceiling: raw cache/raw rbd", d.iops, b.iops);
@@ -373,7 +406,14 @@ fn read_parts(
                 .perf(h.iops, h.latency.p99_us)
                 .hit(hit)
                 .target("IOPS hit/raw cache", h.iops, d.iops, 0.9)
-                .ratio("p99", h.latency.p99_us, d.latency.p99_us);
+                .ratio("p99", h.latency.p99_us, d.latency.p99_us)
+                // What the hit path adds to each I/O's cost on the
+                // target's CPU, which other load hardly moves (IOPS and
+                // latency on a shared machine do).
+                .note(format!(
+                    "target CPU {hcpu:.2} us/IO ({:+.2} over raw)",
+                    hcpu - dcpu
+                ));
             if qd == 1 {
                 // The 2 us target is the hit path's own cost, which only a
                 // RAM cache device leaves visible.

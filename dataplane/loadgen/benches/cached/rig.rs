@@ -6,7 +6,7 @@
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bdev::file::FileBdev;
@@ -59,6 +59,9 @@ pub struct Export {
 
 pub struct Rig {
     rt: tokio::runtime::Runtime,
+    /// Thread ids of the target runtime's threads (workers and blocking
+    /// pool), for [`Rig::target_cpu_ns`].
+    threads: Arc<Mutex<Vec<u32>>>,
     target: Target,
     pub cluster: Arc<RbdCluster>,
     pub pool: String,
@@ -72,12 +75,17 @@ impl Rig {
     /// (a file in `dir`, or RAM), first written over entirely so that
     /// reading it directly reads data, not holes or unbacked pages.
     pub fn start(ceph: &Ceph, dir: &Path, kind: CacheKind, cache_mib: u64) -> Result<Self, String> {
+        let threads = Arc::new(Mutex::new(Vec::new()));
+        let t = Arc::clone(&threads);
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
-            .on_thread_start(|| {
+            .on_thread_start(move || {
                 // Blocking-pool threads and librados' threads (the cluster is
                 // connected from here) inherit it, as under `taskset`.
                 let _ = pin_current_thread(TARGET_CPU);
+                if let Some(tid) = current_tid() {
+                    t.lock().expect("thread list").push(tid);
+                }
             })
             .enable_all()
             .build()
@@ -129,6 +137,7 @@ impl Rig {
         })?;
         Ok(Self {
             rt,
+            threads,
             target,
             cluster,
             pool: ceph.var("RACKCACHE_CEPH_POOL").into(),
@@ -136,6 +145,21 @@ impl Rig {
             cache,
             next_nqn: AtomicU32::new(0),
         })
+    }
+
+    /// CPU time the target runtime's threads have used so far, in ns
+    /// (user and system, from the scheduler's accounting). Unlike wall
+    /// time it leaves out what other processes on the same CPU took: on a
+    /// shared machine it is the steadier measure of what one I/O costs the
+    /// target. Threads that have exited no longer count.
+    pub fn target_cpu_ns(&self) -> u64 {
+        let tids = self.threads.lock().expect("thread list").clone();
+        tids.iter()
+            .filter_map(|tid| {
+                let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
+                s.split_whitespace().next()?.parse::<u64>().ok()
+            })
+            .sum()
     }
 
     /// Runs `f` on the target's runtime and waits for it.
@@ -228,6 +252,42 @@ impl Rig {
         });
         self.rt.shutdown_timeout(Duration::from_secs(5));
     }
+}
+
+/// The calling thread's id, from `/proc/thread-self` (a link to
+/// `<pid>/task/<tid>`).
+fn current_tid() -> Option<u32> {
+    std::fs::read_link("/proc/thread-self")
+        .ok()?
+        .file_name()?
+        .to_str()?
+        .parse()
+        .ok()
+}
+
+/// A timed run and what it cost the target's threads.
+pub struct Timed {
+    pub report: Report,
+    /// Target runtime CPU time per completed I/O, in µs.
+    pub target_cpu_us: f64,
+}
+
+/// [`measure`], with the target runtime's CPU time per I/O.
+pub fn measure_cpu(
+    rig: &Rig,
+    e: &Export,
+    pattern: Pattern,
+    block_size: usize,
+    queue_depth: usize,
+    duration: Duration,
+) -> Result<Timed, String> {
+    let before = rig.target_cpu_ns();
+    let report = measure(e, pattern, block_size, queue_depth, duration)?;
+    let used = rig.target_cpu_ns().saturating_sub(before);
+    Ok(Timed {
+        target_cpu_us: used as f64 / 1000.0 / report.ops.max(1) as f64,
+        report,
+    })
 }
 
 /// A timed loadgen workload against `e` from the load generator's CPU.

@@ -12,17 +12,17 @@ impl Owner {
 
     /// Pass-through mode and the sequential cutoff send a request straight
     /// to core when no cached block overlaps it.
-    pub(super) fn should_bypass(&mut self, io: &HostIo) -> bool {
-        if io.op == HostOp::Deallocate {
+    pub(super) fn should_bypass(&mut self, op: HostOp, offset: u64, len: u64) -> bool {
+        if op == HostOp::Deallocate {
             return false;
         }
         // Sequential stream tracking (OCF's seq-cutoff).
-        if io.offset == self.seq_end {
-            self.seq_bytes += io.len;
+        if offset == self.seq_end {
+            self.seq_bytes += len;
         } else {
-            self.seq_bytes = io.len;
+            self.seq_bytes = len;
         }
-        self.seq_end = io.offset + io.len;
+        self.seq_end = offset + len;
         let seq = &self.params.seq_cutoff;
         let cut = self.seq_bytes >= seq.threshold_kib * 1024
             && match seq.policy {
@@ -37,7 +37,7 @@ impl Owner {
             return false;
         }
         self.blocks.clear();
-        self.engine.blocks_in(io.offset, io.len, &mut self.blocks);
+        self.engine.blocks_in(offset, len, &mut self.blocks);
         self.blocks.is_empty()
     }
 

@@ -51,6 +51,16 @@ pub(crate) enum Answer {
     Hit(HitGrant, DmaBuf),
 }
 
+/// What a read submitted in place ([`Owner::read_now`]) became.
+pub(crate) enum Now {
+    /// A pure hit for the caller to read at once: no channel was made.
+    Hit(HitGrant, DmaBuf),
+    /// Refused at once.
+    Done(Option<DmaBuf>, Result<(), BdevError>),
+    /// Queued or running: the answer comes on this channel.
+    Wait(oneshot::Receiver<Answer>),
+}
+
 /// The way back to a host request's caller.
 pub(crate) struct Reply(oneshot::Sender<Answer>);
 
@@ -350,6 +360,55 @@ impl Owner {
         self.after_in_place(started);
     }
 
+    /// Submits a read from its caller's task. A pure hit is handed back
+    /// directly: on the hit path a oneshot channel (an allocation, a send,
+    /// a poll and a free per read) would only carry the grant to the very
+    /// task that is already here. Anything else gets a channel and takes
+    /// [`Owner::submit_now`]'s path, in the same order of checks.
+    pub(crate) fn read_now(&mut self, offset: u64, len: u64, buf: DmaBuf, arrived: Instant) -> Now {
+        let ext = Extent { offset, len };
+        let queued = |buf: DmaBuf| {
+            let (reply, rx) = Reply::channel();
+            let io = HostIo {
+                op: HostOp::Read,
+                offset,
+                len,
+                buf: Some(buf),
+                reply,
+                arrived,
+            };
+            (io, rx)
+        };
+        if self.stopping || self.bypass.iter().any(|(_, e)| overlaps(*e, ext)) {
+            let (io, rx) = queued(buf);
+            self.submit_now(io);
+            return Now::Wait(rx);
+        }
+        self.last_io = arrived;
+        let started = self.io.len();
+        if self.should_bypass(HostOp::Read, offset, len) {
+            let (io, rx) = queued(buf);
+            self.start_bypass(io);
+            self.after_in_place(started);
+            return Now::Wait(rx);
+        }
+        let mut plan = std::mem::take(&mut self.spare_plan);
+        if let Err(e) = self.engine.plan(Op::Read, offset, len, &mut plan) {
+            self.spare_plan = plan;
+            return Now::Done(Some(buf), Err(BdevError::InvalidArgument(e.to_string())));
+        }
+        if plan.status == PlanStatus::Retry || !is_pure_hit(&plan) {
+            let (io, rx) = queued(buf);
+            self.planned(io, plan);
+            self.after_in_place(started);
+            return Now::Wait(rx);
+        }
+        // No pump: a grant only adds shared pins, which start no metadata
+        // write, release nothing blocked and let no flush progress; the
+        // ticket's return pumps (`hit_done_now`).
+        Now::Hit(self.hit_grant(arrived, &plan), buf)
+    }
+
     /// A granted hit ended, told from its caller's task.
     pub(crate) fn hit_done_now(&mut self, d: HitDone) {
         let started = self.io.len();
@@ -421,21 +480,29 @@ impl Owner {
             self.waiting.push_back((io, Plan::new()));
             return;
         }
-        if self.should_bypass(&io) {
+        if self.should_bypass(io.op, io.offset, io.len) {
             self.start_bypass(io);
             return;
         }
-        let op = match io.op {
-            HostOp::Read => Op::Read,
-            HostOp::Write { .. } => Op::Write,
-            HostOp::Deallocate => Op::Deallocate,
-        };
-        if let Err(e) = self.engine.plan(op, io.offset, io.len, &mut plan) {
+        if let Err(e) = self
+            .engine
+            .plan(engine_op(io.op), io.offset, io.len, &mut plan)
+        {
             let _ = io
                 .reply
                 .send((io.buf, Err(BdevError::InvalidArgument(e.to_string()))));
             return;
         }
+        self.planned(io, plan);
+    }
+
+    /// Runs, grants or queues `io` by its plan.
+    fn planned(&mut self, io: HostIo, plan: Plan) {
+        let op = engine_op(io.op);
+        let ext = Extent {
+            offset: io.offset,
+            len: io.len,
+        };
         if plan.status == PlanStatus::Retry {
             self.waiting.push_back((io, plan));
             return;
@@ -474,13 +541,19 @@ impl Owner {
     /// Hands a pure read hit to its caller (see [`super::hit`]); the plan's
     /// ticket stays out until the caller's read ended.
     fn grant_hit(&mut self, reply: Reply, arrived: Instant, buf: DmaBuf, plan: Plan) {
-        let grant = HitGrant {
-            pieces: Pieces::of(&self.region, &plan),
-            guard: HitGuard::new(self.tx.clone(), plan.ticket, arrived),
-        };
-        self.hits += 1;
+        let grant = self.hit_grant(arrived, &plan);
         reply.grant(grant, buf);
         self.spare_plan = plan;
+    }
+
+    /// The grant of a pure hit's `plan` (its ticket goes with it); the
+    /// plan's vectors are kept for the next request.
+    fn hit_grant(&mut self, arrived: Instant, plan: &Plan) -> HitGrant {
+        self.hits += 1;
+        HitGrant {
+            pieces: Pieces::of(&self.region, plan),
+            guard: HitGuard::new(self.tx.clone(), plan.ticket, arrived),
+        }
     }
 
     #[cfg(test)]
@@ -804,6 +877,14 @@ pub(crate) async fn run(owner: Arc<Mutex<Option<Owner>>>) {
         Err(p) => p.into_inner().take(),
     };
     drop(owner);
+}
+
+fn engine_op(op: HostOp) -> Op {
+    match op {
+        HostOp::Read => Op::Read,
+        HostOp::Write { .. } => Op::Write,
+        HostOp::Deallocate => Op::Deallocate,
+    }
 }
 
 /// Only cache reads: nothing to fill, write back or persist first.
