@@ -406,7 +406,10 @@ impl Owner {
         // No pump: a grant only adds shared pins, which start no metadata
         // write, release nothing blocked and let no flush progress; the
         // ticket's return pumps (`hit_done_now`).
-        Now::Hit(self.hit_grant(arrived, &plan), buf)
+        let grant = self.hit_grant(arrived, &plan);
+        // Its vectors serve the next request, as `grant_hit` keeps them.
+        self.spare_plan = plan;
+        Now::Hit(grant, buf)
     }
 
     /// A granted hit ended, told from its caller's task.
