@@ -101,12 +101,13 @@ impl Daemon {
     /// Ours on any CPU, in interrupt mode, its runtime on one thread (as
     /// when pinned) and librbd's threads free to run beside Ceph's
     /// daemons, as `rbd bench` does.
-    pub(crate) fn start_unpinned(bin: &Path, dir: &Path) -> Result<Self, String> {
+    /// `name` keeps the socket and log of each such daemon apart.
+    pub(crate) fn start_unpinned(bin: &Path, dir: &Path, name: &str) -> Result<Self, String> {
         let mut cmd = Command::new(bin);
         cmd.args(["--busy-poll", "off"])
             .env("RACKCACHE_RUNTIME", "current-thread")
             .env("RACKCACHE_LOG", "warn");
-        Self::spawn(cmd, "--rpc-socket", dir, "dataplane-unpinned")
+        Self::spawn(cmd, "--rpc-socket", dir, name)
     }
 
     /// SPDK's `nvmf_tgt` on [`TARGET_CPU`] (its reactor polls, as SPDK

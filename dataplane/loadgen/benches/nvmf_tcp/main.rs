@@ -12,6 +12,11 @@
 //! - `RACKCACHE_BENCH_CEPH=0`: skip the rbd rows.
 //! - `RACKCACHE_DATAPLANE_BIN`: the daemon to measure (default: the release
 //!   build beside this bench, `cargo build --release --bins` first).
+//! - `RACKCACHE_BENCH_ROUNDS`: rounds of turns (default 3); rows are medians.
+//! - `RACKCACHE_BENCH_BEFORE`: a previous build of the daemon, measured in
+//!   the same turns (malloc and rbd rows) for a before/after of one run.
+//! - `RACKCACHE_BENCH_SPDK`, `RACKCACHE_BENCH_SPDK_ARGS`: SPDK's nvmf_tgt
+//!   beside ours on the malloc bdev (docs/dataplane.md#benchmark).
 //!
 //! Every process started here (the daemon, Ceph's daemons through
 //! hack/ceph.sh, `rbd bench`) is stopped by PID, also when a step fails.
@@ -533,10 +538,8 @@ fn malloc_rows(
     rows
 }
 
-fn rbd_rows(d: &Daemon, ceph: &Ceph, duration: Duration) -> Result<Vec<Row>, String> {
-    let pool = ceph.var("RACKCACHE_CEPH_POOL");
-    let image = format!("{pool}/bench");
-    ceph.create_filled_image(&image, BDEV_BYTES);
+/// Opens the image `pool/bench` on `d` as Rbd0 and exports it; the address.
+fn rbd_export(d: &Daemon, ceph: &Ceph, pool: &str) -> Result<String, String> {
     d.rpc(
         "bdev_rbd_register_cluster",
         json!({"name": "bench", "user_id": ceph.var("RACKCACHE_CEPH_USER"), "config_param": {
@@ -547,7 +550,26 @@ fn rbd_rows(d: &Daemon, ceph: &Ceph, duration: Duration) -> Result<Vec<Row>, Str
         json!({"name": "Rbd0", "cluster_name": "bench", "pool_name": pool,
                "rbd_name": "bench", "block_size": 4096}),
     )?;
-    let addr = d.export(RBD_NQN, "Rbd0")?;
+    d.export(RBD_NQN, "Rbd0")
+}
+
+/// The rbd rows: ours (and `before`, a previous build, when given) beside
+/// `rbd bench` on the same image, taking turns round after round.
+fn rbd_rows(
+    d: &Daemon,
+    before: Option<&Daemon>,
+    ceph: &Ceph,
+    duration: Duration,
+) -> Result<Vec<Row>, String> {
+    let pool = ceph.var("RACKCACHE_CEPH_POOL");
+    let image = format!("{pool}/bench");
+    ceph.create_filled_image(&image, BDEV_BYTES);
+    let addr = rbd_export(d, ceph, pool)?;
+    let before_addr = before.map(|b| rbd_export(b, ceph, pool)).transpose()?;
+    let median = |mut v: Vec<Report>| {
+        v.sort_by(|a, b| a.iops.total_cmp(&b.iops));
+        v.swap_remove(v.len() / 2)
+    };
     let mut rows = Vec::new();
     for (w, io_type) in [
         (RANDREAD_4K, "read"),
@@ -555,20 +577,45 @@ fn rbd_rows(d: &Daemon, ceph: &Ceph, duration: Duration) -> Result<Vec<Row>, Str
         (SEQREAD_128K, "read"),
         (SEQWRITE_128K, "write"),
     ] {
-        // Turns as on the malloc bdev; the median of each side.
+        // Turns as on the malloc bdev; the median of each side. Ours and
+        // the previous build swap places every round, so that neither
+        // always follows `rbd bench` (a write workload moves the image's
+        // exclusive lock to whoever writes first).
         let mut ours = Vec::new();
+        let mut befores = Vec::new();
         let mut raws = Vec::new();
-        for _ in 0..rounds() {
+        for round in 0..rounds() {
             // The host sleeps between completions: a spinning host would
             // take a CPU from Ceph's daemons, which `rbd bench` does not.
-            ours.push(measure_with(&addr, RBD_NQN, w, duration, false)?);
+            let turn = |a: &str, out: &mut Vec<Report>| -> Result<(), String> {
+                out.push(measure_with(a, RBD_NQN, w, duration, false)?);
+                Ok(())
+            };
+            match &before_addr {
+                Some(b) if round % 2 == 1 => {
+                    turn(b, &mut befores)?;
+                    turn(&addr, &mut ours)?;
+                }
+                Some(b) => {
+                    turn(&addr, &mut ours)?;
+                    turn(b, &mut befores)?;
+                }
+                None => turn(&addr, &mut ours)?,
+            }
             raws.push(rbd_bench(ceph, &image, io_type, w, duration)?);
         }
-        ours.sort_by(|a, b| a.iops.total_cmp(&b.iops));
         raws.sort_by(f64::total_cmp);
-        let r = ours.swap_remove(ours.len() / 2);
         let raw = raws[raws.len() / 2];
-        rows.push(Row::from_report("rbd", w, &r).judged("rbd bench", r.iops, raw, false));
+        let r = median(ours);
+        let b = (!befores.is_empty()).then(|| median(befores));
+        if let Some(b) = &b {
+            rows.push(Row::from_report("rbd before", w, b).versus("rbd bench", b.iops, raw, false));
+        }
+        let mut row = Row::from_report("rbd", w, &r).judged("rbd bench", r.iops, raw, false);
+        if let Some(b) = &b {
+            row = row.versus("IOPS/before", r.iops, b.iops, false);
+        }
+        rows.push(row);
         rows.push(Row {
             target: "rbd".into(),
             workload: format!("  rbd bench {io_type}"),
@@ -644,15 +691,24 @@ fn bench() -> Result<(), String> {
     } else {
         // Unpinned, in interrupt mode: Ceph's daemons share these two
         // CPUs, as they do with `rbd bench`.
-        let daemon = Daemon::start_unpinned(&bin, work.path())?;
+        let daemon = Daemon::start_unpinned(&bin, work.path(), "dataplane-unpinned")?;
         daemon.rpc("nvmf_create_transport", json!({"trtype": "TCP"}))?;
+        let before = match std::env::var_os("RACKCACHE_BENCH_BEFORE") {
+            Some(b) => {
+                let d = Daemon::start_unpinned(b.as_ref(), work.path(), "before-unpinned")?;
+                d.rpc("nvmf_create_transport", json!({"trtype": "TCP"}))?;
+                Some(d)
+            }
+            None => None,
+        };
         println!("nvmf_tcp: starting a one-node Ceph ...");
         match std::panic::catch_unwind(Ceph::start) {
             Ok(c) => {
                 println!("nvmf_tcp: rbd bdev and rbd bench ...");
                 let c = ceph.insert(c);
-                let r =
-                    std::panic::catch_unwind(AssertUnwindSafe(|| rbd_rows(&daemon, c, duration)));
+                let r = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                    rbd_rows(&daemon, before.as_ref(), c, duration)
+                }));
                 match r {
                     Ok(Ok(r)) => rows.extend(r),
                     Ok(Err(e)) => notes.push(format!("rbd rows failed: {e}")),
@@ -664,6 +720,7 @@ fn bench() -> Result<(), String> {
                 panic_text(p.as_ref())
             )),
         }
+        drop(before);
         drop(daemon);
     }
     drop(ceph);
