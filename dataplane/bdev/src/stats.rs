@@ -96,27 +96,14 @@ impl IoStats {
         }
     }
 
+    /// Counts an operation that ran from `start` to `end`.
     fn count(
         &self,
         r: &Result<()>,
         ops: &Counter,
         bytes: Option<(&Counter, u64)>,
-        start: Instant,
+        (start, end): (Instant, Instant),
         latency: Option<&Histogram>,
-    ) {
-        self.count_ended(r, ops, bytes, start, latency, None);
-    }
-
-    /// [`Self::count`], with the operation's end already read from the
-    /// clock (`None`: read it now, when a latency is counted).
-    fn count_ended(
-        &self,
-        r: &Result<()>,
-        ops: &Counter,
-        bytes: Option<(&Counter, u64)>,
-        start: Instant,
-        latency: Option<&Histogram>,
-        end: Option<Instant>,
     ) {
         if r.is_err() {
             self.io_errors.inc();
@@ -127,7 +114,6 @@ impl IoStats {
             c.add(n);
         }
         if let Some(h) = latency {
-            let end = end.unwrap_or_else(Instant::now);
             h.observe_ns(end.saturating_duration_since(start).as_nanos() as u64);
         }
     }
@@ -185,19 +171,7 @@ impl CountedBdev {
     /// takes it instead of reading the clock once more, which on a VM
     /// costs tens of nanoseconds per read.
     pub async fn read_ended(&self, offset: u64, buf: DmaBuf) -> (DmaBuf, Result<()>, Instant) {
-        let (start, len) = (Instant::now(), buf.len() as u64);
-        let (buf, r) = self.bdev.read_buf(offset, buf).await;
-        let end = Instant::now();
-        let s = &*self.stats;
-        s.count_ended(
-            &r,
-            &s.num_read_ops,
-            Some((&s.bytes_read, len)),
-            start,
-            Some(&s.read_latency),
-            Some(end),
-        );
-        (buf, r, end)
+        self.read_buf_ended(offset, buf).await
     }
 
     /// [`Bdev::write`], counted.
@@ -248,17 +222,24 @@ impl CountedBdev {
 
     /// The counted read of a buffer or view.
     pub(crate) async fn read_buf<B: IoBuf>(&self, offset: u64, buf: B) -> (B, Result<()>) {
+        let (buf, r, _) = self.read_buf_ended(offset, buf).await;
+        (buf, r)
+    }
+
+    /// The counted read, and the instant it ended.
+    async fn read_buf_ended<B: IoBuf>(&self, offset: u64, buf: B) -> (B, Result<()>, Instant) {
         let (start, len) = (Instant::now(), buf.len() as u64);
         let (buf, r) = self.bdev.read_buf(offset, buf).await;
+        let end = Instant::now();
         let s = &*self.stats;
         s.count(
             &r,
             &s.num_read_ops,
             Some((&s.bytes_read, len)),
-            start,
+            (start, end),
             Some(&s.read_latency),
         );
-        (buf, r)
+        (buf, r, end)
     }
 
     /// The counted write of a buffer or view (durable when `fua`).
@@ -275,7 +256,7 @@ impl CountedBdev {
             &r,
             &s.num_write_ops,
             Some((&s.bytes_written, len)),
-            start,
+            (start, Instant::now()),
             Some(&s.write_latency),
         );
         if fua && r.is_ok() {
@@ -289,7 +270,7 @@ impl CountedBdev {
         let start = Instant::now();
         let r = self.bdev.flush().await;
         let s = &*self.stats;
-        s.count(&r, &s.num_flush_ops, None, start, None);
+        s.count(&r, &s.num_flush_ops, None, (start, Instant::now()), None);
         r
     }
 
@@ -311,7 +292,7 @@ impl CountedBdev {
             &r,
             &s.num_unmap_ops,
             Some((&s.bytes_unmapped, len)),
-            start,
+            (start, Instant::now()),
             Some(&s.unmap_latency),
         );
         r

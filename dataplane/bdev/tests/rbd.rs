@@ -7,17 +7,22 @@ use bdev::rbd::{ClusterConfig, RbdBdev, RbdCluster};
 use bdev::{Bdev, BdevError, DmaBuf};
 use testkit::Ceph;
 
+/// The restricted CSI user's connection settings for `ceph`.
+fn csi_user(ceph: &Ceph) -> ClusterConfig {
+    ClusterConfig {
+        user: ceph.var("RACKCACHE_CEPH_USER").into(),
+        mon_host: Some(ceph.var("RACKCACHE_CEPH_MON_HOST").into()),
+        key: Some(ceph.var("RACKCACHE_CEPH_KEY").into()),
+        ..Default::default()
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rbd_as_restricted_user() {
     let ceph = Ceph::start();
     ceph.admin("rbd", &["create", "--size", "64M", "rbd/bdev-test"]);
 
-    let cfg = ClusterConfig {
-        user: ceph.var("RACKCACHE_CEPH_USER").into(),
-        mon_host: Some(ceph.var("RACKCACHE_CEPH_MON_HOST").into()),
-        key: Some(ceph.var("RACKCACHE_CEPH_KEY").into()),
-        ..Default::default()
-    };
+    let cfg = csi_user(&ceph);
     assert!(
         !format!("{cfg:?}").contains(ceph.var("RACKCACHE_CEPH_KEY")),
         "key leaked into Debug"
@@ -124,11 +129,8 @@ async fn rbd_writes_are_durable_and_deallocated_ranges_read_zeroes() {
     )
     .unwrap();
     let cfg = ClusterConfig {
-        user: ceph.var("RACKCACHE_CEPH_USER").into(),
-        mon_host: Some(ceph.var("RACKCACHE_CEPH_MON_HOST").into()),
-        key: Some(ceph.var("RACKCACHE_CEPH_KEY").into()),
         config_file: Some(conf.to_str().unwrap().into()),
-        ..Default::default()
+        ..csi_user(&ceph)
     };
     let cluster = RbdCluster::connect("test", &cfg).unwrap();
     let rbd = RbdBdev::open("rbd0", Arc::clone(&cluster), "rbd", "durable", 4096).unwrap();
@@ -188,12 +190,7 @@ fn dropping_an_image_with_a_stuck_write_does_not_block() {
 
     let ceph = Ceph::start();
     ceph.admin("rbd", &["create", "--size", "8M", "rbd/stuck"]);
-    let cfg = ClusterConfig {
-        user: ceph.var("RACKCACHE_CEPH_USER").into(),
-        mon_host: Some(ceph.var("RACKCACHE_CEPH_MON_HOST").into()),
-        key: Some(ceph.var("RACKCACHE_CEPH_KEY").into()),
-        ..Default::default()
-    };
+    let cfg = csi_user(&ceph);
     let cluster = RbdCluster::connect("test", &cfg).unwrap();
     let b = Bdev::Rbd(RbdBdev::open("rbd0", Arc::clone(&cluster), "rbd", "stuck", 4096).unwrap());
     drop(cluster);
@@ -226,12 +223,7 @@ fn dropping_an_image_with_a_stuck_write_does_not_block() {
 async fn rbd_reads_and_writes_views_of_one_buffer() {
     let ceph = Ceph::start();
     ceph.admin("rbd", &["create", "--size", "8M", "rbd/views"]);
-    let cfg = ClusterConfig {
-        user: ceph.var("RACKCACHE_CEPH_USER").into(),
-        mon_host: Some(ceph.var("RACKCACHE_CEPH_MON_HOST").into()),
-        key: Some(ceph.var("RACKCACHE_CEPH_KEY").into()),
-        ..Default::default()
-    };
+    let cfg = csi_user(&ceph);
     let cluster = RbdCluster::connect("test", &cfg).unwrap();
     let rbd = RbdBdev::open("rbd0", Arc::clone(&cluster), "rbd", "views", 4096).unwrap();
     let b = bdev::CountedBdev::from(Arc::new(Bdev::Rbd(rbd)));
@@ -290,12 +282,7 @@ async fn rbd_reads_and_writes_views_of_one_buffer() {
 async fn rbd_write_buffers_are_free_again_at_completion() {
     let ceph = Ceph::start();
     ceph.admin("rbd", &["create", "--size", "8M", "rbd/zerocopy"]);
-    let cfg = ClusterConfig {
-        user: ceph.var("RACKCACHE_CEPH_USER").into(),
-        mon_host: Some(ceph.var("RACKCACHE_CEPH_MON_HOST").into()),
-        key: Some(ceph.var("RACKCACHE_CEPH_KEY").into()),
-        ..Default::default()
-    };
+    let cfg = csi_user(&ceph);
     let cluster = RbdCluster::connect("test", &cfg).unwrap();
     let b = Bdev::Rbd(RbdBdev::open("rbd0", cluster, "rbd", "zerocopy", 4096).unwrap());
     const LEN: usize = 128 << 10;

@@ -427,6 +427,19 @@ impl CachedVolume {
         buf: Option<DmaBuf>,
     ) -> (Option<DmaBuf>, bdev::Result<()>) {
         let arrived = Instant::now();
+        // The request with a channel for its answer.
+        let with_reply = |buf| {
+            let (reply, rx) = Reply::channel();
+            let io = HostIo {
+                op,
+                offset,
+                len,
+                buf,
+                reply,
+                arrived,
+            };
+            (io, rx)
+        };
         // In place when the owner is free: a hit on a RAM or file cache
         // then completes in this task, with no switch to the owner's task
         // (and a read's grant comes back directly, without a channel).
@@ -434,29 +447,14 @@ impl CachedVolume {
             Ok(mut o) => match (o.as_mut(), op, buf) {
                 (None, _, buf) => return (buf, Err(stopped(&self.inner.info.name))),
                 (Some(o), HostOp::Read, Some(buf)) => o.read_now(offset, len, buf, arrived),
-                (Some(o), op, buf) => {
-                    let (reply, rx) = Reply::channel();
-                    o.submit_now(HostIo {
-                        op,
-                        offset,
-                        len,
-                        buf,
-                        reply,
-                        arrived,
-                    });
+                (Some(o), _, buf) => {
+                    let (io, rx) = with_reply(buf);
+                    o.submit_now(io);
                     Now::Wait(rx)
                 }
             },
             Err(std::sync::TryLockError::WouldBlock) => {
-                let (reply, rx) = Reply::channel();
-                let io = HostIo {
-                    op,
-                    offset,
-                    len,
-                    buf,
-                    reply,
-                    arrived,
-                };
+                let (io, rx) = with_reply(buf);
                 if let Err(mpsc::error::SendError(Msg::Io(io))) = self.inner.tx.send(Msg::Io(io)) {
                     return (io.buf, Err(stopped(&self.inner.info.name)));
                 }
