@@ -28,9 +28,7 @@ use crate::blocks::{
     id_class, id_index, make_id, Blocks, Ext, PinKind, FREE_KEY, F_DIRTY, F_EXT, F_PINNED, F_REUSED,
 };
 use crate::choice::{ChoiceReport, Chooser};
-use crate::config::{
-    Config, ConfigError, EvictionConfig, FillSize, WriteMissFill, WriteMode, MAX_CLASSES,
-};
+use crate::config::{Config, ConfigError, EvictionConfig, FillSize, WriteMissFill, WriteMode};
 use crate::eviction::{self, BlockRef, EvictionPolicy, Verdict};
 use crate::fill::{FillChooser, FillReport};
 use crate::group::Groups;
@@ -389,7 +387,7 @@ impl Engine {
         let end = (offset + len).div_ceil(granule) * granule;
         let mut segs = std::mem::take(&mut self.segs);
         segs.clear();
-        let class = match self.fill.as_mut() {
+        let class = match self.fill.as_ref() {
             Some(f) if op != Op::Deallocate => f.class(),
             _ => 0,
         };
@@ -403,14 +401,8 @@ impl Engine {
                 we.min(self.cfg.volume_size),
                 &mut segs,
             );
-            // The chosen size, then smaller ones that qualify too.
-            let mut windows = [0u32; MAX_CLASSES];
-            let mut n = 0;
-            for c in 1..=class {
-                windows[n] = self.sizes[c];
-                n += 1;
-            }
-            widen_to_window(&mut segs, begin, end, &windows[..n]);
+            // The floor's window, else the largest smaller one missing whole.
+            widen_to_window(&mut segs, begin, end, &self.sizes[1..=class]);
         } else {
             missing_intervals(&self.blocks.classes, begin, end, &mut segs);
         }
