@@ -155,7 +155,7 @@ type CachePolicy struct {
 	// auto:P+P... (online choice among the listed policies P, each one of
 	// lru2, s3fifo, sieve, arc, wtinylfu), lru2, lazy[:PARA[:K]], s3fifo,
 	// sieve, arc or wtinylfu. When empty the dataplane's default applies:
-	// auto, which starts with S3-FIFO and switches to the two-level LRU
+	// auto, which starts with SIEVE and switches to the two-level LRU
 	// when sampled shadow caches show a lasting lead.
 	// +optional
 	// +kubebuilder:validation:MaxLength=64

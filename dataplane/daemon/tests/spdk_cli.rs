@@ -602,10 +602,10 @@ fn rows() -> Vec<Row> {
             assert_eq!(v["usage"]["capacity_bytes"], json!(16u64 << 20));
             assert_eq!(v["mrc"]["miss_ratio"].as_array().map(Vec::len), Some(5));
             // The dataplane's default eviction: online choice, starting
-            // with S3-FIFO.
+            // with SIEVE.
             assert_eq!(v["eviction"]["configured"], json!("auto"), "{out}");
-            assert_eq!(v["eviction"]["policy"], json!("s3fifo"), "{out}");
-            assert_eq!(v["eviction"]["auto"]["active"], json!("s3fifo"), "{out}");
+            assert_eq!(v["eviction"]["policy"], json!("sieve"), "{out}");
+            assert_eq!(v["eviction"]["auto"]["active"], json!("sieve"), "{out}");
             assert_eq!(v["eviction"]["auto"]["switches"], json!(0), "{out}");
         }),
         row("bdev_adacache_get_mrc", &["AC0"], |_, out| {

@@ -515,7 +515,9 @@ fn auto_switches_policy_without_dropping_blocks() {
     // main queue, then keys read twice 2000 reads apart: its small queue
     // (10%) loses every second read, LRU keeps them.
     let mut e = engine(Config {
-        eviction: EvictionConfig::auto(),
+        eviction: EvictionConfig::Auto {
+            candidates: vec![EvictionConfig::S3Fifo, EvictionConfig::TwoLevelLru],
+        },
         ..Config::fixed(1 << 40, 16 << 20, 4096)
     });
     assert_eq!(e.policy_names().1, "s3fifo");

@@ -245,7 +245,7 @@ fn default_admission() -> String {
     "always".into()
 }
 /// `auto`, as the engine's own default: no one policy wins on every
-/// workload, so a volume created without one starts with S3-FIFO and moves
+/// workload, so a volume created without one starts with SIEVE and moves
 /// to the two-level LRU when its sampled shadow caches show a lasting lead.
 fn default_eviction() -> String {
     "auto".into()
