@@ -193,14 +193,20 @@ mod tests {
     use super::*;
     use crate::eviction::testing::{evict, Sim};
 
-    #[test]
-    fn one_hit_wonders_never_reach_main() {
-        // 10 slots: S holds 1. A scan of new keys passes through S only.
+    /// A 10-slot S3-FIFO (S holds 1) filled with keys 0-9, no eviction yet.
+    fn filled() -> (S3Fifo, Sim) {
         let mut s = S3Fifo::new(10, true);
         let mut sim = Sim::new(10);
         for k in 0..10 {
             sim.access(&mut s, k);
         }
+        (s, sim)
+    }
+
+    #[test]
+    fn one_hit_wonders_never_reach_main() {
+        // A scan of new keys passes through S only.
+        let (mut s, mut sim) = filled();
         sim.access(&mut s, 0);
         sim.access(&mut s, 0); // hit twice in S: it will be promoted
         for k in 100..150 {
@@ -215,13 +221,9 @@ mod tests {
 
     #[test]
     fn entries_go_to_main_while_the_cache_first_fills() {
-        // 10 slots, S holds 1: key 0 fills S, keys 1-9 find it full before
-        // any eviction and go to M.
-        let mut s = S3Fifo::new(10, true);
-        let mut sim = Sim::new(10);
-        for k in 0..10 {
-            sim.access(&mut s, k);
-        }
+        // Key 0 fills S, keys 1-9 find it full before any eviction and go
+        // to M.
+        let (mut s, mut sim) = filled();
         assert_eq!(s.nodes.get(sim.slot(0)).queue, SMALL);
         for k in 1..10 {
             assert_eq!(s.nodes.get(sim.slot(k)).queue, MAIN, "key {k}");
