@@ -10,7 +10,7 @@
 //! under the two-level LRU (the paper's comparison). A second table runs
 //! the adaptive configuration under every eviction policy and under `auto`
 //! (the default: the active policy plus the shadow caches that choose it),
-//! with each one's ratio to the two-level LRU; `auto` against `s3fifo` (its
+//! with each one's ratio to the two-level LRU; `auto` against `sieve` (its
 //! starting policy) is the cost of the shadows.
 //!
 //! The trace is read from $RACKCACHE_TRACES (default ../shared/traces next
@@ -164,8 +164,8 @@ fn main() {
             .map_or(f64::NAN, |r| r.batch_mean_ns)
     };
     println!(
-        "shadow caches (auto vs s3fifo, batch mean): x{:.3}",
-        mean("auto") / mean("s3fifo")
+        "shadow caches (auto vs sieve, batch mean): x{:.3}",
+        mean("auto") / mean("sieve")
     );
 }
 
