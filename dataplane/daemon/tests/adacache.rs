@@ -810,7 +810,7 @@ fn miss_ratio_curve_and_eviction_choice() {
     let ev = &st["eviction"];
     assert_eq!(ev["configured"], "auto", "{st}");
     let policy = ev["policy"].as_str().unwrap();
-    assert!(["s3fifo", "lru2"].contains(&policy), "{st}");
+    assert!(["sieve", "lru2"].contains(&policy), "{st}");
     assert_eq!(ev["auto"]["active"], policy);
     let shadows = ev["auto"]["shadows"].as_array().unwrap();
     assert_eq!(shadows.len(), 2, "{st}");
