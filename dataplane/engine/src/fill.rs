@@ -34,7 +34,7 @@
 //!   else not at all (a window holding a cached block is not filled around
 //!   it). Requests larger than the floor get the request rule's blocks.
 
-use crate::choice::{sample::Sampler, shadow::ShadowCache, DECAY, MARGIN};
+use crate::choice::{sample::Sampler, shadow::ShadowCache, LeadRule, DECAY};
 use crate::config::EvictionConfig;
 
 /// Bytes of cache the shadows model together with their sampling: 8 MiB is
@@ -83,7 +83,7 @@ pub(crate) struct FillChooser {
     unit_shift: u32,
     floors: Vec<Floor>,
     active: usize,
-    leader: Option<usize>,
+    lead: LeadRule,
     seen_in_window: u64,
     reads: u64,
     switches: u64,
@@ -120,7 +120,7 @@ impl FillChooser {
             unit_shift: sizes[0].trailing_zeros(),
             floors,
             active: 0,
-            leader: None,
+            lead: LeadRule::default(),
             seen_in_window: 0,
             reads: 0,
             switches: 0,
@@ -187,26 +187,13 @@ impl FillChooser {
         if self.floors.iter().any(|f| !f.shadow.full()) {
             return;
         }
-        let (best, best_score) = self
-            .floors
-            .iter()
-            .enumerate()
-            .map(|(i, f)| (i, f.score))
-            .max_by(|a, b| a.1.total_cmp(&b.1))
-            .expect("at least one floor");
-        let ahead =
-            best != self.active && best_score > self.floors[self.active].score * (1.0 + MARGIN);
-        if !ahead {
-            self.leader = None;
-            return;
+        if let Some(best) = self
+            .lead
+            .next(self.floors.iter().map(|f| f.score), self.active)
+        {
+            self.active = best;
+            self.switches += 1;
         }
-        if self.leader != Some(best) {
-            self.leader = Some(best);
-            return;
-        }
-        self.leader = None;
-        self.active = best;
-        self.switches += 1;
     }
 
     pub fn report(&self, sizes: &[u32]) -> FillReport {

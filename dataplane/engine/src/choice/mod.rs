@@ -68,6 +68,49 @@ pub fn all_candidates() -> Vec<EvictionConfig> {
     ]
 }
 
+/// The switching rule of every online choice here (eviction policy, fill
+/// floor): after a window, the best score must lead the active
+/// candidate's by more than [`MARGIN`], and the same candidate must lead
+/// two windows in a row (a switch costs the new candidate's warm-up).
+#[derive(Debug, Default)]
+pub(crate) struct LeadRule {
+    /// The candidate that led in the last window, if any.
+    leader: Option<usize>,
+}
+
+impl LeadRule {
+    /// The candidate to switch to after a window with these `scores`
+    /// (indexed like the candidates), if any.
+    pub(crate) fn next(
+        &mut self,
+        scores: impl IntoIterator<Item = f64>,
+        active: usize,
+    ) -> Option<usize> {
+        let mut current = 0.0;
+        let mut best: Option<(usize, f64)> = None;
+        for (i, s) in scores.into_iter().enumerate() {
+            if i == active {
+                current = s;
+            }
+            // The last of equal scores, as `Iterator::max_by` picks.
+            if best.is_none_or(|(_, b)| s >= b) {
+                best = Some((i, s));
+            }
+        }
+        let (best, best_score) = best?;
+        if best == active || best_score <= current * (1.0 + MARGIN) {
+            self.leader = None;
+            return None;
+        }
+        if self.leader != Some(best) {
+            self.leader = Some(best);
+            return None;
+        }
+        self.leader = None;
+        Some(best)
+    }
+}
+
 /// What the chooser reports (stats, RPC, simulator).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ChoiceReport {
@@ -98,8 +141,7 @@ pub struct Chooser {
     seen_in_window: u32,
     accesses: u64,
     switches: u64,
-    /// The candidate that led in the last window, if any.
-    leader: Option<usize>,
+    lead: LeadRule,
 }
 
 impl Chooser {
@@ -145,7 +187,7 @@ impl Chooser {
             seen_in_window: 0,
             accesses: 0,
             switches: 0,
-            leader: None,
+            lead: LeadRule::default(),
         }
     }
 
@@ -185,24 +227,7 @@ impl Chooser {
             *score = DECAY * *score + *h as f64;
             *h = 0;
         }
-        let (best, best_score) = self
-            .scores
-            .iter()
-            .copied()
-            .enumerate()
-            .max_by(|a, b| a.1.total_cmp(&b.1))?;
-        let ahead = best != self.active && best_score > self.scores[self.active] * (1.0 + MARGIN);
-        if !ahead {
-            self.leader = None;
-            return None;
-        }
-        // A switch costs the new policy's warm-up (its history starts
-        // empty): only a lead held for two windows in a row is acted on.
-        if self.leader != Some(best) {
-            self.leader = Some(best);
-            return None;
-        }
-        self.leader = None;
+        let best = self.lead.next(self.scores.iter().copied(), self.active)?;
         self.active = best;
         self.switches += 1;
         Some(self.shadows[best].policy.clone())
