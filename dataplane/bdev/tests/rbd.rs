@@ -17,6 +17,14 @@ fn csi_user(ceph: &Ceph) -> ClusterConfig {
     }
 }
 
+/// A new 8 MiB image `rbd/<name>`, opened as the CSI user with 4 KiB
+/// blocks (the bdev holds the only reference to its cluster connection).
+fn new_image(ceph: &Ceph, name: &str) -> RbdBdev {
+    ceph.admin("rbd", &["create", "--size", "8M", &format!("rbd/{name}")]);
+    let cluster = RbdCluster::connect("test", &csi_user(ceph)).unwrap();
+    RbdBdev::open("rbd0", cluster, "rbd", name, 4096).unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rbd_as_restricted_user() {
     let ceph = Ceph::start();
@@ -189,11 +197,7 @@ fn dropping_an_image_with_a_stuck_write_does_not_block() {
     use std::task::{Context, Poll, Waker};
 
     let ceph = Ceph::start();
-    ceph.admin("rbd", &["create", "--size", "8M", "rbd/stuck"]);
-    let cfg = csi_user(&ceph);
-    let cluster = RbdCluster::connect("test", &cfg).unwrap();
-    let b = Bdev::Rbd(RbdBdev::open("rbd0", Arc::clone(&cluster), "rbd", "stuck", 4096).unwrap());
-    drop(cluster);
+    let b = Bdev::Rbd(new_image(&ceph, "stuck"));
     ceph.admin("ceph", &["osd", "pause"]);
     {
         // Submitted (librbd now owns the buffer), then abandoned.
@@ -222,11 +226,7 @@ fn dropping_an_image_with_a_stuck_write_does_not_block() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rbd_reads_and_writes_views_of_one_buffer() {
     let ceph = Ceph::start();
-    ceph.admin("rbd", &["create", "--size", "8M", "rbd/views"]);
-    let cfg = csi_user(&ceph);
-    let cluster = RbdCluster::connect("test", &cfg).unwrap();
-    let rbd = RbdBdev::open("rbd0", Arc::clone(&cluster), "rbd", "views", 4096).unwrap();
-    let b = bdev::CountedBdev::from(Arc::new(Bdev::Rbd(rbd)));
+    let b = bdev::CountedBdev::from(Arc::new(Bdev::Rbd(new_image(&ceph, "views"))));
 
     let disk: Vec<u8> = (0..1 << 20)
         .map(|i: u32| (i % 253) as u8 ^ (i >> 12) as u8)
@@ -281,10 +281,7 @@ async fn rbd_reads_and_writes_views_of_one_buffer() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rbd_write_buffers_are_free_again_at_completion() {
     let ceph = Ceph::start();
-    ceph.admin("rbd", &["create", "--size", "8M", "rbd/zerocopy"]);
-    let cfg = csi_user(&ceph);
-    let cluster = RbdCluster::connect("test", &cfg).unwrap();
-    let b = Bdev::Rbd(RbdBdev::open("rbd0", cluster, "rbd", "zerocopy", 4096).unwrap());
+    let b = Bdev::Rbd(new_image(&ceph, "zerocopy"));
     const LEN: usize = 128 << 10;
     let fill = |i: usize| -> Vec<u8> { (0..LEN).map(|j| (j % 251) as u8 ^ (i as u8)).collect() };
     let mut buf = DmaBuf::new(LEN);
