@@ -463,13 +463,16 @@ fn rounds() -> usize {
 /// Per workload, the report of median IOPS among the rounds' runs.
 fn median_runs(rounds: Vec<Vec<Report>>) -> Vec<Report> {
     (0..MALLOC_WORKLOADS.len())
-        .filter_map(|w| {
-            let mut of_w: Vec<Report> = rounds.iter().filter_map(|r| r.get(w).cloned()).collect();
-            of_w.sort_by(|a, b| a.iops.total_cmp(&b.iops));
-            let mid = of_w.len() / 2;
-            of_w.into_iter().nth(mid)
-        })
+        .map(|w| rounds.iter().filter_map(|r| r.get(w).cloned()).collect())
+        .filter_map(median_report)
         .collect()
+}
+
+/// The run of median IOPS, if any.
+fn median_report(mut runs: Vec<Report>) -> Option<Report> {
+    runs.sort_by(|a, b| a.iops.total_cmp(&b.iops));
+    let mid = runs.len() / 2;
+    runs.into_iter().nth(mid)
 }
 
 /// Creates a malloc bdev on `d` (ours or SPDK's: the same RPCs), exports
@@ -566,10 +569,6 @@ fn rbd_rows(
     ceph.create_filled_image(&image, BDEV_BYTES);
     let addr = rbd_export(d, ceph, pool)?;
     let before_addr = before.map(|b| rbd_export(b, ceph, pool)).transpose()?;
-    let median = |mut v: Vec<Report>| {
-        v.sort_by(|a, b| a.iops.total_cmp(&b.iops));
-        v.swap_remove(v.len() / 2)
-    };
     let mut rows = Vec::new();
     for (w, io_type) in [
         (RANDREAD_4K, "read"),
@@ -587,27 +586,19 @@ fn rbd_rows(
         for round in 0..rounds() {
             // The host sleeps between completions: a spinning host would
             // take a CPU from Ceph's daemons, which `rbd bench` does not.
-            let turn = |a: &str, out: &mut Vec<Report>| -> Result<(), String> {
+            let mut turns = vec![(addr.as_str(), &mut ours)];
+            if let Some(b) = &before_addr {
+                turns.insert(1 - round % 2, (b.as_str(), &mut befores));
+            }
+            for (a, out) in turns {
                 out.push(measure_with(a, RBD_NQN, w, duration, false)?);
-                Ok(())
-            };
-            match &before_addr {
-                Some(b) if round % 2 == 1 => {
-                    turn(b, &mut befores)?;
-                    turn(&addr, &mut ours)?;
-                }
-                Some(b) => {
-                    turn(&addr, &mut ours)?;
-                    turn(b, &mut befores)?;
-                }
-                None => turn(&addr, &mut ours)?,
             }
             raws.push(rbd_bench(ceph, &image, io_type, w, duration)?);
         }
         raws.sort_by(f64::total_cmp);
         let raw = raws[raws.len() / 2];
-        let r = median(ours);
-        let b = (!befores.is_empty()).then(|| median(befores));
+        let r = median_report(ours).ok_or("no rbd runs")?;
+        let b = median_report(befores);
         if let Some(b) = &b {
             rows.push(Row::from_report("rbd before", w, b).versus("rbd bench", b.iops, raw, false));
         }
