@@ -234,6 +234,25 @@ impl Bdev {
         self.write_buf(offset, view, true).await
     }
 
+    /// A read that completes before this returns, on a device that never
+    /// waits (RAM); any other device hands the buffer back untouched.
+    /// Callers holding a lock the read must finish under use it: an
+    /// `await` would let other work run between.
+    pub fn read_inline(
+        &self,
+        offset: u64,
+        mut buf: DmaBuf,
+    ) -> std::result::Result<(DmaBuf, Result<()>), DmaBuf> {
+        let Bdev::Malloc(b) = self else {
+            return Err(buf);
+        };
+        if let Err(e) = self.check_io(offset, &buf) {
+            return Ok((buf, Err(e)));
+        }
+        b.read_now(offset, &mut buf);
+        Ok((buf, Ok(())))
+    }
+
     /// The one read path, for whole buffers and views.
     pub(crate) async fn read_buf<B: IoBuf>(&self, offset: u64, buf: B) -> (B, Result<()>) {
         if let Err(e) = self.check_io(offset, &buf) {

@@ -99,13 +99,18 @@ impl MallocBdev {
 
     /// Copies out of RAM into a buffer or view.
     pub(crate) async fn read_buf<B: IoBuf>(&self, offset: u64, mut buf: B) -> (B, Result<()>) {
+        self.read_now(offset, &mut buf);
+        (buf, Ok(()))
+    }
+
+    /// The copy of a read, done before returning: RAM never waits.
+    pub(crate) fn read_now<B: IoBuf>(&self, offset: u64, buf: &mut B) {
         let len = buf.len();
         self.for_each_chunk(offset, len, |idx, at, range| {
             let chunk = self.chunks[idx].read().unwrap_or_else(|p| p.into_inner());
             let n = range.len();
             buf[range].copy_from_slice(&chunk[at..at + n]);
         });
-        (buf, Ok(()))
     }
 
     /// Copies into RAM from a buffer or view; `_fua` changes nothing (RAM

@@ -174,6 +174,28 @@ impl CountedBdev {
         self.read_buf_ended(offset, buf).await
     }
 
+    /// [`Bdev::read_inline`], counted, with the instant it ended (as
+    /// [`Self::read_ended`]); `Err` gives the buffer back, uncounted, when
+    /// the device must wait.
+    pub fn read_inline_ended(
+        &self,
+        offset: u64,
+        buf: DmaBuf,
+    ) -> std::result::Result<(DmaBuf, Result<()>, Instant), DmaBuf> {
+        let (start, len) = (Instant::now(), buf.len() as u64);
+        let (buf, r) = self.bdev.read_inline(offset, buf)?;
+        let end = Instant::now();
+        let s = &*self.stats;
+        s.count(
+            &r,
+            &s.num_read_ops,
+            Some((&s.bytes_read, len)),
+            (start, end),
+            Some(&s.read_latency),
+        );
+        Ok((buf, r, end))
+    }
+
     /// [`Bdev::write`], counted.
     pub async fn write(&self, offset: u64, buf: DmaBuf) -> (DmaBuf, Result<()>) {
         self.write_buf(offset, buf, false).await

@@ -63,6 +63,41 @@ async fn malloc_round_trip() {
     exercise(&b).await;
 }
 
+/// RAM reads complete before `read_inline` returns, range-checked like
+/// any read; a device that waits (a file) hands the buffer back unread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_complete_inline_only_on_ram() {
+    let b = Bdev::Malloc(MallocBdev::new("Malloc0", 8192, 512).unwrap());
+    let off = (1u64 << 20) - 4096;
+    let (data, r) = b.write(off, pattern(8192, 3)).await;
+    r.unwrap();
+    let Ok((got, r)) = b.read_inline(off, DmaBuf::new(8192)) else {
+        panic!("RAM reads inline");
+    };
+    r.unwrap();
+    assert_eq!(&*got, &*data, "across the chunk boundary");
+    let size = b.info().size_bytes();
+    let Ok((_, r)) = b.read_inline(size, DmaBuf::new(512)) else {
+        panic!("RAM refuses inline too");
+    };
+    assert!(matches!(r, Err(BdevError::OutOfRange { .. })), "{r:?}");
+
+    let dir = std::env::temp_dir().join(format!("bdev-inline-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("disk.img");
+    std::fs::File::create(&path)
+        .unwrap()
+        .set_len(1 << 20)
+        .unwrap();
+    let f = Bdev::File(FileBdev::open("aio0", &path, 4096).unwrap());
+    let Err(back) = f.read_inline(0, DmaBuf::from_slice(&[5; 4096])) else {
+        panic!("a file read waits");
+    };
+    assert!(back.iter().all(|&x| x == 5), "handed back untouched");
+    drop(f);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn malloc_rejects_bad_geometry() {
     assert!(MallocBdev::new("m", 0, 512).is_err());

@@ -105,6 +105,11 @@ struct Rig {
 /// A write-through volume of 64 KiB blocks with a 1 MiB cache (16 slots)
 /// in front of a core filled with `pattern`, its cache device gated.
 async fn rig() -> Rig {
+    rig_on(true).await
+}
+
+/// [`rig`], its cache device gated (a device that waits) or plain RAM.
+async fn rig_on(gated: bool) -> Rig {
     let core = Arc::new(ram("core", CORE_MIB));
     let (_, r) = core
         .write(0, DmaBuf::from_slice(&pattern(0, CORE_MIB << 20)))
@@ -116,7 +121,7 @@ async fn rig() -> Rig {
         waiting: AtomicUsize::new(0),
     });
     let cache_ram = ram("nvme", 8);
-    let gated = Gated {
+    let device = Gated {
         info: BdevInfo {
             name: "nvme".into(),
             product_name: "gated RAM",
@@ -127,7 +132,11 @@ async fn rig() -> Rig {
         ram: cache_ram,
         gate: gate.clone(),
     };
-    let cache = CountedBdev::from(Arc::new(Bdev::Layered(Box::new(gated))));
+    let cache = if gated {
+        CountedBdev::from(Arc::new(Bdev::Layered(Box::new(device))))
+    } else {
+        CountedBdev::from(Arc::new(device.ram))
+    };
     let dev = CacheDevice::open(cache, true).await.unwrap();
     let params: VolumeParams = serde_json::from_value(serde_json::json!({
         "name": "hits", "core_bdev_name": "core", "cache_bdev_name": "nvme",
@@ -291,6 +300,37 @@ async fn a_read_in_place_is_granted_directly_and_only_the_rest_wait() {
     let s = r.volume.stats().await.unwrap();
     assert_eq!(s.requests.rd_hits, 1);
     assert_eq!(s.requests.rd_misses, 1);
+    assert_eq!(s.latency.read_hit.count, 1);
+    r.volume.stop(false).await.unwrap();
+}
+
+/// On a RAM cache device a hit read in place is served at once, under the
+/// owner's lock: no grant, nothing left pinned, and counted like any hit
+/// (the volume's hit and latency, the cache device's read).
+#[tokio::test]
+async fn a_hit_on_a_ram_cache_is_served_in_place() {
+    use super::owner::Now;
+    let r = rig_on(false).await;
+    read_ok(&r.bdev, 0, BLOCK).await;
+    r.volume.reset_stats().await.unwrap();
+    let device_reads = || r.volume.inner.cache.bdev().stats().num_read_ops.get();
+    let before = device_reads();
+    let now = {
+        let mut o = r.volume.inner.owner.lock().unwrap();
+        let o = o.as_mut().expect("running");
+        o.read_now(8192, 4096, DmaBuf::new(4096), std::time::Instant::now())
+    };
+    let Now::Done(Some(buf), Ok(())) = now else {
+        panic!("a RAM cache's hit is read at once");
+    };
+    assert!(buf[..] == pattern(8192, 4096)[..]);
+    assert_eq!(hits_in_flight(&r.volume), 0, "nothing stays pinned");
+    assert_eq!(device_reads(), before + 1);
+    // A write needs the block exclusively: it would wait for a pin left.
+    let (_, w) = r.bdev.write(0, DmaBuf::from_slice(&pattern(0, 4096))).await;
+    w.unwrap();
+    let s = r.volume.stats().await.unwrap();
+    assert_eq!(s.requests.rd_hits, 1);
     assert_eq!(s.latency.read_hit.count, 1);
     r.volume.stop(false).await.unwrap();
 }

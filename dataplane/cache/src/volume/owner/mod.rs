@@ -61,6 +61,14 @@ pub(crate) enum Now {
     Wait(oneshot::Receiver<Answer>),
 }
 
+/// What became of a pure read hit.
+enum Hit {
+    /// Read already (a RAM cache device): the host's buffer and result.
+    Served(DmaBuf, Result<(), BdevError>),
+    /// For the caller to read.
+    Granted(HitGrant, DmaBuf),
+}
+
 /// The way back to a host request's caller.
 pub(crate) struct Reply(oneshot::Sender<Answer>);
 
@@ -403,13 +411,10 @@ impl Owner {
             self.after_in_place(started);
             return Now::Wait(rx);
         }
-        // No pump: a grant only adds shared pins, which start no metadata
-        // write, release nothing blocked and let no flush progress; the
-        // ticket's return pumps (`hit_done_now`).
-        let grant = self.hit_grant(arrived, &plan);
-        // Its vectors serve the next request, as `grant_hit` keeps them.
-        self.spare_plan = plan;
-        Now::Hit(grant, buf)
+        match self.take_hit(arrived, plan, buf) {
+            Hit::Served(buf, r) => Now::Done(Some(buf), r),
+            Hit::Granted(grant, buf) => Now::Hit(grant, buf),
+        }
     }
 
     /// A granted hit ended, told from its caller's task.
@@ -541,22 +546,42 @@ impl Owner {
         self.launch(id, plan, io.buf, fua, need, after);
     }
 
-    /// Hands a pure read hit to its caller (see [`super::hit`]); the plan's
-    /// ticket stays out until the caller's read ended.
+    /// Answers a pure read hit (see [`Self::take_hit`]).
     fn grant_hit(&mut self, reply: Reply, arrived: Instant, buf: DmaBuf, plan: Plan) {
-        let grant = self.hit_grant(arrived, &plan);
-        reply.grant(grant, buf);
-        self.spare_plan = plan;
+        match self.take_hit(arrived, plan, buf) {
+            Hit::Served(buf, r) => {
+                let _ = reply.send((Some(buf), r));
+            }
+            Hit::Granted(grant, buf) => reply.grant(grant, buf),
+        }
     }
 
-    /// The grant of a pure hit's `plan` (its ticket goes with it); the
-    /// plan's vectors are kept for the next request.
-    fn hit_grant(&mut self, arrived: Instant, plan: &Plan) -> HitGrant {
+    /// A pure read hit's `plan`: a RAM cache device copies at once, so the
+    /// hit ends here, under the lock it was planned under; any other device
+    /// is read by the caller (see [`super::hit`]), the plan's ticket staying
+    /// out until that read ended. The plan's vectors are kept for the next
+    /// request.
+    fn take_hit(&mut self, arrived: Instant, plan: Plan, buf: DmaBuf) -> Hit {
+        let pieces = Pieces::of(&self.region, &plan);
+        let ticket = plan.ticket;
+        self.spare_plan = plan;
         self.hits += 1;
-        HitGrant {
-            pieces: Pieces::of(&self.region, plan),
-            guard: HitGuard::new(self.tx.clone(), plan.ticket, arrived),
-        }
+        let buf = match pieces {
+            Pieces::One(dev) => match self.devices.cache.bdev().read_inline_ended(dev, buf) {
+                Ok((buf, r, end)) => {
+                    self.hit_done_now(HitDone {
+                        ticket,
+                        elapsed_ns: Some(end.saturating_duration_since(arrived).as_nanos() as u64),
+                        failed_reads: u64::from(r.is_err()),
+                    });
+                    return Hit::Served(buf, r);
+                }
+                Err(buf) => buf,
+            },
+            Pieces::Many(_) => buf,
+        };
+        let guard = HitGuard::new(self.tx.clone(), ticket, arrived);
+        Hit::Granted(HitGrant { pieces, guard }, buf)
     }
 
     #[cfg(test)]
