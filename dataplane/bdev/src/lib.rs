@@ -234,6 +234,12 @@ impl Bdev {
         self.write_buf(offset, view, true).await
     }
 
+    /// Whether [`Self::read_inline`] reads (RAM) rather than handing the
+    /// buffer back.
+    pub fn reads_inline(&self) -> bool {
+        matches!(self, Bdev::Malloc(_))
+    }
+
     /// A read that completes before this returns, on a device that never
     /// waits (RAM); any other device hands the buffer back untouched.
     /// Callers holding a lock the read must finish under use it: an

@@ -238,7 +238,7 @@ impl EvictionConfig {
 
 impl Config {
     /// AdaCache's blocks (32/64/128/256 KiB), write-back, always admit, and
-    /// online eviction choice (`auto`: S3-FIFO or the two-level LRU).
+    /// online eviction choice (`auto`: SIEVE or the two-level LRU).
     pub fn adaptive(volume_size: u64, capacity: u64) -> Config {
         Config {
             volume_size,

@@ -158,7 +158,7 @@ pub struct Engine {
     /// Write-back tickets in flight.
     wb_inflight: u32,
     /// Refused requests still waiting, oldest first.
-    waiters: Vec<Waiter>,
+    pub(crate) waiters: Vec<Waiter>,
     next_seq: u64,
     /// Dirty blocks or groups a victim scan passed over (reused buffer).
     pub(crate) skipped: Vec<u32>,
@@ -464,15 +464,7 @@ impl Engine {
 
         // Phase 2.
         if op != Op::Deallocate {
-            self.admission.on_request(op, offset, len);
-            self.eviction.on_request();
-            self.mrc.access_bytes(offset, len);
-            if let Some(next) = self.chooser.as_mut().and_then(|c| c.observe(offset, len)) {
-                self.install_eviction(next);
-            }
-            if let Some(f) = self.fill.as_mut() {
-                f.observe(op == Op::Read, offset, len);
-            }
+            self.observe(op, offset, len);
         }
         let t = self.take_ticket(op, false);
         if op != Op::Deallocate {
@@ -480,8 +472,7 @@ impl Engine {
                 if let Seg::Cached { id, start, .. } = *seg {
                     let exclusive = self.needs_exclusive(op, id, start, offset, len);
                     self.pin(t, id, exclusive);
-                    self.promote(id);
-                    self.eviction.on_hit(self.block_ref(id));
+                    self.touch(id);
                 }
             }
         }
@@ -526,6 +517,27 @@ impl Engine {
         Ok(())
     }
 
+    /// What every read and write tells the policies and samplers, hit or
+    /// miss, before its blocks are touched.
+    pub(crate) fn observe(&mut self, op: Op, offset: u64, len: u64) {
+        self.admission.on_request(op, offset, len);
+        self.eviction.on_request();
+        self.mrc.access_bytes(offset, len);
+        if let Some(next) = self.chooser.as_mut().and_then(|c| c.observe(offset, len)) {
+            self.install_eviction(next);
+        }
+        if let Some(f) = self.fill.as_mut() {
+            f.observe(op == Op::Read, offset, len);
+        }
+    }
+
+    /// A request found block `id` cached: it and its group move up, and
+    /// the eviction policy hears of the hit.
+    pub(crate) fn touch(&mut self, id: u32) {
+        self.promote(id);
+        self.eviction.on_hit(self.block_ref(id));
+    }
+
     /// A ticket in flight that pins `id`. Only asked on a retry, so a scan of
     /// the tickets costs nothing on the hot path and no per-pin memory.
     fn holder(&self, id: u32) -> Option<u32> {
@@ -536,7 +548,14 @@ impl Engine {
     }
 
     /// Reads need a block exclusively only to complete a partial block.
-    fn needs_exclusive(&self, op: Op, id: u32, start: u64, offset: u64, len: u64) -> bool {
+    pub(crate) fn needs_exclusive(
+        &self,
+        op: Op,
+        id: u32,
+        start: u64,
+        offset: u64,
+        len: u64,
+    ) -> bool {
         if op != Op::Read {
             return true;
         }

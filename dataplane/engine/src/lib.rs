@@ -75,6 +75,7 @@ pub mod eviction;
 mod fill;
 pub mod flush;
 mod group;
+mod hit;
 mod index;
 mod lru;
 mod map;
@@ -99,6 +100,8 @@ pub use reconfig::{ReconfigureError, ResizeError};
 pub use restore::{RestoreError, RestoredBlock};
 pub use stats::{AllocStats, Metadata, OpStats, Stats};
 
+#[cfg(test)]
+mod hit_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

@@ -306,31 +306,44 @@ async fn a_read_in_place_is_granted_directly_and_only_the_rest_wait() {
 
 /// On a RAM cache device a hit read in place is served at once, under the
 /// owner's lock: no grant, nothing left pinned, and counted like any hit
-/// (the volume's hit and latency, the cache device's read).
+/// (the volume's hit and latency, the cache device's read). Both ways: a
+/// read inside one block (answered without a plan) and one across two
+/// blocks next to each other on the device (planned).
 #[tokio::test]
 async fn a_hit_on_a_ram_cache_is_served_in_place() {
     use super::owner::Now;
     let r = rig_on(false).await;
-    read_ok(&r.bdev, 0, BLOCK).await;
+    read_ok(&r.bdev, 0, 2 * BLOCK).await;
     r.volume.reset_stats().await.unwrap();
     let device_reads = || r.volume.inner.cache.bdev().stats().num_read_ops.get();
     let before = device_reads();
-    let now = {
-        let mut o = r.volume.inner.owner.lock().unwrap();
-        let o = o.as_mut().expect("running");
-        o.read_now(8192, 4096, DmaBuf::new(4096), std::time::Instant::now())
-    };
-    let Now::Done(Some(buf), Ok(())) = now else {
-        panic!("a RAM cache's hit is read at once");
-    };
-    assert!(buf[..] == pattern(8192, 4096)[..]);
-    assert_eq!(hits_in_flight(&r.volume), 0, "nothing stays pinned");
-    assert_eq!(device_reads(), before + 1);
-    // A write needs the block exclusively: it would wait for a pin left.
-    let (_, w) = r.bdev.write(0, DmaBuf::from_slice(&pattern(0, 4096))).await;
+    let reads = [(8192, 4096), (BLOCK - 4096, 8192)];
+    for (off, len) in reads {
+        let now = {
+            let mut o = r.volume.inner.owner.lock().unwrap();
+            let o = o.as_mut().expect("running");
+            o.read_now(
+                off,
+                len,
+                DmaBuf::new(len as usize),
+                std::time::Instant::now(),
+            )
+        };
+        let Now::Done(Some(buf), Ok(())) = now else {
+            panic!("a RAM cache's hit {off}+{len} is read at once");
+        };
+        assert!(buf[..] == pattern(off, len)[..], "{off}+{len}");
+        assert_eq!(hits_in_flight(&r.volume), 0, "nothing stays pinned");
+    }
+    assert_eq!(device_reads(), before + 2);
+    // A write needs the blocks exclusively: it would wait for a pin left.
+    let (_, w) = r
+        .bdev
+        .write(BLOCK - 4096, DmaBuf::from_slice(&pattern(0, 8192)))
+        .await;
     w.unwrap();
     let s = r.volume.stats().await.unwrap();
-    assert_eq!(s.requests.rd_hits, 1);
-    assert_eq!(s.latency.read_hit.count, 1);
+    assert_eq!(s.requests.rd_hits, 2);
+    assert_eq!(s.latency.read_hit.count, 2);
     r.volume.stop(false).await.unwrap();
 }

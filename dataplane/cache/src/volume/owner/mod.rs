@@ -33,7 +33,7 @@ use super::meta::{Durability, MetaTable};
 use super::params::{CacheMode, VolumeParams};
 use super::stats::RuntimeCounters;
 use super::{Control, Shared, VolumeError};
-use crate::layout::VolumeRegion;
+use crate::layout::{VolumeRegion, UNIT_SIZE};
 
 /// A host operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -400,6 +400,22 @@ impl Owner {
             self.after_in_place(started);
             return Now::Wait(rx);
         }
+        let cache = self.devices.cache.bdev();
+        if cache.bdev().reads_inline() {
+            // A read one cached block holds whole, on a RAM cache device:
+            // copied now, under this lock, with no plan, ticket or pin.
+            if let Some(addr) = self.engine.read_hit_now(offset, len) {
+                // Blocks are aligned to their size, at most a unit: one
+                // never spans two units.
+                debug_assert!(addr % UNIT_SIZE + len <= UNIT_SIZE);
+                let dev = self.region.data_offset(addr);
+                if let Ok((buf, r, end)) = cache.read_inline_ended(dev, buf) {
+                    self.hit_ended(u64::from(r.is_err()), Some(since(arrived, end)));
+                    return Now::Done(Some(buf), r);
+                }
+                unreachable!("a device that reads inline read inline");
+            }
+        }
         let mut plan = std::mem::take(&mut self.spare_plan);
         if let Err(e) = self.engine.plan(Op::Read, offset, len, &mut plan) {
             self.spare_plan = plan;
@@ -571,7 +587,7 @@ impl Owner {
                 Ok((buf, r, end)) => {
                     self.hit_done_now(HitDone {
                         ticket,
-                        elapsed_ns: Some(end.saturating_duration_since(arrived).as_nanos() as u64),
+                        elapsed_ns: Some(since(arrived, end)),
                         failed_reads: u64::from(r.is_err()),
                     });
                     return Hit::Served(buf, r);
@@ -604,16 +620,22 @@ impl Owner {
             let _ = self.engine.complete(t, r);
             self.forget_dropped();
         }
-        if failed {
+        self.hit_ended(d.failed_reads, d.elapsed_ns);
+        self.retry_waiting();
+    }
+
+    /// Counts a hit's read: its failed device reads, and its latency unless
+    /// its request went away.
+    fn hit_ended(&mut self, failed_reads: u64, elapsed_ns: Option<u64>) {
+        if failed_reads > 0 {
             let e = &mut self.rt.errors;
-            e.cache_volume_rd += d.failed_reads;
-            e.total += d.failed_reads;
+            e.cache_volume_rd += failed_reads;
+            e.total += failed_reads;
             self.degrade("cache device I/O failed");
         }
-        if let Some(ns) = d.elapsed_ns {
+        if let Some(ns) = elapsed_ns {
             self.rt.read_hit.add(ns);
         }
-        self.retry_waiting();
     }
 
     /// Takes out of the persisted table every entry the plan's data will
@@ -924,6 +946,11 @@ fn is_pure_hit(plan: &Plan) -> bool {
         && plan.writebacks.is_empty()
         && plan.writeback_ticket.is_none()
         && plan.evicted.is_empty()
+}
+
+/// Nanoseconds from `start` to `end`.
+fn since(start: Instant, end: Instant) -> u64 {
+    end.saturating_duration_since(start).as_nanos() as u64
 }
 
 fn overlaps(a: Extent, b: Extent) -> bool {

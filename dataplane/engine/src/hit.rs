@@ -1,0 +1,65 @@
+//! Read hits answered at once. A caller whose cache reads complete before
+//! it calls the engine again (a RAM cache device read under the volume's
+//! lock) needs no plan, ticket or pin for a read that one cached block
+//! holds whole: the usual request of a warm volume. Everything else goes
+//! through [`Engine::plan`], which records the same hit the same way.
+
+use crate::blocks::make_id;
+use crate::engine::Engine;
+use crate::plan::Op;
+
+impl Engine {
+    /// The cache address of the `len` bytes at `offset` when one cached
+    /// block holds them all, valid, with no fill or write holding the block
+    /// and no refused request waiting; the read is then recorded as
+    /// [`Engine::plan`] records a hit. `None` records nothing: plan the
+    /// request instead (it may still be a hit, or be refused).
+    ///
+    /// Nothing is pinned: the caller must have read the bytes before its
+    /// next call into this engine.
+    pub fn read_hit_now(&mut self, offset: u64, len: u64) -> Option<u64> {
+        // A waiting request goes first (FIFO), and planning says why.
+        if len == 0 || !self.waiters.is_empty() {
+            return None;
+        }
+        let sector = u64::from(self.cfg.sector_size);
+        if !offset.is_multiple_of(sector) || !len.is_multiple_of(sector) {
+            return None;
+        }
+        let end = offset
+            .checked_add(len)
+            .filter(|&e| e <= self.cfg.volume_size)?;
+        let (id, start) = self.cached_block_at(offset)?;
+        if end > start + u64::from(self.blocks.size(id))
+            || self.blocks.pin(id).exclusive
+            || self.needs_exclusive(Op::Read, id, start, offset, len)
+        {
+            return None;
+        }
+        let addr = self.blocks.cache_addr(id) + (offset - start);
+        self.observe(Op::Read, offset, len);
+        self.touch(id);
+        let s = &mut self.stats.read;
+        s.requests += 1;
+        s.bytes += len;
+        s.hit_bytes += len;
+        s.hit_requests += 1;
+        self.stats.read_from_cache += len;
+        Some(addr)
+    }
+
+    /// The cached block holding byte `offset`, and its volume offset: the
+    /// smallest size first, as planning looks.
+    fn cached_block_at(&self, offset: u64) -> Option<(u32, u64)> {
+        self.blocks
+            .classes
+            .iter()
+            .enumerate()
+            .find_map(|(c, class)| {
+                let key = (offset >> class.shift) as u32;
+                class
+                    .lookup(key)
+                    .map(|slot| (make_id(c, slot), u64::from(key) << class.shift))
+            })
+    }
+}
