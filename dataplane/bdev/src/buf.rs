@@ -95,6 +95,12 @@ pub(crate) trait IoBuf:
     /// Refuses a buffer whose memory is not aligned for a bdev with
     /// `block_size`-byte blocks (O_DIRECT); a `DmaBuf` always is.
     fn check_aligned(&self, block_size: u32) -> Result<()>;
+    /// [`LayeredBdev::read_inline`] for this kind of buffer (views: never).
+    fn layered_read_inline(
+        l: &dyn LayeredBdev,
+        offset: u64,
+        buf: Self,
+    ) -> std::result::Result<(Self, Result<()>), Self>;
     /// [`LayeredBdev`]'s read for this kind of buffer.
     fn layered_read(
         l: &dyn LayeredBdev,
@@ -159,6 +165,13 @@ impl IoBuf for DmaBuf {
     fn check_aligned(&self, _block_size: u32) -> Result<()> {
         Ok(())
     }
+    fn layered_read_inline(
+        l: &dyn LayeredBdev,
+        offset: u64,
+        buf: Self,
+    ) -> std::result::Result<(Self, Result<()>), Self> {
+        l.read_inline(offset, buf)
+    }
     fn layered_read(
         l: &dyn LayeredBdev,
         offset: u64,
@@ -203,6 +216,13 @@ impl IoBuf for BufView {
              {DMA_ALIGN} for larger blocks)",
             self.range().start
         )))
+    }
+    fn layered_read_inline(
+        _l: &dyn LayeredBdev,
+        _offset: u64,
+        buf: Self,
+    ) -> std::result::Result<(Self, Result<()>), Self> {
+        Err(buf)
     }
     fn layered_read(
         l: &dyn LayeredBdev,

@@ -24,6 +24,17 @@ pub trait LayeredBdev: Send + Sync {
     fn base_names(&self) -> Vec<String>;
     /// Reads `buf.len()` bytes at `offset`.
     fn read(&self, offset: u64, buf: DmaBuf) -> BoxFuture<'_, (DmaBuf, Result<()>)>;
+    /// [`Self::read`] completed before returning, when this read can be
+    /// (a cached volume's hit on a RAM cache device): no future to box
+    /// and poll. `Err` hands the buffer back with nothing done; the
+    /// caller then reads it with [`Self::read`].
+    fn read_inline(
+        &self,
+        _offset: u64,
+        buf: DmaBuf,
+    ) -> std::result::Result<(DmaBuf, Result<()>), DmaBuf> {
+        Err(buf)
+    }
     /// Writes `buf` at `offset`.
     fn write(&self, offset: u64, buf: DmaBuf) -> BoxFuture<'_, (DmaBuf, Result<()>)>;
     /// Writes `buf` at `offset`, durable before it completes (FUA).

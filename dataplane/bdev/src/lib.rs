@@ -234,29 +234,36 @@ impl Bdev {
         self.write_buf(offset, view, true).await
     }
 
-    /// Whether [`Self::read_inline`] reads (RAM) rather than handing the
-    /// buffer back.
+    /// Whether [`Self::read_inline`] always reads (RAM) rather than
+    /// handing the buffer back.
     pub fn reads_inline(&self) -> bool {
         matches!(self, Bdev::Malloc(_))
     }
 
-    /// A read that completes before this returns, on a device that never
-    /// waits (RAM); any other device hands the buffer back untouched.
-    /// Callers holding a lock the read must finish under use it: an
-    /// `await` would let other work run between.
+    /// A read that completes before this returns: always on a device that
+    /// never waits (RAM), sometimes on a layered bdev
+    /// ([`layered::LayeredBdev::read_inline`]); otherwise the buffer comes back
+    /// untouched. Callers holding a lock the read must finish under use
+    /// it: an `await` would let other work run between.
     pub fn read_inline(
         &self,
         offset: u64,
         mut buf: DmaBuf,
     ) -> std::result::Result<(DmaBuf, Result<()>), DmaBuf> {
-        let Bdev::Malloc(b) = self else {
+        if !matches!(self, Bdev::Malloc(_) | Bdev::Layered(_)) {
             return Err(buf);
-        };
+        }
         if let Err(e) = self.check_io(offset, &buf) {
             return Ok((buf, Err(e)));
         }
-        b.read_now(offset, &mut buf);
-        Ok((buf, Ok(())))
+        match self {
+            Bdev::Malloc(b) => {
+                b.read_now(offset, &mut buf);
+                Ok((buf, Ok(())))
+            }
+            Bdev::Layered(l) => l.read_inline(offset, buf),
+            _ => Err(buf),
+        }
     }
 
     /// The one read path, for whole buffers and views.
@@ -270,7 +277,12 @@ impl Bdev {
             Bdev::Rbd(b) => b.read_buf(offset, buf).await,
             Bdev::Delay(b) => b.read_buf(offset, buf).await,
             Bdev::Error(b) => b.read_buf(offset, buf).await,
-            Bdev::Layered(b) => B::layered_read(b.as_ref(), offset, buf).await,
+            // A layered read that can complete at once needs no boxed
+            // future.
+            Bdev::Layered(b) => match B::layered_read_inline(b.as_ref(), offset, buf) {
+                Ok(done) => done,
+                Err(buf) => B::layered_read(b.as_ref(), offset, buf).await,
+            },
         }
     }
 

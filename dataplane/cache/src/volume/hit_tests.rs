@@ -306,9 +306,7 @@ async fn a_read_in_place_is_granted_directly_and_only_the_rest_wait() {
 
 /// On a RAM cache device a hit read in place is served at once, under the
 /// owner's lock: no grant, nothing left pinned, and counted like any hit
-/// (the volume's hit and latency, the cache device's read). Both ways: a
-/// read inside one block (answered without a plan) and one across two
-/// blocks next to each other on the device (planned).
+/// (the volume's hit and latency, the cache device's read).
 #[tokio::test]
 async fn a_hit_on_a_ram_cache_is_served_in_place() {
     use super::owner::Now;
@@ -317,6 +315,16 @@ async fn a_hit_on_a_ram_cache_is_served_in_place() {
     r.volume.reset_stats().await.unwrap();
     let device_reads = || r.volume.inner.cache.bdev().stats().num_read_ops.get();
     let before = device_reads();
+    // Through the bdev: a read one block holds completes before the call
+    // returns; a miss is handed back untouched, for the volume's task.
+    let Ok((buf, res)) = r.bdev.read_inline(4096, DmaBuf::new(4096)) else {
+        panic!("a one-block hit reads inline");
+    };
+    res.unwrap();
+    assert!(buf[..] == pattern(4096, 4096)[..]);
+    assert!(r.bdev.read_inline(3 * BLOCK, DmaBuf::new(4096)).is_err());
+    // The owner's own path: inside one block, and across two blocks next
+    // to each other on the device (planned).
     let reads = [(8192, 4096), (BLOCK - 4096, 8192)];
     for (off, len) in reads {
         let now = {
@@ -335,7 +343,7 @@ async fn a_hit_on_a_ram_cache_is_served_in_place() {
         assert!(buf[..] == pattern(off, len)[..], "{off}+{len}");
         assert_eq!(hits_in_flight(&r.volume), 0, "nothing stays pinned");
     }
-    assert_eq!(device_reads(), before + 2);
+    assert_eq!(device_reads(), before + 3);
     // A write needs the blocks exclusively: it would wait for a pin left.
     let (_, w) = r
         .bdev
@@ -343,7 +351,8 @@ async fn a_hit_on_a_ram_cache_is_served_in_place() {
         .await;
     w.unwrap();
     let s = r.volume.stats().await.unwrap();
-    assert_eq!(s.requests.rd_hits, 2);
-    assert_eq!(s.latency.read_hit.count, 2);
+    assert_eq!(s.requests.rd_hits, 3);
+    assert_eq!(s.requests.rd_misses, 0, "the miss handed back was not read");
+    assert_eq!(s.latency.read_hit.count, 3);
     r.volume.stop(false).await.unwrap();
 }

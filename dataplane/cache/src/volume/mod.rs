@@ -533,6 +533,18 @@ impl LayeredBdev for CachedVolume {
         Box::pin(self.data_io(HostOp::Read, offset, buf))
     }
 
+    /// A hit on a RAM cache device, when the owner is free.
+    fn read_inline(&self, offset: u64, buf: DmaBuf) -> Result<(DmaBuf, bdev::Result<()>), DmaBuf> {
+        let arrived = Instant::now();
+        match self.inner.owner.try_lock() {
+            Ok(mut o) => match o.as_mut() {
+                Some(o) => o.read_hit_inline(offset, buf, arrived),
+                None => Err(buf),
+            },
+            Err(_) => Err(buf),
+        }
+    }
+
     fn write(&self, offset: u64, buf: DmaBuf) -> BoxFuture<'_, (DmaBuf, bdev::Result<()>)> {
         Box::pin(self.data_io(HostOp::Write { fua: false }, offset, buf))
     }

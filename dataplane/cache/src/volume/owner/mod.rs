@@ -400,22 +400,6 @@ impl Owner {
             self.after_in_place(started);
             return Now::Wait(rx);
         }
-        let cache = self.devices.cache.bdev();
-        if cache.bdev().reads_inline() {
-            // A read one cached block holds whole, on a RAM cache device:
-            // copied now, under this lock, with no plan, ticket or pin.
-            if let Some(addr) = self.engine.read_hit_now(offset, len) {
-                // Blocks are aligned to their size, at most a unit: one
-                // never spans two units.
-                debug_assert!(addr % UNIT_SIZE + len <= UNIT_SIZE);
-                let dev = self.region.data_offset(addr);
-                if let Ok((buf, r, end)) = cache.read_inline_ended(dev, buf) {
-                    self.hit_ended(u64::from(r.is_err()), Some(since(arrived, end)));
-                    return Now::Done(Some(buf), r);
-                }
-                unreachable!("a device that reads inline read inline");
-            }
-        }
         let mut plan = std::mem::take(&mut self.spare_plan);
         if let Err(e) = self.engine.plan(Op::Read, offset, len, &mut plan) {
             self.spare_plan = plan;
@@ -431,6 +415,42 @@ impl Owner {
             Hit::Served(buf, r) => Now::Done(Some(buf), r),
             Hit::Granted(grant, buf) => Now::Hit(grant, buf),
         }
+    }
+
+    /// A read one cached block holds whole, on a RAM cache device: copied
+    /// now, under the lock the caller holds, with no plan, ticket or pin
+    /// ([`Engine::read_hit_now`]). `Err` hands the buffer back with nothing
+    /// done or recorded: the caller submits the read ([`Self::read_now`]).
+    pub(crate) fn read_hit_inline(
+        &mut self,
+        offset: u64,
+        buf: DmaBuf,
+        arrived: Instant,
+    ) -> Result<(DmaBuf, Result<(), BdevError>), DmaBuf> {
+        let len = buf.len() as u64;
+        let ext = Extent { offset, len };
+        if self.stopping
+            || !self.devices.cache.bdev().bdev().reads_inline()
+            || self.bypass.iter().any(|(_, e)| overlaps(*e, ext))
+        {
+            return Err(buf);
+        }
+        let Some(addr) = self.engine.read_hit_now(offset, len) else {
+            return Err(buf);
+        };
+        self.last_io = arrived;
+        // The sequential stream goes on; a cached range is never bypassed.
+        let bypassed = self.should_bypass(HostOp::Read, offset, len);
+        debug_assert!(!bypassed, "a cached range was bypassed");
+        // Blocks are aligned to their size, at most a unit: one never
+        // spans two units.
+        debug_assert!(addr % UNIT_SIZE + len <= UNIT_SIZE);
+        let dev = self.region.data_offset(addr);
+        let Ok((buf, r, end)) = self.devices.cache.bdev().read_inline_ended(dev, buf) else {
+            unreachable!("RAM reads inline");
+        };
+        self.hit_ended(u64::from(r.is_err()), Some(since(arrived, end)));
+        Ok((buf, r))
     }
 
     /// A granted hit ended, told from its caller's task.
