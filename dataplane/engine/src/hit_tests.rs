@@ -47,6 +47,10 @@ fn cached(e: &Engine) -> Vec<(u64, u32, u64)> {
 fn reads_answered_at_once_match_planned_hits() {
     for cfg in [
         Config::adaptive(64 << 20, 4 << 20),
+        Config {
+            fill_size: FillSize::Locality,
+            ..Config::adaptive(64 << 20, 4 << 20)
+        },
         Config::fixed(64 << 20, 4 << 20, 4096),
     ] {
         let (mut planned, mut fast) =
