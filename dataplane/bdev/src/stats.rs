@@ -184,15 +184,7 @@ impl CountedBdev {
     ) -> std::result::Result<(DmaBuf, Result<()>, Instant), DmaBuf> {
         let (start, len) = (Instant::now(), buf.len() as u64);
         let (buf, r) = self.bdev.read_inline(offset, buf)?;
-        let end = Instant::now();
-        let s = &*self.stats;
-        s.count(
-            &r,
-            &s.num_read_ops,
-            Some((&s.bytes_read, len)),
-            (start, end),
-            Some(&s.read_latency),
-        );
+        let end = self.count_read(&r, len, start);
         Ok((buf, r, end))
     }
 
@@ -252,16 +244,23 @@ impl CountedBdev {
     async fn read_buf_ended<B: IoBuf>(&self, offset: u64, buf: B) -> (B, Result<()>, Instant) {
         let (start, len) = (Instant::now(), buf.len() as u64);
         let (buf, r) = self.bdev.read_buf(offset, buf).await;
+        let end = self.count_read(&r, len, start);
+        (buf, r, end)
+    }
+
+    /// Counts a read of `len` bytes that started at `start` and ends now;
+    /// returns now.
+    fn count_read(&self, r: &Result<()>, len: u64, start: Instant) -> Instant {
         let end = Instant::now();
         let s = &*self.stats;
         s.count(
-            &r,
+            r,
             &s.num_read_ops,
             Some((&s.bytes_read, len)),
             (start, end),
             Some(&s.read_latency),
         );
-        (buf, r, end)
+        end
     }
 
     /// The counted write of a buffer or view (durable when `fua`).

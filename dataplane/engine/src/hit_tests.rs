@@ -2,20 +2,20 @@
 //! same records, and nothing answered at once that planning would refuse
 //! or fill.
 
+use proptest::prelude::Rng;
+use proptest::test_runner::{RngAlgorithm, TestRng};
+
 use crate::*;
 
 const K: u64 = 1024;
 
-/// xorshift64*: the same requests for both engines.
-struct Rng(u64);
+/// The same requests for both engines.
+fn rng() -> TestRng {
+    TestRng::deterministic_rng(RngAlgorithm::ChaCha)
+}
 
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
-    }
+fn below(rng: &mut TestRng, n: u64) -> u64 {
+    rng.next_u64() % n
 }
 
 fn plan_and_complete(e: &mut Engine, op: Op, offset: u64, len: u64) -> Plan {
@@ -55,14 +55,18 @@ fn reads_answered_at_once_match_planned_hits() {
     ] {
         let (mut planned, mut fast) =
             (Engine::new(cfg.clone()).unwrap(), Engine::new(cfg).unwrap());
-        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let mut rng = rng();
         let mut at_once = 0;
         for i in 0..20_000 {
             // A hot 2 MiB and a cold 64 MiB, 4-64 KiB requests, 1 in 8 writes.
-            let span = if rng.below(4) == 0 { 64 << 20 } else { 2 << 20 };
-            let len = (1 + rng.below(16)) * 4 * K;
-            let offset = rng.below((span - len) / 4096) * 4096;
-            let op = if rng.below(8) == 0 {
+            let span = if below(&mut rng, 4) == 0 {
+                64 << 20
+            } else {
+                2 << 20
+            };
+            let len = (1 + below(&mut rng, 16)) * 4 * K;
+            let offset = below(&mut rng, (span - len) / 4096) * 4096;
+            let op = if below(&mut rng, 8) == 0 {
                 Op::Write
             } else {
                 Op::Read

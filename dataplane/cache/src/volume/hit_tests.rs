@@ -168,6 +168,18 @@ fn hits_in_flight(v: &CachedVolume) -> usize {
 }
 
 /// Lets other tasks run until `cond` holds.
+/// A read submitted in place, as a queue pair finding the owner free does.
+fn read_now(v: &CachedVolume, off: u64, len: u64) -> super::owner::Now {
+    let mut o = v.inner.owner.lock().unwrap();
+    let o = o.as_mut().expect("running");
+    o.read_now(
+        off,
+        len,
+        DmaBuf::new(len as usize),
+        std::time::Instant::now(),
+    )
+}
+
 async fn until(mut cond: impl FnMut() -> bool) {
     while !cond() {
         tokio::task::yield_now().await;
@@ -264,16 +276,7 @@ async fn a_read_in_place_is_granted_directly_and_only_the_rest_wait() {
     let r = rig().await;
     read_ok(&r.bdev, 0, BLOCK).await;
     r.volume.reset_stats().await.unwrap();
-    let read_now = |off: u64, len: u64| {
-        let mut o = r.volume.inner.owner.lock().unwrap();
-        let o = o.as_mut().expect("running");
-        o.read_now(
-            off,
-            len,
-            DmaBuf::new(len as usize),
-            std::time::Instant::now(),
-        )
-    };
+    let read_now = |off, len| read_now(&r.volume, off, len);
     let Now::Hit(grant, buf) = read_now(4096, 4096) else {
         panic!("a cached block's read is a pure hit");
     };
@@ -327,16 +330,7 @@ async fn a_hit_on_a_ram_cache_is_served_in_place() {
     // to each other on the device (planned).
     let reads = [(8192, 4096), (BLOCK - 4096, 8192)];
     for (off, len) in reads {
-        let now = {
-            let mut o = r.volume.inner.owner.lock().unwrap();
-            let o = o.as_mut().expect("running");
-            o.read_now(
-                off,
-                len,
-                DmaBuf::new(len as usize),
-                std::time::Instant::now(),
-            )
-        };
+        let now = read_now(&r.volume, off, len);
         let Now::Done(Some(buf), Ok(())) = now else {
             panic!("a RAM cache's hit {off}+{len} is read at once");
         };
