@@ -250,13 +250,9 @@ impl Bdev {
         offset: u64,
         mut buf: DmaBuf,
     ) -> std::result::Result<(DmaBuf, Result<()>), DmaBuf> {
-        if !matches!(self, Bdev::Malloc(_) | Bdev::Layered(_)) {
-            return Err(buf);
-        }
-        if let Err(e) = self.check_io(offset, &buf) {
-            return Ok((buf, Err(e)));
-        }
+        let checked = self.check_io(offset, &buf);
         match self {
+            Bdev::Malloc(_) | Bdev::Layered(_) if checked.is_err() => Ok((buf, checked)),
             Bdev::Malloc(b) => {
                 b.read_now(offset, &mut buf);
                 Ok((buf, Ok(())))

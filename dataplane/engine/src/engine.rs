@@ -327,14 +327,21 @@ impl Engine {
 
     /// The cached block covering `offset`, if any.
     pub fn lookup(&self, offset: u64) -> Option<BlockInfo> {
+        self.block_at(offset).map(|(id, _)| self.block_info(id))
+    }
+
+    /// The id of the cached block holding byte `offset`, and the block's
+    /// volume offset: the smallest size first, as planning looks.
+    pub(crate) fn block_at(&self, offset: u64) -> Option<(u32, u64)> {
         self.blocks
             .classes
             .iter()
             .enumerate()
             .find_map(|(c, class)| {
+                let key = (offset >> class.shift) as u32;
                 class
-                    .lookup((offset >> class.shift) as u32)
-                    .map(|slot| self.block_info(make_id(c, slot)))
+                    .lookup(key)
+                    .map(|slot| (make_id(c, slot), u64::from(key) << class.shift))
             })
     }
 

@@ -4,7 +4,6 @@
 //! holds whole: the usual request of a warm volume. Everything else goes
 //! through [`Engine::plan`], which records the same hit the same way.
 
-use crate::blocks::make_id;
 use crate::engine::Engine;
 use crate::plan::Op;
 
@@ -29,7 +28,7 @@ impl Engine {
         let end = offset
             .checked_add(len)
             .filter(|&e| e <= self.cfg.volume_size)?;
-        let (id, start) = self.cached_block_at(offset)?;
+        let (id, start) = self.block_at(offset)?;
         if end > start + u64::from(self.blocks.size(id))
             || self.blocks.pin(id).exclusive
             || self.needs_exclusive(Op::Read, id, start, offset, len)
@@ -46,20 +45,5 @@ impl Engine {
         s.hit_requests += 1;
         self.stats.read_from_cache += len;
         Some(addr)
-    }
-
-    /// The cached block holding byte `offset`, and its volume offset: the
-    /// smallest size first, as planning looks.
-    fn cached_block_at(&self, offset: u64) -> Option<(u32, u64)> {
-        self.blocks
-            .classes
-            .iter()
-            .enumerate()
-            .find_map(|(c, class)| {
-                let key = (offset >> class.shift) as u32;
-                class
-                    .lookup(key)
-                    .map(|slot| (make_id(c, slot), u64::from(key) << class.shift))
-            })
     }
 }

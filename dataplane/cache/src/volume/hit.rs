@@ -96,7 +96,7 @@ impl HitGuard {
         self.finished = true;
         HitDone {
             ticket: self.ticket,
-            elapsed_ns: Some(end.saturating_duration_since(self.arrived).as_nanos() as u64),
+            elapsed_ns: Some(since(self.arrived, end)),
             failed_reads,
         }
     }
@@ -113,6 +113,11 @@ impl Drop for HitGuard {
             }));
         }
     }
+}
+
+/// Nanoseconds from `start` to `end`: a hit's latency.
+pub(crate) fn since(start: Instant, end: Instant) -> u64 {
+    end.saturating_duration_since(start).as_nanos() as u64
 }
 
 /// A pure read hit the caller serves itself.

@@ -536,12 +536,12 @@ impl LayeredBdev for CachedVolume {
     /// A hit on a RAM cache device, when the owner is free.
     fn read_inline(&self, offset: u64, buf: DmaBuf) -> Result<(DmaBuf, bdev::Result<()>), DmaBuf> {
         let arrived = Instant::now();
-        match self.inner.owner.try_lock() {
-            Ok(mut o) => match o.as_mut() {
-                Some(o) => o.read_hit_inline(offset, buf, arrived),
-                None => Err(buf),
-            },
-            Err(_) => Err(buf),
+        let Ok(mut owner) = self.inner.owner.try_lock() else {
+            return Err(buf);
+        };
+        match owner.as_mut() {
+            Some(o) => o.read_hit_inline(offset, buf, arrived),
+            None => Err(buf),
         }
     }
 

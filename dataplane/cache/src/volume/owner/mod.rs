@@ -28,7 +28,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::clean::Cleaner;
 use super::exec::{self, Devices, Outcome};
-use super::hit::{HitDone, HitGrant, HitGuard, Pieces};
+use super::hit::{since, HitDone, HitGrant, HitGuard, Pieces};
 use super::meta::{Durability, MetaTable};
 use super::params::{CacheMode, VolumeParams};
 use super::stats::RuntimeCounters;
@@ -966,11 +966,6 @@ fn is_pure_hit(plan: &Plan) -> bool {
         && plan.writebacks.is_empty()
         && plan.writeback_ticket.is_none()
         && plan.evicted.is_empty()
-}
-
-/// Nanoseconds from `start` to `end`.
-fn since(start: Instant, end: Instant) -> u64 {
-    end.saturating_duration_since(start).as_nanos() as u64
 }
 
 fn overlaps(a: Extent, b: Extent) -> bool {
