@@ -5,8 +5,9 @@
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ptr::NonNull;
+use std::time::Instant;
 
-use crate::layered::LayeredBdev;
+use crate::layered::{LayeredBdev, ReadInline};
 use crate::{BdevError, BoxFuture, BufView, Result};
 
 /// Alignment of every [`DmaBuf`]: enough for O_DIRECT on any device with a
@@ -100,7 +101,8 @@ pub(crate) trait IoBuf:
         l: &dyn LayeredBdev,
         offset: u64,
         buf: Self,
-    ) -> std::result::Result<(Self, Result<()>), Self>;
+        arrived: Instant,
+    ) -> ReadInline<Self>;
     /// [`LayeredBdev`]'s read for this kind of buffer.
     fn layered_read(
         l: &dyn LayeredBdev,
@@ -169,8 +171,9 @@ impl IoBuf for DmaBuf {
         l: &dyn LayeredBdev,
         offset: u64,
         buf: Self,
-    ) -> std::result::Result<(Self, Result<()>), Self> {
-        l.read_inline(offset, buf)
+        arrived: Instant,
+    ) -> ReadInline<Self> {
+        l.read_inline(offset, buf, arrived)
     }
     fn layered_read(
         l: &dyn LayeredBdev,
@@ -221,7 +224,8 @@ impl IoBuf for BufView {
         _l: &dyn LayeredBdev,
         _offset: u64,
         buf: Self,
-    ) -> std::result::Result<(Self, Result<()>), Self> {
+        _arrived: Instant,
+    ) -> ReadInline<Self> {
         Err(buf)
     }
     fn layered_read(

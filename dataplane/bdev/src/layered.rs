@@ -12,7 +12,14 @@
 //! write them; one that can do better (a cached volume splitting the view
 //! further) overrides them.
 
+use std::time::Instant;
+
 use crate::{BdevInfo, BoxFuture, BufView, DmaBuf, IoKind, Result};
+
+/// A read that completed in the call ([`LayeredBdev::read_inline`]): the
+/// buffer, the result and the instant it ended; or the buffer handed back
+/// untouched, to be read the usual way.
+pub type ReadInline<B> = std::result::Result<(B, Result<()>, Instant), B>;
 
 /// A bdev implemented outside this crate.
 pub trait LayeredBdev: Send + Sync {
@@ -26,13 +33,13 @@ pub trait LayeredBdev: Send + Sync {
     fn read(&self, offset: u64, buf: DmaBuf) -> BoxFuture<'_, (DmaBuf, Result<()>)>;
     /// [`Self::read`] completed before returning, when this read can be
     /// (a cached volume's hit on a RAM cache device): no future to box
-    /// and poll. `Err` hands the buffer back with nothing done; the
-    /// caller then reads it with [`Self::read`].
-    fn read_inline(
-        &self,
-        _offset: u64,
-        buf: DmaBuf,
-    ) -> std::result::Result<(DmaBuf, Result<()>), DmaBuf> {
+    /// and poll. `arrived` is when the caller took the request, and the
+    /// instant the read ended comes back with it: such a read takes a few
+    /// hundred nanoseconds, and the clock reads the counters of both sides
+    /// would otherwise repeat are a good part of that. `Err` hands the
+    /// buffer back with nothing done; the caller then reads it with
+    /// [`Self::read`].
+    fn read_inline(&self, _offset: u64, buf: DmaBuf, _arrived: Instant) -> ReadInline<DmaBuf> {
         Err(buf)
     }
     /// Writes `buf` at `offset`.

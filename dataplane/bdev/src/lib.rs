@@ -50,6 +50,7 @@ pub mod view;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 pub use buf::DmaBuf;
 use buf::IoBuf;
@@ -257,17 +258,33 @@ impl Bdev {
                 b.read_now(offset, &mut buf);
                 Ok((buf, Ok(())))
             }
-            Bdev::Layered(l) => l.read_inline(offset, buf),
+            Bdev::Layered(l) => l
+                .read_inline(offset, buf, Instant::now())
+                .map(|(buf, r, _)| (buf, r)),
             _ => Err(buf),
         }
     }
 
     /// The one read path, for whole buffers and views.
     pub(crate) async fn read_buf<B: IoBuf>(&self, offset: u64, buf: B) -> (B, Result<()>) {
+        let (buf, r, _) = self.read_buf_timed(offset, buf, None).await;
+        (buf, r)
+    }
+
+    /// [`Self::read_buf`] of a request taken at `arrived` (now if `None`),
+    /// with the instant it ended when the device read that instant anyway
+    /// (a layered read completed inline): a counting caller then reads the
+    /// clock neither for the layer nor after it.
+    pub(crate) async fn read_buf_timed<B: IoBuf>(
+        &self,
+        offset: u64,
+        buf: B,
+        arrived: Option<Instant>,
+    ) -> (B, Result<()>, Option<Instant>) {
         if let Err(e) = self.check_io(offset, &buf) {
-            return (buf, Err(e));
+            return (buf, Err(e), None);
         }
-        match self {
+        let (buf, r) = match self {
             Bdev::Malloc(b) => b.read_buf(offset, buf).await,
             Bdev::File(b) => b.read_buf(offset, buf).await,
             Bdev::Rbd(b) => b.read_buf(offset, buf).await,
@@ -275,11 +292,15 @@ impl Bdev {
             Bdev::Error(b) => b.read_buf(offset, buf).await,
             // A layered read that can complete at once needs no boxed
             // future.
-            Bdev::Layered(b) => match B::layered_read_inline(b.as_ref(), offset, buf) {
-                Ok(done) => done,
-                Err(buf) => B::layered_read(b.as_ref(), offset, buf).await,
-            },
-        }
+            Bdev::Layered(b) => {
+                let arrived = arrived.unwrap_or_else(Instant::now);
+                match B::layered_read_inline(b.as_ref(), offset, buf, arrived) {
+                    Ok((buf, r, ended)) => return (buf, r, Some(ended)),
+                    Err(buf) => B::layered_read(b.as_ref(), offset, buf).await,
+                }
+            }
+        };
+        (buf, r, None)
     }
 
     /// The one write path, durable before completion when `fua`.

@@ -184,7 +184,8 @@ impl CountedBdev {
     ) -> std::result::Result<(DmaBuf, Result<()>, Instant), DmaBuf> {
         let (start, len) = (Instant::now(), buf.len() as u64);
         let (buf, r) = self.bdev.read_inline(offset, buf)?;
-        let end = self.count_read(&r, len, start);
+        let end = Instant::now();
+        self.count_read(&r, len, (start, end));
         Ok((buf, r, end))
     }
 
@@ -243,15 +244,14 @@ impl CountedBdev {
     /// The counted read, and the instant it ended.
     async fn read_buf_ended<B: IoBuf>(&self, offset: u64, buf: B) -> (B, Result<()>, Instant) {
         let (start, len) = (Instant::now(), buf.len() as u64);
-        let (buf, r) = self.bdev.read_buf(offset, buf).await;
-        let end = self.count_read(&r, len, start);
+        let (buf, r, ended) = self.bdev.read_buf_timed(offset, buf, Some(start)).await;
+        let end = ended.unwrap_or_else(Instant::now);
+        self.count_read(&r, len, (start, end));
         (buf, r, end)
     }
 
-    /// Counts a read of `len` bytes that started at `start` and ends now;
-    /// returns now.
-    fn count_read(&self, r: &Result<()>, len: u64, start: Instant) -> Instant {
-        let end = Instant::now();
+    /// Counts a read of `len` bytes over `(start, end)`.
+    fn count_read(&self, r: &Result<()>, len: u64, (start, end): (Instant, Instant)) {
         let s = &*self.stats;
         s.count(
             r,
@@ -260,7 +260,6 @@ impl CountedBdev {
             (start, end),
             Some(&s.read_latency),
         );
-        end
     }
 
     /// The counted write of a buffer or view (durable when `fua`).

@@ -3,7 +3,9 @@
 //! current-thread runtime (as the pinned daemon runs), at QD1 and QD32.
 //! What the volume adds per read is what this prints: nanoseconds per
 //! read and the ratio to the raw bdev. `cargo bench -p loadgen --bench
-//! cached` (part 3) measures the same over NVMe/TCP.
+//! cached` (part 3) measures the same over NVMe/TCP. Each side is read
+//! through counters of its own, as the NVMe-oF target counts every
+//! namespace it exports.
 //!
 //! `RACKCACHE_BENCH_HIT_READS` (200000): reads per measured pass.
 //! `RACKCACHE_BENCH_HIT_COLD_MIB` (0): when set, also QD1 reads with this
@@ -24,10 +26,10 @@ const MIB: u64 = 1 << 20;
 const BLOCK: u64 = 4096;
 const VOLUME_MIB: u64 = 64;
 
-fn counted(b: Bdev) -> CountedBdev {
+fn counted(b: Arc<Bdev>) -> CountedBdev {
     let reg = metrics::Registry::new();
     let name = b.info().name.clone();
-    CountedBdev::new(Arc::new(b), IoStats::register(&reg, &name))
+    CountedBdev::new(b, IoStats::register(&reg, &name))
 }
 
 /// xorshift64*: the same offsets for both sides.
@@ -43,7 +45,7 @@ impl Rng {
 }
 
 /// Nanoseconds per read of `reads` random 4K reads, `qd` in flight.
-async fn pass(b: &Bdev, space: u64, qd: usize, reads: u64) -> f64 {
+async fn pass(b: &CountedBdev, space: u64, qd: usize, reads: u64) -> f64 {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let mut next = || rng.below(space / BLOCK) * BLOCK;
     let mut inflight = FuturesUnordered::new();
@@ -66,7 +68,7 @@ async fn pass(b: &Bdev, space: u64, qd: usize, reads: u64) -> f64 {
 
 /// Nanoseconds per read of `reads` random 4K reads one at a time, each
 /// timed alone, with `thrash` walked between them.
-async fn cold_pass(b: &Bdev, space: u64, reads: u64, thrash: &mut [u8]) -> f64 {
+async fn cold_pass(b: &CountedBdev, space: u64, reads: u64, thrash: &mut [u8]) -> f64 {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let mut buf = DmaBuf::new(BLOCK as usize);
     let mut total = 0u128;
@@ -100,13 +102,13 @@ fn main() {
         .build()
         .expect("runtime");
     rt.block_on(async move {
-        let core = counted(Bdev::Malloc(
+        let core = counted(Arc::new(Bdev::Malloc(
             MallocBdev::new("core", VOLUME_MIB * MIB / BLOCK, BLOCK as u32).expect("core"),
-        ));
+        )));
         let cache_mib = VOLUME_MIB * 2;
-        let cache_bdev = counted(Bdev::Malloc(
+        let cache_bdev = counted(Arc::new(Bdev::Malloc(
             MallocBdev::new("cache", cache_mib * MIB / BLOCK, BLOCK as u32).expect("cache"),
-        ));
+        )));
         let dev = CacheDevice::open(cache_bdev.clone(), true)
             .await
             .expect("format");
@@ -126,7 +128,9 @@ fn main() {
             let (_, r) = vb.read(off, DmaBuf::new(128 << 10)).await;
             r.expect("warm");
         }
-        let raw = cache_bdev.bdev();
+        // The namespaces: the cache bdev exported directly, and the volume.
+        let raw = counted(cache_bdev.bdev().clone());
+        let vb = counted(Arc::new(vb));
         println!(
             "{:<6} {:>12} {:>12} {:>8} {:>10}",
             "QD", "raw ns/rd", "hit ns/rd", "hit/raw", "hit ratio"
@@ -136,7 +140,7 @@ fn main() {
             // Alternate sides so that load from elsewhere falls on both.
             let (mut r, mut h) = (Vec::new(), Vec::new());
             for _ in 0..3 {
-                r.push(pass(raw, space, qd, reads).await);
+                r.push(pass(&raw, space, qd, reads).await);
                 h.push(pass(&vb, space, qd, reads).await);
             }
             r.sort_by(f64::total_cmp);
@@ -158,7 +162,7 @@ fn main() {
             let n = (reads / 100).max(100);
             let (mut r, mut h) = (Vec::new(), Vec::new());
             for _ in 0..3 {
-                r.push(cold_pass(raw, space, n, &mut thrash).await);
+                r.push(cold_pass(&raw, space, n, &mut thrash).await);
                 h.push(cold_pass(&vb, space, n, &mut thrash).await);
             }
             r.sort_by(f64::total_cmp);

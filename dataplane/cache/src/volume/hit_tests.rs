@@ -350,3 +350,34 @@ async fn a_hit_on_a_ram_cache_is_served_in_place() {
     assert_eq!(s.latency.read_hit.count, 3);
     r.volume.stop(false).await.unwrap();
 }
+
+/// A hit answered inline and counted by the namespace above the volume (as
+/// the NVMe-oF target counts it) is timed once: the namespace's read
+/// latency and the volume's hit latency span the same two instants, the
+/// namespace's arrival and the end of the cache device's read, and that
+/// read lies within them.
+#[tokio::test]
+async fn an_inline_hit_shares_its_instants_with_the_counter_above() {
+    let r = rig_on(false).await;
+    read_ok(&r.bdev, 0, BLOCK).await;
+    r.volume.reset_stats().await.unwrap();
+    let device = r.volume.inner.cache.bdev().stats().clone();
+    let (device_ns, device_reads) = (device.read_latency.sum_ns_wide(), device.num_read_ops.get());
+    let namespace = CountedBdev::from(Arc::new(r.volume.bdev()));
+    let (buf, res) = namespace.read(4096, DmaBuf::new(4096)).await;
+    res.unwrap();
+    assert!(buf[..] == pattern(4096, 4096)[..]);
+    assert_eq!(device.num_read_ops.get(), device_reads + 1, "read inline");
+
+    let counted_ns = namespace.stats().read_latency.sum_ns_wide();
+    let s = r.volume.stats().await.unwrap();
+    assert_eq!(s.latency.read_hit.count, 1);
+    let hit_ns = (s.latency.read_hit.avg_us * 1000.0).round() as u128;
+    assert_eq!(counted_ns, hit_ns, "one arrival and one end for both");
+    let read_ns = device.read_latency.sum_ns_wide() - device_ns;
+    assert!(
+        read_ns <= counted_ns,
+        "device read {read_ns} ns within {counted_ns} ns"
+    );
+    r.volume.stop(false).await.unwrap();
+}

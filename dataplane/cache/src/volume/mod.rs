@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use bdev::layered::LayeredBdev;
+use bdev::layered::{LayeredBdev, ReadInline};
 use bdev::{BdevError, BdevInfo, BoxFuture, CountedBdev, DmaBuf, IoKind};
 use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
@@ -534,8 +534,7 @@ impl LayeredBdev for CachedVolume {
     }
 
     /// A hit on a RAM cache device, when the owner is free.
-    fn read_inline(&self, offset: u64, buf: DmaBuf) -> Result<(DmaBuf, bdev::Result<()>), DmaBuf> {
-        let arrived = Instant::now();
+    fn read_inline(&self, offset: u64, buf: DmaBuf, arrived: Instant) -> ReadInline<DmaBuf> {
         let Ok(mut owner) = self.inner.owner.try_lock() else {
             return Err(buf);
         };

@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
+use bdev::layered::ReadInline;
 use bdev::{BdevError, DmaBuf};
 use engine::{Completion, Engine, Extent, Op, Plan, PlanStatus, Stats, Ticket};
 use futures_util::stream::{FuturesUnordered, StreamExt};
@@ -426,7 +427,7 @@ impl Owner {
         offset: u64,
         buf: DmaBuf,
         arrived: Instant,
-    ) -> Result<(DmaBuf, Result<(), BdevError>), DmaBuf> {
+    ) -> ReadInline<DmaBuf> {
         let len = buf.len() as u64;
         let ext = Extent { offset, len };
         if self.stopping
@@ -450,7 +451,7 @@ impl Owner {
             unreachable!("RAM reads inline");
         };
         self.hit_ended(u64::from(r.is_err()), Some(since(arrived, end)));
-        Ok((buf, r))
+        Ok((buf, r, end))
     }
 
     /// A granted hit ended, told from its caller's task.
