@@ -13,6 +13,7 @@ use std::time::Instant;
 use metrics::{Counter, Histogram, Registry};
 
 use crate::buf::IoBuf;
+use crate::layered::ReadInline;
 use crate::{Bdev, BdevInfo, BufView, DmaBuf, IoKind, Result};
 
 /// I/O counters of one bdev. Successful operations count bytes, operations
@@ -177,11 +178,7 @@ impl CountedBdev {
     /// [`Bdev::read_inline`], counted, with the instant it ended (as
     /// [`Self::read_ended`]); `Err` gives the buffer back, uncounted, when
     /// the device must wait.
-    pub fn read_inline_ended(
-        &self,
-        offset: u64,
-        buf: DmaBuf,
-    ) -> std::result::Result<(DmaBuf, Result<()>, Instant), DmaBuf> {
+    pub fn read_inline_ended(&self, offset: u64, buf: DmaBuf) -> ReadInline<DmaBuf> {
         let (start, len) = (Instant::now(), buf.len() as u64);
         let (buf, r) = self.bdev.read_inline(offset, buf)?;
         let end = Instant::now();

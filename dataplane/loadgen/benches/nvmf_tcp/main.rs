@@ -10,6 +10,7 @@
 //! Environment:
 //! - `RACKCACHE_BENCH_SECONDS`: seconds per workload (default 3).
 //! - `RACKCACHE_BENCH_CEPH=0`: skip the rbd rows.
+//! - `RACKCACHE_BENCH_MALLOC=0`: skip the malloc rows (the rbd rows alone).
 //! - `RACKCACHE_DATAPLANE_BIN`: the daemon to measure (default: the release
 //!   build beside this bench, `cargo build --release --bins` first).
 //! - `RACKCACHE_BENCH_ROUNDS`: rounds of turns (default 3); rows are medians.
@@ -666,14 +667,18 @@ fn bench() -> Result<(), String> {
     }];
 
     let work = TempDir::new("rackcache-bench-nvmf");
-    rows.extend(malloc_section(
-        &bin,
-        spdk.as_deref(),
-        work.path(),
-        loopback,
-        duration,
-        &mut notes,
-    )?);
+    if std::env::var("RACKCACHE_BENCH_MALLOC").as_deref() == Ok("0") {
+        notes.push("malloc rows skipped: RACKCACHE_BENCH_MALLOC=0".into());
+    } else {
+        rows.extend(malloc_section(
+            &bin,
+            spdk.as_deref(),
+            work.path(),
+            loopback,
+            duration,
+            &mut notes,
+        )?);
+    }
 
     // Declared before the daemon so that it is stopped after it.
     let mut ceph: Option<Ceph> = None;
