@@ -52,6 +52,9 @@ const GOAL_RANDREAD_IOPS: f64 = 250_000.0;
 const GOAL_RANDREAD_P99_US: f64 = 300.0;
 const GOAL_SEQREAD_GIB: f64 = 2.0;
 const GOAL_QD1_AVG_US: f64 = 30.0;
+/// The rbd bdev over NVMe/TCP against `rbd bench` on the same image
+/// (issue 13, goal 2).
+const GOAL_VS_RBD_BENCH: f64 = 0.95;
 
 mod sys {
     extern "C" {
@@ -268,7 +271,8 @@ struct Row {
     gib: Option<f64>,
     lat: Option<(f64, f64, f64, f64)>,
     /// `(what, ours / reference, good when below 1, judged against a goal)`.
-    versus: Vec<(String, f64, bool, bool)>,
+    /// (what, ours/reference, lower is better, the goal it is judged by).
+    versus: Vec<(String, f64, bool, Option<f64>)>,
 }
 
 impl Row {
@@ -287,14 +291,26 @@ impl Row {
     /// A ratio shown as it is.
     fn versus(mut self, what: impl Into<String>, ours: f64, reference: f64, lower: bool) -> Self {
         self.versus
-            .push((what.into(), ours / reference, lower, false));
+            .push((what.into(), ours / reference, lower, None));
         self
     }
 
     /// A ratio marked `ok` or `MISS` against a goal of 1.
-    fn judged(mut self, what: impl Into<String>, ours: f64, reference: f64, lower: bool) -> Self {
+    fn judged(self, what: impl Into<String>, ours: f64, reference: f64, lower: bool) -> Self {
+        self.judged_by(what, ours, reference, lower, 1.0)
+    }
+
+    /// A ratio marked `ok` or `MISS` against `goal`.
+    fn judged_by(
+        mut self,
+        what: impl Into<String>,
+        ours: f64,
+        reference: f64,
+        lower: bool,
+        goal: f64,
+    ) -> Self {
         self.versus
-            .push((what.into(), ours / reference, lower, true));
+            .push((what.into(), ours / reference, lower, Some(goal)));
         self
     }
 }
@@ -314,14 +330,11 @@ fn print_table(rows: &[Row], notes: &[String]) {
         let vs: Vec<String> = r
             .versus
             .iter()
-            .map(|(what, ratio, lower, judged)| {
-                let mark = match (
-                    judged,
-                    (*lower && *ratio <= 1.0) || (!*lower && *ratio >= 1.0),
-                ) {
-                    (false, _) => "",
-                    (true, true) => " ok",
-                    (true, false) => " MISS",
+            .map(|(what, ratio, lower, goal)| {
+                let mark = match goal {
+                    None => "",
+                    Some(g) if (*lower && *ratio <= *g) || (!*lower && *ratio >= *g) => " ok",
+                    Some(_) => " MISS",
                 };
                 format!("{what} {ratio:.2}{mark}")
             })
@@ -603,7 +616,13 @@ fn rbd_rows(
         if let Some(b) = &b {
             rows.push(Row::from_report("rbd before", w, b).versus("rbd bench", b.iops, raw, false));
         }
-        let mut row = Row::from_report("rbd", w, &r).judged("rbd bench", r.iops, raw, false);
+        let mut row = Row::from_report("rbd", w, &r).judged_by(
+            "rbd bench",
+            r.iops,
+            raw,
+            false,
+            GOAL_VS_RBD_BENCH,
+        );
         if let Some(b) = &b {
             row = row.versus("IOPS/before", r.iops, b.iops, false);
         }
