@@ -381,3 +381,28 @@ async fn an_inline_hit_shares_its_instants_with_the_counter_above() {
     );
     r.volume.stop(false).await.unwrap();
 }
+
+/// A cache device that waits for its reads (a file, an NVMe drive) never
+/// serves a hit inline: the buffer comes back untouched and uncounted, and
+/// the usual path then serves the hit.
+#[tokio::test]
+async fn a_hit_on_a_device_that_waits_is_not_read_inline() {
+    let r = rig().await;
+    read_ok(&r.bdev, 0, BLOCK).await;
+    r.volume.reset_stats().await.unwrap();
+    let device_reads = || r.volume.inner.cache.bdev().stats().num_read_ops.get();
+    let before = device_reads();
+    let Err(back) = r.bdev.read_inline(4096, DmaBuf::from_slice(&[9; 4096])) else {
+        panic!("a gated device's hit was read inline");
+    };
+    assert!(
+        back.iter().all(|&b| b == 9),
+        "the buffer comes back untouched"
+    );
+    assert_eq!(device_reads(), before);
+    let got = read_ok(&r.bdev, 4096, 4096).await;
+    assert!(got[..] == pattern(4096, 4096)[..]);
+    let s = r.volume.stats().await.unwrap();
+    assert_eq!((s.requests.rd_hits, s.requests.rd_misses), (1, 0));
+    r.volume.stop(false).await.unwrap();
+}

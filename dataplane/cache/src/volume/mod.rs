@@ -535,6 +535,11 @@ impl LayeredBdev for CachedVolume {
 
     /// A hit on a RAM cache device, when the owner is free.
     fn read_inline(&self, offset: u64, buf: DmaBuf, arrived: Instant) -> ReadInline<DmaBuf> {
+        // Any other device must wait for its reads: every read of such a
+        // volume would take and drop the lock here for nothing.
+        if !self.inner.cache.bdev().bdev().reads_inline() {
+            return Err(buf);
+        }
         let Ok(mut owner) = self.inner.owner.try_lock() else {
             return Err(buf);
         };
