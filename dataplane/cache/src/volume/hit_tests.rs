@@ -152,6 +152,12 @@ async fn rig_on(gated: bool) -> Rig {
     Rig { volume, bdev, gate }
 }
 
+/// Caches the first `len` bytes, then zeroes the volume's counters.
+async fn warm(r: &Rig, len: u64) {
+    read_ok(&r.bdev, 0, len).await;
+    r.volume.reset_stats().await.unwrap();
+}
+
 async fn read_ok(b: &Bdev, off: u64, len: u64) -> DmaBuf {
     let (buf, r) = b.read(off, DmaBuf::new(len as usize)).await;
     r.unwrap();
@@ -191,8 +197,7 @@ async fn hits_are_counted_and_return_the_cached_bytes() {
     let r = rig().await;
     // Warm four blocks; the second pass reads them all from the cache:
     // within one block, across two blocks, and whole blocks.
-    read_ok(&r.bdev, 0, 4 * BLOCK).await;
-    r.volume.reset_stats().await.unwrap();
+    warm(&r, 4 * BLOCK).await;
     let reads = [
         (4096, 4096),
         (BLOCK - 4096, 8192),
@@ -274,8 +279,7 @@ async fn a_hit_whose_request_goes_away_gives_its_blocks_back() {
 async fn a_read_in_place_is_granted_directly_and_only_the_rest_wait() {
     use super::owner::{Answer, Now};
     let r = rig().await;
-    read_ok(&r.bdev, 0, BLOCK).await;
-    r.volume.reset_stats().await.unwrap();
+    warm(&r, BLOCK).await;
     let read_now = |off, len| read_now(&r.volume, off, len);
     let Now::Hit(grant, buf) = read_now(4096, 4096) else {
         panic!("a cached block's read is a pure hit");
@@ -314,8 +318,7 @@ async fn a_read_in_place_is_granted_directly_and_only_the_rest_wait() {
 async fn a_hit_on_a_ram_cache_is_served_in_place() {
     use super::owner::Now;
     let r = rig_on(false).await;
-    read_ok(&r.bdev, 0, 2 * BLOCK).await;
-    r.volume.reset_stats().await.unwrap();
+    warm(&r, 2 * BLOCK).await;
     let device_reads = || r.volume.inner.cache.bdev().stats().num_read_ops.get();
     let before = device_reads();
     // Through the bdev: a read one block holds completes before the call
@@ -359,8 +362,7 @@ async fn a_hit_on_a_ram_cache_is_served_in_place() {
 #[tokio::test]
 async fn an_inline_hit_shares_its_instants_with_the_counter_above() {
     let r = rig_on(false).await;
-    read_ok(&r.bdev, 0, BLOCK).await;
-    r.volume.reset_stats().await.unwrap();
+    warm(&r, BLOCK).await;
     let device = r.volume.inner.cache.bdev().stats().clone();
     let (device_ns, device_reads) = (device.read_latency.sum_ns_wide(), device.num_read_ops.get());
     let namespace = CountedBdev::from(Arc::new(r.volume.bdev()));
@@ -388,8 +390,7 @@ async fn an_inline_hit_shares_its_instants_with_the_counter_above() {
 #[tokio::test]
 async fn a_hit_on_a_device_that_waits_is_not_read_inline() {
     let r = rig().await;
-    read_ok(&r.bdev, 0, BLOCK).await;
-    r.volume.reset_stats().await.unwrap();
+    warm(&r, BLOCK).await;
     let device_reads = || r.volume.inner.cache.bdev().stats().num_read_ops.get();
     let before = device_reads();
     let Err(back) = r.bdev.read_inline(4096, DmaBuf::from_slice(&[9; 4096])) else {
