@@ -103,11 +103,26 @@ stop() {
 }
 
 # wait_for WHAT SECONDS CMD...: retry CMD every second until it succeeds.
+# On giving up, the tail of every log goes to stderr first: the teardown
+# that follows removes $dir, and a CI run keeps only its output.
 wait_for() {
   local what="$1" limit="$2" i=0; shift 2
   until "$@" >/dev/null 2>&1; do
-    [ $i -lt "$limit" ] || die "$what not ready after $limit s (logs: $dir/logs)"
+    if [ $i -ge "$limit" ]; then
+      tail_logs >&2
+      die "$what not ready after $limit s (logs: $dir/logs)"
+    fi
     sleep 1; i=$((i + 1))
+  done
+}
+
+# The last lines of each of the cluster's logs (the guest's console too).
+tail_logs() {
+  local f
+  for f in "$dir"/logs/*.log; do
+    [ -f "$f" ] || continue
+    printf '%s\n' "--- last 15 lines of $f"
+    tail -n 15 "$f"
   done
 }
 
