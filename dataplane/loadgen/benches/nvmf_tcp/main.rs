@@ -270,8 +270,7 @@ struct Row {
     iops: Option<f64>,
     gib: Option<f64>,
     lat: Option<(f64, f64, f64, f64)>,
-    /// `(what, ours / reference, good when below 1, judged against a goal)`.
-    /// (what, ours/reference, lower is better, the goal it is judged by).
+    /// `(what, ours / reference, lower is better, the goal it is judged by)`.
     versus: Vec<(String, f64, bool, Option<f64>)>,
 }
 
