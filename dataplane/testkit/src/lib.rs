@@ -2,6 +2,10 @@
 //! (`test/framework`), they start real parts through the repository's own
 //! `hack/` scripts and stop them when dropped, also when a test panics.
 
+mod bench;
+
+pub use bench::{bench_rounds, bench_seconds, process_cpu, RbdBenchIo, RbdBenchRun};
+
 use std::collections::HashMap;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

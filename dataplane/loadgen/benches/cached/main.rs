@@ -90,19 +90,14 @@ struct Knobs {
 
 impl Knobs {
     fn from_env() -> Result<Self, String> {
-        let secs = std::env::var("RACKCACHE_BENCH_SECONDS")
-            .ok()
-            .and_then(|v| v.parse::<f64>().ok())
-            .filter(|s| *s > 0.0)
-            .unwrap_or(3.0);
         let kind = match std::env::var("RACKCACHE_BENCH_CACHE").as_deref() {
             Err(_) | Ok("file") => CacheKind::File,
             Ok("malloc") => CacheKind::Malloc,
             Ok(other) => return Err(format!("RACKCACHE_BENCH_CACHE={other}: file or malloc")),
         };
         let k = Knobs {
-            seconds: Duration::from_secs_f64(secs),
-            rounds: env_u64("RACKCACHE_BENCH_ROUNDS", 3),
+            seconds: testkit::bench_seconds(),
+            rounds: testkit::bench_rounds() as u64,
             image_mib: env_u64("RACKCACHE_BENCH_IMAGE_MIB", 256).max(16),
             kind,
             mix_requests: env_u64("RACKCACHE_BENCH_MIX_REQUESTS", 10_000),

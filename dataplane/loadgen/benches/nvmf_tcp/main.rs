@@ -24,17 +24,16 @@
 
 mod daemon;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::panic::AssertUnwindSafe;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use daemon::Daemon;
 use loadgen::run::{run, Report, RunParams, DEFAULT_HOSTNQN};
 use loadgen::workload::Pattern;
 use serde_json::json;
-use testkit::{pin_current_thread, Ceph, TempDir};
+use testkit::{bench_rounds, bench_seconds, pin_current_thread, Ceph, RbdBenchIo, TempDir};
 
 const TARGET_CPU: usize = 0;
 const LOADGEN_CPU: usize = 1;
@@ -60,7 +59,6 @@ mod sys {
     extern "C" {
         pub fn kill(pid: i32, sig: i32) -> i32;
     }
-    pub const SIGINT: i32 = 2;
     pub const SIGTERM: i32 = 15;
 }
 
@@ -74,15 +72,6 @@ fn on_cpu<T: Send>(cpu: usize, f: impl FnOnce() -> T + Send) -> T {
         .join()
         .expect("pinned thread panicked")
     })
-}
-
-fn seconds() -> Duration {
-    let s = std::env::var("RACKCACHE_BENCH_SECONDS")
-        .ok()
-        .and_then(|v| v.parse::<f64>().ok())
-        .filter(|s| *s > 0.0)
-        .unwrap_or(3.0);
-    Duration::from_secs_f64(s)
 }
 
 /// One workload as loadgen runs it.
@@ -200,67 +189,6 @@ fn loopback_gib_per_s(duration: Duration) -> std::io::Result<f64> {
         let (bytes, took) = received;
         Ok(bytes as f64 / took.as_secs_f64() / f64::from(1 << 30))
     })
-}
-
-/// `rbd bench` on `image` for about `duration`; ops per second.
-fn rbd_bench(
-    ceph: &Ceph,
-    image: &str,
-    io_type: &str,
-    w: Workload,
-    duration: Duration,
-) -> Result<f64, String> {
-    let pattern = if matches!(w.pattern, Pattern::RandRead | Pattern::RandWrite) {
-        "rand"
-    } else {
-        "seq"
-    };
-    let mut child = Command::new("rbd")
-        .arg("--conf")
-        .arg(ceph.var("CEPH_CONF"))
-        // librbd's cache off, as the rbd bdev runs it (docs/dataplane.md,
-        // "Durability"): both sides then read and write the OSDs.
-        .args([
-            "--rbd-cache=false",
-            "bench",
-            "--io-type",
-            io_type,
-            "--io-size",
-        ])
-        .arg(w.block_size.to_string())
-        .arg("--io-threads")
-        .arg(w.queue_depth.to_string())
-        .args(["--io-pattern", pattern, "--io-total", "1T", image])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("run rbd bench: {e}"))?;
-    let stdout = child.stdout.take().expect("piped");
-    let reader = std::thread::spawn(move || {
-        BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-            .find_map(|l| {
-                // elapsed: 2   ops: 29339   ops/sec: 10020.1   bytes/sec: 39 MiB/s
-                let rest = l.split_once("ops/sec:")?.1;
-                rest.split_whitespace().next()?.parse::<f64>().ok()
-            })
-    });
-    std::thread::sleep(duration);
-    // SIGINT: rbd bench stops and prints its summary.
-    // SAFETY: signalling our own child by PID.
-    unsafe { sys::kill(child.id() as i32, sys::SIGINT) };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    reader
-        .join()
-        .ok()
-        .flatten()
-        .ok_or_else(|| format!("rbd bench {io_type} {}: no summary", w.name))
 }
 
 /// One line of the table.
@@ -410,7 +338,7 @@ fn malloc_section(
         ));
     }
     let mut runs: Vec<Vec<Vec<Report>>> = targets.iter().map(|_| Vec::new()).collect();
-    let rounds = rounds();
+    let rounds = bench_rounds();
     for round in 1..=rounds {
         for (i, (name, start)) in targets.iter().enumerate() {
             println!("nvmf_tcp: malloc bdev, {name} (round {round} of {rounds}) ...");
@@ -462,15 +390,6 @@ fn malloc_section(
 /// [`malloc_reports`] with the target's log in the error.
 fn on_malloc(d: &Daemon, duration: Duration) -> Result<Vec<Report>, String> {
     malloc_reports(d, duration).map_err(|e| format!("{e}\ntarget log:\n{}", d.log_tail()))
-}
-
-/// `RACKCACHE_BENCH_ROUNDS`, default 3.
-fn rounds() -> usize {
-    std::env::var("RACKCACHE_BENCH_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|&n| n > 0)
-        .unwrap_or(3)
 }
 
 /// Per workload, the report of median IOPS among the rounds' runs.
@@ -596,7 +515,7 @@ fn rbd_rows(
         let mut ours = Vec::new();
         let mut befores = Vec::new();
         let mut raws = Vec::new();
-        for round in 0..rounds() {
+        for round in 0..bench_rounds() {
             // The host sleeps between completions: a spinning host would
             // take a CPU from Ceph's daemons, which `rbd bench` does not.
             let mut turns = vec![(addr.as_str(), &mut ours)];
@@ -606,7 +525,13 @@ fn rbd_rows(
             for (a, out) in turns {
                 out.push(measure_with(a, RBD_NQN, w, duration, false)?);
             }
-            raws.push(rbd_bench(ceph, &image, io_type, w, duration)?);
+            let io = RbdBenchIo {
+                io_type,
+                random: matches!(w.pattern, Pattern::RandRead | Pattern::RandWrite),
+                io_size: w.block_size,
+                queue_depth: w.queue_depth,
+            };
+            raws.push(ceph.rbd_bench(&image, io, duration)?.iops);
         }
         raws.sort_by(f64::total_cmp);
         let raw = raws[raws.len() / 2];
@@ -659,7 +584,7 @@ fn main() {
 }
 
 fn bench() -> Result<(), String> {
-    let duration = seconds();
+    let duration = bench_seconds();
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     if cpus <= LOADGEN_CPU {
         return Err(format!(
