@@ -15,6 +15,8 @@
 //! `RACKCACHE_BENCH_ROUNDS` (3), `RACKCACHE_BENCH_CEPH=0` to skip,
 //! `RACKCACHE_BENCH_WORKLOADS`: only the workloads whose names contain one
 //! of these comma-separated words (e.g. `seqread`, for a profile).
+//! `RACKCACHE_RUNTIME=current-thread`: one runtime thread, as the daemon
+//! takes the same variable.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
