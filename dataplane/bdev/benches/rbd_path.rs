@@ -1,5 +1,6 @@
 //! The Ceph path alone (issue 13, goal 2): the rbd bdev driven in this
-//! process, as the target drives it but without NVMe/TCP in front, beside
+//! process, on one runtime thread as the target drives it in the rbd rows
+//! of loadgen's `nvmf_tcp` bench but without NVMe/TCP in front, beside
 //! `rbd bench` on the same image. Both are then one librbd client each,
 //! with librbd's cache off, on a one-node Ceph (hack/ceph.sh) that shares
 //! this machine's CPUs; they take turns round after round, and each row is
@@ -15,8 +16,8 @@
 //! `RACKCACHE_BENCH_ROUNDS` (3), `RACKCACHE_BENCH_CEPH=0` to skip,
 //! `RACKCACHE_BENCH_WORKLOADS`: only the workloads whose names contain one
 //! of these comma-separated words (e.g. `seqread`, for a profile).
-//! `RACKCACHE_RUNTIME=current-thread`: one runtime thread, as the daemon
-//! takes the same variable.
+//! `RACKCACHE_RUNTIME=multi-thread`: one runtime worker per CPU instead of
+//! one runtime thread (the daemon takes the same variable).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -167,23 +168,26 @@ fn main() {
     .expect("connect to Ceph");
     let rbd = RbdBdev::open("Rbd0", cluster, pool, "bench", 4096).expect("open the image");
     let b = Arc::new(Bdev::Rbd(rbd));
-    // The runtime the daemon builds on this machine (one worker per CPU;
-    // `RACKCACHE_RUNTIME=current-thread` as the daemon takes it).
+    // One runtime thread, as loadgen's nvmf_tcp bench runs the daemon for
+    // its rbd rows; `RACKCACHE_RUNTIME=multi-thread`: one worker per CPU,
+    // as the daemon runs unpinned by default.
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let rt = if std::env::var("RACKCACHE_RUNTIME").as_deref() == Ok("current-thread") {
-        tokio::runtime::Builder::new_current_thread()
-    } else {
+    let multi = std::env::var("RACKCACHE_RUNTIME").as_deref() == Ok("multi-thread");
+    let rt = if multi {
         let mut b = tokio::runtime::Builder::new_multi_thread();
         b.worker_threads(cpus);
         b
+    } else {
+        tokio::runtime::Builder::new_current_thread()
     }
     .enable_all()
     .build()
     .expect("tokio runtime");
 
     println!(
-        "rbd_path: {rounds} rounds of {:.1} s per side after 1 s of warm-up, {cpus} CPUs shared with Ceph",
-        window.as_secs_f64()
+        "rbd_path: {rounds} rounds of {:.1} s per side after 1 s of warm-up, {} runtime, {cpus} CPUs shared with Ceph",
+        window.as_secs_f64(),
+        if multi { "multi-thread" } else { "current-thread" }
     );
     println!(
         "{:<20} {:>9} {:>9} {:>7} {:>11} {:>11}  goal",

@@ -87,6 +87,11 @@ pub(crate) struct Daemon {
 }
 
 impl Daemon {
+    /// The target's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Ours, on [`TARGET_CPU`], with `args` added (e.g. `--busy-poll on`).
     pub(crate) fn start(bin: &Path, dir: &Path, args: &[&str]) -> Result<Self, String> {
         let mut cmd = Command::new("taskset");

@@ -33,7 +33,9 @@ use daemon::Daemon;
 use loadgen::run::{run, Report, RunParams, DEFAULT_HOSTNQN};
 use loadgen::workload::Pattern;
 use serde_json::json;
-use testkit::{bench_rounds, bench_seconds, pin_current_thread, Ceph, RbdBenchIo, TempDir};
+use testkit::{
+    bench_rounds, bench_seconds, pin_current_thread, process_cpu, Ceph, RbdBenchIo, TempDir,
+};
 
 const TARGET_CPU: usize = 0;
 const LOADGEN_CPU: usize = 1;
@@ -198,6 +200,9 @@ struct Row {
     iops: Option<f64>,
     gib: Option<f64>,
     lat: Option<(f64, f64, f64, f64)>,
+    /// CPU time per operation of the target's whole process (rbd rows; for
+    /// `rbd bench`, its whole process), in µs.
+    cpu_us: Option<f64>,
     /// `(what, ours / reference, lower is better, the goal it is judged by)`.
     versus: Vec<(String, f64, bool, Option<f64>)>,
 }
@@ -211,6 +216,7 @@ impl Row {
             iops: Some(r.iops),
             gib: Some(gib_per_s(r)),
             lat: Some((l.p50_us, l.p99_us, l.p999_us, l.avg_us)),
+            cpu_us: None,
             versus: Vec::new(),
         }
     }
@@ -245,8 +251,8 @@ impl Row {
 fn print_table(rows: &[Row], notes: &[String]) {
     println!();
     println!(
-        "{:<16} {:<20} {:>9} {:>7} {:>7} {:>7} {:>8} {:>7}  vs (ours/reference; ok/MISS = meets the goal)",
-        "target", "workload", "IOPS", "GiB/s", "p50 us", "p99 us", "p99.9 us", "avg us"
+        "{:<16} {:<20} {:>9} {:>7} {:>7} {:>7} {:>8} {:>7} {:>6}  vs (ours/reference; ok/MISS = meets the goal)",
+        "target", "workload", "IOPS", "GiB/s", "p50 us", "p99 us", "p99.9 us", "avg us", "CPU us"
     );
     let opt = |v: Option<f64>, prec: usize| v.map_or("-".to_string(), |v| format!("{v:.prec$}"));
     for r in rows {
@@ -267,7 +273,7 @@ fn print_table(rows: &[Row], notes: &[String]) {
             })
             .collect();
         println!(
-            "{:<16} {:<20} {:>9} {:>7} {:>7} {:>7} {:>8} {:>7}  {}",
+            "{:<16} {:<20} {:>9} {:>7} {:>7} {:>7} {:>8} {:>7} {:>6}  {}",
             r.target,
             r.workload,
             opt(r.iops, 0),
@@ -276,6 +282,7 @@ fn print_table(rows: &[Row], notes: &[String]) {
             opt(p99, 1),
             opt(p999, 1),
             opt(avg, 1),
+            opt(r.cpu_us, 1),
             vs.join(", ")
         );
     }
@@ -488,6 +495,50 @@ fn rbd_export(d: &Daemon, ceph: &Ceph, pool: &str) -> Result<String, String> {
     d.export(RBD_NQN, "Rbd0")
 }
 
+/// One turn of a target on the rbd bdev, with the CPU time per operation
+/// of the target's process and of this one (the host's threads: nothing
+/// else runs here meanwhile), connecting included.
+struct RbdTurn {
+    report: Report,
+    target_cpu_us: f64,
+    host_cpu_us: f64,
+}
+
+impl RbdTurn {
+    fn row(&self, target: &str, w: Workload) -> Row {
+        Row {
+            cpu_us: Some(self.target_cpu_us),
+            ..Row::from_report(target, w, &self.report)
+        }
+    }
+}
+
+fn rbd_turn(addr: &str, d: &Daemon, w: Workload, duration: Duration) -> Result<RbdTurn, String> {
+    let me = std::process::id();
+    let cpu = || (process_cpu(d.pid()), process_cpu(me));
+    let (t0, h0) = cpu();
+    // The host sleeps between completions: a spinning host would take a
+    // CPU from Ceph's daemons, which `rbd bench` does not.
+    let report = measure_with(addr, RBD_NQN, w, duration, false)?;
+    let (t1, h1) = cpu();
+    let per_op = |a: Option<Duration>, b: Option<Duration>| match (a, b) {
+        (Some(a), Some(b)) if report.ops > 0 => (b - a).as_secs_f64() * 1e6 / report.ops as f64,
+        _ => f64::NAN,
+    };
+    Ok(RbdTurn {
+        target_cpu_us: per_op(t0, t1),
+        host_cpu_us: per_op(h0, h1),
+        report,
+    })
+}
+
+/// The turn of median IOPS.
+fn median_turn(mut turns: Vec<RbdTurn>) -> Option<RbdTurn> {
+    turns.sort_by(|a, b| a.report.iops.total_cmp(&b.report.iops));
+    let mid = turns.len() / 2;
+    turns.into_iter().nth(mid)
+}
+
 /// The rbd rows: ours (and `before`, a previous build, when given) beside
 /// `rbd bench` on the same image, taking turns round after round.
 fn rbd_rows(
@@ -495,6 +546,7 @@ fn rbd_rows(
     before: Option<&Daemon>,
     ceph: &Ceph,
     duration: Duration,
+    notes: &mut Vec<String>,
 ) -> Result<Vec<Row>, String> {
     let pool = ceph.var("RACKCACHE_CEPH_POOL");
     let image = format!("{pool}/bench");
@@ -516,14 +568,12 @@ fn rbd_rows(
         let mut befores = Vec::new();
         let mut raws = Vec::new();
         for round in 0..bench_rounds() {
-            // The host sleeps between completions: a spinning host would
-            // take a CPU from Ceph's daemons, which `rbd bench` does not.
-            let mut turns = vec![(addr.as_str(), &mut ours)];
-            if let Some(b) = &before_addr {
-                turns.insert(1 - round % 2, (b.as_str(), &mut befores));
+            let mut turns = vec![(addr.as_str(), d, &mut ours)];
+            if let (Some(a), Some(b)) = (&before_addr, before) {
+                turns.insert(1 - round % 2, (a.as_str(), b, &mut befores));
             }
-            for (a, out) in turns {
-                out.push(measure_with(a, RBD_NQN, w, duration, false)?);
+            for (a, target, out) in turns {
+                out.push(rbd_turn(a, target, w, duration)?);
             }
             let io = RbdBenchIo {
                 io_type,
@@ -531,32 +581,40 @@ fn rbd_rows(
                 io_size: w.block_size,
                 queue_depth: w.queue_depth,
             };
-            raws.push(ceph.rbd_bench(&image, io, duration)?.iops);
+            raws.push(ceph.rbd_bench(&image, io, duration)?);
         }
-        raws.sort_by(f64::total_cmp);
+        raws.sort_by(|a, b| a.iops.total_cmp(&b.iops));
         let raw = raws[raws.len() / 2];
-        let r = median_report(ours).ok_or("no rbd runs")?;
-        let b = median_report(befores);
+        let r = median_turn(ours).ok_or("no rbd runs")?;
+        let b = median_turn(befores);
         if let Some(b) = &b {
-            rows.push(Row::from_report("rbd before", w, b).versus("rbd bench", b.iops, raw, false));
+            rows.push(
+                b.row("rbd before", w)
+                    .versus("rbd bench", b.report.iops, raw.iops, false),
+            );
         }
-        let mut row = Row::from_report("rbd", w, &r).judged_by(
+        let mut row = r.row("rbd", w).judged_by(
             "rbd bench",
-            r.iops,
-            raw,
+            r.report.iops,
+            raw.iops,
             false,
             GOAL_VS_RBD_BENCH,
         );
         if let Some(b) = &b {
-            row = row.versus("IOPS/before", r.iops, b.iops, false);
+            row = row.versus("IOPS/before", r.report.iops, b.report.iops, false);
         }
         rows.push(row);
+        notes.push(format!(
+            "rbd {}: the host (loadgen) took {:.1} CPU us/op on top, which rbd bench does not have",
+            w.name, r.host_cpu_us
+        ));
         rows.push(Row {
             target: "rbd".into(),
             workload: format!("  rbd bench {io_type}"),
-            iops: Some(raw),
-            gib: Some(raw * w.block_size as f64 / f64::from(1 << 30)),
+            iops: Some(raw.iops),
+            gib: Some(raw.iops * w.block_size as f64 / f64::from(1 << 30)),
             lat: None,
+            cpu_us: Some(raw.cpu_us_per_op),
             versus: Vec::new(),
         });
     }
@@ -606,6 +664,7 @@ fn bench() -> Result<(), String> {
         iops: None,
         gib: Some(loopback),
         lat: None,
+        cpu_us: None,
         versus: Vec::new(),
     }];
 
@@ -646,7 +705,7 @@ fn bench() -> Result<(), String> {
                 println!("nvmf_tcp: rbd bdev and rbd bench ...");
                 let c = ceph.insert(c);
                 let r = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                    rbd_rows(&daemon, before.as_ref(), c, duration)
+                    rbd_rows(&daemon, before.as_ref(), c, duration, &mut notes)
                 }));
                 match r {
                     Ok(Ok(r)) => rows.extend(r),
