@@ -207,6 +207,10 @@ fn main() {
                     let r = ceph
                         .rbd_bench(&image, w, window + Duration::from_secs(1))
                         .unwrap_or_else(|e| panic!("{e}"));
+                    assert!(
+                        !r.steady_iops.is_nan(),
+                        "rbd bench printed no per-second line in {window:?} (+1 s)"
+                    );
                     theirs.push(Turn {
                         iops: r.steady_iops,
                         cpu_us_per_op: r.cpu_us_per_op,

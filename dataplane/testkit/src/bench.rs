@@ -46,11 +46,13 @@ pub struct RbdBenchRun {
     pub iops: f64,
     /// Operations per second from its first per-second line to the end:
     /// the steady state, without connecting, opening the image and the
-    /// first second's ramp.
+    /// first second's ramp. NaN when it printed no per-second line within
+    /// the run.
     pub steady_iops: f64,
     /// CPU time of the whole `rbd bench` process (librbd and its messenger
     /// included) per operation, in µs, counted from its first per-second
-    /// line to the end: connecting and opening the image are left out.
+    /// line to the end: connecting and opening the image are left out. NaN
+    /// when unknown.
     pub cpu_us_per_op: f64,
 }
 
@@ -154,16 +156,22 @@ impl Ceph {
                 BenchLine::Second(_) => None,
             })
             .ok_or_else(|| format!("rbd bench {io:?}: no summary"))?;
-        let (ops0, cpu0, t0) =
-            first.ok_or_else(|| format!("rbd bench {io:?}: no per-second line in {duration:?}"))?;
-        let steady_ops = ops.saturating_sub(ops0) as f64;
-        let cpu_us_per_op = match (cpu0, cpu_end) {
-            (Some(c0), Some(c1)) if steady_ops > 0.0 => (c1 - c0).as_secs_f64() * 1e6 / steady_ops,
-            _ => f64::NAN,
+        // Without a per-second line in `duration` (a slow start), only the
+        // summary's figure is known.
+        let (steady_iops, cpu_us_per_op) = match first {
+            Some((ops0, cpu0, t0)) if ops > ops0 => {
+                let steady_ops = (ops - ops0) as f64;
+                let cpu = match (cpu0, cpu_end) {
+                    (Some(c0), Some(c1)) => (c1 - c0).as_secs_f64() * 1e6 / steady_ops,
+                    _ => f64::NAN,
+                };
+                (steady_ops / (stopped - t0).as_secs_f64(), cpu)
+            }
+            _ => (f64::NAN, f64::NAN),
         };
         Ok(RbdBenchRun {
             iops,
-            steady_iops: steady_ops / (stopped - t0).as_secs_f64(),
+            steady_iops,
             cpu_us_per_op,
         })
     }
