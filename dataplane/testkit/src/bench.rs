@@ -200,13 +200,35 @@ mod tests {
 
     #[test]
     fn own_cpu_time_is_read() {
-        let t = process_cpu(std::process::id()).expect("our own /proc stat");
-        // Spin for a while: the counter (in clock ticks) must move.
+        // The kernel's precise clock of this process's CPU time.
+        let precise = || {
+            let mut ts = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // SAFETY: a valid out-pointer.
+            unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+            Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+        };
+        let (t0, p0) = (
+            process_cpu(std::process::id()).expect("our /proc stat"),
+            precise(),
+        );
+        // Spin until 200 ms of CPU time were used (however busy the
+        // machine is), then /proc must have counted most of them.
         let start = Instant::now();
         let mut x = 0u64;
-        while start.elapsed() < Duration::from_millis(100) {
+        while precise() - p0 < Duration::from_millis(200) {
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "no CPU time in 60 s"
+            );
             x = std::hint::black_box(x.wrapping_add(1));
         }
-        assert!(process_cpu(std::process::id()).unwrap() > t);
+        let used = process_cpu(std::process::id()).unwrap() - t0;
+        assert!(
+            used >= Duration::from_millis(100) && used < Duration::from_secs(10),
+            "/proc counted {used:?} for 200 ms of CPU"
+        );
     }
 }
