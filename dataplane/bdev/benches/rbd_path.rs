@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use bdev::rbd::{ClusterConfig, RbdBdev, RbdCluster};
 use bdev::{Bdev, DmaBuf};
-use testkit::{bench_rounds, bench_seconds, process_cpu, Ceph, RbdBenchIo};
+use testkit::{bench_rounds, bench_seconds, median_by, process_cpu, Ceph, RbdBenchIo};
 
 /// The image both sides use, written whole first.
 const IMAGE_BYTES: u64 = 256 << 20;
@@ -56,8 +56,8 @@ struct Turn {
 }
 
 /// The offsets one in-flight slot visits: random aligned ones from its own
-/// generator, or the next of a cursor all slots share (as `rbd bench
-/// --io-pattern seq` does with its threads).
+/// generator, or the next of one sequential stream all slots share (as
+/// `rbd bench --io-pattern full-seq` runs, see `RbdBenchIo::random`).
 enum Offsets {
     Random(u64),
     Sequential(Arc<AtomicU64>),
@@ -129,12 +129,6 @@ async fn drive(b: &Arc<Bdev>, w: RbdBenchIo, window: Duration) -> Turn {
         iops: done / (t1 - t0).as_secs_f64(),
         cpu_us_per_op: cpu.map_or(f64::NAN, |c| c * 1e6 / done.max(1.0)),
     }
-}
-
-/// The turn of median IOPS.
-fn median(mut turns: Vec<Turn>) -> Turn {
-    turns.sort_by(|a, b| a.iops.total_cmp(&b.iops));
-    turns[turns.len() / 2]
 }
 
 fn main() {
@@ -218,7 +212,9 @@ fn main() {
                 }
             }
         }
-        let (o, t) = (median(ours), median(theirs));
+        let iops = |t: &Turn| t.iops;
+        let (o, t) = (median_by(ours, iops), median_by(theirs, iops));
+        let (o, t) = (o.expect("rounds >= 1"), t.expect("rounds >= 1"));
         let ratio = o.iops / t.iops;
         println!(
             "{name:<20} {:>9.0} {:>9.0} {ratio:>7.2} {:>11.1} {:>11.1}  {}",
@@ -233,6 +229,9 @@ fn main() {
             }
         );
     }
-    drop(rt);
-    drop(b);
+    // Close the image before Ceph stops (dropping the bdev would close it
+    // on a thread of its own, racing `hack/ceph.sh down`).
+    if let Some(Bdev::Rbd(rbd)) = Arc::into_inner(b) {
+        rt.block_on(rbd.close());
+    }
 }

@@ -18,6 +18,13 @@ pub fn bench_seconds() -> Duration {
     Duration::from_secs_f64(s)
 }
 
+/// The element of median `key` (the upper one of an even count).
+pub fn median_by<T>(mut runs: Vec<T>, key: impl Fn(&T) -> f64) -> Option<T> {
+    runs.sort_by(|a, b| key(a).total_cmp(&key(b)));
+    let mid = runs.len() / 2;
+    runs.into_iter().nth(mid)
+}
+
 /// `RACKCACHE_BENCH_ROUNDS`: rounds of turns (default 3).
 pub fn bench_rounds() -> usize {
     std::env::var("RACKCACHE_BENCH_ROUNDS")
@@ -32,7 +39,12 @@ pub fn bench_rounds() -> usize {
 pub struct RbdBenchIo {
     /// `read` or `write`.
     pub io_type: &'static str,
-    /// Random offsets, or sequential ones.
+    /// Random offsets, or one sequential stream that every I/O in flight
+    /// takes the next offset of (`--io-pattern full-seq`, as fio and
+    /// loadgen run a sequential job: `seq` would give each of `rbd bench`'s
+    /// threads a stretch of the image of its own, so that its I/Os in
+    /// flight fall on as many RADOS objects, where one stream's fall on
+    /// one or two).
     pub random: bool,
     pub io_size: usize,
     /// `--io-threads`: operations in flight.
@@ -44,14 +56,13 @@ pub struct RbdBenchIo {
 pub struct RbdBenchRun {
     /// Its own summary's operations per second, over its whole run.
     pub iops: f64,
-    /// Operations per second from its first per-second line to the end:
-    /// the steady state, without connecting, opening the image and the
-    /// first second's ramp. NaN when it printed no per-second line within
-    /// the run.
+    /// Operations per second from its first per-second line to its last
+    /// one before `duration` ran out: the steady state, without
+    /// connecting, opening the image, the first second's ramp and the
+    /// drain at the end. NaN when it printed fewer than two such lines.
     pub steady_iops: f64,
     /// CPU time of the whole `rbd bench` process (librbd and its messenger
-    /// included) per operation, in µs, counted from its first per-second
-    /// line to the end: connecting and opening the image are left out. NaN
+    /// included) per operation, in µs, between the same two lines. NaN
     /// when unknown.
     pub cpu_us_per_op: f64,
 }
@@ -74,16 +85,14 @@ enum BenchLine {
     /// `  SEC  OPS  OPS/SEC  BYTES/SEC`: operations done so far.
     Second(u64),
     /// `elapsed: 2  ops: 29339  ops/sec: 10020.1  bytes/sec: 39 MiB/s`.
-    Summary { ops: u64, iops: f64 },
+    Summary { iops: f64 },
 }
 
 fn parse_line(l: &str) -> Option<BenchLine> {
     if let Some(rest) = l.split_once("ops:").map(|(_, r)| r) {
-        let mut f = rest.split_whitespace();
-        let ops = f.next()?.parse().ok()?;
+        rest.split_whitespace().next()?.parse::<u64>().ok()?;
         let iops = l.split_once("ops/sec:")?.1.split_whitespace().next()?;
         return Some(BenchLine::Summary {
-            ops,
             iops: iops.parse().ok()?,
         });
     }
@@ -112,7 +121,7 @@ impl Ceph {
             .arg(io.io_size.to_string())
             .arg("--io-threads")
             .arg(io.queue_depth.to_string())
-            .args(["--io-pattern", if io.random { "rand" } else { "seq" }])
+            .args(["--io-pattern", if io.random { "rand" } else { "full-seq" }])
             .args(["--io-total", "1T", image])
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -129,17 +138,17 @@ impl Ceph {
             }
         });
         let end = Instant::now() + duration;
-        // The first per-second line: from here on it is doing I/O.
-        let first = loop {
-            match rx.recv_timeout(end.saturating_duration_since(Instant::now())) {
-                Ok(BenchLine::Second(ops)) => break Some((ops, process_cpu(pid), Instant::now())),
-                Ok(BenchLine::Summary { .. }) => {}
-                Err(_) => break None,
+        // Per-second lines until `duration` runs out, each with the CPU time
+        // and the instant it arrived: from the first one on it is doing I/O.
+        let mut seconds = Vec::new();
+        // A summary before then: it stopped by itself (an error).
+        let mut summary = None;
+        while let Ok(line) = rx.recv_timeout(end.saturating_duration_since(Instant::now())) {
+            match line {
+                BenchLine::Second(ops) => seconds.push((ops, process_cpu(pid), Instant::now())),
+                BenchLine::Summary { iops } => summary = Some(iops),
             }
-        };
-        std::thread::sleep(end.saturating_duration_since(Instant::now()));
-        let cpu_end = process_cpu(pid);
-        let stopped = Instant::now();
+        }
         // SAFETY: signalling our own child by PID.
         unsafe { libc::kill(pid as i32, libc::SIGINT) };
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -149,23 +158,22 @@ impl Ceph {
         let _ = child.kill();
         let _ = child.wait();
         let _ = reader.join();
-        let (ops, iops) = rx
-            .try_iter()
-            .find_map(|l| match l {
-                BenchLine::Summary { ops, iops } => Some((ops, iops)),
-                BenchLine::Second(_) => None,
+        let iops = summary
+            .or_else(|| {
+                rx.try_iter().find_map(|l| match l {
+                    BenchLine::Summary { iops } => Some(iops),
+                    BenchLine::Second(_) => None,
+                })
             })
             .ok_or_else(|| format!("rbd bench {io:?}: no summary"))?;
-        // Without a per-second line in `duration` (a slow start), only the
-        // summary's figure is known.
-        let (steady_iops, cpu_us_per_op) = match first {
-            Some((ops0, cpu0, t0)) if ops > ops0 => {
-                let steady_ops = (ops - ops0) as f64;
-                let cpu = match (cpu0, cpu_end) {
-                    (Some(c0), Some(c1)) => (c1 - c0).as_secs_f64() * 1e6 / steady_ops,
+        let (steady_iops, cpu_us_per_op) = match (seconds.first(), seconds.last()) {
+            (Some(&(ops0, cpu0, t0)), Some(&(ops1, cpu1, t1))) if ops1 > ops0 => {
+                let ops = (ops1 - ops0) as f64;
+                let cpu = match (cpu0, cpu1) {
+                    (Some(c0), Some(c1)) => c1.saturating_sub(c0).as_secs_f64() * 1e6 / ops,
                     _ => f64::NAN,
                 };
-                (steady_ops / (stopped - t0).as_secs_f64(), cpu)
+                (ops / (t1 - t0).as_secs_f64(), cpu)
             }
             _ => (f64::NAN, f64::NAN),
         };
@@ -188,10 +196,7 @@ mod tests {
             Some(BenchLine::Second(478912))
         ));
         match parse_line("elapsed: 3   ops: 895369   ops/sec: 228878   bytes/sec: 894 MiB/s") {
-            Some(BenchLine::Summary { ops, iops }) => {
-                assert_eq!(ops, 895369);
-                assert_eq!(iops, 228878.0);
-            }
+            Some(BenchLine::Summary { iops }) => assert_eq!(iops, 228878.0),
             _ => panic!("summary not parsed"),
         }
         assert!(parse_line("  SEC       OPS   OPS/SEC   BYTES/SEC").is_none());

@@ -4,7 +4,7 @@
 
 mod bench;
 
-pub use bench::{bench_rounds, bench_seconds, process_cpu, RbdBenchIo, RbdBenchRun};
+pub use bench::{bench_rounds, bench_seconds, median_by, process_cpu, RbdBenchIo, RbdBenchRun};
 
 use std::collections::HashMap;
 use std::net::TcpListener;

@@ -34,7 +34,8 @@ use loadgen::run::{run, Report, RunParams, DEFAULT_HOSTNQN};
 use loadgen::workload::Pattern;
 use serde_json::json;
 use testkit::{
-    bench_rounds, bench_seconds, pin_current_thread, process_cpu, Ceph, RbdBenchIo, TempDir,
+    bench_rounds, bench_seconds, median_by, pin_current_thread, process_cpu, Ceph, RbdBenchIo,
+    TempDir,
 };
 
 const TARGET_CPU: usize = 0;
@@ -403,15 +404,8 @@ fn on_malloc(d: &Daemon, duration: Duration) -> Result<Vec<Report>, String> {
 fn median_runs(rounds: Vec<Vec<Report>>) -> Vec<Report> {
     (0..MALLOC_WORKLOADS.len())
         .map(|w| rounds.iter().filter_map(|r| r.get(w).cloned()).collect())
-        .filter_map(median_report)
+        .filter_map(|runs| median_by(runs, |r: &Report| r.iops))
         .collect()
-}
-
-/// The run of median IOPS, if any.
-fn median_report(mut runs: Vec<Report>) -> Option<Report> {
-    runs.sort_by(|a, b| a.iops.total_cmp(&b.iops));
-    let mid = runs.len() / 2;
-    runs.into_iter().nth(mid)
 }
 
 /// Creates a malloc bdev on `d` (ours or SPDK's: the same RPCs), exports
@@ -532,13 +526,6 @@ fn rbd_turn(addr: &str, d: &Daemon, w: Workload, duration: Duration) -> Result<R
     })
 }
 
-/// The turn of median IOPS.
-fn median_turn(mut turns: Vec<RbdTurn>) -> Option<RbdTurn> {
-    turns.sort_by(|a, b| a.report.iops.total_cmp(&b.report.iops));
-    let mid = turns.len() / 2;
-    turns.into_iter().nth(mid)
-}
-
 /// The rbd rows: ours (and `before`, a previous build, when given) beside
 /// `rbd bench` on the same image, taking turns round after round.
 fn rbd_rows(
@@ -583,10 +570,10 @@ fn rbd_rows(
             };
             raws.push(ceph.rbd_bench(&image, io, duration)?);
         }
-        raws.sort_by(|a, b| a.iops.total_cmp(&b.iops));
-        let raw = raws[raws.len() / 2];
-        let r = median_turn(ours).ok_or("no rbd runs")?;
-        let b = median_turn(befores);
+        let turn_iops = |t: &RbdTurn| t.report.iops;
+        let raw = median_by(raws, |r| r.iops).ok_or("no rbd bench runs")?;
+        let r = median_by(ours, turn_iops).ok_or("no rbd runs")?;
+        let b = median_by(befores, turn_iops);
         if let Some(b) = &b {
             rows.push(
                 b.row("rbd before", w)
@@ -614,7 +601,9 @@ fn rbd_rows(
             iops: Some(raw.iops),
             gib: Some(raw.iops * w.block_size as f64 / f64::from(1 << 30)),
             lat: None,
-            cpu_us: Some(raw.cpu_us_per_op),
+            // Unknown (NaN) when the turn was too short for two of its
+            // per-second lines.
+            cpu_us: Some(raw.cpu_us_per_op).filter(|c| c.is_finite()),
             versus: Vec::new(),
         });
     }
