@@ -124,7 +124,9 @@ async fn drive(b: &Arc<Bdev>, w: RbdBenchIo, window: Duration) -> Turn {
         s.await.expect("an I/O slot panicked");
     }
     let done = (ops1 - ops0) as f64;
-    let cpu = cpu1.zip(cpu0).map(|(c1, c0)| (c1 - c0).as_secs_f64());
+    let cpu = cpu1
+        .zip(cpu0)
+        .map(|(c1, c0)| c1.saturating_sub(c0).as_secs_f64());
     Turn {
         iops: done / (t1 - t0).as_secs_f64(),
         cpu_us_per_op: cpu.map_or(f64::NAN, |c| c * 1e6 / done.max(1.0)),

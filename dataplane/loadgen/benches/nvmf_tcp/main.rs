@@ -516,7 +516,9 @@ fn rbd_turn(addr: &str, d: &Daemon, w: Workload, duration: Duration) -> Result<R
     let report = measure_with(addr, RBD_NQN, w, duration, false)?;
     let (t1, h1) = cpu();
     let per_op = |a: Option<Duration>, b: Option<Duration>| match (a, b) {
-        (Some(a), Some(b)) if report.ops > 0 => (b - a).as_secs_f64() * 1e6 / report.ops as f64,
+        (Some(a), Some(b)) if report.ops > 0 => {
+            b.saturating_sub(a).as_secs_f64() * 1e6 / report.ops as f64
+        }
         _ => f64::NAN,
     };
     Ok(RbdTurn {
@@ -554,6 +556,12 @@ fn rbd_rows(
         let mut ours = Vec::new();
         let mut befores = Vec::new();
         let mut raws = Vec::new();
+        let io = RbdBenchIo {
+            io_type,
+            random: matches!(w.pattern, Pattern::RandRead | Pattern::RandWrite),
+            io_size: w.block_size,
+            queue_depth: w.queue_depth,
+        };
         for round in 0..bench_rounds() {
             let mut turns = vec![(addr.as_str(), d, &mut ours)];
             if let (Some(a), Some(b)) = (&before_addr, before) {
@@ -562,12 +570,6 @@ fn rbd_rows(
             for (a, target, out) in turns {
                 out.push(rbd_turn(a, target, w, duration)?);
             }
-            let io = RbdBenchIo {
-                io_type,
-                random: matches!(w.pattern, Pattern::RandRead | Pattern::RandWrite),
-                io_size: w.block_size,
-                queue_depth: w.queue_depth,
-            };
             raws.push(ceph.rbd_bench(&image, io, duration)?);
         }
         let turn_iops = |t: &RbdTurn| t.report.iops;
