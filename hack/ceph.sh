@@ -5,9 +5,13 @@
 #
 # Usage:
 #   hack/ceph.sh up DIR [--mon-port PORT] [--pool NAME] [--user NAME] [--memstore]
+#                       [--cpus LIST]
 #       Start the cluster (or re-print its settings if it already runs) and
 #       print shell assignments: the monitor address, the client user (caps:
-#       `profile rbd` on POOL only) and its key, CEPH_CONF.
+#       `profile rbd` on POOL only) and its key, CEPH_CONF. --cpus runs the
+#       daemons on those CPUs only (taskset's list, e.g. 1 or 2-3), so that a
+#       benchmark can keep its clients off them, as Ceph runs on other
+#       machines than its clients in a real deployment.
 #   hack/ceph.sh env DIR      Re-print those settings.
 #   hack/ceph.sh down DIR     Stop the daemons by PID (TERM, then KILL after
 #                             10 s) and remove DIR.
@@ -26,13 +30,14 @@ case "$cmd" in
   *) die "unknown command: $cmd (see --help)" ;;
 esac
 
-mon_port=13300 pool=rbd user=csi objectstore=bluestore
+mon_port=13300 pool=rbd user=csi objectstore=bluestore cpus=
 while [ $# -gt 0 ]; do
   case "$1" in
     --mon-port) mon_port="${2:?--mon-port needs a value}"; shift 2 ;;
     --pool) pool="${2:?--pool needs a value}"; shift 2 ;;
     --user) user="${2:?--user needs a value}"; shift 2 ;;
     --memstore) objectstore=memstore; shift ;;
+    --cpus) cpus="${2:?--cpus needs a value}"; shift 2 ;;
     *) die "unknown option: $1 (see --help)" ;;
   esac
 done
@@ -40,6 +45,7 @@ done
   || die "--mon-port must be a number from 1024 to 65000, got '$mon_port'"
 [[ "$pool" =~ ^[A-Za-z0-9_.-]+$ ]] || die "--pool: invalid pool name '$pool'"
 [[ "$user" =~ ^[A-Za-z0-9_.-]+$ ]] || die "--user: invalid user name '$user'"
+[[ "$cpus" =~ ^[0-9,-]*$ ]] || die "--cpus: expected a CPU list such as 1 or 2-3, got '$cpus'"
 
 mkdir -p "$dir" 2>/dev/null || true
 dir="$(cd "$dir" 2>/dev/null && pwd)" || die "cannot use directory $2"
@@ -49,6 +55,15 @@ export CEPH_CONF="$conf"
 # ceph runs the admin CLI against our cluster only, never /etc/ceph, and
 # never waits long for an answer.
 ceph_admin() { timeout 60 ceph --conf "$conf" --connect-timeout 20 "$@"; }
+
+# Starts a daemon, on --cpus when given (it forks: the mask is inherited).
+run_daemon() {
+  if [ -n "$cpus" ]; then
+    taskset -c "$cpus" "$@"
+  else
+    "$@"
+  fi
+}
 
 write_conf() {
   local fsid="$1"
@@ -197,13 +212,13 @@ up() {
   monmaptool --create --fsid "$fsid" \
     --addv a "[v2:127.0.0.1:$mon_port,v1:127.0.0.1:$((mon_port + 1))]" "$dir/monmap" >/dev/null
   ceph-mon --conf "$conf" --mkfs -i a --monmap "$dir/monmap" --keyring "$dir/keyring"
-  ceph-mon --conf "$conf" -i a
+  run_daemon ceph-mon --conf "$conf" -i a
   wait_for "the monitor" 30 ceph_admin mon stat
 
   # Manager.
   ceph_admin auth get-or-create mgr.x mon 'allow profile mgr' osd 'allow *' mds 'allow *' \
     -o "$dir/mgr.x/keyring"
-  ceph-mgr --conf "$conf" -i x
+  run_daemon ceph-mgr --conf "$conf" -i x
 
   # One OSD whose bluestore lives on a sparse file in its data directory.
   local osd_uuid osd_secret osd_id
@@ -216,7 +231,7 @@ up() {
   ceph-authtool --create-keyring "$dir/osd.0/keyring" --name osd.0 --add-key "$osd_secret" >/dev/null
   ceph-osd --conf "$conf" -i 0 --mkfs --osd-uuid "$osd_uuid" 2>"$dir/log/osd.0.mkfs.log" \
     || { cat "$dir/log/osd.0.mkfs.log" >&2; die "ceph-osd --mkfs failed"; }
-  ceph-osd --conf "$conf" -i 0
+  run_daemon ceph-osd --conf "$conf" -i 0
   wait_for "the OSD to come up" 60 osd_up
 
   # An RBD pool and a client that may use that pool only.

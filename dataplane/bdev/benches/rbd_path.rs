@@ -2,8 +2,8 @@
 //! process, on one runtime thread as the target drives it in the rbd rows
 //! of loadgen's `nvmf_tcp` bench but without NVMe/TCP in front, beside
 //! `rbd bench` on the same image. Both are then one librbd client each,
-//! with librbd's cache off, on a one-node Ceph (hack/ceph.sh) that shares
-//! this machine's CPUs; they take turns round after round, and each row is
+//! with librbd's cache off, on a one-node Ceph (hack/ceph.sh) kept on a
+//! CPU of its own; they take turns round after round, and each row is
 //! the median. The end-to-end figure, through the target and a host, is
 //! the rbd rows of loadgen's `nvmf_tcp` bench.
 //!
@@ -18,6 +18,9 @@
 //! of these comma-separated words (e.g. `seqread`, for a profile).
 //! `RACKCACHE_RUNTIME=multi-thread`: one runtime worker per CPU instead of
 //! one runtime thread (the daemon takes the same variable).
+//! `RACKCACHE_BENCH_CEPH_CPUS`: the CPUs of Ceph's daemons (default: the
+//! last one), this process and `rbd bench` on the others; `shared`: all on
+//! every CPU (`testkit::ceph_cpus`).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -25,7 +28,10 @@ use std::time::{Duration, Instant};
 
 use bdev::rbd::{ClusterConfig, RbdBdev, RbdCluster};
 use bdev::{Bdev, DmaBuf};
-use testkit::{bench_rounds, bench_seconds, median_by, process_cpu, Ceph, RbdBenchIo};
+use testkit::{
+    bench_rounds, bench_seconds, ceph_cpus, client_cpus, median_by, pin_current_thread_to,
+    process_cpu, Ceph, RbdBenchIo,
+};
 
 /// The image both sides use, written whole first.
 const IMAGE_BYTES: u64 = 256 << 20;
@@ -146,10 +152,16 @@ fn main() {
     let window = bench_seconds();
     let rounds = bench_rounds();
     println!("rbd_path: starting a one-node Ceph ...");
-    let ceph = Ceph::start();
+    let ceph = Ceph::start_on(ceph_cpus().as_deref());
     let pool = ceph.var("RACKCACHE_CEPH_POOL");
     let image = format!("{pool}/bench");
     ceph.create_filled_image(&image, IMAGE_BYTES);
+    // With Ceph on CPUs of its own, this process (librbd's threads, started
+    // below, included) and `rbd bench` (started from here) get the rest.
+    let clients = client_cpus();
+    if let Some(cpus) = &clients {
+        pin_current_thread_to(cpus).expect("pin the bench to the clients' CPUs");
+    }
     // As the target connects: the restricted CSI user, librbd's cache off
     // (bdev::rbd sets the options, as for every rbd bdev).
     let cluster = RbdCluster::connect(
@@ -180,8 +192,12 @@ fn main() {
     .build()
     .expect("tokio runtime");
 
+    let placement = match (&clients, ceph_cpus()) {
+        (Some(c), Some(ceph)) => format!("clients on CPUs {c:?}, Ceph on {ceph}"),
+        _ => format!("{cpus} CPUs shared with Ceph"),
+    };
     println!(
-        "rbd_path: {rounds} rounds of {:.1} s per side after 1 s of warm-up, {} runtime, {cpus} CPUs shared with Ceph",
+        "rbd_path: {rounds} rounds of {:.1} s per side after 1 s of warm-up, {} runtime, {placement}",
         window.as_secs_f64(),
         if multi { "multi-thread" } else { "current-thread" }
     );

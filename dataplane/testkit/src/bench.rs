@@ -25,6 +25,74 @@ pub fn median_by<T>(mut runs: Vec<T>, key: impl Fn(&T) -> f64) -> Option<T> {
     runs.into_iter().nth(mid)
 }
 
+/// The CPUs Ceph's daemons run on in the rbd benches, kept apart from
+/// the clients' (targets, hosts, `rbd bench`), as a deployment runs Ceph
+/// on machines of its own: `RACKCACHE_BENCH_CEPH_CPUS`, a taskset list
+/// (`1`, `1,3`, `2-3`), by default the last CPU when there are two or
+/// more; `shared`: none of their own (Ceph and the clients share every
+/// CPU, as on a one-box test cluster). Panics on a list that names no CPU
+/// of this machine or leaves the clients none: a bench must not measure
+/// something other than what it was asked to.
+pub fn ceph_cpus() -> Option<String> {
+    let all = online_cpus();
+    let list = match std::env::var("RACKCACHE_BENCH_CEPH_CPUS") {
+        Ok(v) if v == "shared" => return None,
+        Ok(v) if !v.is_empty() => v,
+        _ if all.len() >= 2 => return Some(all[all.len() - 1].to_string()),
+        _ => return None,
+    };
+    let ceph =
+        parse_cpu_list(&list).unwrap_or_else(|e| panic!("RACKCACHE_BENCH_CEPH_CPUS={list}: {e}"));
+    assert!(
+        ceph.iter().all(|c| all.contains(c)) && all.iter().any(|c| !ceph.contains(c)),
+        "RACKCACHE_BENCH_CEPH_CPUS={list}: must name some but not all of this machine's CPUs {all:?}"
+    );
+    Some(list)
+}
+
+/// The CPUs left to the clients (targets, hosts, `rbd bench`) when
+/// [`ceph_cpus`] keeps Ceph apart; None when they share every CPU.
+pub fn client_cpus() -> Option<Vec<usize>> {
+    let ceph = parse_cpu_list(&ceph_cpus()?).expect("checked by ceph_cpus");
+    Some(
+        online_cpus()
+            .into_iter()
+            .filter(|c| !ceph.contains(c))
+            .collect(),
+    )
+}
+
+/// The machine's CPUs, whatever this thread's own mask (which
+/// `available_parallelism` would count).
+fn online_cpus() -> Vec<usize> {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    (0..n.max(1) as usize).collect()
+}
+
+/// Parses a taskset-style CPU list: numbers and ranges, comma-separated.
+fn parse_cpu_list(list: &str) -> Result<Vec<usize>, String> {
+    let mut cpus = Vec::new();
+    for part in list.split(',') {
+        let num = |s: &str| {
+            s.trim()
+                .parse::<usize>()
+                .map_err(|_| format!("'{s}' is not a CPU number"))
+        };
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b) = (num(a)?, num(b)?);
+                if a > b {
+                    return Err(format!("empty range {part}"));
+                }
+                cpus.extend(a..=b);
+            }
+            None => cpus.push(num(part)?),
+        }
+    }
+    Ok(cpus)
+}
+
 /// `RACKCACHE_BENCH_ROUNDS`: rounds of turns (default 3).
 pub fn bench_rounds() -> usize {
     std::env::var("RACKCACHE_BENCH_ROUNDS")
@@ -187,6 +255,15 @@ impl Ceph {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn cpu_lists_parse() {
+        assert_eq!(super::parse_cpu_list("1"), Ok(vec![1]));
+        assert_eq!(super::parse_cpu_list("0,2-4"), Ok(vec![0, 2, 3, 4]));
+        assert!(super::parse_cpu_list("3-1").is_err());
+        assert!(super::parse_cpu_list("one").is_err());
+        assert!(super::parse_cpu_list("").is_err());
+    }
+
     use super::*;
 
     #[test]

@@ -4,7 +4,10 @@
 
 mod bench;
 
-pub use bench::{bench_rounds, bench_seconds, median_by, process_cpu, RbdBenchIo, RbdBenchRun};
+pub use bench::{
+    bench_rounds, bench_seconds, ceph_cpus, client_cpus, median_by, process_cpu, RbdBenchIo,
+    RbdBenchRun,
+};
 
 use std::collections::HashMap;
 use std::net::TcpListener;
@@ -87,6 +90,12 @@ impl Ceph {
     /// Starts a cluster on free loopback ports. Panics with hack/ceph.sh's
     /// output when it cannot.
     pub fn start() -> Self {
+        Self::start_on(None)
+    }
+
+    /// As [`Ceph::start`], with the daemons on `cpus` (a taskset list)
+    /// when given (see [`ceph_cpus`]).
+    pub fn start_on(cpus: Option<&str>) -> Self {
         let dir = std::env::temp_dir().join(format!(
             "rackcache-test-ceph-{}-{}",
             std::process::id(),
@@ -109,15 +118,17 @@ impl Ceph {
             })
             .find(|&p| port_range_free(p, 41))
             .expect("41 free consecutive loopback ports");
-        let out = Command::new(repo_root().join("hack/ceph.sh"))
-            .args([
-                "up",
-                dir.to_str().expect("utf-8 temp dir"),
-                "--mon-port",
-                &port.to_string(),
-            ])
-            .output()
-            .expect("run hack/ceph.sh");
+        let mut up = Command::new(repo_root().join("hack/ceph.sh"));
+        up.args([
+            "up",
+            dir.to_str().expect("utf-8 temp dir"),
+            "--mon-port",
+            &port.to_string(),
+        ]);
+        if let Some(cpus) = cpus {
+            up.args(["--cpus", cpus]);
+        }
+        let out = up.output().expect("run hack/ceph.sh");
         let ceph = Ceph {
             dir,
             env: String::from_utf8_lossy(&out.stdout)
@@ -184,11 +195,19 @@ impl Ceph {
 
 /// Pins the calling thread (and the threads it starts) to `cpu`.
 pub fn pin_current_thread(cpu: usize) -> std::io::Result<()> {
+    pin_current_thread_to(&[cpu])
+}
+
+/// Pins the calling thread (and the threads and processes it starts) to
+/// `cpus`.
+pub fn pin_current_thread_to(cpus: &[usize]) -> std::io::Result<()> {
     extern "C" {
         fn sched_setaffinity(pid: i32, size: usize, mask: *const u64) -> i32;
     }
     let mut mask = [0u64; 16];
-    mask[cpu / 64] |= 1 << (cpu % 64);
+    for &cpu in cpus {
+        mask[cpu / 64] |= 1 << (cpu % 64);
+    }
     // SAFETY: a valid cpu_set_t-sized mask for the calling thread (pid 0).
     let rc = unsafe { sched_setaffinity(0, std::mem::size_of_val(&mask), mask.as_ptr()) };
     if rc == 0 {

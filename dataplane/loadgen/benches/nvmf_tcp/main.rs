@@ -18,6 +18,10 @@
 //!   the same turns (malloc and rbd rows) for a before/after of one run.
 //! - `RACKCACHE_BENCH_SPDK`, `RACKCACHE_BENCH_SPDK_ARGS`: SPDK's nvmf_tgt
 //!   beside ours on the malloc bdev (docs/dataplane.md#benchmark).
+//! - `RACKCACHE_BENCH_CEPH_CPUS`: the CPUs of Ceph's daemons in the rbd
+//!   rows (default: the last one), the clients (target, host, `rbd bench`)
+//!   on the others, as a deployment runs Ceph on machines of its own;
+//!   `shared`: all on every CPU (`testkit::ceph_cpus`).
 //!
 //! Every process started here (the daemon, Ceph's daemons through
 //! hack/ceph.sh, `rbd bench`) is stopped by PID, also when a step fails.
@@ -34,8 +38,8 @@ use loadgen::run::{run, Report, RunParams, DEFAULT_HOSTNQN};
 use loadgen::workload::Pattern;
 use serde_json::json;
 use testkit::{
-    bench_rounds, bench_seconds, median_by, pin_current_thread, process_cpu, Ceph, RbdBenchIo,
-    TempDir,
+    bench_rounds, bench_seconds, ceph_cpus, client_cpus, median_by, pin_current_thread,
+    pin_current_thread_to, process_cpu, Ceph, RbdBenchIo, TempDir,
 };
 
 const TARGET_CPU: usize = 0;
@@ -65,11 +69,11 @@ mod sys {
     pub const SIGTERM: i32 = 15;
 }
 
-/// Runs `f` on a thread pinned to `cpu`.
-fn on_cpu<T: Send>(cpu: usize, f: impl FnOnce() -> T + Send) -> T {
+/// Runs `f` on a thread pinned to `cpus`.
+fn on_cpus<T: Send>(cpus: &[usize], f: impl FnOnce() -> T + Send) -> T {
     std::thread::scope(|s| {
         s.spawn(|| {
-            pin_current_thread(cpu).unwrap_or_else(|e| panic!("pin to CPU {cpu}: {e}"));
+            pin_current_thread_to(cpus).unwrap_or_else(|e| panic!("pin to CPUs {cpus:?}: {e}"));
             f()
         })
         .join()
@@ -119,16 +123,17 @@ const SEQWRITE_128K: Workload = Workload {
 
 /// Runs `w` from the load generator's CPU, spinning on its socket.
 fn measure(addr: &str, nqn: &str, w: Workload, duration: Duration) -> Result<Report, String> {
-    measure_with(addr, nqn, w, duration, true)
+    measure_with(addr, nqn, w, duration, true, &[LOADGEN_CPU])
 }
 
-/// Runs `w` from the load generator's CPU; `busy_poll` as SPDK's perf.
+/// Runs `w` from the load generator on `cpus`; `busy_poll` as SPDK's perf.
 fn measure_with(
     addr: &str,
     nqn: &str,
     w: Workload,
     duration: Duration,
     busy_poll: bool,
+    cpus: &[usize],
 ) -> Result<Report, String> {
     let p = RunParams {
         addr: addr.into(),
@@ -142,8 +147,7 @@ fn measure_with(
         duration,
         busy_poll,
     };
-    on_cpu(LOADGEN_CPU, || run(&p).map_err(|e| e.to_string()))
-        .map_err(|e| format!("{}: {e}", w.name))
+    on_cpus(cpus, || run(&p).map_err(|e| e.to_string())).map_err(|e| format!("{}: {e}", w.name))
 }
 
 /// Writes the whole namespace once with 128 KiB sequential writes, so reads
@@ -175,7 +179,7 @@ fn loopback_gib_per_s(duration: Duration) -> std::io::Result<f64> {
             }
             Ok(())
         });
-        let received = on_cpu(LOADGEN_CPU, || -> std::io::Result<(u64, Duration)> {
+        let received = on_cpus(&[LOADGEN_CPU], || -> std::io::Result<(u64, Duration)> {
             let mut c = TcpStream::connect(addr)?;
             let mut buf = vec![0u8; 1 << 20];
             let start = Instant::now();
@@ -507,13 +511,19 @@ impl RbdTurn {
     }
 }
 
-fn rbd_turn(addr: &str, d: &Daemon, w: Workload, duration: Duration) -> Result<RbdTurn, String> {
+fn rbd_turn(
+    addr: &str,
+    d: &Daemon,
+    w: Workload,
+    duration: Duration,
+    host_cpus: &[usize],
+) -> Result<RbdTurn, String> {
     let me = std::process::id();
     let cpu = || (process_cpu(d.pid()), process_cpu(me));
     let (t0, h0) = cpu();
     // The host sleeps between completions: a spinning host would take a
     // CPU from Ceph's daemons, which `rbd bench` does not.
-    let report = measure_with(addr, RBD_NQN, w, duration, false)?;
+    let report = measure_with(addr, RBD_NQN, w, duration, false, host_cpus)?;
     let (t1, h1) = cpu();
     let per_op = |a: Option<Duration>, b: Option<Duration>| match (a, b) {
         (Some(a), Some(b)) if report.ops > 0 => {
@@ -535,6 +545,7 @@ fn rbd_rows(
     before: Option<&Daemon>,
     ceph: &Ceph,
     duration: Duration,
+    host_cpus: &[usize],
     notes: &mut Vec<String>,
 ) -> Result<Vec<Row>, String> {
     let pool = ceph.var("RACKCACHE_CEPH_POOL");
@@ -568,7 +579,7 @@ fn rbd_rows(
                 turns.insert(1 - round % 2, (a.as_str(), b, &mut befores));
             }
             for (a, target, out) in turns {
-                out.push(rbd_turn(a, target, w, duration)?);
+                out.push(rbd_turn(a, target, w, duration, host_cpus)?);
             }
             raws.push(ceph.rbd_bench(&image, io, duration)?);
         }
@@ -678,8 +689,23 @@ fn bench() -> Result<(), String> {
     if std::env::var("RACKCACHE_BENCH_CEPH").as_deref() == Ok("0") {
         notes.push("rbd rows skipped: RACKCACHE_BENCH_CEPH=0".into());
     } else {
-        // Unpinned, in interrupt mode: Ceph's daemons share these two
-        // CPUs, as they do with `rbd bench`.
+        // In interrupt mode, on the CPUs Ceph's daemons leave: every
+        // process started from here from now on (the targets, `rbd bench`)
+        // inherits this thread's mask, and the host runs there too. With
+        // RACKCACHE_BENCH_CEPH_CPUS=shared, the targets are unpinned and
+        // share every CPU with Ceph's daemons, as `rbd bench` does.
+        let host_cpus = match client_cpus() {
+            Some(cpus) => {
+                pin_current_thread_to(&cpus)
+                    .map_err(|e| format!("pin to the clients' CPUs {cpus:?}: {e}"))?;
+                notes.push(format!(
+                    "rbd rows: Ceph's daemons on CPUs {}, the target, the host and rbd bench on {cpus:?}",
+                    ceph_cpus().unwrap_or_default()
+                ));
+                cpus
+            }
+            None => vec![LOADGEN_CPU],
+        };
         let daemon = Daemon::start_unpinned(&bin, work.path(), "dataplane-unpinned")?;
         daemon.rpc("nvmf_create_transport", json!({"trtype": "TCP"}))?;
         let before = match std::env::var_os("RACKCACHE_BENCH_BEFORE") {
@@ -691,12 +717,19 @@ fn bench() -> Result<(), String> {
             None => None,
         };
         println!("nvmf_tcp: starting a one-node Ceph ...");
-        match std::panic::catch_unwind(Ceph::start) {
+        match std::panic::catch_unwind(|| Ceph::start_on(ceph_cpus().as_deref())) {
             Ok(c) => {
                 println!("nvmf_tcp: rbd bdev and rbd bench ...");
                 let c = ceph.insert(c);
                 let r = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                    rbd_rows(&daemon, before.as_ref(), c, duration, &mut notes)
+                    rbd_rows(
+                        &daemon,
+                        before.as_ref(),
+                        c,
+                        duration,
+                        &host_cpus,
+                        &mut notes,
+                    )
                 }));
                 match r {
                     Ok(Ok(r)) => rows.extend(r),
