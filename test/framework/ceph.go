@@ -54,16 +54,18 @@ func StartCeph(t testing.TB) *Ceph {
 	return c
 }
 
-// NewCeph starts a cluster in dir (empty or absent) on free loopback ports.
+// NewCeph starts a cluster in dir (empty or absent) on free loopback ports,
+// with extra options of hack/ceph.sh up (e.g. "--cpus", "0") added.
 // The caller must call Stop. Useful from TestMain, where there is no testing.TB.
-func NewCeph(ctx context.Context, dir string) (*Ceph, error) {
+func NewCeph(ctx context.Context, dir string, extra ...string) (*Ceph, error) {
 	port, err := freePortRange(cephPortSpan)
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, HackScript("ceph.sh"), "up", dir, "--mon-port", strconv.Itoa(port))
+	args := append([]string{"up", dir, "--mon-port", strconv.Itoa(port)}, extra...)
+	cmd := exec.CommandContext(ctx, HackScript("ceph.sh"), args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {

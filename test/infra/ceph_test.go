@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -171,13 +172,15 @@ func errorCode(err error) int {
 	return 0
 }
 
-// TestCephDownLeavesNothing: hack/ceph.sh down stops every daemon that up
-// started and removes the cluster's directory.
-func TestCephDownLeavesNothing(t *testing.T) {
+// TestCephPinnedAndDownLeavesNothing: hack/ceph.sh up --cpus runs every
+// daemon on those CPUs only (the benches keep their clients off them), and
+// down stops every daemon that up started and removes the cluster's
+// directory.
+func TestCephPinnedAndDownLeavesNothing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dir := filepath.Join(t.TempDir(), "ceph")
-	c, err := framework.NewCeph(ctx, dir)
+	c, err := framework.NewCeph(ctx, dir, "--cpus", "0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,6 +200,9 @@ func TestCephDownLeavesNothing(t *testing.T) {
 			t.Fatalf("pid file %s: %v", f, err)
 		}
 		pids = append(pids, pid)
+		if cpus := allowedCPUs(t, pid); cpus != "0" {
+			t.Errorf("%s: process %d may run on CPUs %q, want only 0", f, pid, cpus)
+		}
 	}
 	if err := c.Stop(); err != nil {
 		t.Fatal(err)
@@ -208,5 +214,37 @@ func TestCephDownLeavesNothing(t *testing.T) {
 		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
 			t.Errorf("process %d still exists after down (kill 0: %v)", pid, err)
 		}
+	}
+}
+
+// allowedCPUs is the Cpus_allowed_list of a process's main thread.
+func allowedCPUs(t *testing.T, pid int) string {
+	t.Helper()
+	status, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	if err != nil {
+		t.Fatalf("read status of process %d: %v", pid, err)
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	t.Fatalf("process %d: no Cpus_allowed_list in its status", pid)
+	return ""
+}
+
+// TestCephUpRefusesBadCPUList: a --cpus that is not a CPU list is refused
+// before anything starts or is written.
+func TestCephUpRefusesBadCPUList(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ceph")
+	out, err := exec.Command(framework.HackScript("ceph.sh"), "up", dir, "--cpus", "0;reboot").CombinedOutput()
+	if err == nil {
+		t.Fatalf("up with --cpus '0;reboot' succeeded:\n%s", out)
+	}
+	if !strings.Contains(string(out), "--cpus: expected a CPU list") {
+		t.Errorf("want the --cpus error, got:\n%s", out)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s was created (stat: %v)", dir, err)
 	}
 }
