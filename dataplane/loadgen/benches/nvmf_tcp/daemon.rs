@@ -103,9 +103,10 @@ impl Daemon {
         Self::spawn(cmd, "--rpc-socket", dir, "dataplane")
     }
 
-    /// Ours on any CPU, in interrupt mode, its runtime on one thread (as
-    /// when pinned) and librbd's threads free to run beside Ceph's
-    /// daemons, as `rbd bench` does.
+    /// Ours on the CPUs the calling thread may use (all of them, or those
+    /// Ceph's daemons leave: see `testkit::ceph_cpus`), not pinned to one,
+    /// in interrupt mode, its runtime on one thread (as when pinned) and
+    /// librbd's threads free to run on any of them, as `rbd bench`'s do.
     /// `name` keeps the socket and log of each such daemon apart.
     pub(crate) fn start_unpinned(bin: &Path, dir: &Path, name: &str) -> Result<Self, String> {
         let mut cmd = Command::new(bin);
