@@ -241,6 +241,13 @@ impl Bdev {
         matches!(self, Bdev::Malloc(_))
     }
 
+    /// Whether [`Self::read_inline`] may read (RAM always, a layered bdev
+    /// sometimes): any other device hands every buffer back, so a caller
+    /// need not try (nor read the clock for it).
+    pub fn may_read_inline(&self) -> bool {
+        matches!(self, Bdev::Malloc(_) | Bdev::Layered(_))
+    }
+
     /// A read that completes before this returns: always on a device that
     /// never waits (RAM), sometimes on a layered bdev
     /// ([`layered::LayeredBdev::read_inline`]); otherwise the buffer comes back

@@ -248,12 +248,15 @@ pub(crate) enum Op {
 
 /// The result of an [`Op`].
 pub(crate) enum Done {
-    /// A request finished.
+    /// A request finished; `ended` is when, if the bdev's counters read
+    /// the clock at its end anyway (the command's latency then takes that
+    /// instant instead of reading the clock once more).
     Io {
         slot: u16,
         status: Status,
         buf: Option<DmaBuf>,
         kind: IoKind,
+        ended: Option<std::time::Instant>,
     },
     /// Shutdown flushing finished.
     Shutdown,
@@ -269,8 +272,15 @@ fn bdev_status(e: &BdevError, read: bool) -> Status {
     }
 }
 
-async fn execute(op: Op) -> Done {
-    let io = |slot, r: Result<(), BdevError>, buf, kind| Done::Io {
+/// The [`Done`] of a request whose bdev operation returned `r`.
+pub(crate) fn done_io(
+    slot: u16,
+    r: Result<(), BdevError>,
+    buf: Option<DmaBuf>,
+    kind: IoKind,
+    ended: Option<std::time::Instant>,
+) -> Done {
+    Done::Io {
         slot,
         status: match &r {
             Ok(()) => Status::SUCCESS,
@@ -278,7 +288,12 @@ async fn execute(op: Op) -> Done {
         },
         buf,
         kind,
-    };
+        ended,
+    }
+}
+
+async fn execute(op: Op) -> Done {
+    let io = |slot, r, buf, kind| done_io(slot, r, buf, kind, None);
     match op {
         Op::Read {
             slot,
@@ -286,8 +301,8 @@ async fn execute(op: Op) -> Done {
             offset,
             buf,
         } => {
-            let (buf, r) = ns.bdev.read(offset, buf).await;
-            io(slot, r, Some(buf), IoKind::Read)
+            let (buf, r, ended) = ns.bdev.read_ended(offset, buf).await;
+            done_io(slot, r, Some(buf), IoKind::Read, Some(ended))
         }
         Op::Write {
             slot,
@@ -644,7 +659,7 @@ impl Connection {
     }
 
     /// Handles a finished operation.
-    fn finish(&mut self, done: Done) {
+    pub(crate) fn finish(&mut self, done: Done) {
         match done {
             Done::Shutdown => {
                 if let Some(b) = &self.bound {
@@ -660,11 +675,12 @@ impl Connection {
                 status,
                 buf,
                 kind,
+                ended,
             } => {
                 let read = kind == IoKind::Read;
                 let cid = self.slots[slot as usize].cid;
                 if status.is_success() {
-                    self.count_io(kind, self.slots[slot as usize].started);
+                    self.count_io(kind, self.slots[slot as usize].started, ended);
                 }
                 match buf {
                     Some(buf) if read && status.is_success() => {
@@ -711,11 +727,15 @@ impl Connection {
         }
     }
 
-    /// Counts a successful I/O command of `kind` that arrived at `started`.
-    fn count_io(&self, kind: IoKind, started: Instant) {
+    /// Counts a successful I/O command of `kind` that arrived at `started`
+    /// and ended at `ended` (now if not known).
+    fn count_io(&self, kind: IoKind, started: Instant, ended: Option<std::time::Instant>) {
         let Some(b) = &self.bound else { return };
         let s = &b.stats;
-        let ns = || started.elapsed().as_nanos() as u64;
+        let ns = || {
+            let end = ended.map_or_else(Instant::now, Instant::from_std);
+            end.saturating_duration_since(started).as_nanos() as u64
+        };
         match kind {
             IoKind::Read => {
                 s.read_ops.inc();
