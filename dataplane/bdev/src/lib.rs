@@ -256,18 +256,31 @@ impl Bdev {
     pub fn read_inline(
         &self,
         offset: u64,
-        mut buf: DmaBuf,
+        buf: DmaBuf,
     ) -> std::result::Result<(DmaBuf, Result<()>), DmaBuf> {
+        self.read_inline_timed(offset, buf, None)
+            .map(|(buf, r, _)| (buf, r))
+    }
+
+    /// [`Self::read_inline`] of a request taken at `arrived` (now if
+    /// `None`), with the instant it ended when the device read that instant
+    /// anyway (a layered read), as [`Self::read_buf_timed`].
+    pub(crate) fn read_inline_timed(
+        &self,
+        offset: u64,
+        mut buf: DmaBuf,
+        arrived: Option<Instant>,
+    ) -> std::result::Result<(DmaBuf, Result<()>, Option<Instant>), DmaBuf> {
         let checked = self.check_io(offset, &buf);
         match self {
-            Bdev::Malloc(_) | Bdev::Layered(_) if checked.is_err() => Ok((buf, checked)),
+            Bdev::Malloc(_) | Bdev::Layered(_) if checked.is_err() => Ok((buf, checked, None)),
             Bdev::Malloc(b) => {
                 b.read_now(offset, &mut buf);
-                Ok((buf, Ok(())))
+                Ok((buf, Ok(()), None))
             }
             Bdev::Layered(l) => l
-                .read_inline(offset, buf, Instant::now())
-                .map(|(buf, r, _)| (buf, r)),
+                .read_inline(offset, buf, arrived.unwrap_or_else(Instant::now))
+                .map(|(buf, r, ended)| (buf, r, Some(ended))),
             _ => Err(buf),
         }
     }

@@ -180,8 +180,8 @@ impl CountedBdev {
     /// the device must wait.
     pub fn read_inline_ended(&self, offset: u64, buf: DmaBuf) -> ReadInline<DmaBuf> {
         let (start, len) = (Instant::now(), buf.len() as u64);
-        let (buf, r) = self.bdev.read_inline(offset, buf)?;
-        let end = Instant::now();
+        let (buf, r, ended) = self.bdev.read_inline_timed(offset, buf, Some(start))?;
+        let end = ended.unwrap_or_else(Instant::now);
         self.count_read(&r, len, (start, end));
         Ok((buf, r, end))
     }
