@@ -246,6 +246,16 @@ pub(crate) enum Op {
     ShutdownFlush { namespaces: Arc<NamespaceMap> },
 }
 
+impl Op {
+    /// Whether it changes the namespace's data.
+    fn changes_data(&self) -> bool {
+        matches!(
+            self,
+            Op::Write { .. } | Op::WriteZeroes { .. } | Op::Unmap { .. }
+        )
+    }
+}
+
 /// The result of an [`Op`].
 pub(crate) enum Done {
     /// A request finished; `ended` is when, if the bdev's counters read
@@ -457,6 +467,11 @@ pub(crate) struct Connection {
     pub(crate) out: Outbox,
     /// Operations to hand to the in-flight set.
     pub(crate) submit: Vec<Op>,
+    /// Operations that change data (writes, zeroing, deallocation) handed
+    /// to a bdev and not finished: while any is, reads do not complete
+    /// inline, so that none overtakes a write sent before it on this queue
+    /// (a malloc write runs only when the in-flight set polls it).
+    pub(crate) changing: u32,
     sqhd: u16,
     /// Outstanding Asynchronous Event Requests (admin queue).
     pub(crate) aers: Vec<u16>,
@@ -504,6 +519,7 @@ impl Connection {
             parked: None,
             out: Outbox::default(),
             submit: Vec::new(),
+            changing: 0,
             sqhd: 0,
             aers: Vec::new(),
             ns_snapshot: Arc::new(NamespaceMap::new()),
@@ -659,6 +675,14 @@ impl Connection {
     }
 
     /// Handles a finished operation.
+    /// Hands `op` to the in-flight set on the loop's next turn.
+    pub(crate) fn submit_op(&mut self, op: Op) {
+        if op.changes_data() {
+            self.changing += 1;
+        }
+        self.submit.push(op);
+    }
+
     pub(crate) fn finish(&mut self, done: Done) {
         match done {
             Done::Shutdown => {
@@ -678,6 +702,10 @@ impl Connection {
                 ended,
             } => {
                 let read = kind == IoKind::Read;
+                if matches!(kind, IoKind::Write | IoKind::WriteZeroes | IoKind::Unmap) {
+                    debug_assert!(self.changing > 0, "a data change finished twice");
+                    self.changing = self.changing.saturating_sub(1);
+                }
                 let cid = self.slots[slot as usize].cid;
                 if status.is_success() {
                     self.count_io(kind, self.slots[slot as usize].started, ended);
@@ -927,7 +955,7 @@ impl Connection {
             }
             Pending::Write { offset, fua } => {
                 self.set_state(slot, ReqState::Executing);
-                self.submit.push(Op::Write {
+                self.submit_op(Op::Write {
                     slot,
                     ns,
                     offset,
@@ -938,7 +966,7 @@ impl Connection {
             Pending::Dsm { deallocate, sync } => {
                 if deallocate {
                     self.set_state(slot, ReqState::Executing);
-                    self.submit.push(Op::Unmap {
+                    self.submit_op(Op::Unmap {
                         slot,
                         ns,
                         ranges: buf,
@@ -1020,7 +1048,7 @@ impl Connection {
             CcTransition::Reset => self.abort_aers(),
             CcTransition::Shutdown => {
                 let namespaces = self.namespaces();
-                self.submit.push(Op::ShutdownFlush { namespaces });
+                self.submit_op(Op::ShutdownFlush { namespaces });
                 // As SPDK's target does: outstanding AERs are not answered
                 // (the host has abandoned them before shutting down; an
                 // answer now is a completion for a command it no longer

@@ -49,7 +49,7 @@ impl Connection {
                     return;
                 };
                 self.set_state(slot, ReqState::Executing);
-                self.submit.push(Op::Flush { slot, ns });
+                self.submit_op(Op::Flush { slot, ns });
             }
             opcode::WRITE_ZEROES => {
                 let (offset, len) = match self.range(sqe, &ns) {
@@ -62,7 +62,7 @@ impl Connection {
                     return;
                 };
                 self.set_state(slot, ReqState::Executing);
-                self.submit.push(Op::WriteZeroes {
+                self.submit_op(Op::WriteZeroes {
                     slot,
                     ns,
                     offset,
@@ -258,8 +258,9 @@ impl Connection {
                 // volume's hit on a RAM cache device) completes here, as
                 // SPDK completes a malloc read in the poller that took the
                 // command: no future and no trip through the in-flight set,
-                // which cost more than the copy itself.
-                let buf = if ns.bdev.bdev().may_read_inline() {
+                // which cost more than the copy itself. Not while a write
+                // of this queue is still to run: the read would overtake it.
+                let buf = if self.changing == 0 && ns.bdev.bdev().may_read_inline() {
                     match ns.bdev.read_inline_ended(offset, buf) {
                         Ok((buf, r, ended)) => {
                             return self.finish(done_io(
@@ -275,7 +276,7 @@ impl Connection {
                 } else {
                     buf
                 };
-                self.submit.push(Op::Read {
+                self.submit_op(Op::Read {
                     slot,
                     ns,
                     offset,
