@@ -674,7 +674,6 @@ impl Connection {
         });
     }
 
-    /// Handles a finished operation.
     /// Hands `op` to the in-flight set on the loop's next turn.
     pub(crate) fn submit_op(&mut self, op: Op) {
         if op.changes_data() {
@@ -683,6 +682,7 @@ impl Connection {
         self.submit.push(op);
     }
 
+    /// Handles a finished operation.
     pub(crate) fn finish(&mut self, done: Done) {
         match done {
             Done::Shutdown => {

@@ -255,16 +255,16 @@ impl Ceph {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn cpu_lists_parse() {
-        assert_eq!(super::parse_cpu_list("1"), Ok(vec![1]));
-        assert_eq!(super::parse_cpu_list("0,2-4"), Ok(vec![0, 2, 3, 4]));
-        assert!(super::parse_cpu_list("3-1").is_err());
-        assert!(super::parse_cpu_list("one").is_err());
-        assert!(super::parse_cpu_list("").is_err());
+        assert_eq!(parse_cpu_list("1"), Ok(vec![1]));
+        assert_eq!(parse_cpu_list("0,2-4"), Ok(vec![0, 2, 3, 4]));
+        assert!(parse_cpu_list("3-1").is_err());
+        assert!(parse_cpu_list("one").is_err());
+        assert!(parse_cpu_list("").is_err());
     }
-
-    use super::*;
 
     #[test]
     fn rbd_bench_lines_parse() {
