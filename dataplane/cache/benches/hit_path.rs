@@ -8,6 +8,8 @@
 //! namespace it exports.
 //!
 //! `RACKCACHE_BENCH_HIT_READS` (200000): reads per measured pass.
+//! `RACKCACHE_BENCH_HIT_VOLUME_MIB` (64): the volume, all of it read;
+//! `cargo bench -p loadgen --bench cached`'s part 3 reads 256 MiB.
 //! `RACKCACHE_BENCH_HIT_COLD_MIB` (0): when set, also QD1 reads with this
 //! many MiB of other memory walked between them (untimed), so that each
 //! read finds the CPU caches cold, as a target serving one request at a
@@ -24,7 +26,6 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 
 const MIB: u64 = 1 << 20;
 const BLOCK: u64 = 4096;
-const VOLUME_MIB: u64 = 64;
 
 fn counted(b: Arc<Bdev>) -> CountedBdev {
     let reg = metrics::Registry::new();
@@ -88,24 +89,29 @@ async fn cold_pass(b: &CountedBdev, space: u64, reads: u64, thrash: &mut [u8]) -
     total as f64 / reads as f64
 }
 
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 fn main() {
     let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
     if filter.is_some_and(|f| !"hit_path".contains(&f)) {
         return;
     }
-    let reads = std::env::var("RACKCACHE_BENCH_HIT_READS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(200_000u64);
+    let reads = env_u64("RACKCACHE_BENCH_HIT_READS", 200_000);
+    let volume_mib = env_u64("RACKCACHE_BENCH_HIT_VOLUME_MIB", 64).max(1);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("runtime");
     rt.block_on(async move {
         let core = counted(Arc::new(Bdev::Malloc(
-            MallocBdev::new("core", VOLUME_MIB * MIB / BLOCK, BLOCK as u32).expect("core"),
+            MallocBdev::new("core", volume_mib * MIB / BLOCK, BLOCK as u32).expect("core"),
         )));
-        let cache_mib = VOLUME_MIB * 2;
+        let cache_mib = volume_mib * 2;
         let cache_bdev = counted(Arc::new(Bdev::Malloc(
             MallocBdev::new("cache", cache_mib * MIB / BLOCK, BLOCK as u32).expect("cache"),
         )));
@@ -114,7 +120,7 @@ fn main() {
             .expect("format");
         let params: VolumeParams = serde_json::from_value(serde_json::json!({
             "name": "hit", "core_bdev_name": "core", "cache_bdev_name": "cache",
-            "cache_size_mib": VOLUME_MIB + VOLUME_MIB / 4,
+            "cache_size_mib": volume_mib + volume_mib / 4,
             "seq_cutoff": {"policy": "never"}, "cleaning": {"policy": "nop"},
         }))
         .expect("params");
@@ -122,7 +128,7 @@ fn main() {
             .await
             .expect("volume");
         let vb = v.bdev();
-        let space = VOLUME_MIB * MIB;
+        let space = volume_mib * MIB;
         // Warm: every block cached (sequential 128K reads fill them).
         for off in (0..space).step_by(128 << 10) {
             let (_, r) = vb.read(off, DmaBuf::new(128 << 10)).await;

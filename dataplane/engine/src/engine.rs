@@ -246,7 +246,8 @@ impl Engine {
     /// The volume's LRU miss-ratio curve over blocks of the smallest size,
     /// estimated by SHARDS from every read and write planned so far:
     /// what the miss ratio would be at other cache sizes.
-    pub fn miss_ratio_curve(&self) -> Curve {
+    pub fn miss_ratio_curve(&mut self) -> Curve {
+        self.mrc.settle();
         self.mrc.curve()
     }
 
@@ -529,7 +530,8 @@ impl Engine {
     pub(crate) fn observe(&mut self, op: Op, offset: u64, len: u64) {
         self.admission.on_request(op, offset, len);
         self.eviction.on_request();
-        self.mrc.access_bytes(offset, len);
+        // Settled before the curve is read (`miss_ratio_curve`).
+        self.mrc.access_bytes_deferred(offset, len);
         if let Some(next) = self.chooser.as_mut().and_then(|c| c.observe(offset, len)) {
             self.install_eviction(next);
         }

@@ -10,6 +10,10 @@ use super::histogram::Histogram;
 use super::table::KeyTable;
 use super::timeline::Timeline;
 
+/// Sampled references [`Shards::access_deferred`] keeps before it
+/// processes them together.
+const BATCH: usize = 32;
+
 /// Timestamps for a sampler whose tracked blocks are not bounded, before
 /// the first compaction (it then keeps at least twice the live count).
 const UNBOUNDED_TIMELINE: u32 = 1024;
@@ -37,6 +41,9 @@ pub struct Shards {
     histogram: Histogram,
     references: u64,
     sampled: u64,
+    /// Hashes of sampled references not processed yet, in order
+    /// ([`Shards::access_deferred`]).
+    pending: Vec<u64>,
 }
 
 impl Shards {
@@ -69,6 +76,7 @@ impl Shards {
             histogram: Histogram::new(buckets),
             references: 0,
             sampled: 0,
+            pending: Vec::with_capacity(BATCH),
         })
     }
 
@@ -115,6 +123,7 @@ impl Shards {
             + self.timeline.memory_bytes()
             + self.largest.capacity() * 8
             + self.histogram.memory_bytes()
+            + self.pending.capacity() * 8
     }
 
     /// Every block overlapping `len` bytes at `offset`, in order.
@@ -138,6 +147,58 @@ impl Shards {
             return;
         }
         self.sample(h);
+    }
+
+    /// [`Shards::access`], except that a sampled reference may wait: up
+    /// to `BATCH` of them are processed together, their key-table slots
+    /// fetched from memory at once rather than one miss after another. A
+    /// cached volume's hit path calls this; everything read from the
+    /// sampler reflects the references up to the last
+    /// [`Shards::settle`]. The result is the same as `access`'s: each
+    /// waiting hash is checked again against the threshold as it is
+    /// processed, as `access` would have checked it then.
+    #[inline]
+    pub fn access_deferred(&mut self, block: u64) {
+        self.references += 1;
+        let h = mix(block);
+        if h > self.limit {
+            return;
+        }
+        self.pending.push(h);
+        if self.pending.len() == BATCH {
+            self.settle();
+        }
+    }
+
+    /// Like [`Shards::access_bytes`], through [`Shards::access_deferred`].
+    pub fn access_bytes_deferred(&mut self, offset: u64, len: u64) {
+        if len == 0 {
+            return;
+        }
+        let bs = self.config.block_size as u64;
+        let last = (offset.saturating_add(len) - 1) / bs;
+        for block in offset / bs..=last {
+            self.access_deferred(block);
+        }
+    }
+
+    /// Processes the references [`Shards::access_deferred`] kept.
+    pub fn settle(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let pending = std::mem::take(&mut self.pending);
+        for &h in &pending {
+            self.table.prefetch(h);
+        }
+        for &h in &pending {
+            // The threshold may have fallen since (fixed-size mode).
+            if h <= self.limit {
+                self.sample(h);
+            }
+        }
+        self.pending = pending;
+        self.pending.clear();
     }
 
     fn sample(&mut self, h: u64) {

@@ -145,6 +145,41 @@ fn fixed_size_under_its_bound_is_exact() {
 }
 
 #[test]
+fn deferred_references_give_the_same_curve() {
+    // Enough distinct blocks that fixed-size mode lowers its threshold
+    // while references wait, and a read of the curve between batches.
+    let refs = workload(60_000, 20_000, 7);
+    let mut now = Shards::new(ShardsConfig::fixed_size(BS, 1.0, 1_000)).unwrap();
+    let mut later = Shards::new(ShardsConfig::fixed_size(BS, 1.0, 1_000)).unwrap();
+    for (i, &b) in refs.iter().enumerate() {
+        now.access(b);
+        later.access_deferred(b);
+        if i == refs.len() / 2 {
+            later.settle();
+            assert_eq!(later.curve(), now.curve());
+        }
+    }
+    later.access_bytes_deferred(5 * u64::from(BS), 3 * u64::from(BS));
+    now.access_bytes(5 * u64::from(BS), 3 * u64::from(BS));
+    later.settle();
+    assert!(now.rate() < 0.2, "the threshold fell: rate {}", now.rate());
+    assert_eq!(
+        (
+            later.curve(),
+            later.rate(),
+            later.sampled_references(),
+            later.references()
+        ),
+        (
+            now.curve(),
+            now.rate(),
+            now.sampled_references(),
+            now.references()
+        )
+    );
+}
+
+#[test]
 fn same_references_same_curve() {
     let refs = workload(100_000, 50_000, 3);
     let run = || {

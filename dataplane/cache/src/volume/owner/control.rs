@@ -289,10 +289,11 @@ impl Owner {
         self.shared.set_params(&self.params);
     }
 
-    pub(super) fn stats(&self) -> VolumeStats {
+    pub(super) fn stats(&mut self) -> VolumeStats {
         let md = self.engine.metadata().total() + self.meta.memory_bytes();
         let capacity = self.engine.capacity();
         let choice = self.engine.choice();
+        let mrc = MrcSummary::new(&self.engine.miss_ratio_curve(), capacity);
         VolumeStats::build(StatsInput {
             name: &self.params.name,
             mode: self.mode.name(),
@@ -302,7 +303,7 @@ impl Owner {
             base: &self.base,
             rt: &self.rt,
             metadata_bytes: md as u64,
-            mrc: MrcSummary::new(&self.engine.miss_ratio_curve(), capacity),
+            mrc,
             eviction: EvictionState::new(
                 self.engine.policy_names().1,
                 &self.params.eviction,
