@@ -61,7 +61,7 @@ pub use view::{BufView, ReuniteError, SplitError, ViewError};
 /// has futures of a known type.
 pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 pub use error::{BdevError, Result};
-pub use stats::{CountedBdev, IoStats};
+pub use stats::{CountedBdev, IoStats, LocalReads};
 
 /// Operations a bdev may support.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -16,6 +16,8 @@ use std::sync::Arc;
 use prometheus_client::encoding::{EncodeMetric, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::{MetricType, TypedMetric};
 
+use crate::local::{add_unshared, OneWriter, Shares};
+
 /// Number of finite buckets: upper bounds 1, 2, 4, ... 2^23 µs (~8.4 s).
 pub const BUCKETS: u16 = 24;
 
@@ -47,7 +49,7 @@ fn bound_seconds(i: usize) -> f64 {
 /// and the sub-microsecond parts (under 1000 ns each) after 1.8e16
 /// observations (571 years at 1M IOPS). The exact sum in nanoseconds is
 /// `1000 * sum_us + sum_sub_us_ns`; no lock and no compare-and-swap loop.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct Cells {
     /// Per-bucket (not cumulative) counts; the last is `+Inf`.
     buckets: [AtomicU64; BUCKETS as usize + 1],
@@ -57,38 +59,83 @@ struct Cells {
     sum_sub_us_ns: AtomicU64,
 }
 
-/// A latency histogram (a handle on one series). Clones share the counts;
-/// the registry's family holds one clone to encode it.
-#[derive(Debug, Clone)]
-pub struct Histogram(Arc<Cells>);
+impl Cells {
+    /// Adds one observation with `add` (locked or plain).
+    #[inline]
+    fn observe_with(&self, ns: u64, add: impl Fn(&AtomicU64, u64)) {
+        // First bound >= ns; past the last finite one is the +Inf bucket.
+        let i = BOUNDS_NS.partition_point(|&b| b < ns);
+        add(&self.buckets[i], 1);
+        add(&self.sum_us, ns / 1000);
+        let rest = ns % 1000;
+        if rest != 0 {
+            add(&self.sum_sub_us_ns, rest);
+        }
+    }
 
-impl Default for Histogram {
-    fn default() -> Self {
-        Self(Arc::new(Cells {
-            buckets: std::array::from_fn(|_| AtomicU64::new(0)),
-            sum_us: AtomicU64::new(0),
-            sum_sub_us_ns: AtomicU64::new(0),
-        }))
+    /// Adds `other`'s counts to these (a share folding in).
+    fn absorb(&self, other: &Cells) {
+        for (b, o) in self.buckets.iter().zip(&other.buckets) {
+            b.fetch_add(o.load(Relaxed), Relaxed);
+        }
+        self.sum_us.fetch_add(other.sum_us.load(Relaxed), Relaxed);
+        self.sum_sub_us_ns
+            .fetch_add(other.sum_sub_us_ns.load(Relaxed), Relaxed);
     }
 }
+
+fn locked_add(cell: &AtomicU64, n: u64) {
+    cell.fetch_add(n, Relaxed);
+}
+
+/// What readers sum: the shared cells and the live shares' ([`LocalHistogram`]).
+#[derive(Debug, Default)]
+struct Shared {
+    cells: Cells,
+    shares: Shares<Cells>,
+}
+
+/// A latency histogram (a handle on one series). Clones share the counts;
+/// the registry's family holds one clone to encode it.
+#[derive(Debug, Clone, Default)]
+pub struct Histogram(Arc<Shared>);
 
 impl Histogram {
     /// Records one observation of `ns` nanoseconds.
     pub fn observe_ns(&self, ns: u64) {
-        // First bound >= ns; past the last finite one is the +Inf bucket.
-        let i = BOUNDS_NS.partition_point(|&b| b < ns);
-        self.0.buckets[i].fetch_add(1, Relaxed);
-        self.0.sum_us.fetch_add(ns / 1000, Relaxed);
-        let rest = ns % 1000;
-        if rest != 0 {
-            self.0.sum_sub_us_ns.fetch_add(rest, Relaxed);
+        self.0.cells.observe_with(ns, locked_add);
+    }
+
+    /// A share of this histogram for one writer at a time.
+    pub fn local(&self) -> LocalHistogram {
+        let cells = Arc::new(Cells::default());
+        self.0.shares.add(Arc::clone(&cells));
+        LocalHistogram {
+            cells,
+            histogram: self.clone(),
+            _one_writer: OneWriter::default(),
         }
+    }
+
+    /// Per-bucket counts and the sum's two parts, shares included.
+    fn totals(&self) -> ([u64; BUCKETS as usize + 1], u64, u64) {
+        let shares = self.0.shares.lock();
+        let mut buckets = [0u64; BUCKETS as usize + 1];
+        let (mut us, mut sub) = (0u64, 0u64);
+        for c in std::iter::once(&self.0.cells).chain(shares.iter().map(|s| &**s)) {
+            for (t, b) in buckets.iter_mut().zip(&c.buckets) {
+                *t = t.wrapping_add(b.load(Relaxed));
+            }
+            us = us.wrapping_add(c.sum_us.load(Relaxed));
+            sub = sub.wrapping_add(c.sum_sub_us_ns.load(Relaxed));
+        }
+        (buckets, us, sub)
     }
 
     /// Sum of all observations, nanoseconds (exact, see [`Cells`]).
     pub fn sum_ns_wide(&self) -> u128 {
-        u128::from(self.0.sum_us.load(Relaxed)) * 1000
-            + u128::from(self.0.sum_sub_us_ns.load(Relaxed))
+        let (_, us, sub) = self.totals();
+        u128::from(us) * 1000 + u128::from(sub)
     }
 
     /// Sum of all observations, nanoseconds, saturating at `u64::MAX`
@@ -100,7 +147,35 @@ impl Histogram {
 
     /// Observations so far.
     pub fn count(&self) -> u64 {
-        self.0.buckets.iter().map(|b| b.load(Relaxed)).sum()
+        self.totals().0.iter().sum()
+    }
+}
+
+/// A share of a [`Histogram`]: read with the histogram at once, recorded
+/// into with plain loads and stores by one writer at a time (it is not
+/// `Sync`). Dropping it moves its counts into the histogram.
+#[derive(Debug)]
+pub struct LocalHistogram {
+    cells: Arc<Cells>,
+    histogram: Histogram,
+    _one_writer: OneWriter,
+}
+
+impl LocalHistogram {
+    /// Records one observation of `ns` nanoseconds.
+    #[inline]
+    pub fn observe_ns(&self, ns: u64) {
+        self.cells.observe_with(ns, add_unshared);
+    }
+}
+
+impl Drop for LocalHistogram {
+    fn drop(&mut self) {
+        let shared = &self.histogram.0.cells;
+        self.histogram
+            .0
+            .shares
+            .remove(&self.cells, |c| shared.absorb(c));
     }
 }
 
@@ -111,10 +186,11 @@ impl TypedMetric for Histogram {
 impl EncodeMetric for Histogram {
     fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
         // The encoder takes per-bucket counts and accumulates them itself.
+        // One reading of the cells and shares for the buckets and the sum.
+        let (counts, us, sub) = self.totals();
         let mut buckets = [(0.0, 0); BUCKETS as usize + 1];
         let mut count = 0;
-        for (i, (slot, cell)) in buckets.iter_mut().zip(&self.0.buckets).enumerate() {
-            let n = cell.load(Relaxed);
+        for (i, (slot, &n)) in buckets.iter_mut().zip(&counts).enumerate() {
             count += n;
             let bound = if i < BUCKETS as usize {
                 bound_seconds(i)
@@ -123,7 +199,7 @@ impl EncodeMetric for Histogram {
             };
             *slot = (bound, n);
         }
-        let sum = self.sum_ns_wide() as f64 / 1e9;
+        let sum = (u128::from(us) * 1000 + u128::from(sub)) as f64 / 1e9;
         encoder.encode_histogram::<NoLabelSet>(sum, count, &buckets, None)
     }
 
@@ -175,13 +251,38 @@ mod tests {
         assert_eq!(h.count(), n);
         assert_eq!(h.sum_ns(), want_sum);
         // Each bucket holds exactly the values in its range.
-        for (i, cell) in h.0.buckets.iter().enumerate() {
+        for (i, cell) in h.0.cells.buckets.iter().enumerate() {
             let lo = if i == 0 { 0 } else { BOUNDS_NS[i - 1] + 1 };
             let hi = BOUNDS_NS.get(i).copied().unwrap_or(u64::MAX);
             let want = (0..n).map(value).filter(|v| (lo..=hi).contains(v)).count() as u64;
             assert!(want > 0, "bucket {i} is exercised");
             assert_eq!(cell.load(Relaxed), want, "bucket {i}");
         }
+    }
+
+    #[test]
+    fn shares_are_read_with_the_histogram_and_fold_in() {
+        let r = crate::Registry::new();
+        let h = r
+            .histogram("lat_seconds", "Latency.", &[("bdev", "m")])
+            .unwrap();
+        h.observe_ns(1_500);
+        let share = h.local();
+        share.observe_ns(3_000);
+        share.observe_ns(5_001);
+        let text = r.render();
+        assert!(text.contains("lat_seconds_count{bdev=\"m\"} 3\n"), "{text}");
+        assert!(
+            text.contains("lat_seconds_sum{bdev=\"m\"} 0.000009501\n"),
+            "{text}"
+        );
+        assert!(text.contains("{le=\"0.000004\",bdev=\"m\"} 2\n"), "{text}");
+        assert_eq!((h.count(), h.sum_ns()), (3, 9_501));
+        drop(share);
+        assert_eq!((h.count(), h.sum_ns()), (3, 9_501));
+        assert!(h.0.shares.lock().is_empty());
+        assert_eq!(h.0.cells.buckets[2].load(Relaxed), 1, "3000 ns: <= 4 us");
+        assert_eq!(h.0.cells.buckets[3].load(Relaxed), 1, "5001 ns: <= 8 us");
     }
 
     /// The text prometheus-client's own histogram produced for these

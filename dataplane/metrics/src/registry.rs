@@ -7,7 +7,6 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, AtomicU64};
 use std::sync::{Arc, Mutex};
 
-use prometheus_client::metrics::counter::Counter as PCounter;
 use prometheus_client::metrics::family::{Family, MetricConstructor};
 use prometheus_client::metrics::gauge::Gauge as PGauge;
 
@@ -16,24 +15,7 @@ use crate::histogram::Histogram;
 /// Label pairs of one series, in registration order.
 type Labels = Vec<(String, String)>;
 
-/// A monotonically increasing count (a handle on one series).
-#[derive(Default, Debug)]
-pub struct Counter(PCounter<u64, AtomicU64>);
-
-impl Counter {
-    /// Adds `n`.
-    pub fn add(&self, n: u64) {
-        self.0.inc_by(n);
-    }
-    /// Adds 1.
-    pub fn inc(&self) {
-        self.0.inc();
-    }
-    /// The current value.
-    pub fn get(&self) -> u64 {
-        self.0.get()
-    }
-}
+use crate::counter::Counter;
 
 /// A value that goes up and down (a handle on one series).
 #[derive(Default, Debug)]
@@ -74,6 +56,16 @@ impl FloatGauge {
 #[derive(Clone, Copy)]
 struct NewHistogram;
 
+/// Makes the counter of a new series (the family's constructor).
+#[derive(Clone, Copy)]
+struct NewCounter;
+
+impl MetricConstructor<Counter> for NewCounter {
+    fn new_metric(&self) -> Counter {
+        Counter::default()
+    }
+}
+
 impl MetricConstructor<Histogram> for NewHistogram {
     fn new_metric(&self) -> Histogram {
         Histogram::default()
@@ -82,7 +74,7 @@ impl MetricConstructor<Histogram> for NewHistogram {
 
 #[derive(Clone)]
 enum Fam {
-    Counter(Family<Labels, PCounter<u64, AtomicU64>>),
+    Counter(Family<Labels, Counter, NewCounter>),
     Gauge(Family<Labels, PGauge<i64, AtomicI64>>),
     FloatGauge(Family<Labels, PGauge<f64, AtomicU64>>),
     Histogram(Family<Labels, Histogram, NewHistogram>),
@@ -178,7 +170,7 @@ impl Registry {
             Some(f) => f.clone(),
             None => {
                 let f = match kind {
-                    Kind::Counter => Fam::Counter(Family::default()),
+                    Kind::Counter => Fam::Counter(Family::new_with_constructor(NewCounter)),
                     Kind::Gauge => Fam::Gauge(Family::default()),
                     Kind::FloatGauge => Fam::FloatGauge(Family::default()),
                     Kind::Histogram => Fam::Histogram(Family::new_with_constructor(NewHistogram)),
@@ -212,7 +204,7 @@ impl Registry {
         }
         let s = match (&fam, kind) {
             (Fam::Counter(f), Kind::Counter) => {
-                Series::Counter(Arc::new(Counter(f.get_or_create_owned(&key.1))))
+                Series::Counter(Arc::new(f.get_or_create_owned(&key.1)))
             }
             (Fam::Gauge(f), Kind::Gauge) => {
                 Series::Gauge(Arc::new(Gauge(f.get_or_create_owned(&key.1))))

@@ -22,7 +22,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 use bdev::layered::ReadInline;
-use bdev::{BdevError, DmaBuf};
+use bdev::{BdevError, DmaBuf, LocalReads};
 use engine::{Completion, Engine, Extent, Op, Plan, PlanStatus, Stats, Ticket};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::{mpsc, oneshot};
@@ -215,6 +215,10 @@ pub(crate) struct Owner {
     pub mode: CacheMode,
     pub shared: Arc<Shared>,
     pub devices: Arc<Devices>,
+    /// This volume's share of the cache device's read counters: hits read
+    /// in place, under the owner's lock, count there without locked
+    /// instructions (`bdev::LocalReads`).
+    device_reads: LocalReads,
     pub region: Arc<VolumeRegion>,
     pub meta: MetaTable,
     pub rx: mpsc::UnboundedReceiver<Msg>,
@@ -274,7 +278,9 @@ impl Owner {
         tx: mpsc::UnboundedSender<Msg>,
     ) -> Owner {
         let cleaner = Cleaner::new(params.cleaning.clone());
+        let device_reads = devices.cache.bdev().stats().local_reads();
         Owner {
+            device_reads,
             mode: params.write_mode,
             base: Stats::default(),
             engine,
@@ -447,7 +453,12 @@ impl Owner {
         // spans two units.
         debug_assert!(addr % UNIT_SIZE + len <= UNIT_SIZE);
         let dev = self.region.data_offset(addr);
-        let Ok((buf, r, end)) = self.devices.cache.bdev().read_inline_ended(dev, buf) else {
+        let Ok((buf, r, end)) =
+            self.devices
+                .cache
+                .bdev()
+                .read_inline_into(dev, buf, &self.device_reads)
+        else {
             unreachable!("RAM reads inline");
         };
         self.hit_ended(u64::from(r.is_err()), Some(since(arrived, end)));
@@ -604,17 +615,24 @@ impl Owner {
         self.spare_plan = plan;
         self.hits += 1;
         let buf = match pieces {
-            Pieces::One(dev) => match self.devices.cache.bdev().read_inline_ended(dev, buf) {
-                Ok((buf, r, end)) => {
-                    self.hit_done_now(HitDone {
-                        ticket,
-                        elapsed_ns: Some(since(arrived, end)),
-                        failed_reads: u64::from(r.is_err()),
-                    });
-                    return Hit::Served(buf, r);
+            Pieces::One(dev) => {
+                match self
+                    .devices
+                    .cache
+                    .bdev()
+                    .read_inline_into(dev, buf, &self.device_reads)
+                {
+                    Ok((buf, r, end)) => {
+                        self.hit_done_now(HitDone {
+                            ticket,
+                            elapsed_ns: Some(since(arrived, end)),
+                            failed_reads: u64::from(r.is_err()),
+                        });
+                        return Hit::Served(buf, r);
+                    }
+                    Err(buf) => buf,
                 }
-                Err(buf) => buf,
-            },
+            }
             Pieces::Many(_) => buf,
         };
         let guard = HitGuard::new(self.tx.clone(), ticket, arrived);
