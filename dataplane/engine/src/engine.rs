@@ -33,7 +33,7 @@ use crate::eviction::{self, BlockRef, EvictionPolicy, Verdict};
 use crate::fill::{FillChooser, FillReport};
 use crate::group::Groups;
 use crate::lru::NIL;
-use crate::mrc::{Curve, Shards, ShardsConfig};
+use crate::mrc::{Curve, RateCap, Shards, ShardsConfig};
 use crate::plan::{CacheIo, Completion, Evicted, Extent, Op, Plan, PlanStatus, Ticket};
 use crate::stats::{AllocStats, Metadata, Stats};
 use std::fmt;
@@ -1367,13 +1367,27 @@ fn widen_to_window(segs: &mut Vec<Seg>, begin: u64, end: u64, windows: &[u32]) {
 const MRC_MAX_KEYS: u32 = 4096;
 /// Reuse-distance buckets of a volume's curve.
 const MRC_BUCKETS: u32 = 1024;
+/// Past this many blocks tracked, at most 1 block in 8 is sampled: every
+/// reference of a working set of 8,192 blocks (256 MiB of 32 KiB blocks)
+/// was otherwise sampled at rate 1/2, and a sampled reference costs a read
+/// hit more than the rest of the engine's bookkeeping (docs/benchmarks.md,
+/// "A cap on the curve's sampling rate"). 1,024 sampled blocks still give
+/// a close curve (unit test `a_capped_rate_stays_close_to_the_exact_curve`);
+/// the online policy choice caps its shadows' rate at 1/8 for the same
+/// reason.
+const MRC_RATE_CAP: RateCap = RateCap {
+    keys: 1024,
+    rate: 1.0 / 8.0,
+};
 
 /// The curve sampler of a volume whose smallest block is `block` bytes:
-/// fixed-size SHARDS, exact until the volume has touched `MRC_MAX_KEYS`
-/// blocks.
+/// fixed-size SHARDS, exact until the volume has touched
+/// `MRC_RATE_CAP.keys` blocks, then at most 1 in 8 of them, and at most
+/// `MRC_MAX_KEYS` blocks.
 fn mrc_config(block: u32) -> ShardsConfig {
     ShardsConfig {
         max_buckets: Some(MRC_BUCKETS),
+        rate_cap: Some(MRC_RATE_CAP),
         ..ShardsConfig::fixed_size(block, 1.0, MRC_MAX_KEYS)
     }
 }

@@ -41,6 +41,7 @@ pub fn options(rate: f64, max_keys: u32, exact: bool) -> Result<MrcOptions, Stri
         rate,
         max_keys: (max_keys > 0).then_some(max_keys),
         max_buckets: Some(DEFAULT_BUCKETS),
+        rate_cap: None,
     };
     sampler
         .validate()

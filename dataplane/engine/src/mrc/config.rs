@@ -32,6 +32,24 @@ pub struct ShardsConfig {
     /// Bound on the reuse-distance histogram's buckets (each then spans
     /// more blocks as distances grow); `None`: one bucket per block, exact.
     pub max_buckets: Option<u32>,
+    /// Fixed-size mode only: once more blocks than the cap's `keys` are
+    /// tracked, sample at most its `rate`, whatever room `max_keys` still
+    /// leaves. A sampled reference costs far more than an unsampled one
+    /// (a table probe, the timeline, the histogram), so this bounds the
+    /// sampler's share of every request's CPU for working sets between
+    /// `keys` and `max_keys / rate` blocks, which fixed-size mode would
+    /// otherwise sample at up to rate 1; a working set of at most `keys`
+    /// blocks keeps its exact curve.
+    pub rate_cap: Option<RateCap>,
+}
+
+/// See [`ShardsConfig::rate_cap`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RateCap {
+    /// Blocks tracked at any rate before the cap applies.
+    pub keys: u32,
+    /// The highest rate beyond them, in `(0, 1]`.
+    pub rate: f64,
 }
 
 impl ShardsConfig {
@@ -43,6 +61,7 @@ impl ShardsConfig {
             rate: 1.0,
             max_keys: None,
             max_buckets: None,
+            rate_cap: None,
         }
     }
 
@@ -53,6 +72,7 @@ impl ShardsConfig {
             rate,
             max_keys: None,
             max_buckets: Some(DEFAULT_BUCKETS),
+            rate_cap: None,
         }
     }
 
@@ -64,6 +84,7 @@ impl ShardsConfig {
             rate,
             max_keys: Some(max_keys),
             max_buckets: Some(DEFAULT_BUCKETS),
+            rate_cap: None,
         }
     }
 
@@ -83,6 +104,13 @@ impl ShardsConfig {
         }
         if self.max_buckets.is_some_and(|b| b < 2) {
             return Err(ShardsConfigError::MaxBuckets);
+        }
+        if let Some(c) = self.rate_cap {
+            // It lowers the threshold as fixed-size mode does, which needs
+            // that mode's record of the largest tracked hashes.
+            if self.max_keys.is_none() || !(c.rate > 0.0 && c.rate <= 1.0) || c.keys == 0 {
+                return Err(ShardsConfigError::RateCap);
+            }
         }
         Ok(())
     }
@@ -109,6 +137,9 @@ pub enum ShardsConfigError {
     MaxKeys(u32),
     /// `max_buckets` is below 2.
     MaxBuckets,
+    /// A rate cap without `max_keys`, with a rate outside `(0, 1]` or no
+    /// keys.
+    RateCap,
 }
 
 impl fmt::Display for ShardsConfigError {
@@ -118,6 +149,10 @@ impl fmt::Display for ShardsConfigError {
             Self::Rate(r) => write!(f, "sampling rate {r} is not in (0, 1]"),
             Self::MaxKeys(k) => write!(f, "max keys {k} is not in 1..=2^29"),
             Self::MaxBuckets => write!(f, "the histogram needs at least 2 buckets"),
+            Self::RateCap => write!(
+                f,
+                "a rate cap needs fixed-size mode, a rate in (0, 1] and at least 1 key"
+            ),
         }
     }
 }

@@ -43,7 +43,7 @@ mod shards;
 mod table;
 mod timeline;
 
-pub use config::{ShardsConfig, ShardsConfigError, DEFAULT_BUCKETS, DEFAULT_MAX_KEYS};
+pub use config::{RateCap, ShardsConfig, ShardsConfigError, DEFAULT_BUCKETS, DEFAULT_MAX_KEYS};
 pub use curve::{Curve, CurvePoint};
 pub use shards::Shards;
 

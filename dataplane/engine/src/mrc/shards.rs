@@ -219,6 +219,14 @@ impl Shards {
         // back, its hash stays above the threshold for good.
         self.histogram.add_cold(weight);
         if let Some(max) = self.config.max_keys {
+            if let Some(cap) = self.config.rate_cap {
+                if self.table.len() >= cap.keys as usize && self.rate > cap.rate {
+                    self.cap_rate(cap.rate);
+                    if h > self.limit {
+                        return;
+                    }
+                }
+            }
             if self.table.len() == max as usize {
                 let top = *self.largest.peek().expect("a full sampler tracks blocks");
                 if h > top {
@@ -236,6 +244,22 @@ impl Shards {
         }
         let now = self.timeline.push();
         self.table.insert(h, now);
+    }
+
+    /// Lowers the threshold to `rate`'s, dropping every tracked block
+    /// above it (largest hash first, as fixed-size mode drops one).
+    fn cap_rate(&mut self, rate: f64) {
+        let limit = limit_for_rate(rate);
+        while let Some(&top) = self.largest.peek() {
+            if top <= limit {
+                break;
+            }
+            self.largest.pop();
+            let t = self.table.remove(top).expect("heap and table agree");
+            self.timeline.remove(t);
+        }
+        self.limit = self.limit.min(limit);
+        self.rate = rate_of_limit(self.limit);
     }
 
     /// From now on, sample only hashes below `h`.

@@ -248,6 +248,55 @@ fn sampled_curves_are_close_to_the_exact_one() {
     }
 }
 
+/// The engine's sampler: fixed-size with a rate cap of 1/8 past 1,024
+/// tracked blocks (`engine::mrc_config`).
+fn capped() -> ShardsConfig {
+    ShardsConfig {
+        rate_cap: Some(RateCap {
+            keys: 1_024,
+            rate: 1.0 / 8.0,
+        }),
+        ..ShardsConfig::fixed_size(BS, 1.0, 4_096)
+    }
+}
+
+#[test]
+fn a_capped_rate_keeps_small_working_sets_exact() {
+    let refs = workload(20_000, 300, 4);
+    let mut s = Shards::new(capped()).unwrap();
+    refs.iter().for_each(|&b| s.access(b));
+    assert_eq!(s.rate(), 1.0);
+    assert_eq!(s.curve(), exact_curve(&refs));
+}
+
+#[test]
+fn a_capped_rate_stays_close_to_the_exact_curve() {
+    // About 15,000 distinct blocks: uncapped, fixed-size mode would sample
+    // them at about 0.27; capped, at 1/8 (about 1,900 tracked).
+    for seed in 1..=3 {
+        let refs = workload(300_000, 5_000, seed);
+        let mut exact = Shards::exact(BS);
+        refs.iter().for_each(|&b| exact.access(b));
+        let sizes = sizes(exact.working_set_bytes());
+        let mut s = Shards::new(capped()).unwrap();
+        let mut uncapped = Shards::new(ShardsConfig {
+            rate_cap: None,
+            ..capped()
+        })
+        .unwrap();
+        for &b in &refs {
+            s.access(b);
+            uncapped.access(b);
+        }
+        assert!(uncapped.rate() > 0.2, "uncapped rate {}", uncapped.rate());
+        assert!(s.rate() <= 1.0 / 8.0, "capped rate {}", s.rate());
+        assert!(s.sampled_references() * 6 < uncapped.sampled_references() * 3);
+        let mae = s.curve().mean_absolute_error(&exact.curve(), &sizes);
+        assert!(mae <= 0.02, "workload {seed}: mean absolute error {mae}");
+        assert_eq!(s.memory_bytes(), uncapped.memory_bytes());
+    }
+}
+
 #[test]
 fn bad_configurations_are_refused() {
     let ok = ShardsConfig::default();
@@ -280,6 +329,23 @@ fn bad_configurations_are_refused() {
                 ..ok
             },
             ShardsConfigError::MaxBuckets,
+        ),
+        (
+            ShardsConfig {
+                max_keys: None,
+                ..capped()
+            },
+            ShardsConfigError::RateCap,
+        ),
+        (
+            ShardsConfig {
+                rate_cap: Some(RateCap {
+                    keys: 10,
+                    rate: 0.0,
+                }),
+                ..ok
+            },
+            ShardsConfigError::RateCap,
         ),
     ] {
         assert_eq!(Shards::new(cfg).unwrap_err(), err);
