@@ -203,11 +203,7 @@ impl CountedBdev {
     /// [`Self::read_ended`]); `Err` gives the buffer back, uncounted, when
     /// the device must wait.
     pub fn read_inline_ended(&self, offset: u64, buf: DmaBuf) -> ReadInline<DmaBuf> {
-        let (start, len) = (Instant::now(), buf.len() as u64);
-        let (buf, r, ended) = self.bdev.read_inline_timed(offset, buf, Some(start))?;
-        let end = ended.unwrap_or_else(Instant::now);
-        self.count_read(&r, len, (start, end));
-        Ok((buf, r, end))
+        self.read_inline_counted(offset, buf, |r, len, span| self.count_read(r, len, span))
     }
 
     /// [`Self::read_inline_ended`], counted into `local`, a share of this
@@ -219,17 +215,31 @@ impl CountedBdev {
         local: &LocalReads,
     ) -> ReadInline<DmaBuf> {
         debug_assert!(Arc::ptr_eq(&local.of, &self.stats), "another bdev's share");
+        self.read_inline_counted(offset, buf, |r, len, (start, end)| {
+            if r.is_err() {
+                self.stats.io_errors.inc();
+                return;
+            }
+            local.ops.inc();
+            local.bytes.add(len);
+            local
+                .latency
+                .observe_ns(end.saturating_duration_since(start).as_nanos() as u64);
+        })
+    }
+
+    /// An inline read timed from here to the device's end, then `count`ed
+    /// (result, bytes, start and end).
+    fn read_inline_counted(
+        &self,
+        offset: u64,
+        buf: DmaBuf,
+        count: impl FnOnce(&Result<()>, u64, (Instant, Instant)),
+    ) -> ReadInline<DmaBuf> {
         let (start, len) = (Instant::now(), buf.len() as u64);
         let (buf, r, ended) = self.bdev.read_inline_timed(offset, buf, Some(start))?;
         let end = ended.unwrap_or_else(Instant::now);
-        if r.is_err() {
-            self.stats.io_errors.inc();
-        } else {
-            local.ops.inc();
-            local.bytes.add(len);
-            let ns = end.saturating_duration_since(start).as_nanos() as u64;
-            local.latency.observe_ns(ns);
-        }
+        count(&r, len, (start, end));
         Ok((buf, r, end))
     }
 

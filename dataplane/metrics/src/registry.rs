@@ -10,12 +10,11 @@ use std::sync::{Arc, Mutex};
 use prometheus_client::metrics::family::{Family, MetricConstructor};
 use prometheus_client::metrics::gauge::Gauge as PGauge;
 
+use crate::counter::Counter;
 use crate::histogram::Histogram;
 
 /// Label pairs of one series, in registration order.
 type Labels = Vec<(String, String)>;
-
-use crate::counter::Counter;
 
 /// A value that goes up and down (a handle on one series).
 #[derive(Default, Debug)]
@@ -52,10 +51,6 @@ impl FloatGauge {
     }
 }
 
-/// Makes the histogram of a new series (the family's constructor).
-#[derive(Clone, Copy)]
-struct NewHistogram;
-
 /// Makes the counter of a new series (the family's constructor).
 #[derive(Clone, Copy)]
 struct NewCounter;
@@ -65,6 +60,10 @@ impl MetricConstructor<Counter> for NewCounter {
         Counter::default()
     }
 }
+
+/// Makes the histogram of a new series (the family's constructor).
+#[derive(Clone, Copy)]
+struct NewHistogram;
 
 impl MetricConstructor<Histogram> for NewHistogram {
     fn new_metric(&self) -> Histogram {

@@ -453,12 +453,7 @@ impl Owner {
         // spans two units.
         debug_assert!(addr % UNIT_SIZE + len <= UNIT_SIZE);
         let dev = self.region.data_offset(addr);
-        let Ok((buf, r, end)) =
-            self.devices
-                .cache
-                .bdev()
-                .read_inline_into(dev, buf, &self.device_reads)
-        else {
+        let Ok((buf, r, end)) = self.read_device_inline(dev, buf) else {
             unreachable!("RAM reads inline");
         };
         self.hit_ended(u64::from(r.is_err()), Some(since(arrived, end)));
@@ -615,28 +610,28 @@ impl Owner {
         self.spare_plan = plan;
         self.hits += 1;
         let buf = match pieces {
-            Pieces::One(dev) => {
-                match self
-                    .devices
-                    .cache
-                    .bdev()
-                    .read_inline_into(dev, buf, &self.device_reads)
-                {
-                    Ok((buf, r, end)) => {
-                        self.hit_done_now(HitDone {
-                            ticket,
-                            elapsed_ns: Some(since(arrived, end)),
-                            failed_reads: u64::from(r.is_err()),
-                        });
-                        return Hit::Served(buf, r);
-                    }
-                    Err(buf) => buf,
+            Pieces::One(dev) => match self.read_device_inline(dev, buf) {
+                Ok((buf, r, end)) => {
+                    self.hit_done_now(HitDone {
+                        ticket,
+                        elapsed_ns: Some(since(arrived, end)),
+                        failed_reads: u64::from(r.is_err()),
+                    });
+                    return Hit::Served(buf, r);
                 }
-            }
+                Err(buf) => buf,
+            },
             Pieces::Many(_) => buf,
         };
         let guard = HitGuard::new(self.tx.clone(), ticket, arrived);
         Hit::Granted(HitGrant { pieces, guard }, buf)
+    }
+
+    /// A hit's read of the cache device at `dev`, in place when the device
+    /// answers at once, counted in this volume's share of its counters.
+    fn read_device_inline(&self, dev: u64, buf: DmaBuf) -> ReadInline<DmaBuf> {
+        let device = self.devices.cache.bdev();
+        device.read_inline_into(dev, buf, &self.device_reads)
     }
 
     #[cfg(test)]
