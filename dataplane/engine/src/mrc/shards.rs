@@ -128,14 +128,19 @@ impl Shards {
 
     /// Every block overlapping `len` bytes at `offset`, in order.
     pub fn access_bytes(&mut self, offset: u64, len: u64) {
-        if len == 0 {
-            return;
-        }
-        let bs = self.config.block_size as u64;
-        let last = (offset.saturating_add(len) - 1) / bs;
-        for block in offset / bs..=last {
+        for block in self.blocks_of(offset, len) {
             self.access(block);
         }
+    }
+
+    /// The numbers of the blocks overlapping `len` bytes at `offset`.
+    fn blocks_of(&self, offset: u64, len: u64) -> std::ops::RangeInclusive<u64> {
+        if len == 0 {
+            #[allow(clippy::reversed_empty_ranges)]
+            return 1..=0;
+        }
+        let bs = self.config.block_size as u64;
+        offset / bs..=(offset.saturating_add(len) - 1) / bs
     }
 
     /// One reference to block number `block`.
@@ -172,12 +177,7 @@ impl Shards {
 
     /// Like [`Shards::access_bytes`], through [`Shards::access_deferred`].
     pub fn access_bytes_deferred(&mut self, offset: u64, len: u64) {
-        if len == 0 {
-            return;
-        }
-        let bs = self.config.block_size as u64;
-        let last = (offset.saturating_add(len) - 1) / bs;
-        for block in offset / bs..=last {
+        for block in self.blocks_of(offset, len) {
             self.access_deferred(block);
         }
     }
