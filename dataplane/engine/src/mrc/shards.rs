@@ -44,6 +44,8 @@ pub struct Shards {
     /// Hashes of sampled references not processed yet, in order
     /// ([`Shards::access_deferred`]).
     pending: Vec<u64>,
+    /// log2 of the block size, when it is a power of two.
+    block_shift: Option<u32>,
 }
 
 impl Shards {
@@ -77,6 +79,10 @@ impl Shards {
             references: 0,
             sampled: 0,
             pending: Vec::with_capacity(BATCH),
+            block_shift: config
+                .block_size
+                .is_power_of_two()
+                .then(|| config.block_size.trailing_zeros()),
         })
     }
 
@@ -139,8 +145,16 @@ impl Shards {
             #[allow(clippy::reversed_empty_ranges)]
             return 1..=0;
         }
-        let bs = self.config.block_size as u64;
-        offset / bs..=(offset.saturating_add(len) - 1) / bs
+        let last = offset.saturating_add(len) - 1;
+        match self.block_shift {
+            // Block sizes are powers of two in the engine: a shift, not a
+            // division per reference.
+            Some(s) => offset >> s..=last >> s,
+            None => {
+                let bs = u64::from(self.config.block_size);
+                offset / bs..=last / bs
+            }
+        }
     }
 
     /// One reference to block number `block`.

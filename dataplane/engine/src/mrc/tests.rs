@@ -145,6 +145,22 @@ fn fixed_size_under_its_bound_is_exact() {
 }
 
 #[test]
+fn byte_ranges_map_to_blocks_of_any_size() {
+    // A power of two shifts, any other size divides: the same blocks.
+    for (bs, offset, len, blocks) in [
+        (4096, 4095, 2, 2),
+        (4096, 8192, 4096, 1),
+        (3000, 2999, 2, 2),
+        (3000, 6000, 9000, 3),
+    ] {
+        let mut s = Shards::exact(bs);
+        s.access_bytes(offset, len);
+        s.access_bytes(offset, 0);
+        assert_eq!(s.references(), blocks, "{bs}: {offset}+{len}");
+    }
+}
+
+#[test]
 fn deferred_references_give_the_same_curve() {
     // Enough distinct blocks that fixed-size mode lowers its threshold
     // while references wait, and a read of the curve between batches.
