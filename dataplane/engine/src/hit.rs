@@ -21,9 +21,7 @@ impl Engine {
         if len == 0 || !self.waiters.is_empty() {
             return None;
         }
-        // Sectors are a power of two (`Config::validate`): a mask, not the
-        // two divisions `is_multiple_of` would cost on every hit.
-        if (offset | len) & ((1u64 << self.sector_shift) - 1) != 0 {
+        if !self.sector_aligned(offset, len) {
             return None;
         }
         let end = offset

@@ -160,12 +160,17 @@ impl Shards {
     /// One reference to block number `block`.
     #[inline]
     pub fn access(&mut self, block: u64) {
+        if let Some(h) = self.count(block) {
+            self.sample(h);
+        }
+    }
+
+    /// Counts a reference to `block`; its hash when the block is sampled.
+    #[inline]
+    fn count(&mut self, block: u64) -> Option<u64> {
         self.references += 1;
         let h = mix(block);
-        if h > self.limit {
-            return;
-        }
-        self.sample(h);
+        (h <= self.limit).then_some(h)
     }
 
     /// [`Shards::access`], except that a sampled reference may wait: up
@@ -178,11 +183,9 @@ impl Shards {
     /// processed, as `access` would have checked it then.
     #[inline]
     pub fn access_deferred(&mut self, block: u64) {
-        self.references += 1;
-        let h = mix(block);
-        if h > self.limit {
+        let Some(h) = self.count(block) else {
             return;
-        }
+        };
         self.pending.push(h);
         if self.pending.len() == BATCH {
             self.settle();
