@@ -61,7 +61,7 @@ pub use view::{BufView, ReuniteError, SplitError, ViewError};
 /// has futures of a known type.
 pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 pub use error::{BdevError, Result};
-pub use stats::{CountedBdev, IoStats, LocalReads};
+pub use stats::{CountedBdev, IoStats, LocalReads, INLINE_TIMED_EVERY};
 
 /// Operations a bdev may support.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -25,6 +25,9 @@ pub const BUCKETS: u16 = 24;
 /// integer nanoseconds against these puts every observation in the bucket
 /// prometheus-client's `value_seconds <= bound_seconds` picked before: the
 /// bounds in seconds below are the correctly rounded `1000 << i` / 1e9.
+/// Observations compute their bucket ([`bucket_of`]); tests check it
+/// against these.
+#[cfg(test)]
 const BOUNDS_NS: [u64; BUCKETS as usize] = {
     let mut b = [0; BUCKETS as usize];
     let mut i = 0;
@@ -63,11 +66,9 @@ impl Cells {
     /// Adds one observation with `add` (locked or plain).
     #[inline]
     fn observe_with(&self, ns: u64, add: impl Fn(&AtomicU64, u64)) {
-        // First bound >= ns; past the last finite one is the +Inf bucket.
-        let i = BOUNDS_NS.partition_point(|&b| b < ns);
-        add(&self.buckets[i], 1);
-        add(&self.sum_us, ns / 1000);
-        let rest = ns % 1000;
+        let (us, rest) = (ns / 1000, ns % 1000);
+        add(&self.buckets[bucket_of(us, rest)], 1);
+        add(&self.sum_us, us);
         if rest != 0 {
             add(&self.sum_sub_us_ns, rest);
         }
@@ -82,6 +83,23 @@ impl Cells {
         self.sum_sub_us_ns
             .fetch_add(other.sum_sub_us_ns.load(Relaxed), Relaxed);
     }
+}
+
+/// The bucket of an observation of `us` whole microseconds and `rest`
+/// nanoseconds: the first bound at or above it, or past the last finite
+/// one the +Inf bucket. Computed, not searched: a search over the bounds is
+/// a chain of dependent compares on every I/O's path.
+#[inline]
+fn bucket_of(us: u64, rest: u64) -> usize {
+    // Bound i (1000 << i ns) holds the observation iff it is at most
+    // 1 << i whole microseconds, rounded up.
+    let up = us + u64::from(rest != 0);
+    let i = if up <= 1 {
+        0
+    } else {
+        (u64::BITS - (up - 1).leading_zeros()) as usize
+    };
+    i.min(BUCKETS as usize)
 }
 
 fn locked_add(cell: &AtomicU64, n: u64) {
@@ -222,6 +240,24 @@ mod tests {
             // The seconds value of a bound is the bound in seconds, so ns
             // and seconds comparisons pick the same bucket at the edges.
             assert_eq!(ns as f64 / 1e9, pc[i], "bound {i}");
+        }
+    }
+
+    #[test]
+    fn computed_buckets_are_the_first_bound_at_or_above() {
+        let search = |ns: u64| BOUNDS_NS.partition_point(|&b| b < ns);
+        let edges = BOUNDS_NS.iter().flat_map(|&b| [b - 1, b, b + 1]).chain([
+            0,
+            1,
+            999,
+            1000,
+            1001,
+            u64::MAX - 1,
+            u64::MAX,
+        ]);
+        let spread = (0..200_000u64).map(|v| v.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (v % 64));
+        for ns in edges.chain(spread) {
+            assert_eq!(bucket_of(ns / 1000, ns % 1000), search(ns), "{ns} ns");
         }
     }
 

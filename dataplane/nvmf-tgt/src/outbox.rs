@@ -88,12 +88,23 @@ impl Outbox {
         pool: &mut BufPool,
     ) -> std::io::Result<()> {
         let result = self.write_all(w).await;
+        // The batch's units go back together (see `Grant::absorb`).
+        let mut units: Option<Grant> = None;
         for seg in self.segments.drain(..) {
             if let Segment::Buffer(buf, grant) = seg {
                 pool.give(buf);
-                drop(grant);
+                units = match (units, grant) {
+                    (Some(mut all), Some(g)) => {
+                        // Another host's units (never, within one queue
+                        // pair) go back on their own.
+                        drop(all.absorb(g));
+                        Some(all)
+                    }
+                    (all, g) => all.or(g),
+                };
             }
         }
+        drop(units);
         self.bytes.clear();
         result
     }

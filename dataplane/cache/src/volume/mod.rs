@@ -22,6 +22,7 @@ mod load;
 mod meta;
 mod owner;
 pub mod params;
+mod slot;
 pub mod stats;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering::Relaxed};
@@ -38,6 +39,7 @@ use crate::layout::{VolumeRegion, UNIT_SIZE};
 use hit::HitDone;
 use owner::{Answer, HostIo, HostOp, Msg, Now, Owner, Reply};
 pub use params::{CacheMode, Cleaning, SeqCutoff, VolumeParams};
+use slot::Slot;
 pub use stats::{FillShadow, FillState, VolumeMrc, VolumeStats};
 
 /// Why a cached-volume operation failed.
@@ -157,7 +159,7 @@ struct Inner {
     /// Used in place when free, else through `tx` (see [`owner`]).
     /// `None` once the owner's task ended (stopped, or a panic poisoned
     /// the lock): requests then fail at once.
-    owner: Arc<Mutex<Option<Owner>>>,
+    owner: Arc<Slot<Option<Owner>>>,
     tx: mpsc::UnboundedSender<Msg>,
     shared: Arc<Shared>,
     core: CountedBdev,
@@ -209,7 +211,7 @@ impl CachedVolume {
             rx,
             tx.clone(),
         );
-        let o = Arc::new(Mutex::new(Some(o)));
+        let o = Arc::new(Slot::new(Some(o)));
         tokio::spawn(owner::run(o.clone()));
         Ok(CachedVolume {
             inner: Arc::new(Inner {

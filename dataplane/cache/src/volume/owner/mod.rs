@@ -17,7 +17,7 @@ mod control;
 mod pump;
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
@@ -32,6 +32,7 @@ use super::exec::{self, Devices, Outcome};
 use super::hit::{since, HitDone, HitGrant, HitGuard, Pieces};
 use super::meta::{Durability, MetaTable};
 use super::params::{CacheMode, VolumeParams};
+use super::slot::Slot;
 use super::stats::RuntimeCounters;
 use super::{Control, Shared, VolumeError};
 use crate::layout::{VolumeRegion, UNIT_SIZE};
@@ -940,7 +941,7 @@ impl Owner {
 
 /// Runs the owner's task until the volume stopped (or a caller panicked
 /// while holding the owner).
-pub(crate) async fn run(owner: Arc<Mutex<Option<Owner>>>) {
+pub(crate) async fn run(owner: Arc<Slot<Option<Owner>>>) {
     let period = match owner.lock().as_deref() {
         Ok(Some(o)) => o.cleaner.tick(),
         _ => return,
