@@ -17,6 +17,7 @@
 //! and later lockers get [`std::sync::PoisonError`]s, so a half-updated
 //! owner is never used as if nothing happened.
 
+use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{LockResult, PoisonError, TryLockError, TryLockResult};
@@ -30,10 +31,13 @@ pub(crate) struct Slot<T> {
     poisoned: AtomicBool,
 }
 
-/// Access to a [`Slot`]'s value until dropped.
+/// Access to a [`Slot`]'s value until dropped. Not `Send`, as `std`'s
+/// guard: a task cannot hold it across an `await`, where it could sleep
+/// with the lock held while others spin.
 pub(crate) struct SlotGuard<'a, T> {
     guard: SpinMutexGuard<'a, T, Yield>,
     poisoned: &'a AtomicBool,
+    _not_send: PhantomData<*const ()>,
 }
 
 impl<T> Slot<T> {
@@ -61,6 +65,7 @@ impl<T> Slot<T> {
         let g = SlotGuard {
             guard,
             poisoned: &self.poisoned,
+            _not_send: PhantomData,
         };
         if self.poisoned.load(Relaxed) {
             Err(PoisonError::new(g))
