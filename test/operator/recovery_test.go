@@ -60,105 +60,144 @@ echo "step-delete=$?"
 
 var _ = Describe("A write-back CachedVolume written by a guest", func() {
 	It("keeps its cache data across kill -9 (with and without the persisted configuration), and deletion flushes every byte to Ceph", func(ctx SpecContext) {
-		pool := createPool(ctx, poolInput{Name: "wb", WriteMode: rcv1.WriteBack})
-		srv := cluster.StartServer(ctx, standin.ServerInput{Pool: pool, Node: "wb-1", IP: "127.0.0.5", Rack: "rack-w", CacheMiB: 128})
-		cluster.SyncDaemonSetStatus(ctx, pool, 1)
-		waitPoolReady(ctx, pool.Name, 1)
-
-		hostNQN := framework.GuestHostNQN(GinkgoTB())
-		vol := createVolume(ctx, volumeInput{Name: "wb-vol", Pool: pool, SizeMiB: 64, CacheSize: "32Mi", AllowedHosts: []string{hostNQN}})
-		v := waitVolumeReady(ctx, vol.Name)
-		Expect(v.Status.WriteMode).To(Equal(rcv1.WriteBack))
-		Expect(v.Status.Server).To(Equal(srv.In.Node))
-		nqn := v.Status.NQN
-		var cached string
-		Eventually(func(g Gomega) {
-			cached = expectServes(g, ctx, srv, nqn, []string{hostNQN}, "wb").Name
-		}).WithContext(ctx).WithTimeout(convergeTimeout).WithPolling(poll).Should(Succeed())
-
-		dir := GinkgoT().TempDir()
-		data := make([]byte, writtenMiB<<20)
-		_, err := rand.Read(data)
-		Expect(err).NotTo(HaveOccurred())
-		for i := range data {
-			data[i] |= 1 // never a zero byte: zeroes read back are never data
-		}
-		Expect(os.WriteFile(filepath.Join(dir, "data"), data, 0o644)).To(Succeed())
-		sum := md5.Sum(data)
-		wantSum := hex.EncodeToString(sum[:])
-
-		// dirty is the cached bdev's dirty bytes as the dataplane reports it.
-		dirty := func(g Gomega) uint64 {
-			st, err := srv.DP.Client.CachedBdevStats(ctx, cached)
-			g.Expect(err).NotTo(HaveOccurred())
-			return st.DirtyBytes
-		}
-		// servedAgain waits until the volume is Ready and served by the
-		// restarted dataplane, its write-back data still dirty in the cache.
-		servedAgain := func(what string) {
-			Eventually(func(g Gomega) {
-				v := getVolume(g, ctx, vol.Name)
-				g.Expect(v.Status.Phase).To(Equal(rcv1.VolumeReady), "phase; conditions %v", v.Status.Conditions)
-				g.Expect(v.Status.Server).To(Equal(srv.In.Node))
-				b := expectServes(g, ctx, srv, nqn, []string{hostNQN}, "wb")
-				g.Expect(b.Name).To(Equal(cached))
-				g.Expect(dirty(g)).To(BeNumerically(">", 0), "dirty bytes of %s", cached)
-			}).WithContext(ctx).WithTimeout(convergeTimeout).WithPolling(poll).Should(Succeed(), "after %s", what)
-		}
-
-		handle := func(step string) error {
-			start := time.Now()
-			defer func() { GinkgoWriter.Printf("step %s took %s\n", step, elapsedSince(start)) }()
-			switch step {
-			case "written":
-				Expect(dirty(Default)).To(BeNumerically(">", 0), "the guest's writes are dirty in the cache")
-				Expect(bytes.HasPrefix(rbdExport(ctx, vol.Name), data)).To(BeFalse(),
-					"Ceph already holds the guest's data: write-back with cleaning off must keep it in the cache")
-				Eventually(func(g Gomega) {
-					d := getVolume(g, ctx, vol.Name).Status.Stats.Dirty
-					g.Expect(d).NotTo(BeNil())
-					g.Expect(d.Value()).To(BeNumerically(">", 0))
-				}).WithContext(ctx).WithTimeout(convergeTimeout).WithPolling(poll).Should(Succeed(), "status.stats.dirty shows the dirty data")
-			case "kill-restart":
-				srv.Kill(ctx)
-				srv.Restart(ctx, false)
-				servedAgain("kill -9 and a restart with the persisted configuration")
-			case "kill-forget-config":
-				srv.Kill(ctx)
-				srv.Restart(ctx, true)
-				servedAgain("kill -9 and a restart without the persisted configuration")
-			case "delete":
-				deleteAndWait(ctx, vol)
-				Eventually(func(g Gomega) {
-					expectNotServing(g, ctx, srv, nqn)
-					g.Expect(cachedBdevsOf(g, ctx, srv)).NotTo(HaveKey(cached))
-				}).WithContext(ctx).WithTimeout(convergeTimeout).WithPolling(poll).Should(Succeed())
-				got := rbdExport(ctx, vol.Name)
-				Expect(bytes.HasPrefix(got, data)).To(BeTrue(),
-					"Ceph's copy differs from what the guest wrote, first at byte %d", firstDiff(got, data))
-			default:
-				return fmt.Errorf("unknown step %q", step)
+		for attempt := 1; ; attempt++ {
+			oops := writeBackLifeCycle(ctx, lifeCycleNames[attempt-1])
+			if oops == "" {
+				return
 			}
-			return nil
+			// The guest kernel, not the target, failed: the stock 6.1
+			// kernel's NVMe/TCP initiator has a rare race in its error
+			// recovery as the target dies mid-I/O (docs/development.md).
+			// One fresh start (new pool, server, volume and guest); a
+			// second crash fails the test.
+			if attempt == len(lifeCycleNames) {
+				Fail(fmt.Sprintf("the guest kernel crashed in its NVMe/TCP initiator in %d attempts in a row:\n%s", attempt, oops))
+			}
+			GinkgoWriter.Printf("attempt %d: the guest kernel crashed in its NVMe/TCP initiator as the target died (report above); starting over\n", attempt)
 		}
-		res := framework.RunGuestWithSteps(GinkgoTB(), framework.GuestOptions{
-			Script:          framework.GuestNVMeFunctions + framework.GuestStepFunctions + fmt.Sprintf(lifecycleJob, guestTargetPort, nqn, writtenMiB),
-			Files:           map[string]string{filepath.Join(dir, "data"): "/job/data"},
-			GuestForwardsTo: map[int]string{guestTargetPort: fmt.Sprintf("%s:%d", srv.In.IP, nvmePort)},
-			Timeout:         10 * time.Minute,
-		}, handle)
-		Expect(res.ExitCode).To(Equal(0), "guest job's exit status")
-		vals := framework.GuestValues(GinkgoTB(), res.Output)
-		Expect(vals).To(HaveKeyWithValue("connect", "0"))
-		Expect(vals).To(HaveKeyWithValue("write", "0"))
-		for _, k := range []string{"step-written", "step-kill-restart", "step-kill-forget-config", "step-delete", "disconnect"} {
-			Expect(vals).To(HaveKeyWithValue(k, "0"))
-		}
-		Expect(vals).To(HaveKeyWithValue("sum-written", wantSum), "the guest reads back what it wrote")
-		Expect(vals).To(HaveKeyWithValue("sum-after-restart", wantSum), "after kill -9 and a restart with the persisted configuration")
-		Expect(vals).To(HaveKeyWithValue("sum-after-forget", wantSum), "after kill -9 and a restart without it (the operator re-created the volume with load)")
 	})
 })
+
+// lifeCycleName names what one attempt of the life cycle creates.
+type lifeCycleName struct {
+	pool, node, ip, rack string
+}
+
+// lifeCycleNames are the attempts' names: an attempt's objects stay until
+// the spec ends, so a fresh start takes new ones.
+var lifeCycleNames = []lifeCycleName{
+	{pool: "wb", node: "wb-1", ip: "127.0.0.5", rack: "rack-w"},
+	{pool: "wb2", node: "wb2-1", ip: "127.0.0.8", rack: "rack-w2"},
+}
+
+// writeBackLifeCycle runs the guest job against a fresh pool, server and
+// volume; it returns the guest kernel's crash report if its NVMe/TCP
+// initiator crashed (nothing is checked then), else "" once every check
+// passed.
+func writeBackLifeCycle(ctx SpecContext, n lifeCycleName) string {
+	pool := createPool(ctx, poolInput{Name: n.pool, WriteMode: rcv1.WriteBack})
+	srv := cluster.StartServer(ctx, standin.ServerInput{Pool: pool, Node: n.node, IP: n.ip, Rack: n.rack, CacheMiB: 128})
+	cluster.SyncDaemonSetStatus(ctx, pool, 1)
+	waitPoolReady(ctx, pool.Name, 1)
+
+	hostNQN := framework.GuestHostNQN(GinkgoTB())
+	vol := createVolume(ctx, volumeInput{Name: n.pool + "-vol", Pool: pool, SizeMiB: 64, CacheSize: "32Mi", AllowedHosts: []string{hostNQN}})
+	v := waitVolumeReady(ctx, vol.Name)
+	Expect(v.Status.WriteMode).To(Equal(rcv1.WriteBack))
+	Expect(v.Status.Server).To(Equal(srv.In.Node))
+	nqn := v.Status.NQN
+	var cached string
+	Eventually(func(g Gomega) {
+		cached = expectServes(g, ctx, srv, nqn, []string{hostNQN}, "wb").Name
+	}).WithContext(ctx).WithTimeout(convergeTimeout).WithPolling(poll).Should(Succeed())
+
+	dir := GinkgoT().TempDir()
+	data := make([]byte, writtenMiB<<20)
+	_, err := rand.Read(data)
+	Expect(err).NotTo(HaveOccurred())
+	for i := range data {
+		data[i] |= 1 // never a zero byte: zeroes read back are never data
+	}
+	Expect(os.WriteFile(filepath.Join(dir, "data"), data, 0o644)).To(Succeed())
+	sum := md5.Sum(data)
+	wantSum := hex.EncodeToString(sum[:])
+
+	// dirty is the cached bdev's dirty bytes as the dataplane reports it.
+	dirty := func(g Gomega) uint64 {
+		st, err := srv.DP.Client.CachedBdevStats(ctx, cached)
+		g.Expect(err).NotTo(HaveOccurred())
+		return st.DirtyBytes
+	}
+	// servedAgain waits until the volume is Ready and served by the
+	// restarted dataplane, its write-back data still dirty in the cache.
+	servedAgain := func(what string) {
+		Eventually(func(g Gomega) {
+			v := getVolume(g, ctx, vol.Name)
+			g.Expect(v.Status.Phase).To(Equal(rcv1.VolumeReady), "phase; conditions %v", v.Status.Conditions)
+			g.Expect(v.Status.Server).To(Equal(srv.In.Node))
+			b := expectServes(g, ctx, srv, nqn, []string{hostNQN}, "wb")
+			g.Expect(b.Name).To(Equal(cached))
+			g.Expect(dirty(g)).To(BeNumerically(">", 0), "dirty bytes of %s", cached)
+		}).WithContext(ctx).WithTimeout(convergeTimeout).WithPolling(poll).Should(Succeed(), "after %s", what)
+	}
+
+	handle := func(step string) error {
+		start := time.Now()
+		defer func() { GinkgoWriter.Printf("step %s took %s\n", step, elapsedSince(start)) }()
+		switch step {
+		case "written":
+			Expect(dirty(Default)).To(BeNumerically(">", 0), "the guest's writes are dirty in the cache")
+			Expect(bytes.HasPrefix(rbdExport(ctx, vol.Name), data)).To(BeFalse(),
+				"Ceph already holds the guest's data: write-back with cleaning off must keep it in the cache")
+			Eventually(func(g Gomega) {
+				d := getVolume(g, ctx, vol.Name).Status.Stats.Dirty
+				g.Expect(d).NotTo(BeNil())
+				g.Expect(d.Value()).To(BeNumerically(">", 0))
+			}).WithContext(ctx).WithTimeout(convergeTimeout).WithPolling(poll).Should(Succeed(), "status.stats.dirty shows the dirty data")
+		case "kill-restart":
+			srv.Kill(ctx)
+			srv.Restart(ctx, false)
+			servedAgain("kill -9 and a restart with the persisted configuration")
+		case "kill-forget-config":
+			srv.Kill(ctx)
+			srv.Restart(ctx, true)
+			servedAgain("kill -9 and a restart without the persisted configuration")
+		case "delete":
+			deleteAndWait(ctx, vol)
+			Eventually(func(g Gomega) {
+				expectNotServing(g, ctx, srv, nqn)
+				g.Expect(cachedBdevsOf(g, ctx, srv)).NotTo(HaveKey(cached))
+			}).WithContext(ctx).WithTimeout(convergeTimeout).WithPolling(poll).Should(Succeed())
+			got := rbdExport(ctx, vol.Name)
+			Expect(bytes.HasPrefix(got, data)).To(BeTrue(),
+				"Ceph's copy differs from what the guest wrote, first at byte %d", firstDiff(got, data))
+		default:
+			return fmt.Errorf("unknown step %q", step)
+		}
+		return nil
+	}
+	res := framework.RunGuestWithSteps(GinkgoTB(), framework.GuestOptions{
+		Script:              framework.GuestNVMeFunctions + framework.GuestStepFunctions + fmt.Sprintf(lifecycleJob, guestTargetPort, nqn, writtenMiB),
+		Files:               map[string]string{filepath.Join(dir, "data"): "/job/data"},
+		GuestForwardsTo:     map[int]string{guestTargetPort: fmt.Sprintf("%s:%d", srv.In.IP, nvmePort)},
+		Timeout:             10 * time.Minute,
+		ReturnInitiatorOops: true,
+	}, handle)
+	if res.InitiatorOops != "" {
+		return res.InitiatorOops
+	}
+	Expect(res.ExitCode).To(Equal(0), "guest job's exit status")
+	vals := framework.GuestValues(GinkgoTB(), res.Output)
+	Expect(vals).To(HaveKeyWithValue("connect", "0"))
+	Expect(vals).To(HaveKeyWithValue("write", "0"))
+	for _, k := range []string{"step-written", "step-kill-restart", "step-kill-forget-config", "step-delete", "disconnect"} {
+		Expect(vals).To(HaveKeyWithValue(k, "0"))
+	}
+	Expect(vals).To(HaveKeyWithValue("sum-written", wantSum), "the guest reads back what it wrote")
+	Expect(vals).To(HaveKeyWithValue("sum-after-restart", wantSum), "after kill -9 and a restart with the persisted configuration")
+	Expect(vals).To(HaveKeyWithValue("sum-after-forget", wantSum), "after kill -9 and a restart without it (the operator re-created the volume with load)")
+	return ""
+}
 
 // firstDiff is the first offset where got and want differ (or the shorter
 // length).
