@@ -124,6 +124,10 @@ pub(crate) struct Class {
     pub shift: u32,
     /// Blocks per group.
     pub per_group: u32,
+    /// `per_group`'s log2 (block and group sizes are powers of two): a
+    /// block's chunk and its place in it come from a shift and a mask, not
+    /// a division, on every hit.
+    pub per_group_shift: u32,
     /// Sectors per block.
     pub sectors: u16,
     pub entries: Vec<Entry>,
@@ -138,10 +142,12 @@ pub(crate) struct Class {
 
 impl Class {
     pub fn new(size: u32, group_size: u32, sector_size: u32) -> Class {
+        debug_assert!(size.is_power_of_two() && group_size.is_power_of_two());
         Class {
             size,
             shift: size.trailing_zeros(),
             per_group: group_size / size,
+            per_group_shift: (group_size / size).trailing_zeros(),
             sectors: (size / sector_size) as u16,
             entries: Vec::new(),
             flags: Vec::new(),
@@ -307,7 +313,7 @@ impl Blocks {
     #[inline]
     pub fn group(&self, id: u32) -> u32 {
         let c = &self.classes[id_class(id)];
-        c.chunk_group[(id_index(id) / c.per_group) as usize]
+        c.chunk_group[(id_index(id) >> c.per_group_shift) as usize]
     }
 
     /// Byte address of the block in the volume's cache space.
@@ -315,8 +321,8 @@ impl Blocks {
     pub fn cache_addr(&self, id: u32) -> u64 {
         let c = &self.classes[id_class(id)];
         let i = id_index(id);
-        let g = c.chunk_group[(i / c.per_group) as usize] as u64;
-        g * self.group_size + (((i % c.per_group) as u64) << c.shift)
+        let g = c.chunk_group[(i >> c.per_group_shift) as usize] as u64;
+        g * self.group_size + (((i & (c.per_group - 1)) as u64) << c.shift)
     }
 
     /// Valid and dirty extents.
