@@ -144,19 +144,16 @@ func TestCachedCrashConsistency(t *testing.T) {
 			return
 		}
 		// The guest kernel, not the target, failed: the stock 6.1 kernel's
-		// NVMe/TCP initiator has a rare race in its error recovery as the
-		// target dies mid-I/O (docs/development.md). One fresh start (new
-		// guest, volume and dataplane); a second crash fails the test.
-		if attempt == crashAttempts {
+		// NVMe/TCP initiator has a race in its error recovery as the
+		// target dies mid-I/O (docs/development.md). A fresh start (new
+		// guest, volume and dataplane), up to
+		// framework.InitiatorCrashAttempts attempts.
+		if attempt == framework.InitiatorCrashAttempts {
 			t.Fatalf("the guest kernel crashed in its NVMe/TCP initiator in %d attempts in a row:\n%s", attempt, run.res.InitiatorOops)
 		}
 		t.Logf("attempt %d: the guest kernel crashed in its NVMe/TCP initiator as the target died (report above); starting over", attempt)
 	}
 }
-
-// crashAttempts bounds the fresh starts of TestCachedCrashConsistency after
-// a guest kernel crash in the initiator.
-const crashAttempts = 2
 
 // crashRun is what one attempt of TestCachedCrashConsistency left.
 type crashRun struct {

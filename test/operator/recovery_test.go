@@ -61,16 +61,16 @@ echo "step-delete=$?"
 var _ = Describe("A write-back CachedVolume written by a guest", func() {
 	It("keeps its cache data across kill -9 (with and without the persisted configuration), and deletion flushes every byte to Ceph", func(ctx SpecContext) {
 		for attempt := 1; ; attempt++ {
-			oops := writeBackLifeCycle(ctx, lifeCycleNames[attempt-1])
+			oops := writeBackLifeCycle(ctx, lifeCycleNameOf(attempt))
 			if oops == "" {
 				return
 			}
 			// The guest kernel, not the target, failed: the stock 6.1
-			// kernel's NVMe/TCP initiator has a rare race in its error
+			// kernel's NVMe/TCP initiator has a race in its error
 			// recovery as the target dies mid-I/O (docs/development.md).
-			// One fresh start (new pool, server, volume and guest); a
-			// second crash fails the test.
-			if attempt == len(lifeCycleNames) {
+			// A fresh start (new pool, server, volume and guest), up to
+			// framework.InitiatorCrashAttempts attempts.
+			if attempt == framework.InitiatorCrashAttempts {
 				Fail(fmt.Sprintf("the guest kernel crashed in its NVMe/TCP initiator in %d attempts in a row:\n%s", attempt, oops))
 			}
 			GinkgoWriter.Printf("attempt %d: the guest kernel crashed in its NVMe/TCP initiator as the target died (report above); starting over\n", attempt)
@@ -83,11 +83,15 @@ type lifeCycleName struct {
 	pool, node, ip, rack string
 }
 
-// lifeCycleNames are the attempts' names: an attempt's objects stay until
-// the spec ends, so a fresh start takes new ones.
-var lifeCycleNames = []lifeCycleName{
-	{pool: "wb", node: "wb-1", ip: "127.0.0.5", rack: "rack-w"},
-	{pool: "wb2", node: "wb2-1", ip: "127.0.0.8", rack: "rack-w2"},
+// lifeCycleNameOf names attempt's objects (from 1): an attempt's objects
+// stay until the spec ends, so a fresh start takes new ones, and a server
+// address of its own (127.0.0.5, then from 127.0.0.8 on).
+func lifeCycleNameOf(attempt int) lifeCycleName {
+	if attempt == 1 {
+		return lifeCycleName{pool: "wb", node: "wb-1", ip: "127.0.0.5", rack: "rack-w"}
+	}
+	pool := fmt.Sprintf("wb%d", attempt)
+	return lifeCycleName{pool: pool, node: pool + "-1", ip: fmt.Sprintf("127.0.0.%d", 6+attempt), rack: "rack-" + pool}
 }
 
 // writeBackLifeCycle runs the guest job against a fresh pool, server and
