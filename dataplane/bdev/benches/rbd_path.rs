@@ -12,7 +12,7 @@
 //! side (librbd's and the messenger's threads included): the figure that
 //! still resolves a few percent when the IOPS of one turn move by 20%.
 //!
-//! Environment: `RACKCACHE_BENCH_SECONDS` (3, after a second of warm-up),
+//! Environment: `RACKCACHE_BENCH_RBD_SECONDS` (8, after a second of warm-up),
 //! `RACKCACHE_BENCH_ROUNDS` (3), `RACKCACHE_BENCH_CEPH=0` to skip,
 //! `RACKCACHE_BENCH_WORKLOADS`: only the workloads whose names contain one
 //! of these comma-separated words (e.g. `seqread`, for a profile).
@@ -29,8 +29,8 @@ use std::time::{Duration, Instant};
 use bdev::rbd::{ClusterConfig, RbdBdev, RbdCluster};
 use bdev::{Bdev, DmaBuf};
 use testkit::{
-    bench_rounds, bench_seconds, ceph_cpus, client_cpus, median_by, pin_current_thread_to,
-    process_cpu, Ceph, RbdBenchIo,
+    bench_rounds, ceph_cpus, client_cpus, median_by, pin_current_thread_to, process_cpu,
+    rbd_bench_seconds, Ceph, RbdBenchIo,
 };
 
 /// The image both sides use, written whole first.
@@ -149,7 +149,7 @@ fn main() {
         println!("rbd_path: skipped (RACKCACHE_BENCH_CEPH=0)");
         return;
     }
-    let window = bench_seconds();
+    let window = rbd_bench_seconds();
     let rounds = bench_rounds();
     println!("rbd_path: starting a one-node Ceph ...");
     let ceph = Ceph::start_on(ceph_cpus().as_deref());

@@ -10,11 +10,24 @@ use crate::Ceph;
 
 /// `RACKCACHE_BENCH_SECONDS`: seconds per timed workload (default 3).
 pub fn bench_seconds() -> Duration {
-    let s = std::env::var("RACKCACHE_BENCH_SECONDS")
+    seconds_from_env("RACKCACHE_BENCH_SECONDS", 3.0)
+}
+
+/// `RACKCACHE_BENCH_RBD_SECONDS`: seconds per timed workload on Ceph
+/// (default 8). A one-node OSD's pace drifts by second (its own background
+/// work lands in one turn or the other): with 3 s turns the same build's
+/// rows against `rbd bench` moved by ±10% from run to run, with 8 s turns
+/// by a few percent (docs/dataplane.md#benchmark).
+pub fn rbd_bench_seconds() -> Duration {
+    seconds_from_env("RACKCACHE_BENCH_RBD_SECONDS", 8.0)
+}
+
+fn seconds_from_env(name: &str, default: f64) -> Duration {
+    let s = std::env::var(name)
         .ok()
         .and_then(|v| v.parse::<f64>().ok())
         .filter(|s| *s > 0.0)
-        .unwrap_or(3.0);
+        .unwrap_or(default);
     Duration::from_secs_f64(s)
 }
 

@@ -5,8 +5,8 @@
 mod bench;
 
 pub use bench::{
-    bench_rounds, bench_seconds, ceph_cpus, client_cpus, median_by, process_cpu, RbdBenchIo,
-    RbdBenchRun,
+    bench_rounds, bench_seconds, ceph_cpus, client_cpus, median_by, process_cpu, rbd_bench_seconds,
+    RbdBenchIo, RbdBenchRun,
 };
 
 use std::collections::HashMap;

@@ -8,7 +8,8 @@
 //! comparison with SPDK's nvmf_tgt belongs in a run that measures it too.
 //!
 //! Environment:
-//! - `RACKCACHE_BENCH_SECONDS`: seconds per workload (default 3).
+//! - `RACKCACHE_BENCH_SECONDS`: seconds per workload on the malloc bdev
+//!   (default 3); `RACKCACHE_BENCH_RBD_SECONDS` on the rbd bdev (default 8).
 //! - `RACKCACHE_BENCH_CEPH=0`: skip the rbd rows.
 //! - `RACKCACHE_BENCH_MALLOC=0`: skip the malloc rows (the rbd rows alone).
 //! - `RACKCACHE_DATAPLANE_BIN`: the daemon to measure (default: the release
@@ -39,7 +40,7 @@ use loadgen::workload::Pattern;
 use serde_json::json;
 use testkit::{
     bench_rounds, bench_seconds, ceph_cpus, client_cpus, median_by, pin_current_thread,
-    pin_current_thread_to, process_cpu, Ceph, RbdBenchIo, TempDir,
+    pin_current_thread_to, process_cpu, rbd_bench_seconds, Ceph, RbdBenchIo, TempDir,
 };
 
 const TARGET_CPU: usize = 0;
@@ -652,6 +653,7 @@ fn main() {
 
 fn bench() -> Result<(), String> {
     let duration = bench_seconds();
+    let rbd_duration = rbd_bench_seconds();
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     if cpus <= LOADGEN_CPU {
         return Err(format!(
@@ -661,8 +663,9 @@ fn bench() -> Result<(), String> {
     let bin = daemon::daemon_binary()?;
     let spdk = daemon::spdk_binary()?;
     let mut notes = vec![format!(
-        "{} s per workload; target on CPU {TARGET_CPU}, load generator on CPU {LOADGEN_CPU}; {}",
+        "{} s per workload ({} s on the rbd bdev); target on CPU {TARGET_CPU}, load generator on CPU {LOADGEN_CPU}; {}",
         duration.as_secs_f64(),
+        rbd_duration.as_secs_f64(),
         bin.display()
     )];
     println!("nvmf_tcp: loopback TCP limit ...");
@@ -733,7 +736,7 @@ fn bench() -> Result<(), String> {
                         &daemon,
                         before.as_ref(),
                         c,
-                        duration,
+                        rbd_duration,
                         &host_cpus,
                         &mut notes,
                     )
