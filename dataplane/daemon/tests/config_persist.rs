@@ -6,7 +6,7 @@
 mod common;
 
 use common::{free_port, rpc, start_fails, tcp_listen_address, unix_rpc, Daemon};
-use loadgen::host::{ConnectParams, HostController};
+use nvmf_host::host::{ConnectParams, HostController};
 use serde_json::{json, Value};
 use testkit::TempDir;
 

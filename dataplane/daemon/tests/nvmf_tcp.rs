@@ -1,5 +1,5 @@
 //! The daemon, configured only over JSON-RPC, serves a malloc bdev over
-//! NVMe/TCP on 127.0.0.1 to the repository's own host (`loadgen::host`):
+//! NVMe/TCP on 127.0.0.1 to the repository's own host (`nvmf_host::host`):
 //! discovery shows the advertised address, data written comes back, a host
 //! that was not added is refused, the I/O is counted exactly per subsystem
 //! and per bdev (`bdev_get_iostat` and /metrics, latency histograms
@@ -13,7 +13,7 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use common::{free_port, rpc, tcp_listen_address, unix_rpc, Daemon};
-use loadgen::host::{ConnectParams, HostController, HostQueue};
+use nvmf_host::host::{ConnectParams, HostController, HostQueue};
 use serde_json::json;
 use testkit::TempDir;
 

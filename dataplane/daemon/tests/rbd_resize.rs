@@ -13,7 +13,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::{aio, export, free_port, host_params, rpc, unix_rpc, Daemon};
-use loadgen::host::{Event, HostController};
+use nvmf_host::host::{Event, HostController};
 use serde_json::{json, Value};
 use testkit::{Ceph, TempDir};
 

@@ -11,7 +11,7 @@
 //! where its prerequisites exist (and its cleanup further down).
 //!
 //! Revocation is part of it: a host connected with the repository's own
-//! NVMe/TCP host (`loadgen::host`) appears in
+//! NVMe/TCP host (`nvmf_host::host`) appears in
 //! `nvmf_subsystem_get_controllers`, and `nvmf_subsystem_remove_host` (or
 //! `allow_any_host` off) ends its queues, shrinks the list and refuses its
 //! next Connect.
@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::{free_port, rpc, tcp_listen_address, unix_rpc, Daemon};
-use loadgen::host::{ConnectParams, HostController, HostError, HostQueue};
+use nvmf_host::host::{ConnectParams, HostController, HostError, HostQueue};
 use serde_json::{json, Value};
 use testkit::{repo_root, Ceph, TempDir};
 

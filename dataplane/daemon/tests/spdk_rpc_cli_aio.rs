@@ -101,7 +101,7 @@ fn stock_cli_creates_aio_bdevs_with_its_default_flags() {
             &port,
         ],
     );
-    let p = loadgen::host::ConnectParams {
+    let p = nvmf_host::host::ConnectParams {
         addr: format!("127.0.0.1:{port}"),
         subnqn: nqn.into(),
         hostnqn: "nqn.2014-08.org.nvmexpress:uuid:0f8c1f3a-0000-4000-8000-0000000000e1".into(),
@@ -109,13 +109,13 @@ fn stock_cli_creates_aio_bdevs_with_its_default_flags() {
         queue_size: 32,
         kato_ms: 30_000,
     };
-    let mut c = loadgen::host::HostController::connect(&p, 1).unwrap();
+    let mut c = nvmf_host::host::HostController::connect(&p, 1).unwrap();
     let ns = c.admin.identify(0x00, 1).unwrap();
     assert_eq!(ns[99] & 1, 1, "NSATTR: write protected");
     // Namespace is Write Protected (generic status 0x20), for writes,
     // Write Zeroes and deallocate alike.
-    let write_protected = |e: loadgen::host::HostError| match e {
-        loadgen::host::HostError::Status { cqe, .. } => {
+    let write_protected = |e: nvmf_host::host::HostError| match e {
+        nvmf_host::host::HostError::Status { cqe, .. } => {
             (cqe.status.sct, cqe.status.sc) == (0, 0x20)
         }
         _ => false,

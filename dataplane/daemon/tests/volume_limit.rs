@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::{aio, export, free_port, host_params, rpc, unix_rpc, Daemon};
-use loadgen::host::HostController;
+use nvmf_host::host::HostController;
 use serde_json::json;
 use testkit::TempDir;
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 use nvmf::sqe::opcode;
 use serde::Serialize;
 
-use crate::host::{ConnectParams, HostQueue};
+use nvmf_host::host::{ConnectParams, HostQueue};
 use crate::workload::{run_queue, summarize, Job, LatencySummary, Pattern};
 
 /// The host NQN `rackcache-loadgen` connects as unless told otherwise.
@@ -84,7 +84,7 @@ pub struct TargetInfo {
 /// Reads CAP, Identify Controller and Identify Namespace `nsid` on an
 /// enabled admin queue.
 pub fn identify(admin: &mut HostQueue, nsid: u32) -> Result<TargetInfo, RunError> {
-    let cap = admin.property_get(crate::wire::prop::CAP, true)?;
+    let cap = admin.property_get(nvmf_host::wire::prop::CAP, true)?;
     let ctrl = admin.admin_read(
         opcode::IDENTIFY,
         0,

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use nvmf::sqe::{opcode, sgl, SglDescriptor, Sqe};
 use serde::Serialize;
 
-use crate::host::{Event, HostError, HostQueue, Result};
+use nvmf_host::host::{Event, HostError, HostQueue, Result};
 
 /// Access pattern.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use bdev::malloc::MallocBdev;
 use bdev::{Bdev, IoStats};
-use loadgen::wire;
+use nvmf_host::wire;
 use nvmf::digest::{self, DIGEST_LEN};
 use nvmf::pdu::{self, CommonHeader, Negotiated, PduType, Specific, CH_LEN};
 use nvmf::sqe::{opcode, sgl, Sqe};
@@ -65,7 +65,7 @@ pub fn options() -> TransportOptions {
 }
 
 /// Builds a host's byte stream without digests (a valid one when the
-/// caller sends things in a valid order), with `loadgen::wire`, the PDU
+/// caller sends things in a valid order), with `nvmf_host::wire`, the PDU
 /// builder the TCP host uses too.
 #[derive(Default)]
 pub struct HostStream {

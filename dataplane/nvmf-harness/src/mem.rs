@@ -1,12 +1,12 @@
 //! An async NVMe/TCP host over an in-memory pipe to a [`Target`], for tests
 //! that run on tokio's paused clock (keep-alive, drain and timeout paths
-//! without waiting on the wall clock). PDUs are built by `loadgen::wire`,
+//! without waiting on the wall clock). PDUs are built by `nvmf_host::wire`,
 //! the same builder the TCP host uses.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 
-use loadgen::wire::{self, Digests};
+use nvmf_host::wire::{self, Digests};
 use nvmf::cqe::Cqe;
 use nvmf::pdu::{self, CommonHeader, Negotiated, Specific, CH_LEN};
 use nvmf::sqe::{opcode, sgl, Sqe};
@@ -16,7 +16,7 @@ use tokio::task::JoinHandle;
 
 /// What a received PDU meant: the TCP host's events, read data carried
 /// as the bytes themselves.
-pub type Event = loadgen::host::Event<Vec<u8>>;
+pub type Event = nvmf_host::host::Event<Vec<u8>>;
 
 /// One queue pair's host side.
 pub struct MemHost {

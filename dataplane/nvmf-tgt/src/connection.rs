@@ -1689,7 +1689,7 @@ mod tests {
     /// panicked) still releases its controller.
     #[tokio::test]
     async fn a_dropped_connection_releases_its_controller() {
-        use loadgen::wire;
+        use nvmf_host::wire;
         const NQN: &str = "nqn.2016-06.io.rackcache:drop";
         const HOST: &str = "nqn.2014-08.org.nvmexpress:uuid:0f0e0d0c-0000-4000-8000-00000000d00d";
         let t = Target::new(TransportOptions::default(), metrics::Registry::new()).unwrap();

@@ -14,7 +14,7 @@ use std::time::Duration;
 use bdev::file::FileBdev;
 use bdev::malloc::MallocBdev;
 use bdev::{Bdev, CountedBdev, IoStats};
-use loadgen::host::{ConnectParams, HostController};
+use nvmf_host::host::{ConnectParams, HostController};
 use metrics::Registry;
 use nvmf::cqe::Status;
 use nvmf::sqe::{opcode, sgl, SglDescriptor, Sqe};
@@ -226,7 +226,7 @@ fn write_zeroes_and_deallocate_honour_fua_and_the_write_cache() {
     let h = Harness::start(Bdev::Malloc(MallocBdev::new("m0", 2048, 512).unwrap()));
     let mut c = h.connect();
     let flushes = |h: &Harness| h.stats.num_flush_ops.get();
-    let zeroes = |q: &mut loadgen::host::HostQueue, slba: u64, flags: u32| {
+    let zeroes = |q: &mut nvmf_host::host::HostQueue, slba: u64, flags: u32| {
         q.admin_no_data(
             opcode::WRITE_ZEROES,
             1,

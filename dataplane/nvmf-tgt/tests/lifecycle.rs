@@ -228,7 +228,7 @@ async fn a_command_that_never_completes_is_abandoned_and_counted() {
 
 #[tokio::test(start_paused = true)]
 async fn a_reconnecting_hosts_connect_waits_for_its_old_controller_to_drain() {
-    use loadgen::wire;
+    use nvmf_host::wire;
     let f = fixture(options(), Duration::from_secs(2)).await;
     let sub = f.target.subsystem(NQN).unwrap();
     let (admin, mut io, _, _) = controller(&f, HOST, 0, 1 << 20).await;

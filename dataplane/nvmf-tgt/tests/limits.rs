@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bdev::delay::LatencyKind;
-use loadgen::wire;
+use nvmf_host::wire;
 use nvmf::sqe::{opcode, Sqe};
 use nvmf_harness::mem::{Event, MemHost};
 use nvmf_tgt::TransportOptions;

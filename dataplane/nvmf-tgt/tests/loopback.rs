@@ -1,4 +1,4 @@
-//! The target against the repository's own NVMe/TCP host (`loadgen::host`)
+//! The target against the repository's own NVMe/TCP host (`nvmf_host::host`)
 //! over loopback TCP, on malloc bdevs. Each test starts its own target on
 //! an ephemeral 127.0.0.1 port in its own runtime and stops it at the end.
 
@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use bdev::malloc::MallocBdev;
 use bdev::Bdev;
-use loadgen::host::{ConnectParams, Event, HostController, HostError, HostQueue};
+use nvmf_host::host::{ConnectParams, Event, HostController, HostError, HostQueue};
 use metrics::Registry;
 use nvmf::cqe::Status;
 use nvmf::sqe::{opcode, sgl, SglDescriptor, Sqe};

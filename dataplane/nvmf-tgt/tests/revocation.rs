@@ -1,5 +1,5 @@
 //! Access that can be revoked, against the repository's own NVMe/TCP host
-//! (`loadgen::host`) over loopback TCP: removing a host, a listener or a
+//! (`nvmf_host::host`) over loopback TCP: removing a host, a listener or a
 //! subsystem, or turning `allow_any_host` off, ends the controllers that
 //! lost access (every queue pair, admin and I/O) and only those; the
 //! returned `Revocation` resolves once their queues have closed; the next
@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use bdev::malloc::MallocBdev;
 use bdev::Bdev;
-use loadgen::host::{ConnectParams, HostController, HostQueue};
+use nvmf_host::host::{ConnectParams, HostController, HostQueue};
 use metrics::Registry;
 use nvmf_tgt::{Revocation, SubsystemConfig, Target, TransportOptions, DISCOVERY_NQN};
 

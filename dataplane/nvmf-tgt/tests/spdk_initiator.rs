@@ -2,7 +2,7 @@
 //! Linux's, replayed through the in-memory host: an empty host NQN, and a
 //! shutdown (CC.SHN) with an Asynchronous Event Request outstanding.
 
-use loadgen::wire::prop;
+use nvmf_host::wire::prop;
 use nvmf_harness::{self as harness, HostStream};
 
 #[test]

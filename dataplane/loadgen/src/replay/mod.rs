@@ -25,7 +25,7 @@ use rackcache_sim::report::Report;
 use rackcache_sim::size::CacheSize;
 use serde::Serialize;
 
-use crate::host::{ConnectParams, HostError, HostQueue};
+use nvmf_host::host::{ConnectParams, HostError, HostQueue};
 use crate::run::{identify, RunError, DEFAULT_HOSTNQN};
 use crate::workload::{summarize, LatencySummary};
 

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use nvmf::sqe::{opcode, sgl};
 
-use crate::host::{Event, HostError, HostQueue};
-use crate::wire;
+use nvmf_host::host::{Event, HostError, HostQueue};
+use nvmf_host::wire;
 
 use super::verify::{Expected, Tracker};
 

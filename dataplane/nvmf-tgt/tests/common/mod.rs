@@ -1,10 +1,10 @@
 //! Helpers shared by the target's loopback tests (`durability`,
 //! `loopback`, `revocation`): each starts a target in a runtime of its own,
-//! drives it with `loadgen::host` and shuts it down at the end.
+//! drives it with `nvmf_host::host` and shuts it down at the end.
 
 use std::time::Duration;
 
-use loadgen::host::HostError;
+use nvmf_host::host::HostError;
 use nvmf::cqe::Status;
 use nvmf_tgt::Target;
 use tokio::runtime::Runtime;
