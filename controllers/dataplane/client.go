@@ -48,9 +48,6 @@ type options struct {
 // Option configures a Client.
 type Option func(*options)
 
-// HTTPOption is the former name of Option.
-type HTTPOption = Option
-
 // WithTimeout bounds each call whose context has no deadline (default
 // DefaultTimeout); a deadline on the context always wins.
 func WithTimeout(d time.Duration) Option {

@@ -38,9 +38,6 @@ type RPCError struct {
 	Message string
 }
 
-// Error is the former name of RPCError.
-type Error = RPCError
-
 func (e *RPCError) Error() string {
 	return fmt.Sprintf("dataplane %s: %s (code %d)", e.Method, e.Message, e.Code)
 }
