@@ -73,7 +73,8 @@ JOB
 # wait_mark WORD: waits until the guest printed "DEMO-SYNC WORD".
 wait_mark() {
   until [ -f "$console" ] && tr -d '\r' <"$console" | grep -qx "DEMO-SYNC $1"; do
-    kill -0 "$guest_pid" 2>/dev/null || die "the guest stopped before $1 (console: $console)"
+    kill -0 "$guest_pid" 2>/dev/null \
+      || die "the guest stopped before $1: $(tail -n 1 "$guest_run_log" 2>/dev/null) (console: $console)"
     sleep 0.2
   done
 }
@@ -113,12 +114,12 @@ guest_step() {
   guest_job >"$job"
   local wrapper="$demo_dir/guest-run.sh"
   printf 'sh /job/demo.sh %s %s %s %s %s %s %s\n' "$guest_target" "$guest_port" "$nqn" "$raw_nqn" "$hot_mib" "$passes" "$data_mib" >"$wrapper"
-  console="$demo_dir/guest-console.log"
-  rm -f "$console"
+  console="$demo_dir/guest-console.log" guest_run_log="$demo_dir/guest-run.log"
+  rm -f "$console" "$console".hung-*
   "$REPO_ROOT/hack/guest/run.sh" --script "$wrapper" \
     --file "$job:/job/demo.sh" --file "$guest_data:/job/guest-pattern.bin" \
     --guestfwd "$guest_port:$nvmf_port" --guestfwd "8080:$step_port" \
-    --timeout 600 --log "$console" --quiet 2>/dev/null &
+    --timeout 600 --log "$console" --quiet 2>"$guest_run_log" &
   guest_pid=$!
   # Should the demo stop early, the guest (run.sh stops qemu on TERM) and a
   # barrier still listening go with it.
@@ -148,7 +149,9 @@ guest_step() {
   wait_mark after
   snap_after="$(snapshot)"
   open_barrier after
-  wait "$guest_pid" || die "the guest job failed (console: $console)"
+  wait "$guest_pid" || die "the guest job failed: $(tail -n 1 "$guest_run_log") (console: $console)"
+  # A boot that hung was retried by run.sh: say so, it is worth knowing.
+  grep -a 'hung' "$guest_run_log" | sed 's/^/    /' || true
   trap - EXIT
   stop_pid "${barrier_pid:-}" socat
 

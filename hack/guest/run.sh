@@ -17,6 +17,13 @@
 #   --hostfwd HPORT:GPORT  the host's 127.0.0.1:HPORT reaches the guest's
 #                          GPORT (repeatable)
 #   --timeout SECONDS      kill the guest and fail after this long (default 300)
+#   --boot-timeout SECONDS a guest whose console stays silent this long
+#                          before its job starts is hung in boot: it is
+#                          killed, reported, and booted again (default 60)
+#   --boot-attempts N      how many boots a hung boot may take (default 3);
+#                          only boots whose job never started are retried
+#   --append ARGS          more kernel command-line words (e.g. for
+#                          diagnosis: loglevel=8 earlyprintk=serial)
 #   --mem MB               guest memory (default 1024)
 #   --log FILE             also keep the console in FILE
 #   --status-file FILE     write `exit=N` (the job's status) or `error=...`
@@ -31,10 +38,12 @@
 # nvmet/nvmet-tcp/brd/ext4 and a fixed /etc/nvme/hostnqn.
 #
 # Exit status: the job's, or 124 after --timeout, or 125 when the guest did
-# not run the job to its end (panic, missing marker, qemu error).
+# not run the job to its end (panic, missing marker, qemu error, every boot
+# attempt hung).
 source "$(dirname "$0")/../lib.sh"
 
-script="" timeout=300 mem=1024 log_file="" status_file="" pid_file="" quiet=0
+nonce="" script="" timeout=300 mem=1024 log_file="" status_file="" pid_file="" quiet=0
+boot_timeout=60 boot_attempts=3 extra_append=""
 files=() bins=() guestfwds=() hostfwds=()
 
 is_port() { [[ "$1" =~ ^[0-9]+$ ]] && [ "$1" -ge 1 ] && [ "$1" -le 65535 ]; }
@@ -49,6 +58,9 @@ while [ $# -gt 0 ]; do
     --hostfwd) hostfwds+=("${2:?--hostfwd needs HPORT:GPORT}"); shift 2 ;;
     --timeout) timeout="${2:?--timeout needs SECONDS}"; shift 2 ;;
     --mem) mem="${2:?--mem needs MB}"; shift 2 ;;
+    --boot-timeout) boot_timeout="${2:?--boot-timeout needs SECONDS}"; shift 2 ;;
+    --boot-attempts) boot_attempts="${2:?--boot-attempts needs N}"; shift 2 ;;
+    --append) extra_append="${2:?--append needs ARGS}"; shift 2 ;;
     --log) log_file="${2:?--log needs a FILE}"; shift 2 ;;
     --status-file) status_file="${2:?--status-file needs a FILE}"; shift 2 ;;
     --pid-file) pid_file="${2:?--pid-file needs a FILE}"; shift 2 ;;
@@ -60,6 +72,8 @@ done
 [ -f "$script" ] || die "--script: no such file: $script"
 [[ "$timeout" =~ ^[0-9]+$ ]] && [ "$timeout" -gt 0 ] || die "--timeout must be a positive number of seconds"
 [[ "$mem" =~ ^[0-9]+$ ]] && [ "$mem" -ge 256 ] || die "--mem must be at least 256 (MB)"
+[[ "$boot_timeout" =~ ^[0-9]+$ ]] && [ "$boot_timeout" -gt 0 ] || die "--boot-timeout must be a positive number of seconds"
+[[ "$boot_attempts" =~ ^[0-9]+$ ]] && [ "$boot_attempts" -gt 0 ] || die "--boot-attempts must be a positive number"
 command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 not found: run hack/deps.sh apt"
 command -v socat >/dev/null || [ ${#guestfwds[@]} -eq 0 ] || die "socat not found: run hack/deps.sh apt"
 
@@ -170,66 +184,111 @@ for spec in "${hostfwds[@]}"; do
 done
 
 # --- boot ---------------------------------------------------------------------
-# A fresh nonce per boot, on the kernel command line: /init repeats it in its
-# markers, so neither a stale console file nor job output that merely looks
-# like a marker can be taken for this job's end.
-nonce="$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
-: >"$console"
-
-# TCG, not KVM: /dev/kvm on these machines is a software nested module that
-# stock kernels hang under. tb-size bounds TCG's translation cache (qemu's
-# RSS). The virtio NIC's option ROM is for network boot, which direct kernel
-# boot does not use (and the ipxe ROM package need not be installed).
-qemu-system-x86_64 \
-  -name "rackcache-guest-$nonce" \
-  -nodefaults -no-user-config -display none -monitor none -no-reboot \
-  -accel tcg,thread=multi,tb-size=256 -cpu max -smp 2 -m "$mem" \
-  -kernel "$guest/vmlinuz" -initrd "$tmp/initrd.gz" \
-  -append "console=ttyS0 rdinit=/init panic=-1 loglevel=4 mitigations=off rackcache.nonce=$nonce" \
-  -chardev "file,id=con0,path=$console" -serial chardev:con0 \
-  -netdev "$netdev" -device virtio-net-pci,netdev=n1,romfile= \
-  -pidfile "$pid_file" \
-  </dev/null &
-qemu_pid=$!
-
-if [ "$quiet" = 0 ]; then
-  # Stream the console as qemu writes it; tail ends by itself once qemu has
-  # exited and it has printed the rest.
-  tail -n +1 -f -s 0.2 --pid="$qemu_pid" "$console" &
-  tail_pid=$!
-fi
-
-exit_re="^RACKCACHE-GUEST-EXIT $nonce ([0-9]+)"$'\r'"?\$"
-setup_re="^RACKCACHE-GUEST-SETUP-FAILED $nonce"
-start=$SECONDS timed_out=0 marker_seen_at=""
-while kill -0 "$qemu_pid" 2>/dev/null; do
-  if [ $((SECONDS - start)) -ge "$timeout" ]; then
-    timed_out=1
-    break
+# boot_once: starts qemu with a fresh nonce on the kernel command line
+# (/init repeats it in its markers, so neither a stale console file nor job
+# output that merely looks like a marker can be taken for this job's end)
+# and streams the console.
+boot_once() {
+  nonce="$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
+  : >"$console"
+  # TCG, not KVM: /dev/kvm on these machines is a software nested module that
+  # stock kernels hang under. tb-size bounds TCG's translation cache (qemu's
+  # RSS). The virtio NIC's option ROM is for network boot, which direct
+  # kernel boot does not use (and the ipxe ROM package need not be
+  # installed).
+  qemu-system-x86_64 \
+    -name "rackcache-guest-$nonce" \
+    -nodefaults -no-user-config -display none -monitor none -no-reboot \
+    -accel tcg,thread=multi,tb-size=256 -cpu max -smp 2 -m "$mem" \
+    -kernel "$guest/vmlinuz" -initrd "$tmp/initrd.gz" \
+    -append "console=ttyS0 rdinit=/init panic=-1 loglevel=4 mitigations=off rackcache.nonce=$nonce${extra_append:+ $extra_append}" \
+    -chardev "file,id=con0,path=$console" -serial chardev:con0 \
+    -netdev "$netdev" -device virtio-net-pci,netdev=n1,romfile= \
+    -pidfile "$pid_file" \
+    </dev/null &
+  qemu_pid=$!
+  if [ "$quiet" = 0 ]; then
+    # Stream the console as qemu writes it; tail ends by itself once qemu
+    # has exited and it has printed the rest.
+    tail -n +1 -f -s 0.2 --pid="$qemu_pid" "$console" &
+    tail_pid=$!
   fi
-  # After the marker the guest only powers off; if that hangs, the job's
-  # result still stands.
-  if [ -z "$marker_seen_at" ] && grep -qaE "$exit_re|$setup_re" "$console"; then
-    marker_seen_at=$SECONDS
+}
+
+# stop_qemu: asks qemu to stop, and reaps it and the console streamer.
+stop_qemu() {
+  if kill -0 "$qemu_pid" 2>/dev/null; then
+    kill -TERM "$qemu_pid" 2>/dev/null || true
   fi
-  if [ -n "$marker_seen_at" ] && [ $((SECONDS - marker_seen_at)) -ge 15 ]; then
-    printf '[run.sh] warning: the guest did not power off 15 s after the job ended; killing it\n' >&2
-    break
+  qemu_rc=0
+  wait "$qemu_pid" || qemu_rc=$?
+  qemu_pid=""
+  if [ -n "$tail_pid" ]; then
+    wait "$tail_pid" || true
+    tail_pid=""
   fi
-  sleep 0.5
+}
+
+# watch: waits for this boot's end and sets `outcome`: done (qemu exited, or
+# the job's marker was seen), timeout (--timeout), or boot-hang (the console
+# stayed silent --boot-timeout seconds before the job started: the guest is
+# stuck in its kernel's boot or in /init's set-up, and nothing of the job
+# has run, so booting again is safe).
+watch() {
+  local exit_re="^RACKCACHE-GUEST-EXIT $nonce ([0-9]+)"$'\r'"?\$"
+  local setup_re="^RACKCACHE-GUEST-SETUP-FAILED $nonce"
+  local start_re="^RACKCACHE-GUEST-JOB-START $nonce"
+  local marker_seen_at="" job_started=0 size=0 last_size=-1 quiet_since=$SECONDS
+  outcome=done
+  while kill -0 "$qemu_pid" 2>/dev/null; do
+    if [ $((SECONDS - start)) -ge "$timeout" ]; then
+      outcome=timeout
+      return
+    fi
+    if [ "$job_started" = 0 ]; then
+      if grep -qaE "$start_re" "$console"; then
+        job_started=1
+      else
+        size=$(stat -c %s "$console" 2>/dev/null || echo 0)
+        if [ "$size" != "$last_size" ]; then last_size=$size quiet_since=$SECONDS; fi
+        if [ $((SECONDS - quiet_since)) -ge "$boot_timeout" ]; then
+          outcome=boot-hang
+          return
+        fi
+      fi
+    fi
+    # After the marker the guest only powers off; if that hangs, the job's
+    # result still stands.
+    if [ -z "$marker_seen_at" ] && grep -qaE "$exit_re|$setup_re" "$console"; then
+      marker_seen_at=$SECONDS
+    fi
+    if [ -n "$marker_seen_at" ] && [ $((SECONDS - marker_seen_at)) -ge 15 ]; then
+      printf '[run.sh] warning: the guest did not power off 15 s after the job ended; killing it\n' >&2
+      return
+    fi
+    sleep 0.5
+  done
+}
+
+start=$SECONDS attempt=1
+while :; do
+  boot_once
+  watch
+  stop_qemu
+  [ "$outcome" = boot-hang ] || break
+  last_line="$(tr -d '\r' <"$console" | grep -a . | tail -n 1 || true)"
+  printf '[run.sh] warning: boot %s of %s hung: the console was silent for %s s before the job started (%s bytes written; last line: %s)\n' \
+    "$attempt" "$boot_attempts" "$boot_timeout" "$(stat -c %s "$console")" "${last_line:-none}" >&2
+  if [ -n "$log_file" ]; then cp "$console" "$log_file.hung-$attempt"; fi
+  if [ "$attempt" -ge "$boot_attempts" ]; then
+    fail 125 "the guest hung in boot $boot_attempts times in a row (console silent for $boot_timeout s each time, before the job started${log_file:+; consoles: $log_file.hung-*})"
+  fi
+  attempt=$((attempt + 1))
 done
-if kill -0 "$qemu_pid" 2>/dev/null; then
-  kill -TERM "$qemu_pid" 2>/dev/null || true
-fi
-qemu_rc=0
-wait "$qemu_pid" || qemu_rc=$?
-qemu_pid=""
-if [ -n "$tail_pid" ]; then
-  wait "$tail_pid" || true
-  tail_pid=""
-fi
 
 elapsed=$((SECONDS - start))
+exit_re="^RACKCACHE-GUEST-EXIT $nonce ([0-9]+)"$'\r'"?\$"
+setup_re="^RACKCACHE-GUEST-SETUP-FAILED $nonce"
 status_line="$(grep -aE "$exit_re" "$console" | tail -n 1 | tr -d '\r' || true)"
 if [ -n "$status_line" ]; then
   status="${status_line##* }"
@@ -237,7 +296,7 @@ if [ -n "$status_line" ]; then
   printf '[run.sh] job exited with status %s after %s s\n' "$status" "$elapsed" >&2
   exit "$status"
 fi
-if [ "$timed_out" = 1 ]; then
+if [ "$outcome" = timeout ]; then
   fail 124 "timed out after $timeout s (console: ${log_file:-not kept, use --log})"
 fi
 if grep -qaE "$setup_re" "$console"; then

@@ -184,7 +184,7 @@ func processAlive(pid int) bool {
 // build time in hack/guest/build.sh, recorded in the build's info file).
 func GuestHostNQN(t testing.TB) string {
 	t.Helper()
-	buildGuest(t)
+	BuildGuest(t)
 	b, err := os.ReadFile(filepath.Join(RepoRoot(), "bin", "guest", "info"))
 	if err != nil {
 		t.Fatalf("read guest info: %v", err)

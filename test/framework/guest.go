@@ -81,10 +81,10 @@ var (
 	guestBuildErr  error
 )
 
-// buildGuest runs hack/guest/build.sh once per test process: it is
+// BuildGuest runs hack/guest/build.sh once per test process: it is
 // idempotent and cached outside the clone, so this costs about a second
 // when the guest is already built.
-func buildGuest(t testing.TB) {
+func BuildGuest(t testing.TB) {
 	t.Helper()
 	guestBuildOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -111,7 +111,7 @@ func buildGuest(t testing.TB) {
 func RunGuest(t testing.TB, opts GuestOptions) GuestResult {
 	t.Helper()
 	RequireCommand(t, "qemu-system-x86_64")
-	buildGuest(t)
+	BuildGuest(t)
 
 	timeout := opts.Timeout
 	if timeout <= 0 {

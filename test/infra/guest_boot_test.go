@@ -1,0 +1,60 @@
+package infra_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rackcache/rackcache/test/framework"
+)
+
+// TestGuestBootHangIsReported hangs the guest in boot for real (its init is
+// busybox's sleep, so nothing ever reaches the console) and checks that
+// hack/guest/run.sh notices within its --boot-timeout, retries the boot the
+// number of times it was told, keeps each hung console, and fails with a
+// message that says what happened, instead of waiting out --timeout.
+func TestGuestBootHangIsReported(t *testing.T) {
+	framework.RequireCommand(t, "qemu-system-x86_64")
+	framework.BuildGuest(t)
+	dir := t.TempDir()
+	job := filepath.Join(dir, "job.sh")
+	if err := os.WriteFile(job, []byte("echo never runs\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	log := filepath.Join(dir, "console")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	start := time.Now()
+	// Words after "--" are init's arguments; the later rdinit= wins.
+	cmd := exec.CommandContext(ctx, framework.HackScript("guest/run.sh"),
+		"--script", job, "--quiet", "--log", log, "--timeout", "170",
+		"--boot-timeout", "5", "--boot-attempts", "2",
+		"--append", "rdinit=/bin/sleep -- 100000")
+	out, err := cmd.CombinedOutput()
+	elapsed := time.Since(start)
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 125 {
+		t.Fatalf("run.sh: want exit status 125 for a hung boot, got %v after %s\n%s", err, elapsed, out)
+	}
+	text := string(out)
+	if n := strings.Count(text, "hung: the console was silent for 5 s"); n != 2 {
+		t.Errorf("want 2 hung-boot warnings (one per attempt), got %d:\n%s", n, text)
+	}
+	if !strings.Contains(text, "the guest hung in boot 2 times in a row") {
+		t.Errorf("the final error does not say the boot hung:\n%s", text)
+	}
+	for _, f := range []string{log + ".hung-1", log + ".hung-2"} {
+		if _, err := os.Stat(f); err != nil {
+			t.Errorf("the hung boot's console was not kept at %s", f)
+		}
+	}
+	if strings.Contains(text, "timed out after") {
+		t.Errorf("run.sh waited for --timeout instead of noticing the silent boot:\n%s", text)
+	}
+	t.Logf("run.sh reported the hung boot after %s:\n%s", elapsed.Round(time.Second), text)
+}
