@@ -39,7 +39,7 @@ impl RegisteredBdev {
     /// it, except for a cached bdev, whose current parameters (with
     /// `load`, so a restore attaches to its cache) are asked for.
     pub fn config_call(&self) -> (&'static str, Value) {
-        match crate::methods::adacache::as_volume(&self.bdev) {
+        match crate::cached_volumes::as_volume(&self.bdev) {
             Some(v) => (self.created_by.0, serde_json::json!(v.params())),
             None => self.created_by.clone(),
         }
@@ -169,8 +169,8 @@ pub struct App {
     /// calls replaying it do not rewrite the file one by one.
     pub persist: OnceLock<Persist>,
     /// The `rackcache_cache_*` series of every cached bdev (see
-    /// `methods::adacache::metrics`).
-    pub cache_metrics: crate::methods::adacache::metrics::CacheMetrics,
+    /// [`crate::cache_metrics`]).
+    pub cache_metrics: crate::cache_metrics::CacheMetrics,
     /// Told of NVMe/TCP activity; `--busy-poll`'s spinners watch it.
     pub poller: nvmf_tgt::Poller,
 }

@@ -12,8 +12,6 @@
 //! Long operations (flushing, deleting) hold the control lock: other
 //! control calls wait, the data path does not (it never takes the lock).
 
-pub mod metrics;
-
 use std::sync::Arc;
 
 use bdev::Bdev;
@@ -22,18 +20,11 @@ use cache::volume::{CacheMode, CachedVolume, Cleaning, PolicyChange, SeqCutoff, 
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::bdev::{check_name, exists, register, uuid_string};
-use super::parse;
+use super::params::parse;
+use super::registry::{check_name, exists, register, uuid_string};
 use crate::app::{App, IoStats, State};
+use crate::cached_volumes::{as_volume, volumes};
 use crate::rpc::error::{libc_errno, RpcError};
-
-/// The cached volume a registered bdev is, if it is one.
-pub fn as_volume(b: &Bdev) -> Option<&CachedVolume> {
-    match b {
-        Bdev::Layered(l) => l.as_any().downcast_ref::<CachedVolume>(),
-        _ => None,
-    }
-}
 
 /// Cached bdev `name` (a handle sharing it).
 fn volume(state: &State, name: &str) -> Result<CachedVolume, RpcError> {
@@ -49,17 +40,8 @@ fn volume(state: &State, name: &str) -> Result<CachedVolume, RpcError> {
         })
 }
 
-/// Every cached bdev, in creation order.
-pub(crate) fn volumes(state: &State) -> Vec<CachedVolume> {
-    let mut list: Vec<_> = state.bdevs.values().collect();
-    list.sort_by_key(|(seq, _)| *seq);
-    list.iter()
-        .filter_map(|(_, r)| as_volume(&r.bdev).cloned())
-        .collect()
-}
-
 /// `driver_specific` of `bdev_get_bdevs` for a cached bdev.
-pub(super) fn driver_specific(v: &CachedVolume) -> Value {
+pub(crate) fn driver_specific(v: &CachedVolume) -> Value {
     json!({ "adacache": summary(v) })
 }
 
@@ -128,7 +110,7 @@ fn check_base(state: &State, name: &str, role: &str, cache_role: bool) -> Result
     Ok(())
 }
 
-pub(super) async fn create(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
+pub(crate) async fn create(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
     let p: VolumeParams = parse(params)?;
     check_name(&p.name)?;
     p.validate().map_err(RpcError::invalid_params)?;
@@ -205,7 +187,7 @@ struct Delete {
     force: bool,
 }
 
-pub(super) async fn delete(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
+pub(crate) async fn delete(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
     let Delete { name, force } = parse(params)?;
     let mut state = app.state.lock().await;
     let v = volume(&state, &name)?;
@@ -252,7 +234,7 @@ struct ByName {
     name: String,
 }
 
-pub(super) async fn get_bdevs(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
+pub(crate) async fn get_bdevs(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
     let OptName { name } = parse(params)?;
     let state = app.state.lock().await;
     let list = match name {
@@ -262,7 +244,7 @@ pub(super) async fn get_bdevs(app: &App, params: Option<Value>) -> Result<Value,
     Ok(Value::Array(list.iter().map(summary).collect()))
 }
 
-pub(super) async fn get_stats(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
+pub(crate) async fn get_stats(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
     let ByName { name } = parse(params)?;
     let v = volume(&*app.state.lock().await, &name)?;
     let s = v
@@ -274,7 +256,7 @@ pub(super) async fn get_stats(app: &App, params: Option<Value>) -> Result<Value,
 
 /// `bdev_adacache_get_mrc`: the volume's whole LRU miss-ratio curve (a
 /// diagnostic: every point the engine keeps, about a thousand at most).
-pub(super) async fn get_mrc(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
+pub(crate) async fn get_mrc(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
     let ByName { name } = parse(params)?;
     let v = volume(&*app.state.lock().await, &name)?;
     let c = v
@@ -284,7 +266,7 @@ pub(super) async fn get_mrc(app: &App, params: Option<Value>) -> Result<Value, R
     Ok(json!(c))
 }
 
-pub(super) async fn reset_stats(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
+pub(crate) async fn reset_stats(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
     let ByName { name } = parse(params)?;
     let v = volume(&*app.state.lock().await, &name)?;
     // The counters on /metrics never go down: they take in what happened
@@ -299,7 +281,7 @@ pub(super) async fn reset_stats(app: &App, params: Option<Value>) -> Result<Valu
     Ok(json!(true))
 }
 
-pub(super) async fn flush(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
+pub(crate) async fn flush(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
     let ByName { name } = parse(params)?;
     let v = volume(&*app.state.lock().await, &name)?;
     v.start_flush()
@@ -308,7 +290,7 @@ pub(super) async fn flush(app: &App, params: Option<Value>) -> Result<Value, Rpc
     Ok(json!(true))
 }
 
-pub(super) async fn flush_status(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
+pub(crate) async fn flush_status(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
     let ByName { name } = parse(params)?;
     let v = volume(&*app.state.lock().await, &name)?;
     let s = v
@@ -325,7 +307,7 @@ struct SetMode {
     write_mode: CacheMode,
 }
 
-pub(super) async fn set_mode(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
+pub(crate) async fn set_mode(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
     let SetMode { name, write_mode } = parse(params)?;
     // Held: leaving write-back flushes first, and no other change may
     // interleave with it.
@@ -351,7 +333,7 @@ struct SetPolicy {
     seq_cutoff: Option<SeqCutoff>,
 }
 
-pub(super) async fn set_policy(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
+pub(crate) async fn set_policy(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
     let p: SetPolicy = parse(params)?;
     if p.admission.is_none()
         && p.eviction.is_none()
@@ -384,7 +366,7 @@ struct Resize {
     cache_size_mib: u64,
 }
 
-pub(super) async fn resize(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
+pub(crate) async fn resize(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
     let Resize {
         name,
         cache_size_mib,
@@ -406,8 +388,8 @@ pub(super) async fn resize(app: &App, params: Option<Value>) -> Result<Value, Rp
     Ok(json!(true))
 }
 
-pub(super) async fn get_devices(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
-    parse::<super::NoParams>(params)?;
+pub(crate) async fn get_devices(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
+    parse::<super::params::NoParams>(params)?;
     let state = app.state.lock().await;
     let attached = volumes(&state);
     let list = state

@@ -14,13 +14,13 @@ use bdev::Bdev;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::bdev::{check_name, exists, register};
-use super::parse;
+use super::params::parse;
+use super::registry::{check_name, exists, register};
 use crate::app::{App, RegisteredBdev, State};
 use crate::rpc::error::{libc_errno, RpcError};
 
 /// `driver_specific` of `bdev_get_bdevs` for the wrapper kinds.
-pub(super) fn driver_specific(b: &Bdev) -> Value {
+pub(crate) fn driver_specific(b: &Bdev) -> Value {
     match b {
         Bdev::Delay(d) => {
             let l = d.latencies();
@@ -67,7 +67,7 @@ struct DelayCreate {
     uuid: Option<String>,
 }
 
-pub(super) async fn delay_create(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
+pub(crate) async fn delay_create(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
     let p: DelayCreate = parse(params)?;
     if p.uuid.is_some() {
         return Err(RpcError::invalid_params(
@@ -107,7 +107,7 @@ struct UpdateLatency {
     latency_us: u64,
 }
 
-pub(super) async fn delay_update_latency(
+pub(crate) async fn delay_update_latency(
     app: &App,
     params: Option<Value>,
 ) -> Result<Value, RpcError> {
@@ -160,7 +160,7 @@ struct ErrorCreate {
     uuid: Option<String>,
 }
 
-pub(super) async fn error_create(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
+pub(crate) async fn error_create(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
     let p: ErrorCreate = parse(params)?;
     if p.uuid.is_some() {
         return Err(RpcError::invalid_params(
@@ -210,7 +210,7 @@ fn one() -> u32 {
     1
 }
 
-pub(super) async fn error_inject(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
+pub(crate) async fn error_inject(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
     let p: Inject = parse(params)?;
     if p.queue_depth != 0 {
         return Err(RpcError::invalid_params(
@@ -264,7 +264,7 @@ struct ByName {
     name: String,
 }
 
-pub(super) async fn error_resume_pending(
+pub(crate) async fn error_resume_pending(
     app: &App,
     params: Option<Value>,
 ) -> Result<Value, RpcError> {

@@ -3,14 +3,16 @@
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::{parse, NoParams, METHODS};
-use crate::app::{App, State};
+use super::params::{parse, NoParams};
+use super::saved_config::{bdev_config, nvmf_section, snapshot};
+use super::METHODS;
+use crate::app::App;
 use crate::rpc::error::{libc_errno, RpcError};
 
 /// The SPDK release whose RPC names and parameters this daemon follows.
 const SPDK_COMPAT: (u32, u32, u32) = (26, 9, 0);
 
-pub(super) fn spdk_get_version(params: Option<Value>) -> Result<Value, RpcError> {
+pub(crate) fn spdk_get_version(params: Option<Value>) -> Result<Value, RpcError> {
     parse::<NoParams>(params)?;
     let (major, minor, patch) = SPDK_COMPAT;
     Ok(json!({
@@ -30,14 +32,14 @@ struct GetMethods {
     _include_aliases: bool,
 }
 
-pub(super) fn rpc_get_methods(params: Option<Value>) -> Result<Value, RpcError> {
+pub(crate) fn rpc_get_methods(params: Option<Value>) -> Result<Value, RpcError> {
     parse::<GetMethods>(params)?;
     Ok(json!(METHODS))
 }
 
 /// The subsystems `save_config` covers, with their dependencies (SPDK's
 /// `framework_get_subsystems`; its Python `save_config` walks this list).
-pub(super) fn framework_get_subsystems(params: Option<Value>) -> Result<Value, RpcError> {
+pub(crate) fn framework_get_subsystems(params: Option<Value>) -> Result<Value, RpcError> {
     parse::<NoParams>(params)?;
     Ok(json!([
         { "subsystem": "bdev", "depends_on": [] },
@@ -54,16 +56,14 @@ struct GetConfig {
     _with_batches: bool,
 }
 
-pub(super) async fn framework_get_config(
+pub(crate) async fn framework_get_config(
     app: &App,
     params: Option<Value>,
 ) -> Result<Value, RpcError> {
     let GetConfig { name, .. } = parse(params)?;
     match name.as_str() {
         "bdev" => Ok(bdev_config(&*app.state.lock().await)),
-        "nvmf" => Ok(Value::Array(super::nvmf::config(
-            &app.state.lock().await.nvmf,
-        ))),
+        "nvmf" => Ok(nvmf_section(&*app.state.lock().await)),
         _ => Err(RpcError::errno(
             libc_errno::ENOENT,
             format!("subsystem {name}"),
@@ -71,37 +71,7 @@ pub(super) async fn framework_get_config(
     }
 }
 
-/// The bdev subsystem's configuration: the calls that recreate every Ceph
-/// cluster and bdev, clusters first, each kind in creation order.
-fn bdev_config(state: &State) -> Value {
-    let mut clusters: Vec<_> = state.clusters.values().collect();
-    clusters.sort_by_key(|(seq, _)| *seq);
-    let mut bdevs: Vec<_> = state.bdevs.values().collect();
-    bdevs.sort_by_key(|(seq, _)| *seq);
-    let mut out: Vec<Value> = clusters
-        .iter()
-        .map(|(_, c)| json!({ "method": "bdev_rbd_register_cluster", "params": c.params }))
-        .collect();
-    out.extend(
-        bdevs
-            .iter()
-            .map(|(_, b)| b.config_call())
-            .map(|(method, params)| json!({ "method": method, "params": params })),
-    );
-    Value::Array(out)
-}
-
-/// The whole configuration (`save_config`'s answer, `--config-persist`'s
-/// file) from one view of the state, so the nvmf section never names a
-/// bdev the bdev section lacks.
-pub(crate) fn snapshot(state: &State) -> Value {
-    json!({ "subsystems": [
-        { "subsystem": "bdev", "config": bdev_config(state) },
-        { "subsystem": "nvmf", "config": super::nvmf::config(&state.nvmf) }
-    ] })
-}
-
-pub(super) async fn save_config(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
+pub(crate) async fn save_config(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
     parse::<NoParams>(params)?;
     // One lock for both sections: see `snapshot`.
     Ok(snapshot(&*app.state.lock().await))

@@ -4,15 +4,15 @@
 
 pub mod adacache;
 mod bdev;
+mod bdev_inspect;
 mod fault;
 mod framework;
 mod nvmf;
-mod nvmf_inspect;
+mod params;
+mod registry;
 mod resize;
+pub mod saved_config;
 
-pub(crate) use framework::snapshot;
-
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::app::App;
@@ -82,8 +82,8 @@ impl Dispatch for App {
             "framework_get_subsystems" => framework::framework_get_subsystems(params),
             "framework_get_config" => framework::framework_get_config(self, params).await,
             "save_config" => framework::save_config(self, params).await,
-            "bdev_get_bdevs" => bdev::get_bdevs(self, params).await,
-            "bdev_get_iostat" => bdev::get_iostat(self, params).await,
+            "bdev_get_bdevs" => bdev_inspect::get_bdevs(self, params).await,
+            "bdev_get_iostat" => bdev_inspect::get_iostat(self, params).await,
             "bdev_malloc_create" => bdev::malloc_create(self, params).await,
             "bdev_malloc_delete" => bdev::delete(self, params, "Malloc disk").await,
             "bdev_aio_create" => bdev::aio_create(self, params).await,
@@ -112,39 +112,27 @@ impl Dispatch for App {
             "bdev_adacache_set_policy" => adacache::set_policy(self, params).await,
             "bdev_adacache_resize" => adacache::resize(self, params).await,
             "bdev_adacache_get_devices" => adacache::get_devices(self, params).await,
-            "nvmf_create_transport" => nvmf::create_transport(self, params).await,
-            "nvmf_get_transports" => nvmf::get_transports(self, params).await,
-            "nvmf_create_subsystem" => nvmf::create_subsystem(self, params).await,
-            "nvmf_delete_subsystem" => nvmf::delete_subsystem(self, params).await,
-            "nvmf_get_subsystems" => nvmf::get_subsystems(self, params).await,
-            "nvmf_subsystem_add_listener" => nvmf::add_listener(self, params).await,
-            "nvmf_subsystem_remove_listener" => nvmf::remove_listener(self, params).await,
-            "nvmf_subsystem_add_ns" => nvmf::add_ns(self, params).await,
-            "nvmf_subsystem_remove_ns" => nvmf::remove_ns(self, params).await,
-            "nvmf_subsystem_add_host" => nvmf::add_host(self, params).await,
-            "nvmf_subsystem_remove_host" => nvmf::remove_host(self, params).await,
-            "nvmf_subsystem_allow_any_host" => nvmf::allow_any_host(self, params).await,
-            "nvmf_subsystem_get_controllers" => nvmf_inspect::get_controllers(self, params).await,
-            "nvmf_subsystem_get_qpairs" => nvmf_inspect::get_qpairs(self, params).await,
-            "nvmf_subsystem_get_listeners" => nvmf_inspect::get_listeners(self, params).await,
-            "nvmf_get_stats" => nvmf_inspect::get_stats(self, params).await,
+            "nvmf_create_transport" => nvmf::transport::create_transport(self, params).await,
+            "nvmf_get_transports" => nvmf::transport::get_transports(self, params).await,
+            "nvmf_create_subsystem" => nvmf::subsystem::create_subsystem(self, params).await,
+            "nvmf_delete_subsystem" => nvmf::subsystem::delete_subsystem(self, params).await,
+            "nvmf_get_subsystems" => nvmf::subsystem::get_subsystems(self, params).await,
+            "nvmf_subsystem_add_listener" => nvmf::listener::add_listener(self, params).await,
+            "nvmf_subsystem_remove_listener" => nvmf::listener::remove_listener(self, params).await,
+            "nvmf_subsystem_add_ns" => nvmf::namespace::add_ns(self, params).await,
+            "nvmf_subsystem_remove_ns" => nvmf::namespace::remove_ns(self, params).await,
+            "nvmf_subsystem_add_host" => nvmf::host::add_host(self, params).await,
+            "nvmf_subsystem_remove_host" => nvmf::host::remove_host(self, params).await,
+            "nvmf_subsystem_allow_any_host" => nvmf::subsystem::allow_any_host(self, params).await,
+            "nvmf_subsystem_get_controllers" => nvmf::inspect::get_controllers(self, params).await,
+            "nvmf_subsystem_get_qpairs" => nvmf::inspect::get_qpairs(self, params).await,
+            "nvmf_subsystem_get_listeners" => nvmf::inspect::get_listeners(self, params).await,
+            "nvmf_get_stats" => nvmf::inspect::get_stats(self, params).await,
             _ => Err(RpcError::new(METHOD_NOT_FOUND, "Method not found")),
         }
     }
 
     async fn changed(&self) {
-        crate::config::persist(self).await
+        saved_config::persist(self).await
     }
 }
-
-/// Parses params into `T`, which should `deny_unknown_fields`; absent params
-/// parse as `{}`.
-pub(crate) fn parse<T: DeserializeOwned>(params: Option<Value>) -> Result<T, RpcError> {
-    serde_json::from_value(params.unwrap_or_else(|| Value::Object(Default::default())))
-        .map_err(RpcError::invalid_params)
-}
-
-/// For methods that take no parameters.
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct NoParams {}

@@ -10,8 +10,9 @@ use bdev::Bdev;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::{adacache, parse};
+use super::params::parse;
 use crate::app::{App, State};
+use crate::cached_volumes::volumes;
 use crate::rpc::error::{libc_errno, RpcError, INTERNAL_ERROR};
 
 /// SPDK's parameters: `new_size` in MiB.
@@ -22,7 +23,7 @@ struct RbdResize {
     new_size: u64,
 }
 
-pub(super) async fn rbd_resize(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
+pub(crate) async fn rbd_resize(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
     let p: RbdResize = parse(params)?;
     let state = app.state.lock().await;
     let Some((_, reg)) = state.bdevs.get(&p.name) else {
@@ -44,7 +45,7 @@ pub(super) async fn rbd_resize(app: &App, params: Option<Value>) -> Result<Value
     // (its engine indexes a bounded volume) is found before the image
     // grows: afterwards the refusal would leave it unable to load, its
     // dirty data stranded, until the image is shrunk back.
-    for v in adacache::volumes(&state) {
+    for v in volumes(&state) {
         if rests_on(&state, &v.core_name(), &p.name) {
             v.params().check_core_size(bytes).map_err(|e| {
                 RpcError::errno(
@@ -67,7 +68,7 @@ pub(super) async fn rbd_resize(app: &App, params: Option<Value>) -> Result<Value
     .await
     .map_err(|e| RpcError::new(INTERNAL_ERROR, format!("resize of {} ended: {e}", p.name)))??;
     tracing::info!(bdev = %p.name, size, "rbd bdev grown");
-    for v in adacache::volumes(&state) {
+    for v in volumes(&state) {
         v.follow_core_size()
             .await
             .map_err(|e| RpcError::cache(format!("grow cached bdev over {}", p.name), &e))?;

@@ -15,9 +15,10 @@ use serde_json::{json, Value};
 
 use nvmf_tgt::{Controller, Subsystem, Target};
 
-use super::bdev::uuid_string;
-use super::nvmf::{check_tgt_name, listenable, resolve_nqn, trid_json};
-use super::parse;
+use super::super::params::parse;
+use super::super::registry::uuid_string;
+use super::json::trid_json;
+use super::target::{check_tgt_name, listenable, resolve_nqn};
 use crate::app::App;
 use crate::rpc::error::RpcError;
 
@@ -54,7 +55,7 @@ async fn controllers(
     Ok((s, ctrls))
 }
 
-pub(super) async fn get_controllers(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
+pub(crate) async fn get_controllers(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
     let (s, ctrls) = controllers(app, params).await?;
     let out: Vec<Value> = ctrls
         .iter()
@@ -71,7 +72,7 @@ pub(super) async fn get_controllers(app: &App, params: Option<Value>) -> Result<
     Ok(Value::Array(out))
 }
 
-pub(super) async fn get_qpairs(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
+pub(crate) async fn get_qpairs(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
     let (_, ctrls) = controllers(app, params).await?;
     let mut out = Vec::new();
     for c in &ctrls {
@@ -91,7 +92,7 @@ pub(super) async fn get_qpairs(app: &App, params: Option<Value>) -> Result<Value
     Ok(Value::Array(out))
 }
 
-pub(super) async fn get_listeners(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
+pub(crate) async fn get_listeners(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
     let p: ByNqn = parse(params)?;
     check_tgt_name(&p.tgt_name)?;
     let state = app.state.lock().await;
@@ -111,7 +112,7 @@ struct GetStats {
     tgt_name: Option<String>,
 }
 
-pub(super) async fn get_stats(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
+pub(crate) async fn get_stats(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
     let p: GetStats = parse(params)?;
     check_tgt_name(&p.tgt_name)?;
     let state = app.state.lock().await;
