@@ -2,6 +2,7 @@
 //! subset, hence the allow.
 #![allow(dead_code)]
 
+pub mod cached;
 pub mod tls;
 
 use std::path::Path;
