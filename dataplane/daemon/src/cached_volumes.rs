@@ -5,7 +5,7 @@
 use bdev::Bdev;
 use cache::volume::CachedVolume;
 
-use crate::app::State;
+use crate::app::{App, State};
 
 /// The cached volume a registered bdev is, if it is one.
 pub fn as_volume(b: &Bdev) -> Option<&CachedVolume> {
@@ -22,4 +22,18 @@ pub fn volumes(state: &State) -> Vec<CachedVolume> {
     list.iter()
         .filter_map(|(_, r)| as_volume(&r.bdev).cloned())
         .collect()
+}
+
+/// At shutdown (after the NVMe-oF target stopped): stops every cached
+/// volume, newest first, so that in-flight I/O finishes and its metadata
+/// is durable. Dirty data stays in the cache (a restart loads it).
+pub async fn stop_all(app: &App) {
+    let list = volumes(&*app.state.lock().await);
+    for v in list.iter().rev() {
+        let name = v.params().name;
+        match v.stop(false).await {
+            Ok(()) => tracing::info!(bdev = %name, "cached bdev stopped"),
+            Err(e) => tracing::error!(bdev = %name, error = %e, "stopping cached bdev failed"),
+        }
+    }
 }

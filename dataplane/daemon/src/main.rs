@@ -271,7 +271,7 @@ async fn run(args: Args, app: Arc<App>) -> Result<(), String> {
     }
     // Cached bdevs finish what is in flight and make their metadata
     // durable (dirty data stays cached: the next start loads it).
-    rackcache_dataplane::methods::adacache::stop_all(&app).await;
+    rackcache_dataplane::cached_volumes::stop_all(&app).await;
     // Make every completed write durable before exiting.
     let bdevs: Vec<_> = app
         .state

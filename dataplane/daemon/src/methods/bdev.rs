@@ -12,14 +12,13 @@ use bdev::Bdev;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::params::parse;
 use super::registry::{check_name, exists, register};
 use crate::app::{App, IoStats, RegisteredCluster};
 use crate::rpc::error::{libc_errno, RpcError};
 
 #[derive(Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-struct MallocCreate {
+pub(crate) struct MallocCreate {
     #[serde(skip_serializing_if = "Option::is_none")]
     name: Option<String>,
     num_blocks: u64,
@@ -32,8 +31,7 @@ struct MallocCreate {
     dif_is_head_of_md: bool,
 }
 
-pub(crate) async fn malloc_create(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
-    let mut p: MallocCreate = parse(params)?;
+pub(crate) async fn malloc_create(app: &App, mut p: MallocCreate) -> Result<Value, RpcError> {
     if p.md_interleave || p.dif_is_head_of_md {
         return Err(RpcError::invalid_params(
             "metadata (md_interleave, dif_is_head_of_md) is not supported",
@@ -68,7 +66,7 @@ fn is_false(b: &bool) -> bool {
 /// SPDK's `bdev_aio_create`, with every parameter its stock client sends.
 #[derive(Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-struct AioCreate {
+pub(crate) struct AioCreate {
     name: String,
     filename: PathBuf,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -89,8 +87,7 @@ struct AioCreate {
     uuid: Option<String>,
 }
 
-pub(crate) async fn aio_create(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
-    let p: AioCreate = parse(params)?;
+pub(crate) async fn aio_create(app: &App, p: AioCreate) -> Result<Value, RpcError> {
     check_name(&p.name)?;
     let uuid = p
         .uuid
@@ -129,7 +126,7 @@ pub(crate) async fn aio_create(app: &App, params: Option<Value>) -> Result<Value
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ByName {
+pub(crate) struct ByName {
     name: String,
 }
 
@@ -137,10 +134,9 @@ struct ByName {
 /// only deletes its own kind).
 pub(crate) async fn delete(
     app: &App,
-    params: Option<Value>,
+    ByName { name }: ByName,
     product: &str,
 ) -> Result<Value, RpcError> {
-    let ByName { name } = parse(params)?;
     let mut state = app.state.lock().await;
     match state.bdevs.get(&name) {
         Some((_, b)) if b.bdev.info().product_name == product => {}
@@ -187,7 +183,7 @@ pub(crate) async fn delete(
 
 #[derive(Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-struct RegisterCluster {
+pub(crate) struct RegisterCluster {
     name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     user_id: Option<String>,
@@ -202,11 +198,7 @@ struct RegisterCluster {
 /// The `config_param` keys this daemon understands.
 const CLUSTER_PARAMS: [&str; 3] = ["mon_host", "key", "keyring"];
 
-pub(crate) async fn rbd_register_cluster(
-    app: &App,
-    params: Option<Value>,
-) -> Result<Value, RpcError> {
-    let p: RegisterCluster = parse(params)?;
+pub(crate) async fn rbd_register_cluster(app: &App, p: RegisterCluster) -> Result<Value, RpcError> {
     check_name(&p.name)?;
     let cp = p.config_param.clone().unwrap_or_default();
     if let Some(k) = cp.keys().find(|k| !CLUSTER_PARAMS.contains(&k.as_str())) {
@@ -250,9 +242,8 @@ pub(crate) async fn rbd_register_cluster(
 
 pub(crate) async fn rbd_unregister_cluster(
     app: &App,
-    params: Option<Value>,
+    ByName { name }: ByName,
 ) -> Result<Value, RpcError> {
-    let ByName { name } = parse(params)?;
     let mut state = app.state.lock().await;
     if !state.clusters.contains_key(&name) {
         return Err(RpcError::errno(
@@ -276,7 +267,7 @@ pub(crate) async fn rbd_unregister_cluster(
 
 #[derive(Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-struct RbdCreate {
+pub(crate) struct RbdCreate {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     name: Option<String>,
     pool_name: String,
@@ -288,8 +279,7 @@ struct RbdCreate {
     read_only: bool,
 }
 
-pub(crate) async fn rbd_create(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
-    let mut p: RbdCreate = parse(params)?;
+pub(crate) async fn rbd_create(app: &App, mut p: RbdCreate) -> Result<Value, RpcError> {
     if p.read_only {
         return Err(RpcError::invalid_params(
             "read_only rbd bdevs are not supported",

@@ -6,7 +6,6 @@ use bdev::{Bdev, IoKind};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::params::parse;
 use super::registry::uuid_string;
 use crate::app::{App, RegisteredBdev};
 use crate::cached_volumes::as_volume;
@@ -74,8 +73,10 @@ fn describe(r: &RegisteredBdev, claimed: bool) -> Value {
     d
 }
 
-pub(crate) async fn get_bdevs(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
-    let GetBdevs { name, .. } = parse(params)?;
+pub(crate) async fn get_bdevs(
+    app: &App,
+    GetBdevs { name, .. }: GetBdevs,
+) -> Result<Value, RpcError> {
     let state = app.state.lock().await;
     let mut list: Vec<_> = state.bdevs.values().collect();
     list.sort_by_key(|(seq, _)| *seq);
@@ -104,12 +105,14 @@ pub(crate) struct GetIostat {
     names: Option<Vec<String>>,
 }
 
-pub(crate) async fn get_iostat(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
-    let GetIostat {
+pub(crate) async fn get_iostat(
+    app: &App,
+    GetIostat {
         name,
         per_channel,
         names,
-    } = parse(params)?;
+    }: GetIostat,
+) -> Result<Value, RpcError> {
     let wanted: Vec<String> = name
         .into_iter()
         .chain(names.into_iter().flatten())

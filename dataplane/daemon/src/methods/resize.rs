@@ -10,7 +10,6 @@ use bdev::Bdev;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::params::parse;
 use crate::app::{App, State};
 use crate::cached_volumes::volumes;
 use crate::rpc::error::{libc_errno, RpcError, INTERNAL_ERROR};
@@ -18,13 +17,12 @@ use crate::rpc::error::{libc_errno, RpcError, INTERNAL_ERROR};
 /// SPDK's parameters: `new_size` in MiB.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RbdResize {
+pub(crate) struct RbdResize {
     name: String,
     new_size: u64,
 }
 
-pub(crate) async fn rbd_resize(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
-    let p: RbdResize = parse(params)?;
+pub(crate) async fn rbd_resize(app: &App, p: RbdResize) -> Result<Value, RpcError> {
     let state = app.state.lock().await;
     let Some((_, reg)) = state.bdevs.get(&p.name) else {
         return Err(RpcError::errno(

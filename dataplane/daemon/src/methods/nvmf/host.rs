@@ -6,7 +6,6 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::super::params::parse;
 use super::revoke::{persist_then_wait, REVOKE_TIMEOUT};
 use super::target::{check_tgt_name, subsystem, target, unsupported};
 use crate::app::App;
@@ -23,8 +22,7 @@ pub(crate) struct AddHost {
     dhchap_ctrlr_key: Option<String>,
 }
 
-pub(crate) async fn add_host(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
-    let p: AddHost = parse(params)?;
+pub(crate) async fn add_host(app: &App, p: AddHost) -> Result<Value, RpcError> {
     check_tgt_name(&p.tgt_name)?;
     if p.psk.is_some() {
         return Err(unsupported("psk (TLS)"));
@@ -50,8 +48,7 @@ pub(crate) struct RemoveHost {
     timeout_ms: Option<u64>,
 }
 
-pub(crate) async fn remove_host(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
-    let p: RemoveHost = parse(params)?;
+pub(crate) async fn remove_host(app: &App, p: RemoveHost) -> Result<Value, RpcError> {
     check_tgt_name(&p.tgt_name)?;
     let revoked = {
         let state = app.state.lock().await;

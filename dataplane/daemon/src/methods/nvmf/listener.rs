@@ -6,7 +6,6 @@ use std::net::{IpAddr, SocketAddr};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::super::params::parse;
 use super::revoke::{persist_then_wait, REVOKE_TIMEOUT};
 use super::target::{check_tgt_name, listenable, resolve_nqn, target, unsupported};
 use crate::app::App;
@@ -112,8 +111,7 @@ pub(crate) fn advertised(a: Option<Advertised>) -> Result<(Option<String>, Optio
     Ok((a.traddr, port))
 }
 
-pub(crate) async fn add_listener(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
-    let p: AddListener = parse(params)?;
+pub(crate) async fn add_listener(app: &App, p: AddListener) -> Result<Value, RpcError> {
     check_tgt_name(&p.tgt_name)?;
     if p.secure_channel {
         return Err(unsupported("secure_channel (TLS)"));
@@ -147,8 +145,7 @@ pub(crate) struct RemoveListener {
     listen_address: ListenAddressParams,
 }
 
-pub(crate) async fn remove_listener(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
-    let p: RemoveListener = parse(params)?;
+pub(crate) async fn remove_listener(app: &App, p: RemoveListener) -> Result<Value, RpcError> {
     check_tgt_name(&p.tgt_name)?;
     let addr = p.listen_address.socket_addr()?;
     let nqn = resolve_nqn(&p.nqn);

@@ -4,7 +4,6 @@
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::super::params::parse;
 use super::target::{check_tgt_name, subsystem, unsupported};
 use crate::app::App;
 use crate::rpc::error::RpcError;
@@ -58,8 +57,7 @@ pub(crate) fn parse_uuid(s: &str) -> Result<[u8; 16], RpcError> {
     parse_nguid(&groups.concat()).map_err(|_| bad())
 }
 
-pub(crate) async fn add_ns(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
-    let p: AddNs = parse(params)?;
+pub(crate) async fn add_ns(app: &App, p: AddNs) -> Result<Value, RpcError> {
     check_tgt_name(&p.tgt_name)?;
     let ns = p.namespace;
     for (set, what) in [
@@ -111,8 +109,7 @@ pub(crate) struct RemoveNs {
     tgt_name: Option<String>,
 }
 
-pub(crate) async fn remove_ns(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
-    let p: RemoveNs = parse(params)?;
+pub(crate) async fn remove_ns(app: &App, p: RemoveNs) -> Result<Value, RpcError> {
     check_tgt_name(&p.tgt_name)?;
     let state = app.state.lock().await;
     let ns = subsystem(&state.nvmf, &p.nqn)?.remove_namespace(p.nsid)?;

@@ -5,7 +5,6 @@ use nvmf_tgt::{SubsystemConfig, Target, DISCOVERY_NQN};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::super::params::parse;
 use super::json::{discovery_json, subsystem_json};
 use super::revoke::{persist_then_wait, REVOKE_TIMEOUT};
 use super::target::{
@@ -37,8 +36,7 @@ pub(crate) struct CreateSubsystem {
     admin_label: Option<String>,
 }
 
-pub(crate) async fn create_subsystem(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
-    let p: CreateSubsystem = parse(params)?;
+pub(crate) async fn create_subsystem(app: &App, p: CreateSubsystem) -> Result<Value, RpcError> {
     check_tgt_name(&p.tgt_name)?;
     for (set, what) in [
         (p.ana_reporting, "ana_reporting"),
@@ -91,8 +89,7 @@ pub(crate) struct ByNqn {
     tgt_name: Option<String>,
 }
 
-pub(crate) async fn delete_subsystem(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
-    let p: ByNqn = parse(params)?;
+pub(crate) async fn delete_subsystem(app: &App, p: ByNqn) -> Result<Value, RpcError> {
     check_tgt_name(&p.tgt_name)?;
     let revoked = {
         let state = app.state.lock().await;
@@ -112,8 +109,7 @@ pub(crate) struct GetSubsystems {
     tgt_name: Option<String>,
 }
 
-pub(crate) async fn get_subsystems(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
-    let p: GetSubsystems = parse(params)?;
+pub(crate) async fn get_subsystems(app: &App, p: GetSubsystems) -> Result<Value, RpcError> {
     check_tgt_name(&p.tgt_name)?;
     let state = app.state.lock().await;
     let subs = state
@@ -151,8 +147,7 @@ pub(crate) struct AllowAnyHost {
     tgt_name: Option<String>,
 }
 
-pub(crate) async fn allow_any_host(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
-    let p: AllowAnyHost = parse(params)?;
+pub(crate) async fn allow_any_host(app: &App, p: AllowAnyHost) -> Result<Value, RpcError> {
     check_tgt_name(&p.tgt_name)?;
     let revoked = {
         let state = app.state.lock().await;

@@ -7,7 +7,6 @@ use nvmf_tgt::{Target, TransportOptions};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::super::params::parse;
 use super::target::{check_tgt_name, unsupported};
 use crate::app::App;
 use crate::rpc::error::{RpcError, INTERNAL_ERROR, INVALID_PARAMS};
@@ -97,8 +96,7 @@ mod tcp_defaults {
     pub const BUF_CACHE_SIZE: u32 = 32;
 }
 
-pub(crate) async fn create_transport(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
-    let p: CreateTransport = parse(params)?;
+pub(crate) async fn create_transport(app: &App, p: CreateTransport) -> Result<Value, RpcError> {
     check_tgt_name(&p.tgt_name)?;
     if !p.trtype.eq_ignore_ascii_case("tcp") {
         return Err(RpcError::new(
@@ -185,8 +183,7 @@ pub(crate) struct GetTransports {
     tgt_name: Option<String>,
 }
 
-pub(crate) async fn get_transports(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
-    let p: GetTransports = parse(params)?;
+pub(crate) async fn get_transports(app: &App, p: GetTransports) -> Result<Value, RpcError> {
     check_tgt_name(&p.tgt_name)?;
     let state = app.state.lock().await;
     let t = state.nvmf.transport.clone();
