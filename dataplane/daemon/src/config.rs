@@ -60,7 +60,7 @@ pub async fn load(path: &Path, dispatcher: &impl Dispatch) -> Result<Loaded, Str
                 Err(e) => {
                     tracing::error!(
                         config = %path.display(), subsystem = %sub.subsystem, entry = i,
-                        method = %call.method, params = %summary, code = e.code, error = %e.message,
+                        method = %call.method, params = %summary, code = e.code(), error = %e.message,
                         "configuration call failed"
                     );
                     out.failed.push(format!(

@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 
 use crate::app::{App, State};
 use crate::cached_volumes::volumes;
-use crate::rpc::error::{libc_errno, RpcError, INTERNAL_ERROR};
+use crate::rpc::error::{libc_errno, ErrorKind, RpcError};
 
 /// SPDK's parameters: `new_size` in MiB.
 #[derive(Deserialize)]
@@ -64,7 +64,12 @@ pub(crate) async fn rbd_resize(app: &App, p: RbdResize) -> Result<Value, RpcErro
         _ => unreachable!("checked to be an rbd bdev above, under the same lock"),
     })
     .await
-    .map_err(|e| RpcError::new(INTERNAL_ERROR, format!("resize of {} ended: {e}", p.name)))??;
+    .map_err(|e| {
+        RpcError::new(
+            ErrorKind::Internal,
+            format!("resize of {} ended: {e}", p.name),
+        )
+    })??;
     tracing::info!(bdev = %p.name, size, "rbd bdev grown");
     for v in volumes(&state) {
         v.follow_core_size()

@@ -16,7 +16,7 @@ use super::nvmf::{host, inspect, listener, namespace, subsystem, transport};
 use super::params::{parse, NoParams};
 use super::{adacache, bdev, bdev_inspect, fault, framework, resize, saved_config};
 use crate::app::App;
-use crate::rpc::error::{RpcError, METHOD_NOT_FOUND};
+use crate::rpc::error::{ErrorKind, RpcError};
 use crate::rpc::server::Dispatch;
 
 /// What a handler returns: its result, borrowing the daemon.
@@ -149,7 +149,7 @@ impl Dispatch for App {
     async fn dispatch(&self, method: &str, params: Option<Value>) -> Result<Value, RpcError> {
         match find(method) {
             Some(m) => (m.call)(self, params).await,
-            None => Err(RpcError::new(METHOD_NOT_FOUND, "Method not found")),
+            None => Err(RpcError::new(ErrorKind::MethodNotFound, "Method not found")),
         }
     }
 

@@ -11,7 +11,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::watch;
 
-use super::error::{RpcError, INVALID_REQUEST, PARSE_ERROR};
+use super::error::{ErrorKind, RpcError};
 
 /// Requests larger than this end the connection (a client sending garbage
 /// must not make us buffer without bound).
@@ -113,7 +113,7 @@ async fn serve_connection<D: Dispatch>(
                 }
                 Decoded::Incomplete => break,
                 Decoded::Invalid(msg) => {
-                    let resp = error_response(Value::Null, &RpcError::new(PARSE_ERROR, msg));
+                    let resp = error_response(Value::Null, &RpcError::new(ErrorKind::Parse, msg));
                     let _ = stream.write_all(&serde_json::to_vec(&resp)?).await;
                     // After a parse error the stream cannot be resynchronised.
                     return Ok(());
@@ -121,7 +121,7 @@ async fn serve_connection<D: Dispatch>(
             }
         }
         if buf.len() > MAX_REQUEST_BYTES {
-            let e = RpcError::new(INVALID_REQUEST, "request too large");
+            let e = RpcError::new(ErrorKind::InvalidRequest, "request too large");
             let _ = stream
                 .write_all(&serde_json::to_vec(&error_response(Value::Null, &e))?)
                 .await;
@@ -174,7 +174,7 @@ pub(crate) async fn handle_value<D: Dispatch>(d: &D, v: Value) -> Option<Value> 
         }
         Value::Array(_) => Some(error_response(
             Value::Null,
-            &RpcError::new(INVALID_REQUEST, "Invalid request: empty batch"),
+            &RpcError::new(ErrorKind::InvalidRequest, "Invalid request: empty batch"),
         )),
         other => handle_request(d, other).await,
     }
@@ -184,14 +184,14 @@ async fn handle_request<D: Dispatch>(d: &D, v: Value) -> Option<Value> {
     let Value::Object(mut req) = v else {
         return Some(error_response(
             Value::Null,
-            &RpcError::new(INVALID_REQUEST, "Invalid request: not an object"),
+            &RpcError::new(ErrorKind::InvalidRequest, "Invalid request: not an object"),
         ));
     };
     let id = req.remove("id");
     let invalid = |msg: &str| {
         Some(error_response(
             id.clone().unwrap_or(Value::Null),
-            &RpcError::new(INVALID_REQUEST, format!("Invalid request: {msg}")),
+            &RpcError::new(ErrorKind::InvalidRequest, format!("Invalid request: {msg}")),
         ))
     };
     if req.get("jsonrpc") != Some(&Value::String("2.0".into())) {
@@ -218,7 +218,9 @@ async fn handle_request<D: Dispatch>(d: &D, v: Value) -> Option<Value> {
     }
     let result = d.dispatch(&method, params).await;
     match &result {
-        Err(e) => tracing::info!(method = %method, code = e.code, error = %e.message, "rpc failed"),
+        Err(e) => {
+            tracing::info!(method = %method, code = e.code(), error = %e.message, "rpc failed")
+        }
         Ok(_) if d.changes_state(&method) => d.changed().await,
         Ok(_) => {}
     }
@@ -261,7 +263,7 @@ mod tests {
             match method {
                 "echo" => Ok(params.unwrap_or(Value::Null)),
                 _ => Err(RpcError::new(
-                    super::super::error::METHOD_NOT_FOUND,
+                    super::super::error::ErrorKind::MethodNotFound,
                     "Method not found",
                 )),
             }

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use super::revoke::{persist_then_wait, REVOKE_TIMEOUT};
 use super::target::{check_tgt_name, subsystem, target, unsupported};
 use crate::app::App;
-use crate::rpc::error::{RpcError, INTERNAL_ERROR};
+use crate::rpc::error::{ErrorKind, RpcError};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -64,7 +64,7 @@ pub(crate) async fn remove_host(app: &App, p: RemoveHost) -> Result<Value, RpcEr
     // that its queues were still open.
     if !persist_then_wait(app, revoked, timeout, "nvmf_subsystem_remove_host").await {
         return Err(RpcError::new(
-            INTERNAL_ERROR,
+            ErrorKind::Internal,
             "Timeout reached during host removal",
         ));
     }

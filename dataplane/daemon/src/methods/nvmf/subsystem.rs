@@ -11,7 +11,7 @@ use super::target::{
     check_tgt_name, subsystem, target, unsupported, DEFAULT_MAX_NAMESPACES, MAX_CNTLID, MIN_CNTLID,
 };
 use crate::app::App;
-use crate::rpc::error::{RpcError, INTERNAL_ERROR, INVALID_PARAMS};
+use crate::rpc::error::{ErrorKind, RpcError};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -73,7 +73,7 @@ pub(crate) async fn create_subsystem(app: &App, p: CreateSubsystem) -> Result<Va
     let t = target(&state.nvmf)?;
     if p.nqn == DISCOVERY_NQN || t.subsystem(&p.nqn).is_some() {
         return Err(RpcError::new(
-            INTERNAL_ERROR,
+            ErrorKind::Internal,
             format!("Unable to create subsystem {}: it already exists", p.nqn),
         ));
     }
@@ -132,7 +132,7 @@ pub(crate) async fn get_subsystems(app: &App, p: GetSubsystems) -> Result<Value,
         Some(nqn) => match out.into_iter().find(|s| s["nqn"] == nqn.as_str()) {
             Some(s) => Ok(json!([s])),
             None => Err(RpcError::new(
-                INVALID_PARAMS,
+                ErrorKind::InvalidParams,
                 format!("Subsystem with NQN '{nqn}' not found"),
             )),
         },

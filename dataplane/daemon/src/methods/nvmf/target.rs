@@ -7,7 +7,7 @@ use std::sync::Arc;
 use nvmf_tgt::{Subsystem, Target, DISCOVERY_NQN};
 
 use crate::app::NvmfState;
-use crate::rpc::error::{RpcError, INTERNAL_ERROR, INVALID_PARAMS};
+use crate::rpc::error::{ErrorKind, RpcError};
 
 /// The NQN a listener call names: the discovery subsystem also goes by
 /// `discovery`, as on SPDK's command line.
@@ -34,7 +34,7 @@ pub(crate) fn check_tgt_name(tgt_name: &Option<String>) -> Result<(), RpcError> 
     match tgt_name {
         None => Ok(()),
         Some(n) => Err(RpcError::new(
-            INVALID_PARAMS,
+            ErrorKind::InvalidParams,
             format!("NVMf target '{n}' not found (this daemon has one, unnamed target)"),
         )),
     }
@@ -54,7 +54,7 @@ pub(crate) fn subsystem(nvmf: &NvmfState, nqn: &str) -> Result<Arc<Subsystem>, R
         .filter(|s| !s.is_discovery)
         .ok_or_else(|| {
             RpcError::new(
-                INVALID_PARAMS,
+                ErrorKind::InvalidParams,
                 format!("Subsystem with NQN '{nqn}' not found"),
             )
         })
@@ -65,7 +65,7 @@ pub(crate) fn listenable(nvmf: &NvmfState, nqn: &str) -> Result<Arc<Subsystem>, 
     if nqn == DISCOVERY_NQN {
         return target(nvmf)?
             .subsystem(DISCOVERY_NQN)
-            .ok_or_else(|| RpcError::new(INTERNAL_ERROR, "no discovery subsystem"));
+            .ok_or_else(|| RpcError::new(ErrorKind::Internal, "no discovery subsystem"));
     }
     subsystem(nvmf, nqn)
 }

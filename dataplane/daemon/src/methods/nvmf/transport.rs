@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 
 use super::target::{check_tgt_name, unsupported};
 use crate::app::App;
-use crate::rpc::error::{RpcError, INTERNAL_ERROR, INVALID_PARAMS};
+use crate::rpc::error::{ErrorKind, RpcError};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -100,7 +100,7 @@ pub(crate) async fn create_transport(app: &App, p: CreateTransport) -> Result<Va
     check_tgt_name(&p.tgt_name)?;
     if !p.trtype.eq_ignore_ascii_case("tcp") {
         return Err(RpcError::new(
-            INVALID_PARAMS,
+            ErrorKind::InvalidParams,
             format!(
                 "Invalid transport type '{}': only TCP is supported",
                 p.trtype
@@ -150,7 +150,7 @@ pub(crate) async fn create_transport(app: &App, p: CreateTransport) -> Result<Va
     let mut state = app.state.lock().await;
     if state.nvmf.target.is_some() {
         return Err(RpcError::new(
-            INTERNAL_ERROR,
+            ErrorKind::Internal,
             "Transport type 'TCP' already exists",
         ));
     }
