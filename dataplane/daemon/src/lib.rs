@@ -5,7 +5,8 @@
 //! - [`app`]: control-plane state (bdevs, Ceph clusters, the NVMe-oF target).
 //! - [`cached_volumes`]: the cached bdevs among the registered ones.
 //! - [`cache_metrics`]: cached bdevs' statistics on /metrics.
-//! - [`methods`]: the JSON-RPC methods, SPDK names and parameters.
+//! - [`methods`]: the JSON-RPC methods, SPDK names and parameters, listed
+//!   once in [`methods::table`].
 //! - [`rpc`]: JSON-RPC 2.0 framing, the Unix socket server, error codes.
 //! - [`config`]: `--config FILE` (a `save_config` output) replayed at start.
 
