@@ -25,6 +25,7 @@ pub(crate) const DEFAULT_MAX_NAMESPACES: u32 = 32;
 pub(crate) const MIN_CNTLID: u16 = 1;
 pub(crate) const MAX_CNTLID: u16 = 0xffef;
 
+/// The refusal of a parameter naming a feature this target lacks.
 pub(crate) fn unsupported(what: &str) -> RpcError {
     RpcError::invalid_params(format!("{what} is not supported by rackcache-dataplane"))
 }
