@@ -21,6 +21,17 @@ use crate::{BdevInfo, BoxFuture, BufView, DmaBuf, IoKind, Result};
 /// untouched, to be read the usual way.
 pub type ReadInline<B> = std::result::Result<(B, Result<()>, Instant), B>;
 
+/// A bdev's entry in a saved configuration (SPDK's `save_config`; each
+/// SPDK bdev module writes its own with `write_config_json`): the RPC
+/// method and parameters that recreate the bdev as it is now.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConfigCall {
+    /// The RPC method (`bdev_adacache_create`, ...).
+    pub method: &'static str,
+    /// Its parameters.
+    pub params: serde_json::Value,
+}
+
 /// A bdev implemented outside this crate.
 pub trait LayeredBdev: Send + Sync {
     /// Name, size, block size and identity.
@@ -78,6 +89,13 @@ pub trait LayeredBdev: Send + Sync {
     fn write_zeroes(&self, offset: u64, len: u64) -> BoxFuture<'_, Result<()>>;
     /// Deallocates a range; it reads as zeroes after.
     fn unmap(&self, offset: u64, len: u64) -> BoxFuture<'_, Result<()>>;
+    /// Its entry in a saved configuration, written by the bdev itself
+    /// because its parameters change after creation (a cached volume's
+    /// mode, policies and size). `None`: the call that created it, as the
+    /// caller recorded it, recreates it.
+    fn config_call(&self) -> Option<ConfigCall> {
+        None
+    }
     /// The concrete type, for the crate that made it (RPC handlers).
     fn as_any(&self) -> &dyn std::any::Any;
 }

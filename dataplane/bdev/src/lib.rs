@@ -54,6 +54,7 @@ use std::time::Instant;
 
 pub use buf::DmaBuf;
 use buf::IoBuf;
+pub use layered::ConfigCall;
 pub use view::{BufView, ReuniteError, SplitError, ViewError};
 
 /// A boxed, sendable future: what the wrapper bdevs' operations return, so
@@ -197,6 +198,20 @@ impl Bdev {
     /// Whether the device supports `kind`.
     pub fn supports(&self, kind: IoKind) -> bool {
         dispatch!(self, b => b.supports(kind))
+    }
+
+    /// Its entry in a saved configuration when the bdev writes its own
+    /// ([`layered::LayeredBdev::config_call`]). The kinds of this crate do
+    /// not change after creation (a delay bdev's latencies are set through
+    /// the caller, which records them), so for them the call that created
+    /// the bdev, as the caller recorded it, is the entry: `None`.
+    pub fn config_call(&self) -> Option<ConfigCall> {
+        match self {
+            Bdev::Layered(l) => l.config_call(),
+            Bdev::Malloc(_) | Bdev::File(_) | Bdev::Rbd(_) | Bdev::Delay(_) | Bdev::Error(_) => {
+                None
+            }
+        }
     }
 
     /// Reads `buf.len()` bytes at `offset` into `buf`, returning the buffer.

@@ -35,12 +35,12 @@ pub struct RegisteredBdev {
 }
 
 impl RegisteredBdev {
-    /// The call `save_config` records for this bdev: the one that created
-    /// it, except for a cached bdev, whose current parameters (with
-    /// `load`, so a restore attaches to its cache) are asked for.
+    /// The call `save_config` records for this bdev: the one the bdev
+    /// writes itself (a kind whose parameters change after creation, as a
+    /// cached bdev), else the one that created it.
     pub fn config_call(&self) -> (&'static str, Value) {
-        match crate::methods::adacache::as_volume(&self.bdev) {
-            Some(v) => (self.created_by.0, serde_json::json!(v.params())),
+        match self.bdev.config_call() {
+            Some(c) => (c.method, c.params),
             None => self.created_by.clone(),
         }
     }
@@ -169,8 +169,8 @@ pub struct App {
     /// calls replaying it do not rewrite the file one by one.
     pub persist: OnceLock<Persist>,
     /// The `rackcache_cache_*` series of every cached bdev (see
-    /// `methods::adacache::metrics`).
-    pub cache_metrics: crate::methods::adacache::metrics::CacheMetrics,
+    /// [`crate::cache_metrics`]).
+    pub cache_metrics: crate::cache_metrics::CacheMetrics,
     /// Told of NVMe/TCP activity; `--busy-poll`'s spinners watch it.
     pub poller: nvmf_tgt::Poller,
 }

@@ -4,13 +4,13 @@
 //! `--config-persist`), and rewritten atomically after every change
 //! (`--config-persist`).
 
+use std::future::Future;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::app::App;
 use crate::rpc::server::Dispatch;
 
 #[derive(Deserialize)]
@@ -60,7 +60,7 @@ pub async fn load(path: &Path, dispatcher: &impl Dispatch) -> Result<Loaded, Str
                 Err(e) => {
                     tracing::error!(
                         config = %path.display(), subsystem = %sub.subsystem, entry = i,
-                        method = %call.method, params = %summary, code = e.code, error = %e.message,
+                        method = %call.method, params = %summary, code = e.code(), error = %e.message,
                         "configuration call failed"
                     );
                     out.failed.push(format!(
@@ -132,32 +132,22 @@ impl Persist {
             serial: tokio::sync::Mutex::new(()),
         }
     }
-}
 
-/// Rewrites the persisted configuration (if `--config-persist` is set) from
-/// one snapshot of the state. A failure is logged: the change it follows
-/// has been made and is reported to its caller as made.
-pub async fn persist(app: &App) {
-    if let Err(e) = try_persist(app).await {
-        tracing::error!(error = %e, "--config-persist: rewriting the configuration failed");
+    /// Rewrites the file with the document `snapshot` yields, taken once
+    /// every earlier rewrite is done, so that the last file written
+    /// reflects every change that completed before it.
+    pub async fn rewrite(&self, snapshot: impl Future<Output = Value>) -> Result<(), String> {
+        let _serial = self.serial.lock().await;
+        let doc = snapshot.await;
+        let mut bytes =
+            serde_json::to_vec_pretty(&doc).map_err(|e| format!("encode configuration: {e}"))?;
+        bytes.push(b'\n');
+        let path = self.path.clone();
+        // fsync blocks: keep it off the runtime that serves the queues.
+        tokio::task::spawn_blocking(move || write_atomic(&path, &bytes))
+            .await
+            .map_err(|e| format!("configuration writer: {e}"))?
     }
-}
-
-/// [`persist`], returning the error.
-pub async fn try_persist(app: &App) -> Result<(), String> {
-    let Some(p) = app.persist.get() else {
-        return Ok(());
-    };
-    let _serial = p.serial.lock().await;
-    let doc = crate::methods::snapshot(&*app.state.lock().await);
-    let mut bytes =
-        serde_json::to_vec_pretty(&doc).map_err(|e| format!("encode configuration: {e}"))?;
-    bytes.push(b'\n');
-    let path = p.path.clone();
-    // fsync blocks: keep it off the runtime that serves the queues.
-    tokio::task::spawn_blocking(move || write_atomic(&path, &bytes))
-        .await
-        .map_err(|e| format!("configuration writer: {e}"))?
 }
 
 /// Replaces `path` with `bytes` so that a crash at any point leaves either

@@ -3,11 +3,16 @@
 //! JSON-RPC. See `docs/dataplane.md`.
 //!
 //! - [`app`]: control-plane state (bdevs, Ceph clusters, the NVMe-oF target).
-//! - [`methods`]: the JSON-RPC methods, SPDK names and parameters.
+//! - [`cached_volumes`]: the cached bdevs among the registered ones.
+//! - [`cache_metrics`]: cached bdevs' statistics on /metrics.
+//! - [`methods`]: the JSON-RPC methods, SPDK names and parameters, listed
+//!   once in [`methods::table`].
 //! - [`rpc`]: JSON-RPC 2.0 framing, the Unix socket server, error codes.
 //! - [`config`]: `--config FILE` (a `save_config` output) replayed at start.
 
 pub mod app;
+pub mod cache_metrics;
+pub mod cached_volumes;
 pub mod config;
 pub mod methods;
 pub mod rpc;

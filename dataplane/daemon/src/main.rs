@@ -214,7 +214,7 @@ async fn run(args: Args, app: Arc<App>) -> Result<(), String> {
         let _ = app.persist.set(config::Persist::new(p.clone()));
         // Written now too, so a --config seed or a file from an older
         // version is in the current form before anything changes.
-        config::try_persist(&app).await?;
+        rackcache_dataplane::methods::saved_config::try_persist(&app).await?;
         tracing::info!(file = %p.display(), "configuration persisted after every change");
     }
     let listener = rpc::server::bind_unix(&args.rpc_socket)
@@ -245,9 +245,9 @@ async fn run(args: Args, app: Arc<App>) -> Result<(), String> {
             stop_rx.clone(),
         )));
     }
-    // Cached bdevs' statistics onto /metrics (see methods::adacache::metrics).
+    // Cached bdevs' statistics onto /metrics (see cache_metrics).
     servers.push(tokio::spawn(
-        rackcache_dataplane::methods::adacache::metrics::run(Arc::clone(&app), stop_rx.clone()),
+        rackcache_dataplane::cache_metrics::refresh::run(Arc::clone(&app), stop_rx.clone()),
     ));
     readiness.ready();
     tracing::info!("ready");
@@ -271,7 +271,7 @@ async fn run(args: Args, app: Arc<App>) -> Result<(), String> {
     }
     // Cached bdevs finish what is in flight and make their metadata
     // durable (dirty data stays cached: the next start loads it).
-    rackcache_dataplane::methods::adacache::stop_all(&app).await;
+    rackcache_dataplane::cached_volumes::stop_all(&app).await;
     // Make every completed write durable before exiting.
     let bdevs: Vec<_> = app
         .state

@@ -10,7 +10,9 @@ use serde_json::{json, Value};
 const EBUSY: i32 = -16;
 
 async fn call(app: &App, method: &str, params: Value) -> Result<Value, i32> {
-    app.dispatch(method, Some(params)).await.map_err(|e| e.code)
+    app.dispatch(method, Some(params))
+        .await
+        .map_err(|e| e.code())
 }
 
 async fn ok(app: &App, method: &str, params: Value) -> Value {

@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use bdev::layered::{LayeredBdev, ReadInline};
+use bdev::layered::{ConfigCall, LayeredBdev, ReadInline};
 use bdev::{BdevError, BdevInfo, BoxFuture, CountedBdev, DmaBuf, IoKind};
 use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
@@ -599,6 +599,16 @@ impl LayeredBdev for CachedVolume {
 
     fn unmap(&self, offset: u64, len: u64) -> BoxFuture<'_, bdev::Result<()>> {
         Box::pin(async move { self.io(HostOp::Deallocate, offset, len, None).await.1 })
+    }
+
+    /// `bdev_adacache_create` with the current parameters (mode,
+    /// policies, size as changed since) and `load`, so that a restore
+    /// attaches to the cache on the device and never formats it.
+    fn config_call(&self) -> Option<ConfigCall> {
+        Some(ConfigCall {
+            method: "bdev_adacache_create",
+            params: serde_json::json!(self.params()),
+        })
     }
 
     fn as_any(&self) -> &dyn std::any::Any {

@@ -12,8 +12,6 @@
 //! Long operations (flushing, deleting) hold the control lock: other
 //! control calls wait, the data path does not (it never takes the lock).
 
-pub mod metrics;
-
 use std::sync::Arc;
 
 use bdev::Bdev;
@@ -22,18 +20,10 @@ use cache::volume::{CacheMode, CachedVolume, Cleaning, PolicyChange, SeqCutoff, 
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::bdev::{check_name, exists, register, uuid_string};
-use super::parse;
+use super::registry::{check_name, exists, register, uuid_string};
 use crate::app::{App, IoStats, State};
+use crate::cached_volumes::{as_volume, volumes};
 use crate::rpc::error::{libc_errno, RpcError};
-
-/// The cached volume a registered bdev is, if it is one.
-pub fn as_volume(b: &Bdev) -> Option<&CachedVolume> {
-    match b {
-        Bdev::Layered(l) => l.as_any().downcast_ref::<CachedVolume>(),
-        _ => None,
-    }
-}
 
 /// Cached bdev `name` (a handle sharing it).
 fn volume(state: &State, name: &str) -> Result<CachedVolume, RpcError> {
@@ -49,17 +39,8 @@ fn volume(state: &State, name: &str) -> Result<CachedVolume, RpcError> {
         })
 }
 
-/// Every cached bdev, in creation order.
-pub(crate) fn volumes(state: &State) -> Vec<CachedVolume> {
-    let mut list: Vec<_> = state.bdevs.values().collect();
-    list.sort_by_key(|(seq, _)| *seq);
-    list.iter()
-        .filter_map(|(_, r)| as_volume(&r.bdev).cloned())
-        .collect()
-}
-
 /// `driver_specific` of `bdev_get_bdevs` for a cached bdev.
-pub(super) fn driver_specific(v: &CachedVolume) -> Value {
+pub(crate) fn driver_specific(v: &CachedVolume) -> Value {
     json!({ "adacache": summary(v) })
 }
 
@@ -128,8 +109,7 @@ fn check_base(state: &State, name: &str, role: &str, cache_role: bool) -> Result
     Ok(())
 }
 
-pub(super) async fn create(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
-    let p: VolumeParams = parse(params)?;
+pub(crate) async fn create(app: &App, p: VolumeParams) -> Result<Value, RpcError> {
     check_name(&p.name)?;
     p.validate().map_err(RpcError::invalid_params)?;
     if p.core_bdev_name == p.cache_bdev_name {
@@ -198,15 +178,14 @@ pub(super) async fn create(app: &App, params: Option<Value>) -> Result<Value, Rp
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Delete {
+pub(crate) struct Delete {
     name: String,
     /// Discard dirty data instead of writing it back first.
     #[serde(default)]
     force: bool,
 }
 
-pub(super) async fn delete(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
-    let Delete { name, force } = parse(params)?;
+pub(crate) async fn delete(app: &App, Delete { name, force }: Delete) -> Result<Value, RpcError> {
     let mut state = app.state.lock().await;
     let v = volume(&state, &name)?;
     if let Some(user) = state.wrapper_of(&name) {
@@ -242,18 +221,17 @@ pub(super) async fn delete(app: &App, params: Option<Value>) -> Result<Value, Rp
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct OptName {
+pub(crate) struct OptName {
     name: Option<String>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ByName {
+pub(crate) struct ByName {
     name: String,
 }
 
-pub(super) async fn get_bdevs(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
-    let OptName { name } = parse(params)?;
+pub(crate) async fn get_bdevs(app: &App, OptName { name }: OptName) -> Result<Value, RpcError> {
     let state = app.state.lock().await;
     let list = match name {
         Some(n) => vec![volume(&state, &n)?],
@@ -262,8 +240,7 @@ pub(super) async fn get_bdevs(app: &App, params: Option<Value>) -> Result<Value,
     Ok(Value::Array(list.iter().map(summary).collect()))
 }
 
-pub(super) async fn get_stats(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
-    let ByName { name } = parse(params)?;
+pub(crate) async fn get_stats(app: &App, ByName { name }: ByName) -> Result<Value, RpcError> {
     let v = volume(&*app.state.lock().await, &name)?;
     let s = v
         .stats()
@@ -274,8 +251,7 @@ pub(super) async fn get_stats(app: &App, params: Option<Value>) -> Result<Value,
 
 /// `bdev_adacache_get_mrc`: the volume's whole LRU miss-ratio curve (a
 /// diagnostic: every point the engine keeps, about a thousand at most).
-pub(super) async fn get_mrc(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
-    let ByName { name } = parse(params)?;
+pub(crate) async fn get_mrc(app: &App, ByName { name }: ByName) -> Result<Value, RpcError> {
     let v = volume(&*app.state.lock().await, &name)?;
     let c = v
         .miss_ratio_curve()
@@ -284,8 +260,7 @@ pub(super) async fn get_mrc(app: &App, params: Option<Value>) -> Result<Value, R
     Ok(json!(c))
 }
 
-pub(super) async fn reset_stats(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
-    let ByName { name } = parse(params)?;
+pub(crate) async fn reset_stats(app: &App, ByName { name }: ByName) -> Result<Value, RpcError> {
     let v = volume(&*app.state.lock().await, &name)?;
     // The counters on /metrics never go down: they take in what happened
     // up to now before the volume's figures restart from zero.
@@ -299,8 +274,7 @@ pub(super) async fn reset_stats(app: &App, params: Option<Value>) -> Result<Valu
     Ok(json!(true))
 }
 
-pub(super) async fn flush(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
-    let ByName { name } = parse(params)?;
+pub(crate) async fn flush(app: &App, ByName { name }: ByName) -> Result<Value, RpcError> {
     let v = volume(&*app.state.lock().await, &name)?;
     v.start_flush()
         .await
@@ -308,8 +282,7 @@ pub(super) async fn flush(app: &App, params: Option<Value>) -> Result<Value, Rpc
     Ok(json!(true))
 }
 
-pub(super) async fn flush_status(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
-    let ByName { name } = parse(params)?;
+pub(crate) async fn flush_status(app: &App, ByName { name }: ByName) -> Result<Value, RpcError> {
     let v = volume(&*app.state.lock().await, &name)?;
     let s = v
         .flush_status()
@@ -320,13 +293,15 @@ pub(super) async fn flush_status(app: &App, params: Option<Value>) -> Result<Val
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct SetMode {
+pub(crate) struct SetMode {
     name: String,
     write_mode: CacheMode,
 }
 
-pub(super) async fn set_mode(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
-    let SetMode { name, write_mode } = parse(params)?;
+pub(crate) async fn set_mode(
+    app: &App,
+    SetMode { name, write_mode }: SetMode,
+) -> Result<Value, RpcError> {
     // Held: leaving write-back flushes first, and no other change may
     // interleave with it.
     let state = app.state.lock().await;
@@ -343,7 +318,7 @@ pub(super) async fn set_mode(app: &App, params: Option<Value>) -> Result<Value, 
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct SetPolicy {
+pub(crate) struct SetPolicy {
     name: String,
     admission: Option<String>,
     eviction: Option<String>,
@@ -351,8 +326,7 @@ struct SetPolicy {
     seq_cutoff: Option<SeqCutoff>,
 }
 
-pub(super) async fn set_policy(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
-    let p: SetPolicy = parse(params)?;
+pub(crate) async fn set_policy(app: &App, p: SetPolicy) -> Result<Value, RpcError> {
     if p.admission.is_none()
         && p.eviction.is_none()
         && p.cleaning.is_none()
@@ -379,16 +353,18 @@ pub(super) async fn set_policy(app: &App, params: Option<Value>) -> Result<Value
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Resize {
+pub(crate) struct Resize {
     name: String,
     cache_size_mib: u64,
 }
 
-pub(super) async fn resize(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
-    let Resize {
+pub(crate) async fn resize(
+    app: &App,
+    Resize {
         name,
         cache_size_mib,
-    } = parse(params)?;
+    }: Resize,
+) -> Result<Value, RpcError> {
     if cache_size_mib == 0 {
         return Err(RpcError::invalid_params(
             "cache_size_mib must be at least 1 (bdev_adacache_delete removes the cache)",
@@ -406,8 +382,7 @@ pub(super) async fn resize(app: &App, params: Option<Value>) -> Result<Value, Rp
     Ok(json!(true))
 }
 
-pub(super) async fn get_devices(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
-    parse::<super::NoParams>(params)?;
+pub(crate) async fn get_devices(app: &App, _: super::params::NoParams) -> Result<Value, RpcError> {
     let state = app.state.lock().await;
     let attached = volumes(&state);
     let list = state
@@ -437,18 +412,4 @@ pub(super) async fn get_devices(app: &App, params: Option<Value>) -> Result<Valu
         })
         .collect();
     Ok(Value::Array(list))
-}
-
-/// At shutdown (after the NVMe-oF target stopped): stops every cached
-/// volume, newest first, so that in-flight I/O finishes and its metadata
-/// is durable. Dirty data stays in the cache (a restart loads it).
-pub async fn stop_all(app: &App) {
-    let list = volumes(&*app.state.lock().await);
-    for v in list.iter().rev() {
-        let name = v.params().name;
-        match v.stop(false).await {
-            Ok(()) => tracing::info!(bdev = %name, "cached bdev stopped"),
-            Err(e) => tracing::error!(bdev = %name, error = %e, "stopping cached bdev failed"),
-        }
-    }
 }

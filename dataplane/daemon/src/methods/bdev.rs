@@ -8,55 +8,17 @@ use std::sync::Arc;
 use bdev::file::FileBdev;
 use bdev::malloc::MallocBdev;
 use bdev::rbd::{ClusterConfig, RbdBdev, RbdCluster};
-use bdev::{Bdev, IoKind};
+use bdev::Bdev;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::parse;
-use crate::app::{App, IoStats, RegisteredBdev, RegisteredCluster, State};
+use super::registry::{check_name, exists, register};
+use crate::app::{App, IoStats, RegisteredCluster};
 use crate::rpc::error::{libc_errno, RpcError};
-
-pub(super) fn check_name(name: &str) -> Result<(), RpcError> {
-    if name.is_empty() || name.len() > 255 || name.chars().any(|c| c.is_control() || c == '/') {
-        return Err(RpcError::invalid_params(format!(
-            "bdev name {name:?} must be 1-255 characters without '/' or control characters"
-        )));
-    }
-    Ok(())
-}
-
-pub(super) fn exists(state: &State, name: &str) -> Result<(), RpcError> {
-    if state.bdevs.contains_key(name) {
-        return Err(RpcError::errno(
-            libc_errno::EEXIST,
-            format!("bdev {name} already exists"),
-        ));
-    }
-    Ok(())
-}
-
-pub(super) fn register(
-    app: &App,
-    state: &mut State,
-    name: String,
-    bdev: Bdev,
-    method: &'static str,
-    params: Value,
-    cluster: Option<String>,
-) {
-    let seq = state.seq();
-    let reg = RegisteredBdev {
-        bdev: Arc::new(bdev),
-        stats: IoStats::register(&app.metrics, &name),
-        created_by: (method, params),
-        cluster,
-    };
-    state.bdevs.insert(name, (seq, Arc::new(reg)));
-}
 
 #[derive(Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-struct MallocCreate {
+pub(crate) struct MallocCreate {
     #[serde(skip_serializing_if = "Option::is_none")]
     name: Option<String>,
     num_blocks: u64,
@@ -69,8 +31,7 @@ struct MallocCreate {
     dif_is_head_of_md: bool,
 }
 
-pub(super) async fn malloc_create(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
-    let mut p: MallocCreate = parse(params)?;
+pub(crate) async fn malloc_create(app: &App, mut p: MallocCreate) -> Result<Value, RpcError> {
     if p.md_interleave || p.dif_is_head_of_md {
         return Err(RpcError::invalid_params(
             "metadata (md_interleave, dif_is_head_of_md) is not supported",
@@ -105,7 +66,7 @@ fn is_false(b: &bool) -> bool {
 /// SPDK's `bdev_aio_create`, with every parameter its stock client sends.
 #[derive(Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-struct AioCreate {
+pub(crate) struct AioCreate {
     name: String,
     filename: PathBuf,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -126,8 +87,7 @@ struct AioCreate {
     uuid: Option<String>,
 }
 
-pub(super) async fn aio_create(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
-    let p: AioCreate = parse(params)?;
+pub(crate) async fn aio_create(app: &App, p: AioCreate) -> Result<Value, RpcError> {
     check_name(&p.name)?;
     let uuid = p
         .uuid
@@ -166,18 +126,17 @@ pub(super) async fn aio_create(app: &App, params: Option<Value>) -> Result<Value
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ByName {
+pub(crate) struct ByName {
     name: String,
 }
 
 /// Deletes a bdev of the given product (as each SPDK module's delete call
 /// only deletes its own kind).
-pub(super) async fn delete(
+pub(crate) async fn delete(
     app: &App,
-    params: Option<Value>,
+    ByName { name }: ByName,
     product: &str,
 ) -> Result<Value, RpcError> {
-    let ByName { name } = parse(params)?;
     let mut state = app.state.lock().await;
     match state.bdevs.get(&name) {
         Some((_, b)) if b.bdev.info().product_name == product => {}
@@ -224,7 +183,7 @@ pub(super) async fn delete(
 
 #[derive(Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-struct RegisterCluster {
+pub(crate) struct RegisterCluster {
     name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     user_id: Option<String>,
@@ -239,11 +198,7 @@ struct RegisterCluster {
 /// The `config_param` keys this daemon understands.
 const CLUSTER_PARAMS: [&str; 3] = ["mon_host", "key", "keyring"];
 
-pub(super) async fn rbd_register_cluster(
-    app: &App,
-    params: Option<Value>,
-) -> Result<Value, RpcError> {
-    let p: RegisterCluster = parse(params)?;
+pub(crate) async fn rbd_register_cluster(app: &App, p: RegisterCluster) -> Result<Value, RpcError> {
     check_name(&p.name)?;
     let cp = p.config_param.clone().unwrap_or_default();
     if let Some(k) = cp.keys().find(|k| !CLUSTER_PARAMS.contains(&k.as_str())) {
@@ -285,11 +240,10 @@ pub(super) async fn rbd_register_cluster(
     Ok(json!(name))
 }
 
-pub(super) async fn rbd_unregister_cluster(
+pub(crate) async fn rbd_unregister_cluster(
     app: &App,
-    params: Option<Value>,
+    ByName { name }: ByName,
 ) -> Result<Value, RpcError> {
-    let ByName { name } = parse(params)?;
     let mut state = app.state.lock().await;
     if !state.clusters.contains_key(&name) {
         return Err(RpcError::errno(
@@ -313,7 +267,7 @@ pub(super) async fn rbd_unregister_cluster(
 
 #[derive(Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-struct RbdCreate {
+pub(crate) struct RbdCreate {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     name: Option<String>,
     pool_name: String,
@@ -325,8 +279,7 @@ struct RbdCreate {
     read_only: bool,
 }
 
-pub(super) async fn rbd_create(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
-    let mut p: RbdCreate = parse(params)?;
+pub(crate) async fn rbd_create(app: &App, mut p: RbdCreate) -> Result<Value, RpcError> {
     if p.read_only {
         return Err(RpcError::invalid_params(
             "read_only rbd bdevs are not supported",
@@ -366,167 +319,4 @@ pub(super) async fn rbd_create(app: &App, params: Option<Value>) -> Result<Value
         Some(cluster_name),
     );
     Ok(json!(name))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct GetBdevs {
-    name: Option<String>,
-    /// SPDK waits this long for the bdev to appear; ours appear
-    /// synchronously, so it is accepted and has nothing to wait for.
-    #[serde(default, rename = "timeout")]
-    _timeout: u64,
-}
-
-pub(super) fn uuid_string(u: &[u8; 16]) -> String {
-    let h: String = u.iter().map(|b| format!("{b:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..32]
-    )
-}
-
-fn describe(r: &RegisteredBdev, claimed: bool) -> Value {
-    let info = r.bdev.info();
-    let io = |k| r.bdev.supports(k);
-    let driver = match r.bdev.as_ref() {
-        Bdev::Malloc(_) => json!({}),
-        Bdev::File(f) => {
-            json!({ "aio": {
-                "filename": f.path(),
-                "direct": f.direct(),
-                "engine": f.engine(),
-                "readonly": f.readonly(),
-                "fallocate": true
-            } })
-        }
-        Bdev::Rbd(b) => {
-            let (pool, image) = b.image();
-            json!({ "rbd": { "pool_name": pool, "rbd_name": image, "cluster_name": r.cluster } })
-        }
-        Bdev::Delay(_) | Bdev::Error(_) => super::fault::driver_specific(&r.bdev),
-        Bdev::Layered(_) => match super::adacache::as_volume(&r.bdev) {
-            Some(v) => super::adacache::driver_specific(v),
-            None => json!({}),
-        },
-    };
-    let mut d = json!({
-        "name": info.name,
-        "aliases": [],
-        "product_name": info.product_name,
-        "block_size": info.block_size,
-        "num_blocks": info.num_blocks(),
-        "uuid": uuid_string(&info.uuid),
-        "claimed": claimed,
-        "zoned": false,
-        "supported_io_types": {
-            "read": io(IoKind::Read),
-            "write": io(IoKind::Write),
-            "flush": io(IoKind::Flush),
-            "write_zeroes": io(IoKind::WriteZeroes),
-            "unmap": io(IoKind::Unmap),
-            "reset": false,
-            "nvme_admin": false,
-            "nvme_io": false
-        },
-        "driver_specific": driver
-    });
-    if claimed {
-        // An NVMe-oF namespace claims its bdev as SPDK's nvmf does.
-        d["claim_type"] = json!("exclusive_write");
-    }
-    d
-}
-
-pub(super) async fn get_bdevs(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
-    let GetBdevs { name, .. } = parse(params)?;
-    let state = app.state.lock().await;
-    let mut list: Vec<_> = state.bdevs.values().collect();
-    list.sort_by_key(|(seq, _)| *seq);
-    match name {
-        Some(n) => match state.bdevs.get(&n) {
-            Some((_, b)) => Ok(json!([describe(b, state.is_claimed(&n))])),
-            None => Err(RpcError::errno(libc_errno::ENODEV, format!("bdev {n}"))),
-        },
-        None => Ok(Value::Array(
-            list.iter()
-                .map(|(_, b)| describe(b, state.is_claimed(&b.bdev.info().name)))
-                .collect(),
-        )),
-    }
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct GetIostat {
-    name: Option<String>,
-    /// SPDK's per-thread breakdown; the stock command line always sends
-    /// it (false). There are no SPDK threads here to break down by.
-    #[serde(default)]
-    per_channel: bool,
-    /// The stock command line's `--names a,b` (SPDK's newer form of `name`).
-    names: Option<Vec<String>>,
-}
-
-pub(super) async fn get_iostat(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
-    let GetIostat {
-        name,
-        per_channel,
-        names,
-    } = parse(params)?;
-    let wanted: Vec<String> = name
-        .into_iter()
-        .chain(names.into_iter().flatten())
-        .collect();
-    if per_channel {
-        return Err(RpcError::invalid_params(
-            "per_channel is not supported by rackcache-dataplane (no SPDK threads)",
-        ));
-    }
-    let state = app.state.lock().await;
-    let stat = |r: &RegisteredBdev| {
-        let s = &r.stats;
-        json!({
-            "name": r.bdev.info().name,
-            "bytes_read": s.bytes_read.get(),
-            "num_read_ops": s.num_read_ops.get(),
-            "bytes_written": s.bytes_written.get(),
-            "num_write_ops": s.num_write_ops.get(),
-            "bytes_unmapped": s.bytes_unmapped.get(),
-            "num_unmap_ops": s.num_unmap_ops.get(),
-            // Not in SPDK's output: durable operations that reached the bdev
-            // (Flush, and writes durable before completion: FUA, or any
-            // write while the host turned the write cache off).
-            "num_flush_ops": s.num_flush_ops.get(),
-            "num_fua_write_ops": s.num_fua_write_ops.get(),
-            "read_latency_ticks": s.read_latency.sum_ns(),
-            "write_latency_ticks": s.write_latency.sum_ns(),
-            "unmap_latency_ticks": s.unmap_latency.sum_ns(),
-            "io_error": s.io_errors.get()
-        })
-    };
-    let bdevs: Vec<Value> = if wanted.is_empty() {
-        let mut list: Vec<_> = state.bdevs.values().collect();
-        list.sort_by_key(|(seq, _)| *seq);
-        list.iter().map(|(_, b)| stat(b)).collect()
-    } else {
-        let mut out = Vec::new();
-        for n in &wanted {
-            match state.bdevs.get(n) {
-                Some((_, b)) => out.push(stat(b)),
-                None => return Err(RpcError::errno(libc_errno::ENODEV, format!("bdev {n}"))),
-            }
-        }
-        out
-    };
-    // Ticks are nanoseconds: tick_rate is 1 GHz.
-    Ok(json!({
-        "tick_rate": 1_000_000_000u64,
-        "ticks": app.started.elapsed().as_nanos() as u64,
-        "bdevs": bdevs
-    }))
 }

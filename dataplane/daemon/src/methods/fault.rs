@@ -14,13 +14,12 @@ use bdev::Bdev;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::bdev::{check_name, exists, register};
-use super::parse;
+use super::registry::{check_name, exists, register};
 use crate::app::{App, RegisteredBdev, State};
 use crate::rpc::error::{libc_errno, RpcError};
 
 /// `driver_specific` of `bdev_get_bdevs` for the wrapper kinds.
-pub(super) fn driver_specific(b: &Bdev) -> Value {
+pub(crate) fn driver_specific(b: &Bdev) -> Value {
     match b {
         Bdev::Delay(d) => {
             let l = d.latencies();
@@ -56,7 +55,7 @@ fn base(state: &State, name: &str) -> Result<Arc<RegisteredBdev>, RpcError> {
 
 #[derive(Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-struct DelayCreate {
+pub(crate) struct DelayCreate {
     base_bdev_name: String,
     name: String,
     avg_read_latency: u64,
@@ -67,8 +66,7 @@ struct DelayCreate {
     uuid: Option<String>,
 }
 
-pub(super) async fn delay_create(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
-    let p: DelayCreate = parse(params)?;
+pub(crate) async fn delay_create(app: &App, p: DelayCreate) -> Result<Value, RpcError> {
     if p.uuid.is_some() {
         return Err(RpcError::invalid_params(
             "uuid is not supported (delay bdevs derive theirs from the name)",
@@ -101,17 +99,13 @@ pub(super) async fn delay_create(app: &App, params: Option<Value>) -> Result<Val
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct UpdateLatency {
+pub(crate) struct UpdateLatency {
     delay_bdev_name: String,
     latency_type: String,
     latency_us: u64,
 }
 
-pub(super) async fn delay_update_latency(
-    app: &App,
-    params: Option<Value>,
-) -> Result<Value, RpcError> {
-    let p: UpdateLatency = parse(params)?;
+pub(crate) async fn delay_update_latency(app: &App, p: UpdateLatency) -> Result<Value, RpcError> {
     let kind = LatencyKind::parse(&p.latency_type).ok_or_else(|| {
         RpcError::invalid_params(format!(
             "latency_type {:?} must be avg_read, p99_read, avg_write or p99_write",
@@ -154,14 +148,13 @@ pub(super) async fn delay_update_latency(
 
 #[derive(Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-struct ErrorCreate {
+pub(crate) struct ErrorCreate {
     base_name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     uuid: Option<String>,
 }
 
-pub(super) async fn error_create(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
-    let p: ErrorCreate = parse(params)?;
+pub(crate) async fn error_create(app: &App, p: ErrorCreate) -> Result<Value, RpcError> {
     if p.uuid.is_some() {
         return Err(RpcError::invalid_params(
             "uuid is not supported (error bdevs derive theirs from the name)",
@@ -189,7 +182,7 @@ pub(super) async fn error_create(app: &App, params: Option<Value>) -> Result<Val
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Inject {
+pub(crate) struct Inject {
     name: String,
     io_type: String,
     error_type: String,
@@ -210,8 +203,7 @@ fn one() -> u32 {
     1
 }
 
-pub(super) async fn error_inject(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
-    let p: Inject = parse(params)?;
+pub(crate) async fn error_inject(app: &App, p: Inject) -> Result<Value, RpcError> {
     if p.queue_depth != 0 {
         return Err(RpcError::invalid_params(
             "queue_depth is not supported (errors apply to the next num I/Os)",
@@ -260,15 +252,14 @@ pub(super) async fn error_inject(app: &App, params: Option<Value>) -> Result<Val
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ByName {
+pub(crate) struct ByName {
     name: String,
 }
 
-pub(super) async fn error_resume_pending(
+pub(crate) async fn error_resume_pending(
     app: &App,
-    params: Option<Value>,
+    ByName { name }: ByName,
 ) -> Result<Value, RpcError> {
-    let ByName { name } = parse(params)?;
     let state = app.state.lock().await;
     let Some(Bdev::Error(e)) = state.bdevs.get(&name).map(|(_, r)| r.bdev.as_ref()) else {
         return Err(RpcError::errno(

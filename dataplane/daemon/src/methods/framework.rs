@@ -1,17 +1,18 @@
-//! Framework methods: version, method list, configuration.
+//! Framework methods: version and configuration (the method list is
+//! the table's own, in `table.rs`).
 
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::{parse, NoParams, METHODS};
-use crate::app::{App, State};
+use super::params::NoParams;
+use super::saved_config::{bdev_config, nvmf_section, snapshot};
+use crate::app::App;
 use crate::rpc::error::{libc_errno, RpcError};
 
 /// The SPDK release whose RPC names and parameters this daemon follows.
 const SPDK_COMPAT: (u32, u32, u32) = (26, 9, 0);
 
-pub(super) fn spdk_get_version(params: Option<Value>) -> Result<Value, RpcError> {
-    parse::<NoParams>(params)?;
+pub(crate) async fn spdk_get_version(_app: &App, _: NoParams) -> Result<Value, RpcError> {
     let (major, minor, patch) = SPDK_COMPAT;
     Ok(json!({
         "version": format!("rackcache-dataplane {} (SPDK v{major}.{minor} RPC compatible)", env!("CARGO_PKG_VERSION")),
@@ -19,26 +20,9 @@ pub(super) fn spdk_get_version(params: Option<Value>) -> Result<Value, RpcError>
     }))
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct GetMethods {
-    // Every method is callable in every state here and none has aliases, so
-    // these flags change nothing; they are still validated.
-    #[serde(default, rename = "current")]
-    _current: bool,
-    #[serde(default, rename = "include_aliases")]
-    _include_aliases: bool,
-}
-
-pub(super) fn rpc_get_methods(params: Option<Value>) -> Result<Value, RpcError> {
-    parse::<GetMethods>(params)?;
-    Ok(json!(METHODS))
-}
-
 /// The subsystems `save_config` covers, with their dependencies (SPDK's
 /// `framework_get_subsystems`; its Python `save_config` walks this list).
-pub(super) fn framework_get_subsystems(params: Option<Value>) -> Result<Value, RpcError> {
-    parse::<NoParams>(params)?;
+pub(crate) async fn framework_get_subsystems(_app: &App, _: NoParams) -> Result<Value, RpcError> {
     Ok(json!([
         { "subsystem": "bdev", "depends_on": [] },
         { "subsystem": "nvmf", "depends_on": ["bdev"] }
@@ -47,23 +31,20 @@ pub(super) fn framework_get_subsystems(params: Option<Value>) -> Result<Value, R
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct GetConfig {
+pub(crate) struct GetConfig {
     name: String,
     // Batching only changes how SPDK's client replays the calls.
     #[serde(default, rename = "with_batches")]
     _with_batches: bool,
 }
 
-pub(super) async fn framework_get_config(
+pub(crate) async fn framework_get_config(
     app: &App,
-    params: Option<Value>,
+    GetConfig { name, .. }: GetConfig,
 ) -> Result<Value, RpcError> {
-    let GetConfig { name, .. } = parse(params)?;
     match name.as_str() {
         "bdev" => Ok(bdev_config(&*app.state.lock().await)),
-        "nvmf" => Ok(Value::Array(super::nvmf::config(
-            &app.state.lock().await.nvmf,
-        ))),
+        "nvmf" => Ok(nvmf_section(&*app.state.lock().await)),
         _ => Err(RpcError::errno(
             libc_errno::ENOENT,
             format!("subsystem {name}"),
@@ -71,38 +52,7 @@ pub(super) async fn framework_get_config(
     }
 }
 
-/// The bdev subsystem's configuration: the calls that recreate every Ceph
-/// cluster and bdev, clusters first, each kind in creation order.
-fn bdev_config(state: &State) -> Value {
-    let mut clusters: Vec<_> = state.clusters.values().collect();
-    clusters.sort_by_key(|(seq, _)| *seq);
-    let mut bdevs: Vec<_> = state.bdevs.values().collect();
-    bdevs.sort_by_key(|(seq, _)| *seq);
-    let mut out: Vec<Value> = clusters
-        .iter()
-        .map(|(_, c)| json!({ "method": "bdev_rbd_register_cluster", "params": c.params }))
-        .collect();
-    out.extend(
-        bdevs
-            .iter()
-            .map(|(_, b)| b.config_call())
-            .map(|(method, params)| json!({ "method": method, "params": params })),
-    );
-    Value::Array(out)
-}
-
-/// The whole configuration (`save_config`'s answer, `--config-persist`'s
-/// file) from one view of the state, so the nvmf section never names a
-/// bdev the bdev section lacks.
-pub(crate) fn snapshot(state: &State) -> Value {
-    json!({ "subsystems": [
-        { "subsystem": "bdev", "config": bdev_config(state) },
-        { "subsystem": "nvmf", "config": super::nvmf::config(&state.nvmf) }
-    ] })
-}
-
-pub(super) async fn save_config(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
-    parse::<NoParams>(params)?;
+pub(crate) async fn save_config(app: &App, _: NoParams) -> Result<Value, RpcError> {
     // One lock for both sections: see `snapshot`.
     Ok(snapshot(&*app.state.lock().await))
 }

@@ -10,20 +10,19 @@ use bdev::Bdev;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::{adacache, parse};
 use crate::app::{App, State};
-use crate::rpc::error::{libc_errno, RpcError, INTERNAL_ERROR};
+use crate::cached_volumes::volumes;
+use crate::rpc::error::{libc_errno, ErrorKind, RpcError};
 
 /// SPDK's parameters: `new_size` in MiB.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RbdResize {
+pub(crate) struct RbdResize {
     name: String,
     new_size: u64,
 }
 
-pub(super) async fn rbd_resize(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
-    let p: RbdResize = parse(params)?;
+pub(crate) async fn rbd_resize(app: &App, p: RbdResize) -> Result<Value, RpcError> {
     let state = app.state.lock().await;
     let Some((_, reg)) = state.bdevs.get(&p.name) else {
         return Err(RpcError::errno(
@@ -44,7 +43,7 @@ pub(super) async fn rbd_resize(app: &App, params: Option<Value>) -> Result<Value
     // (its engine indexes a bounded volume) is found before the image
     // grows: afterwards the refusal would leave it unable to load, its
     // dirty data stranded, until the image is shrunk back.
-    for v in adacache::volumes(&state) {
+    for v in volumes(&state) {
         if rests_on(&state, &v.core_name(), &p.name) {
             v.params().check_core_size(bytes).map_err(|e| {
                 RpcError::errno(
@@ -65,9 +64,14 @@ pub(super) async fn rbd_resize(app: &App, params: Option<Value>) -> Result<Value
         _ => unreachable!("checked to be an rbd bdev above, under the same lock"),
     })
     .await
-    .map_err(|e| RpcError::new(INTERNAL_ERROR, format!("resize of {} ended: {e}", p.name)))??;
+    .map_err(|e| {
+        RpcError::new(
+            ErrorKind::Internal,
+            format!("resize of {} ended: {e}", p.name),
+        )
+    })??;
     tracing::info!(bdev = %p.name, size, "rbd bdev grown");
-    for v in adacache::volumes(&state) {
+    for v in volumes(&state) {
         v.follow_core_size()
             .await
             .map_err(|e| RpcError::cache(format!("grow cached bdev over {}", p.name), &e))?;

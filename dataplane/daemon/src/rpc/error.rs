@@ -15,27 +15,69 @@ pub const INVALID_PARAMS: i32 = -32602;
 /// Internal error.
 pub const INTERNAL_ERROR: i32 = -32603;
 
+/// What kind of failure an error is: it fixes the JSON-RPC code, and is
+/// what callers match on (never the message).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// Invalid JSON ([`PARSE_ERROR`]).
+    Parse,
+    /// Not a valid request object ([`INVALID_REQUEST`]).
+    InvalidRequest,
+    /// No such method ([`METHOD_NOT_FOUND`]).
+    MethodNotFound,
+    /// Invalid or conflicting parameters ([`INVALID_PARAMS`]).
+    InvalidParams,
+    /// Internal error, and SPDK's "already exists" of a transport or
+    /// subsystem ([`INTERNAL_ERROR`]).
+    Internal,
+    /// The operation failed with this errno (positive); the code is its
+    /// negative, as SPDK's `spdk_strerror(-rc)` answers.
+    Errno(i32),
+}
+
+impl ErrorKind {
+    /// The JSON-RPC error code.
+    pub fn code(self) -> i32 {
+        match self {
+            Self::Parse => PARSE_ERROR,
+            Self::InvalidRequest => INVALID_REQUEST,
+            Self::MethodNotFound => METHOD_NOT_FOUND,
+            Self::InvalidParams => INVALID_PARAMS,
+            Self::Internal => INTERNAL_ERROR,
+            Self::Errno(e) => -e.abs(),
+        }
+    }
+}
+
 /// An error response.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RpcError {
-    /// JSON-RPC error code.
-    pub code: i32,
+    /// What kind of failure.
+    pub kind: ErrorKind,
     /// Human-readable message.
     pub message: String,
 }
 
 impl RpcError {
-    /// An error with an explicit code.
-    pub fn new(code: i32, message: impl Into<String>) -> Self {
+    /// An error of `kind`.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
         Self {
-            code,
+            kind,
             message: message.into(),
         }
     }
 
+    /// The JSON-RPC error code.
+    pub fn code(&self) -> i32 {
+        self.kind.code()
+    }
+
     /// Invalid parameters, saying which and why.
     pub fn invalid_params(detail: impl std::fmt::Display) -> Self {
-        Self::new(INVALID_PARAMS, format!("Invalid parameters: {detail}"))
+        Self::new(
+            ErrorKind::InvalidParams,
+            format!("Invalid parameters: {detail}"),
+        )
     }
 
     /// A failure as SPDK reports it: the negative errno as code and the
@@ -48,20 +90,20 @@ impl RpcError {
         };
         let text = strip(std::io::Error::from_raw_os_error(errno.abs()).to_string());
         Self::new(
-            -errno.abs(),
+            ErrorKind::Errno(errno.abs()),
             format!("{text}: {}", strip(context.to_string())),
         )
     }
 
     /// The `error` member of a response.
     pub fn to_json(&self) -> Value {
-        json!({ "code": self.code, "message": self.message })
+        json!({ "code": self.code(), "message": self.message })
     }
 }
 
 impl std::fmt::Display for RpcError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} ({})", self.message, self.code)
+        write!(f, "{} ({})", self.message, self.code())
     }
 }
 
@@ -94,7 +136,7 @@ impl From<nvmf_tgt::TargetError> for RpcError {
             E::Listen { source, .. } => {
                 Self::errno(source.raw_os_error().unwrap_or(libc_errno::EIO), &e)
             }
-            E::ShuttingDown => Self::new(INTERNAL_ERROR, e.to_string()),
+            E::ShuttingDown => Self::new(ErrorKind::Internal, e.to_string()),
         }
     }
 }
@@ -107,7 +149,6 @@ impl RpcError {
         use cache::volume::VolumeError as V;
         let errno = match e {
             V::Invalid(_) | V::Load { .. } => libc_errno::EINVAL,
-            V::Busy(m) if m.contains("not supported") => libc_errno::ENOTSUP,
             V::Busy(_) => libc_errno::EBUSY,
             V::Flush(_) => libc_errno::EIO,
             V::Stopped(_) => libc_errno::ENODEV,
@@ -156,8 +197,20 @@ mod tests {
     #[test]
     fn errno_messages_match_strerror() {
         let e = RpcError::errno(17, "bdev Malloc0");
-        assert_eq!(e.code, -17);
+        assert_eq!(e.code(), -17);
+        assert_eq!(e.kind, ErrorKind::Errno(17));
         assert_eq!(e.message, "File exists: bdev Malloc0");
-        assert_eq!(RpcError::errno(-19, "x").code, -19);
+        assert_eq!(RpcError::errno(-19, "x").code(), -19);
+    }
+
+    /// A cached-volume error's code follows its variant, whatever its text.
+    #[test]
+    fn cache_errors_map_by_kind_not_text() {
+        use cache::volume::VolumeError as V;
+        let busy = RpcError::cache("x", &V::Busy("not supported here".into()));
+        assert_eq!(busy.kind, ErrorKind::Errno(libc_errno::EBUSY));
+        let stopped = RpcError::cache("x", &V::Stopped("c0".into()));
+        assert_eq!(stopped.code(), -libc_errno::ENODEV);
+        assert_eq!(ErrorKind::InvalidParams.code(), INVALID_PARAMS);
     }
 }

@@ -25,7 +25,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
-use super::error::{RpcError, PARSE_ERROR};
+use super::error::{ErrorKind, RpcError};
 use super::server::{handle_value, Dispatch};
 use super::tls::ServerTls;
 
@@ -210,7 +210,7 @@ async fn handle<D: Dispatch>(req: Request<Incoming>, token: &str, d: &D) -> Resp
         Ok(v) => handle_value(d, v).await,
         Err(e) => Some(super::server::error_response(
             Value::Null,
-            &RpcError::new(PARSE_ERROR, format!("Parse error: {e}")),
+            &RpcError::new(ErrorKind::Parse, format!("Parse error: {e}")),
         )),
     };
     match response {

@@ -2,6 +2,7 @@
 //! subset, hence the allow.
 #![allow(dead_code)]
 
+pub mod cached;
 pub mod tls;
 
 use std::path::Path;
@@ -100,7 +101,12 @@ extern "C" {
 /// A free TCP port on 127.0.0.1 (free when asked; tests bind it soon after).
 /// A host's connect parameters for `subnqn` on 127.0.0.1:`port`; `id`
 /// fills the host identifier.
-pub fn host_params(port: u16, subnqn: &str, hostnqn: &str, id: u8) -> nvmf_host::host::ConnectParams {
+pub fn host_params(
+    port: u16,
+    subnqn: &str,
+    hostnqn: &str,
+    id: u8,
+) -> nvmf_host::host::ConnectParams {
     nvmf_host::host::ConnectParams {
         addr: format!("127.0.0.1:{port}"),
         subnqn: subnqn.into(),

@@ -3,7 +3,8 @@
 //! cached bdev) and `volume` (its core bdev).
 //!
 //! The statistics live in each volume's owner task, so they are copied
-//! here by a refresh task once a second ([`run`], started by `main`), not
+//! here by a refresh task once a second ([`refresh::run`], started by
+//! `main`), not
 //! when /metrics is scraped: the metrics server renders its registry
 //! without calling back into the daemon. A scrape may thus be up to a
 //! second behind `get_stats`.
@@ -22,15 +23,14 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use cache::volume::stats::MRC_MULTIPLES;
 use cache::volume::{CachedVolume, VolumeStats};
 use metrics::{Counter, FloatGauge, Gauge, Registry};
-use tokio::sync::watch;
 
-use crate::app::App;
 use crate::rpc::error::RpcError;
+
+pub mod refresh;
 
 type Field = fn(&VolumeStats) -> u64;
 
@@ -368,24 +368,5 @@ impl CacheMetrics {
             g.last.iter_mut().for_each(|l| *l = 0);
         }
         Ok(())
-    }
-}
-
-/// How often the series are refreshed.
-pub const REFRESH: Duration = Duration::from_secs(1);
-
-/// Refreshes every cached bdev's series every [`REFRESH`] until `stop`.
-pub async fn run(app: Arc<App>, mut stop: watch::Receiver<bool>) {
-    let mut tick = tokio::time::interval(REFRESH);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = stop.changed() => return,
-        }
-        let list = super::volumes(&*app.state.lock().await);
-        for v in &list {
-            app.cache_metrics.refresh(v).await;
-        }
     }
 }

@@ -15,9 +15,9 @@ use serde_json::{json, Value};
 
 use nvmf_tgt::{Controller, Subsystem, Target};
 
-use super::bdev::uuid_string;
-use super::nvmf::{check_tgt_name, listenable, resolve_nqn, trid_json};
-use super::parse;
+use super::super::registry::uuid_string;
+use super::json::trid_json;
+use super::target::{check_tgt_name, listenable, resolve_nqn};
 use crate::app::App;
 use crate::rpc::error::RpcError;
 
@@ -32,7 +32,7 @@ const TICK_RATE: u64 = 1_000_000_000;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ByNqn {
+pub(crate) struct ByNqn {
     nqn: String,
     tgt_name: Option<String>,
 }
@@ -40,9 +40,8 @@ struct ByNqn {
 /// The subsystem the call names, and its controllers in cntlid order.
 async fn controllers(
     app: &App,
-    params: Option<Value>,
+    p: ByNqn,
 ) -> Result<(std::sync::Arc<Subsystem>, Vec<std::sync::Arc<Controller>>), RpcError> {
-    let p: ByNqn = parse(params)?;
     check_tgt_name(&p.tgt_name)?;
     let state = app.state.lock().await;
     let s = listenable(&state.nvmf, resolve_nqn(&p.nqn))?;
@@ -54,8 +53,8 @@ async fn controllers(
     Ok((s, ctrls))
 }
 
-pub(super) async fn get_controllers(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
-    let (s, ctrls) = controllers(app, params).await?;
+pub(crate) async fn get_controllers(app: &App, p: ByNqn) -> Result<Value, RpcError> {
+    let (s, ctrls) = controllers(app, p).await?;
     let out: Vec<Value> = ctrls
         .iter()
         .map(|c| {
@@ -71,8 +70,8 @@ pub(super) async fn get_controllers(app: &App, params: Option<Value>) -> Result<
     Ok(Value::Array(out))
 }
 
-pub(super) async fn get_qpairs(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
-    let (_, ctrls) = controllers(app, params).await?;
+pub(crate) async fn get_qpairs(app: &App, p: ByNqn) -> Result<Value, RpcError> {
+    let (_, ctrls) = controllers(app, p).await?;
     let mut out = Vec::new();
     for c in &ctrls {
         let queues = std::iter::once((0, c.admin_path)).chain(c.io_queues());
@@ -91,8 +90,7 @@ pub(super) async fn get_qpairs(app: &App, params: Option<Value>) -> Result<Value
     Ok(Value::Array(out))
 }
 
-pub(super) async fn get_listeners(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
-    let p: ByNqn = parse(params)?;
+pub(crate) async fn get_listeners(app: &App, p: ByNqn) -> Result<Value, RpcError> {
     check_tgt_name(&p.tgt_name)?;
     let state = app.state.lock().await;
     let s = listenable(&state.nvmf, resolve_nqn(&p.nqn))?;
@@ -107,12 +105,11 @@ pub(super) async fn get_listeners(app: &App, params: Option<Value>) -> Result<Va
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct GetStats {
+pub(crate) struct GetStats {
     tgt_name: Option<String>,
 }
 
-pub(super) async fn get_stats(app: &App, params: Option<Value>) -> Result<Value, RpcError> {
-    let p: GetStats = parse(params)?;
+pub(crate) async fn get_stats(app: &App, p: GetStats) -> Result<Value, RpcError> {
     check_tgt_name(&p.tgt_name)?;
     let state = app.state.lock().await;
     // Before nvmf_create_transport there is nothing to count yet.

@@ -1,0 +1,78 @@
+//! The "nvmf" section of a saved configuration (`save_config`,
+//! `framework_get_config nvmf`, `--config-persist`).
+
+use nvmf_tgt::{ListenAddress, DISCOVERY_NQN};
+use serde_json::{json, Value};
+
+use super::super::registry::uuid_string;
+use super::json::{advertised_json, hex_upper, listener_json};
+use crate::app::NvmfState;
+
+/// The nvmf subsystem's configuration in SPDK's order: the transport, then
+/// subsystems, their hosts, their namespaces (with their identifiers, so a
+/// restart keeps them), their listeners.
+pub(crate) fn config(nvmf: &NvmfState) -> Vec<Value> {
+    let (Some(t), Some(transport)) = (&nvmf.target, &nvmf.transport) else {
+        return Vec::new();
+    };
+    let subs = t.subsystems();
+    let discovery = t.subsystem(DISCOVERY_NQN);
+    let call = |method: &str, params: Value| json!({ "method": method, "params": params });
+    let mut out = vec![call("nvmf_create_transport", transport.clone())];
+    for s in &subs {
+        out.push(call(
+            "nvmf_create_subsystem",
+            json!({
+                "nqn": s.nqn,
+                "allow_any_host": s.allow_any_host(),
+                "serial_number": s.serial,
+                "model_number": s.model,
+                "max_namespaces": s.max_namespaces,
+            }),
+        ));
+    }
+    for s in &subs {
+        for h in s.hosts() {
+            out.push(call(
+                "nvmf_subsystem_add_host",
+                json!({ "nqn": s.nqn, "host": h }),
+            ));
+        }
+    }
+    for s in &subs {
+        for ns in s.namespaces().values() {
+            out.push(call(
+                "nvmf_subsystem_add_ns",
+                json!({
+                    "nqn": s.nqn,
+                    "namespace": {
+                        "nsid": ns.nsid,
+                        "bdev_name": ns.bdev_name,
+                        "nguid": hex_upper(&ns.nguid),
+                        "uuid": uuid_string(&ns.uuid),
+                    }
+                }),
+            ));
+        }
+    }
+    // Listeners last, the discovery subsystem's first (its NQN sorts first
+    // in SPDK's subsystem tree too).
+    for s in discovery.iter().chain(&subs) {
+        for l in s.listeners() {
+            let mut params = json!({
+                "nqn": s.nqn,
+                "listen_address": listener_json(&ListenAddress {
+                    advertised_addr: None,
+                    advertised_port: None,
+                    ..l.clone()
+                }),
+                "secure_channel": false,
+            });
+            if let Some(a) = advertised_json(&l) {
+                params["rackcache_advertised"] = a;
+            }
+            out.push(call("nvmf_subsystem_add_listener", params));
+        }
+    }
+    out
+}

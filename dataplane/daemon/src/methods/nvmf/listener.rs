@@ -1,0 +1,194 @@
+//! Listeners: `nvmf_subsystem_add_listener` (with rackcache's
+//! `rackcache_advertised`) and `nvmf_subsystem_remove_listener`.
+
+use std::net::{IpAddr, SocketAddr};
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::revoke::{persist_then_wait, REVOKE_TIMEOUT};
+use super::target::{check_tgt_name, listenable, resolve_nqn, target, unsupported};
+use crate::app::App;
+use crate::rpc::error::RpcError;
+
+/// SPDK's `listen_address` object.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ListenAddressParams {
+    trtype: String,
+    adrfam: Option<String>,
+    traddr: String,
+    trsvcid: Option<String>,
+}
+
+impl ListenAddressParams {
+    /// The socket address, checking the transport and address family.
+    fn socket_addr(&self) -> Result<SocketAddr, RpcError> {
+        if !self.trtype.eq_ignore_ascii_case("tcp") {
+            return Err(RpcError::invalid_params(format!(
+                "trtype {}: only TCP is supported",
+                self.trtype
+            )));
+        }
+        let ip: IpAddr = self.traddr.parse().map_err(|_| {
+            RpcError::invalid_params(format!("traddr {:?} is not an IP address", self.traddr))
+        })?;
+        match self
+            .adrfam
+            .as_deref()
+            .map(str::to_ascii_lowercase)
+            .as_deref()
+        {
+            None => {}
+            Some("ipv4") if ip.is_ipv4() => {}
+            Some("ipv6") if ip.is_ipv6() => {}
+            Some(f) => {
+                return Err(RpcError::invalid_params(format!(
+                    "adrfam {f} does not fit traddr {ip} (TCP takes IPv4 or IPv6)"
+                )))
+            }
+        }
+        let Some(svc) = &self.trsvcid else {
+            return Err(RpcError::invalid_params(
+                "trsvcid (the port) is required for TCP",
+            ));
+        };
+        let port: u16 = svc.parse().map_err(|_| {
+            RpcError::invalid_params(format!("trsvcid {svc:?} is not a port number"))
+        })?;
+        Ok(SocketAddr::new(ip, port))
+    }
+}
+
+/// rackcache's extension: what the discovery log advertises instead of
+/// the listen address.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Advertised {
+    traddr: Option<String>,
+    trsvcid: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AddListener {
+    nqn: String,
+    tgt_name: Option<String>,
+    listen_address: ListenAddressParams,
+    #[serde(default)]
+    secure_channel: bool,
+    ana_state: Option<String>,
+    sock_impl: Option<String>,
+    numa_id: Option<i32>,
+    rackcache_advertised: Option<Advertised>,
+}
+
+pub(crate) fn advertised(a: Option<Advertised>) -> Result<(Option<String>, Option<u16>), RpcError> {
+    let Some(a) = a else {
+        return Ok((None, None));
+    };
+    if a.traddr.is_none() && a.trsvcid.is_none() {
+        return Err(RpcError::invalid_params(
+            "rackcache_advertised needs traddr, trsvcid or both",
+        ));
+    }
+    if let Some(t) = &a.traddr {
+        // TRADDR is a 256-byte printable field of the discovery log entry.
+        if t.is_empty() || t.len() > 255 || !t.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(RpcError::invalid_params(format!(
+                "rackcache_advertised.traddr {t:?} must be 1 to 255 printable ASCII characters"
+            )));
+        }
+    }
+    let port = match &a.trsvcid {
+        None => None,
+        Some(s) => Some(s.parse::<u16>().ok().filter(|p| *p != 0).ok_or_else(|| {
+            RpcError::invalid_params(format!(
+                "rackcache_advertised.trsvcid {s:?} is not a port number"
+            ))
+        })?),
+    };
+    Ok((a.traddr, port))
+}
+
+pub(crate) async fn add_listener(app: &App, p: AddListener) -> Result<Value, RpcError> {
+    check_tgt_name(&p.tgt_name)?;
+    if p.secure_channel {
+        return Err(unsupported("secure_channel (TLS)"));
+    }
+    if p.ana_state.is_some() {
+        return Err(unsupported("ana_state"));
+    }
+    if p.sock_impl.as_deref().is_some_and(|s| s != "posix") {
+        return Err(unsupported("sock_impl other than posix"));
+    }
+    if p.numa_id.is_some_and(|n| n != -1) {
+        return Err(unsupported("numa_id"));
+    }
+    let addr = p.listen_address.socket_addr()?;
+    let (adv_addr, adv_port) = advertised(p.rackcache_advertised)?;
+    let nqn = resolve_nqn(&p.nqn);
+    let state = app.state.lock().await;
+    listenable(&state.nvmf, nqn)?;
+    let bound = target(&state.nvmf)?
+        .add_listener(nqn, addr, adv_addr, adv_port)
+        .await?;
+    tracing::info!(subnqn = %nqn, listen = %bound, "NVMe-oF listener added");
+    Ok(json!(true))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RemoveListener {
+    nqn: String,
+    tgt_name: Option<String>,
+    listen_address: ListenAddressParams,
+}
+
+pub(crate) async fn remove_listener(app: &App, p: RemoveListener) -> Result<Value, RpcError> {
+    check_tgt_name(&p.tgt_name)?;
+    let addr = p.listen_address.socket_addr()?;
+    let nqn = resolve_nqn(&p.nqn);
+    let revoked = {
+        let state = app.state.lock().await;
+        listenable(&state.nvmf, nqn)?;
+        target(&state.nvmf)?.remove_listener(nqn, addr)?
+    };
+    tracing::info!(subnqn = %nqn, listen = %addr, "NVMe-oF listener removed");
+    persist_then_wait(
+        app,
+        revoked,
+        REVOKE_TIMEOUT,
+        "nvmf_subsystem_remove_listener",
+    )
+    .await;
+    Ok(json!(true))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listen_addresses_are_checked() {
+        let la = |trtype: &str, adrfam: Option<&str>, traddr: &str, svc: Option<&str>| {
+            ListenAddressParams {
+                trtype: trtype.into(),
+                adrfam: adrfam.map(Into::into),
+                traddr: traddr.into(),
+                trsvcid: svc.map(Into::into),
+            }
+            .socket_addr()
+        };
+        assert_eq!(
+            la("tcp", Some("IPv4"), "127.0.0.1", Some("4420")).unwrap(),
+            "127.0.0.1:4420".parse().unwrap()
+        );
+        assert!(la("TCP", None, "::1", Some("4420")).unwrap().is_ipv6());
+        assert!(la("RDMA", None, "127.0.0.1", Some("4420")).is_err());
+        assert!(la("TCP", Some("ipv6"), "127.0.0.1", Some("4420")).is_err());
+        assert!(la("TCP", None, "localhost", Some("4420")).is_err());
+        assert!(la("TCP", None, "127.0.0.1", None).is_err());
+        assert!(la("TCP", None, "127.0.0.1", Some("70000")).is_err());
+    }
+}
