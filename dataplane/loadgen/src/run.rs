@@ -7,8 +7,8 @@ use std::time::Duration;
 use nvmf::sqe::opcode;
 use serde::Serialize;
 
-use nvmf_host::host::{ConnectParams, HostQueue};
 use crate::workload::{run_queue, summarize, Job, LatencySummary, Pattern};
+use nvmf_host::host::{ConnectParams, HostQueue};
 
 /// The host NQN `rackcache-loadgen` connects as unless told otherwise.
 pub const DEFAULT_HOSTNQN: &str =

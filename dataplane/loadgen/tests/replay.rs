@@ -12,8 +12,8 @@ use std::time::Duration;
 use bdev::delay::{DelayBdev, Latencies};
 use bdev::malloc::MallocBdev;
 use bdev::{Bdev, CountedBdev, IoStats};
-use nvmf_host::host::{ConnectParams, HostController};
 use loadgen::replay::{predict, predict_run, run, run_with, CacheModel, ReplayOptions};
+use nvmf_host::host::{ConnectParams, HostController};
 use nvmf_tgt::{SubsystemConfig, Target, TransportOptions};
 use testkit::TempDir;
 

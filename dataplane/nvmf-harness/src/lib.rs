@@ -21,10 +21,10 @@ use std::time::Duration;
 
 use bdev::malloc::MallocBdev;
 use bdev::{Bdev, IoStats};
-use nvmf_host::wire;
 use nvmf::digest::{self, DIGEST_LEN};
 use nvmf::pdu::{self, CommonHeader, Negotiated, PduType, Specific, CH_LEN};
 use nvmf::sqe::{opcode, sgl, Sqe};
+use nvmf_host::wire;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use nvmf_tgt::stats::SubsystemStats;

@@ -6,10 +6,10 @@
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 
-use nvmf_host::wire::{self, Digests};
 use nvmf::cqe::Cqe;
 use nvmf::pdu::{self, CommonHeader, Negotiated, Specific, CH_LEN};
 use nvmf::sqe::{opcode, sgl, Sqe};
+use nvmf_host::wire::{self, Digests};
 use nvmf_tgt::Target;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream, ReadHalf, WriteHalf};
 use tokio::task::JoinHandle;

@@ -25,9 +25,9 @@ use rackcache_sim::report::Report;
 use rackcache_sim::size::CacheSize;
 use serde::Serialize;
 
-use nvmf_host::host::{ConnectParams, HostError, HostQueue};
 use crate::run::{identify, RunError, DEFAULT_HOSTNQN};
 use crate::workload::{summarize, LatencySummary};
+use nvmf_host::host::{ConnectParams, HostError, HostQueue};
 
 pub use pace::Pacer;
 use session::{Limits, Session};
