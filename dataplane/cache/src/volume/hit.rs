@@ -22,7 +22,7 @@ use futures_util::future::join_all;
 use tokio::sync::mpsc;
 
 use super::exec::{in_request, unit_pieces};
-use super::owner::Msg;
+use super::msg::Msg;
 use crate::layout::{VolumeRegion, UNIT_SIZE};
 
 /// Where a hit's bytes are on the cache device.

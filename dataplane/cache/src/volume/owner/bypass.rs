@@ -4,7 +4,10 @@
 use bdev::DmaBuf;
 use engine::Extent;
 
-use super::{Durability, HostIo, HostOp, Msg, Owner, Running};
+use super::inflight::Running;
+use super::Owner;
+use crate::volume::meta::Durability;
+use crate::volume::msg::{HostIo, HostOp, Msg};
 use crate::volume::params::{CacheMode, SeqCutoffPolicy};
 
 impl Owner {
