@@ -24,13 +24,13 @@ pub(crate) enum Answer {
     /// Its outcome, with its buffer.
     Done(Option<DmaBuf>, Result<(), BdevError>),
     /// A pure read hit for the caller to read itself, with its buffer.
-    Hit(HitGrant, DmaBuf),
+    Hit(HitGrant<Msg>, DmaBuf),
 }
 
 /// What a read submitted in place (`Owner::read_now`) became.
 pub(crate) enum Now {
     /// A pure hit for the caller to read at once: no channel was made.
-    Hit(HitGrant, DmaBuf),
+    Hit(HitGrant<Msg>, DmaBuf),
     /// Refused at once.
     Done(Option<DmaBuf>, Result<(), BdevError>),
     /// Queued or running: the answer comes on this channel.
@@ -53,7 +53,7 @@ impl Reply {
 
     /// Hands over a hit. A caller that went away drops the grant, whose
     /// guard then gives the ticket back.
-    pub(crate) fn grant(self, g: HitGrant, buf: DmaBuf) {
+    pub(crate) fn grant(self, g: HitGrant<Msg>, buf: DmaBuf) {
         let _ = self.0.send(Answer::Hit(g, buf));
     }
 }
@@ -80,6 +80,12 @@ pub(crate) enum Msg {
     BypassDone(u64, Option<DmaBuf>, Result<(), BdevError>),
     /// A granted hit's read ended, or its request went away.
     HitDone(HitDone),
+}
+
+impl From<HitDone> for Msg {
+    fn from(d: HitDone) -> Msg {
+        Msg::HitDone(d)
+    }
 }
 
 /// Control calls the owner runs between requests.

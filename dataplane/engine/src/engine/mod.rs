@@ -29,12 +29,12 @@ use crate::eviction::{self, EvictionPolicy};
 use crate::fill::{FillChooser, FillReport};
 use crate::group::Groups;
 use crate::mrc::{Curve, RateCap, Shards, ShardsConfig};
-use crate::plan::{Evicted, Extent};
+use crate::plan::Extent;
 use crate::stats::{AllocStats, Metadata, Stats};
 use std::fmt;
 
-pub(crate) use conflicts::Waiter;
-use tickets::{Inflight, Undo};
+use conflicts::Waiters;
+use tickets::Tickets;
 
 /// Why a request was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -104,30 +104,48 @@ pub struct Engine {
     pub(crate) admission: Box<dyn AdmissionPolicy>,
     pub(crate) eviction: Box<dyn EvictionPolicy>,
     pub(crate) stats: Stats,
-    inflight: Vec<Inflight>,
-    free_tickets: Vec<u32>,
-    segs: Vec<Seg>,
-    cover: Vec<(u64, usize)>,
-    /// The write-back ticket of the plan being made, if any.
-    wb_ticket: Option<u32>,
+    /// What watches every read and write besides the policies.
+    pub(crate) observers: Observers,
+    /// Tickets in flight and what they hold.
+    tickets: Tickets,
+    /// Refused requests still waiting, oldest first.
+    pub(crate) waiters: Waiters,
+    /// Buffers reused from request to request.
+    pub(crate) scratch: Scratch,
     /// Where flushing resumes its scan: (class, slot).
     pub(crate) flush_cursor: (usize, u32),
-    /// Blocks the last `complete` dropped.
-    dropped: Vec<Evicted>,
-    /// Write-back tickets in flight.
-    wb_inflight: u32,
-    /// Refused requests still waiting, oldest first.
-    pub(crate) waiters: Vec<Waiter>,
-    next_seq: u64,
-    /// Dirty blocks or groups a victim scan passed over (reused buffer).
-    pub(crate) skipped: Vec<u32>,
+}
+
+/// What watches the request stream besides the admission and eviction
+/// policies: shadows that choose, and the curve the simulator prints.
+pub(crate) struct Observers {
     /// Shadow caches choosing the eviction policy (`EvictionConfig::Auto`).
     pub(crate) chooser: Option<Chooser>,
     /// The volume's LRU miss-ratio curve, sampled (SHARDS).
-    mrc: Shards,
+    pub(crate) mrc: Shards,
     /// Shadow caches choosing the fill floor (`FillSize::Locality`, more
     /// than one block size).
     pub(crate) fill: Option<FillChooser>,
+}
+
+/// Buffers planning reuses, so that a request allocates nothing once they
+/// have grown.
+#[derive(Debug, Default)]
+pub(crate) struct Scratch {
+    /// A request's segments (Algorithm 1).
+    pub(crate) segs: Vec<Seg>,
+    /// A missing interval's cover: (block offset, class) (Algorithm 2).
+    pub(crate) cover: Vec<(u64, usize)>,
+    /// Dirty blocks or groups a victim scan passed over.
+    pub(crate) skipped: Vec<u32>,
+}
+
+impl Scratch {
+    /// Bytes of the buffers planning keeps (the victim scan's is not
+    /// counted).
+    fn memory_bytes(&self) -> usize {
+        self.segs.capacity() * std::mem::size_of::<Seg>() + self.cover.capacity() * 16
+    }
 }
 
 impl fmt::Debug for Engine {
@@ -167,25 +185,20 @@ impl Engine {
             capacity: n_groups as u64 * group_size as u64,
             sizes,
             stats,
-            inflight: Vec::new(),
-            free_tickets: Vec::new(),
-            segs: Vec::new(),
-            cover: Vec::new(),
-            wb_ticket: None,
+            observers: Observers {
+                chooser: None,
+                mrc: Shards::new(mrc_config(sizes_min)).expect("a valid fixed configuration"),
+                fill: None,
+            },
+            tickets: Tickets::default(),
+            waiters: Waiters::default(),
+            scratch: Scratch::default(),
             flush_cursor: (0, 0),
-            dropped: Vec::new(),
-            wb_inflight: 0,
-            waiters: Vec::new(),
-            next_seq: 0,
-            skipped: Vec::new(),
-            chooser: None,
-            mrc: Shards::new(mrc_config(sizes_min)).expect("a valid fixed configuration"),
-            fill: None,
             cfg,
         };
-        e.chooser = e.new_chooser();
+        e.observers.chooser = e.new_chooser();
         if e.cfg.fill_size == FillSize::Locality && e.sizes.len() > 1 {
-            e.fill = Some(FillChooser::new(e.capacity, &e.sizes));
+            e.observers.fill = Some(FillChooser::new(e.capacity, &e.sizes));
         }
         Ok(e)
     }
@@ -206,14 +219,15 @@ impl Engine {
     /// estimated by SHARDS from every read and write planned so far:
     /// what the miss ratio would be at other cache sizes.
     pub fn miss_ratio_curve(&mut self) -> Curve {
-        self.mrc.settle();
-        self.mrc.curve()
+        self.observers.mrc.settle();
+        self.observers.mrc.curve()
     }
 
     /// The online policy choice's state, when the eviction policy is
     /// `auto`.
     pub fn choice(&self) -> Option<ChoiceReport> {
-        self.chooser
+        self.observers
+            .chooser
             .as_ref()
             .map(|c| c.report(self.eviction.name()))
     }
@@ -245,32 +259,19 @@ impl Engine {
 
     /// Tickets in flight.
     pub fn inflight(&self) -> usize {
-        self.inflight.len() - self.free_tickets.len()
+        self.tickets.in_flight()
     }
 
     /// Write-back tickets (flush or eviction) in flight. With
     /// [`Engine::dirty_bytes`] zero too, the cache holds no data core lacks.
     pub fn writebacks_inflight(&self) -> u32 {
-        self.wb_inflight
+        self.tickets.writebacks_in_flight()
     }
 
     /// Exact bytes of the engine's structures.
     pub fn metadata(&self) -> Metadata {
-        let inflight = self.inflight.capacity() * std::mem::size_of::<Inflight>()
-            + self
-                .inflight
-                .iter()
-                .map(|r| {
-                    r.pins.capacity() * 8
-                        + r.new_blocks.capacity() * 4
-                        + r.undo.capacity() * std::mem::size_of::<Undo>()
-                })
-                .sum::<usize>()
-            + self.free_tickets.capacity() * 4
-            + self.dropped.capacity() * std::mem::size_of::<Evicted>()
-            + self.waiters.capacity() * std::mem::size_of::<Waiter>()
-            + self.segs.capacity() * std::mem::size_of::<Seg>()
-            + self.cover.capacity() * 16;
+        let inflight =
+            self.tickets.memory_bytes() + self.waiters.memory_bytes() + self.scratch.memory_bytes();
         Metadata {
             blocks: self.blocks.classes.iter().map(|c| c.memory_bytes()).sum(),
             side_tables: self.blocks.ext.memory_bytes() + self.blocks.pins.memory_bytes(),
@@ -278,9 +279,13 @@ impl Engine {
             inflight,
             admission: self.admission.metadata_bytes(),
             eviction: self.eviction.metadata_bytes()
-                + self.chooser.as_ref().map_or(0, |c| c.memory_bytes())
-                + self.fill.as_ref().map_or(0, |f| f.memory_bytes()),
-            mrc: self.mrc.memory_bytes(),
+                + self
+                    .observers
+                    .chooser
+                    .as_ref()
+                    .map_or(0, |c| c.memory_bytes())
+                + self.observers.fill.as_ref().map_or(0, |f| f.memory_bytes()),
+            mrc: self.observers.mrc.memory_bytes(),
             cached_blocks: self.stats.cached_blocks,
         }
     }
@@ -335,7 +340,7 @@ impl Engine {
     /// Fill sizing's state: the active floor and each candidate's shadow.
     /// `None` unless the configuration sizes fills by locality.
     pub fn fill_report(&self) -> Option<FillReport> {
-        self.fill.as_ref().map(|f| f.report(&self.sizes))
+        self.observers.fill.as_ref().map(|f| f.report(&self.sizes))
     }
 }
 

@@ -40,7 +40,7 @@ impl Engine {
                     if ve < he {
                         Plan::push_io(&mut plan.fills, ve, he - ve, addr + ve - start);
                     }
-                    self.inflight[t as usize].undo.push(Undo { id, before: ex });
+                    self.tickets.push_undo(t, Undo { id, before: ex });
                     self.set_ext(
                         id,
                         Ext {
@@ -51,7 +51,7 @@ impl Engine {
                     );
                 }
                 Seg::Missing { start, end } => {
-                    let mut cover = std::mem::take(&mut self.cover);
+                    let mut cover = std::mem::take(&mut self.scratch.cover);
                     cover.clear();
                     greedy_cover(&self.sizes, start, end, &mut cover);
                     for &(boff, class) in &cover {
@@ -74,7 +74,7 @@ impl Engine {
                             None => {}
                         }
                     }
-                    self.cover = cover;
+                    self.scratch.cover = cover;
                 }
             }
         }
@@ -94,7 +94,7 @@ impl Engine {
                     hit += we - ws;
                     let addr = self.blocks.cache_addr(id);
                     let ex = self.blocks.ext(id);
-                    self.inflight[t as usize].undo.push(Undo { id, before: ex });
+                    self.tickets.push_undo(t, Undo { id, before: ex });
                     let a = ((ws - start) >> s) as u16;
                     let b = ((we - start) >> s) as u16;
                     // A write disjoint from a partial block's valid extent
@@ -131,7 +131,7 @@ impl Engine {
                         miss += end.min(e) - start.max(o);
                         continue;
                     }
-                    let mut cover = std::mem::take(&mut self.cover);
+                    let mut cover = std::mem::take(&mut self.scratch.cover);
                     cover.clear();
                     greedy_cover(&self.sizes, start, end, &mut cover);
                     for &(boff, class) in &cover {
@@ -178,7 +178,7 @@ impl Engine {
                         }
                         self.set_ext(id, n);
                     }
-                    self.cover = cover;
+                    self.scratch.cover = cover;
                 }
             }
         }
@@ -224,7 +224,7 @@ impl Engine {
                 let addr = self.blocks.cache_addr(id);
                 Plan::push_io(&mut plan.cache_zeroes, ds, de - ds, addr + ds - start);
                 self.pin(t, id, true);
-                self.inflight[t as usize].undo.push(Undo { id, before: ex });
+                self.tickets.push_undo(t, Undo { id, before: ex });
                 continue;
             };
             let mut n = ex;

@@ -1,19 +1,20 @@
-//! Planning one host request. It is two phases. Phase 1 only reads: Algorithm 1 splits
-//! the aligned request range into cached blocks and missing intervals, and
-//! every cached block is checked against in-flight pins and older refused
-//! requests; a conflict answers `Retry` naming a ticket to wait for, with
-//! nothing changed except the request's place in the FIFO of refused
-//! requests (`Waiter`), which refuses later conflicting requests so it
-//! cannot be starved. Phase 2 pins and promotes the cached blocks first (so
-//! reclaiming space for the misses can never evict them), then walks the
-//! segments in order, covering missing intervals with Algorithm 2 and
-//! producing the plan's I/O.
+//! Planning one host request. It is two phases. Phase 1 only reads:
+//! Algorithm 1 splits the aligned request range into cached blocks and
+//! missing intervals, and every cached block is checked against in-flight
+//! pins and older refused requests (`conflicts.rs`); a conflict answers
+//! `Retry` naming a ticket to wait for, with nothing changed except the
+//! request's place in the FIFO of refused requests (`Waiter`), which
+//! refuses later conflicting requests so it cannot be starved. Phase 2 pins
+//! and promotes the cached blocks first (so reclaiming space for the misses
+//! can never evict them), then walks the segments in order, covering
+//! missing intervals with Algorithm 2 and producing the plan's I/O
+//! (`per_op.rs`).
 
 use crate::alloc::{missing_intervals, Seg};
 use crate::blocks::F_EXT;
-use crate::plan::{CacheIo, Extent, Op, Plan, PlanStatus, Ticket};
+use crate::plan::{CacheIo, Extent, Op, Plan, Ticket};
 
-use super::{Engine, RequestError, Waiter};
+use super::{Engine, RequestError};
 
 impl Engine {
     /// Plans one host request into `plan` (cleared first). On
@@ -27,6 +28,18 @@ impl Engine {
     ) -> Result<(), RequestError> {
         let waiting = plan.waiting;
         plan.reset(op, offset, len);
+        self.check_request(offset, len)?;
+        let mut segs = std::mem::take(&mut self.scratch.segs);
+        self.probe(op, offset, len, &mut segs);
+        if !self.refuse_on_conflict(op, offset, len, &segs, waiting, plan) {
+            self.plan_admitted(op, offset, len, &segs, plan);
+        }
+        self.scratch.segs = segs;
+        Ok(())
+    }
+
+    /// A request must be non-empty, whole sectors, inside the volume.
+    fn check_request(&self, offset: u64, len: u64) -> Result<(), RequestError> {
         if len == 0 {
             return Err(RequestError::Empty);
         }
@@ -34,15 +47,20 @@ impl Engine {
             return Err(RequestError::Unaligned);
         }
         match offset.checked_add(len) {
-            Some(e) if e <= self.cfg.volume_size => {}
-            _ => return Err(RequestError::OutOfRange),
+            Some(e) if e <= self.cfg.volume_size => Ok(()),
+            _ => Err(RequestError::OutOfRange),
         }
+    }
+
+    /// Algorithm 1 over the request's range aligned to the smallest block
+    /// (widened to fill sizing's window, if any): its cached blocks and
+    /// missing intervals, in order, into `segs`.
+    fn probe(&self, op: Op, offset: u64, len: u64, segs: &mut Vec<Seg>) {
         let granule = self.sizes[0] as u64;
         let begin = offset / granule * granule;
         let end = (offset + len).div_ceil(granule) * granule;
-        let mut segs = std::mem::take(&mut self.segs);
         segs.clear();
-        let class = match self.fill.as_ref() {
+        let class = match self.observers.fill.as_ref() {
             Some(f) if op != Op::Deallocate => f.class(),
             _ => 0,
         };
@@ -50,80 +68,24 @@ impl Engine {
             let window = self.sizes[class] as u64;
             let wb = begin / window * window;
             let we = end.div_ceil(window) * window;
-            missing_intervals(
-                &self.blocks.classes,
-                wb,
-                we.min(self.cfg.volume_size),
-                &mut segs,
-            );
+            missing_intervals(&self.blocks.classes, wb, we.min(self.cfg.volume_size), segs);
             // The floor's window, else the largest smaller one missing whole.
-            widen_to_window(&mut segs, begin, end, &self.sizes[1..=class]);
+            widen_to_window(segs, begin, end, &self.sizes[1..=class]);
         } else {
-            missing_intervals(&self.blocks.classes, begin, end, &mut segs);
+            missing_intervals(&self.blocks.classes, begin, end, segs);
         }
+    }
 
-        // Phase 1: conflicts with in-flight work, and with older refused
-        // requests (FIFO fairness, see `Waiter`).
-        let mut conflict = None;
-        let mut writes = op != Op::Read;
-        for seg in &segs {
-            if let Seg::Cached { id, start, .. } = *seg {
-                let pin = self.blocks.pin(id);
-                let exclusive = self.needs_exclusive(op, id, start, offset, len);
-                writes |= exclusive;
-                if conflict.is_none() && (pin.exclusive || (exclusive && pin.shared > 0)) {
-                    conflict = self.holder(id);
-                    debug_assert!(conflict.is_some(), "pinned without a ticket");
-                }
-            }
-        }
-        let (fb, fe) = match (segs.first(), segs.last()) {
-            (Some(f), Some(l)) => (f.start(), l.end()),
-            _ => (begin, end),
-        };
-        let seq = waiting.unwrap_or(u64::MAX);
-        if conflict.is_none() {
-            conflict = self
-                .waiters
-                .iter()
-                .find(|w| w.seq < seq && w.begin < fe && fb < w.end && (w.exclusive || writes))
-                .map(|w| w.ticket);
-        }
-        if let Some(ticket) = conflict {
-            let seq = waiting.unwrap_or_else(|| {
-                self.next_seq += 1;
-                self.next_seq
-            });
-            let w = Waiter {
-                seq,
-                begin: fb,
-                end: fe,
-                exclusive: writes,
-                ticket,
-            };
-            match self.waiters.iter().position(|x| x.seq >= seq) {
-                Some(i) if self.waiters[i].seq == seq => self.waiters[i] = w,
-                Some(i) => self.waiters.insert(i, w),
-                None => self.waiters.push(w),
-            }
-            plan.status = PlanStatus::Retry;
-            plan.retry_after = Some(Ticket(ticket));
-            plan.waiting = Some(seq);
-            self.stats.retries += 1;
-            self.segs = segs;
-            return Ok(());
-        }
-        if waiting.is_some() {
-            self.waiters.retain(|w| w.seq != seq);
-        }
-
-        // Phase 2.
+    /// Phase 2, for a request nothing refused: its cached blocks pinned
+    /// and promoted first (so reclaiming space for the misses can never
+    /// evict them), then its per-op plan, ticket and statistics.
+    fn plan_admitted(&mut self, op: Op, offset: u64, len: u64, segs: &[Seg], plan: &mut Plan) {
         if op != Op::Deallocate {
             self.observe(op, offset, len);
         }
         let t = self.take_ticket(op, false);
         if op != Op::Deallocate {
-            for seg in &segs {
+            for seg in segs {
                 if let Seg::Cached { id, start, .. } = *seg {
                     let exclusive = self.needs_exclusive(op, id, start, offset, len);
                     self.pin(t, id, exclusive);
@@ -132,29 +94,32 @@ impl Engine {
             }
         }
         let (hit, miss) = match op {
-            Op::Read => self.plan_read(t, &segs, plan),
-            Op::Write => self.plan_write(t, &segs, plan),
+            Op::Read => self.plan_read(t, segs, plan),
+            Op::Write => self.plan_write(t, segs, plan),
             Op::Deallocate => {
-                self.plan_deallocate(t, &segs, plan);
+                self.plan_deallocate(t, segs, plan);
                 (0, 0)
             }
         };
-        self.segs = segs;
-
-        let rec = &self.inflight[t as usize];
-        if rec.pins.is_empty() && rec.new_blocks.is_empty() {
+        if self.tickets.holds_nothing(t) {
             self.put_ticket(t);
         } else {
             plan.ticket = Some(Ticket(t));
         }
-        plan.writeback_ticket = self.wb_ticket.take().map(Ticket);
+        plan.writeback_ticket = self.tickets.take_plan_writeback().map(Ticket);
+        self.count_request(op, len, hit, miss, plan);
+    }
+
+    /// A planned request's figures: requests, bytes, hits and misses per
+    /// op, and the I/O volumes of its plan.
+    fn count_request(&mut self, op: Op, len: u64, hit: u64, miss: u64, plan: &Plan) {
         let s = match op {
             Op::Read => &mut self.stats.read,
             Op::Write => &mut self.stats.write,
             Op::Deallocate => {
                 self.stats.deallocate_requests += 1;
                 self.count_volumes(plan);
-                return Ok(());
+                return;
             }
         };
         s.requests += 1;
@@ -169,7 +134,6 @@ impl Engine {
             self.stats.missed_request_bytes += len;
         }
         self.count_volumes(plan);
-        Ok(())
     }
 
     /// What every read and write tells the policies and samplers, hit or
@@ -178,11 +142,16 @@ impl Engine {
         self.admission.on_request(op, offset, len);
         self.eviction.on_request();
         // Settled before the curve is read (`miss_ratio_curve`).
-        self.mrc.access_bytes_deferred(offset, len);
-        if let Some(next) = self.chooser.as_mut().and_then(|c| c.observe(offset, len)) {
+        self.observers.mrc.access_bytes_deferred(offset, len);
+        let next = self
+            .observers
+            .chooser
+            .as_mut()
+            .and_then(|c| c.observe(offset, len));
+        if let Some(next) = next {
             self.install_eviction(next);
         }
-        if let Some(f) = self.fill.as_mut() {
+        if let Some(f) = self.observers.fill.as_mut() {
             f.observe(op == Op::Read, offset, len);
         }
     }

@@ -56,7 +56,7 @@ impl Engine {
         };
         self.insert_block(id, (offset >> self.blocks.classes[class].shift) as u32);
         self.pin(t, id, true);
-        self.inflight[t as usize].new_blocks.push(id);
+        self.tickets.push_new_block(t, id);
         Some(id)
     }
 

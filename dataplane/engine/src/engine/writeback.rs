@@ -2,7 +2,7 @@
 //! ticket a plan's write-backs share.
 
 use crate::blocks::{make_id, FREE_KEY, F_DIRTY, F_PINNED};
-use crate::plan::{Op, Plan, Ticket};
+use crate::plan::{Plan, Ticket};
 
 use super::Engine;
 
@@ -39,22 +39,12 @@ impl Engine {
         }
         let start = self.blocks.offset(id);
         let end = start + self.blocks.size(id) as u64;
-        !self
-            .waiters
-            .iter()
-            .any(|w| w.exclusive && w.begin < end && start < w.end)
+        !self.waiters.write_waits_on(start, end)
     }
 
     /// Adds a block's dirty extent to the plan's write-backs.
     pub(crate) fn start_writeback(&mut self, id: u32, plan: &mut Plan) {
-        let w = match self.wb_ticket {
-            Some(w) => w,
-            None => {
-                let w = self.take_ticket(Op::Write, true);
-                self.wb_ticket = Some(w);
-                w
-            }
-        };
+        let w = self.plan_writeback_ticket();
         let e = self.blocks.ext(id);
         let start = self.blocks.offset(id);
         let s = self.sector_shift;
@@ -69,7 +59,7 @@ impl Engine {
 
     /// Finishes the write-back ticket of a flush plan.
     pub(crate) fn finish_flush_plan(&mut self, plan: &mut Plan) {
-        plan.writeback_ticket = self.wb_ticket.take().map(Ticket);
+        plan.writeback_ticket = self.tickets.take_plan_writeback().map(Ticket);
         self.count_volumes(plan);
     }
 }

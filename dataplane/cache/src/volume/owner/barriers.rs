@@ -1,5 +1,6 @@
 //! Work waiting for durable metadata: plans before their I/O, answers,
-//! shrinks.
+//! writes bypassing to core, shrinks. `Owner::pump` releases each once
+//! what it needs is durable (or fails it when that never can be).
 
 use std::sync::Arc;
 
@@ -9,8 +10,21 @@ use tokio::sync::oneshot;
 
 use crate::layout::VolumeRegion;
 use crate::volume::meta::Durability;
-use crate::volume::msg::Reply;
+use crate::volume::msg::{HostOp, Reply};
 use crate::volume::VolumeError;
+
+/// What waits for durable metadata.
+#[derive(Default)]
+pub(super) struct Barriers {
+    /// Plans before their I/O.
+    pub(super) starts: Vec<BlockedStart>,
+    /// Completed requests before their answer.
+    pub(super) acks: Vec<BlockedAck>,
+    /// Bypassing writes waiting for the removal barrier.
+    pub(super) bypasses: Vec<BlockedBypass>,
+    /// Shrinks waiting for the removal of the blocks they cut.
+    pub(super) shrinks: Vec<Shrink>,
+}
 
 /// A request whose plan waits for durable metadata before its I/O.
 pub(super) struct BlockedStart {
@@ -30,6 +44,16 @@ pub(super) struct BlockedAck {
     pub(super) reply: Reply,
     pub(super) buf: Option<DmaBuf>,
     pub(super) fua: bool,
+}
+
+/// A write bypassing the cache: core changes under blocks whose entries
+/// were removed, so it waits until those removals are durable.
+pub(super) struct BlockedBypass {
+    pub(super) id: u64,
+    pub(super) op: HostOp,
+    pub(super) offset: u64,
+    pub(super) buf: Option<DmaBuf>,
+    pub(super) need: Durability,
 }
 
 /// A shrink whose cut blocks' removals are not durable yet.

@@ -55,14 +55,15 @@ impl Owner {
             Control::FlushAll(r) => self.begin_flush(AfterFlush::Reply(r)),
             Control::FlushStatus(r) => {
                 let _ = r.send(FlushStatus {
-                    in_progress: self.flushing,
+                    in_progress: self.flush_all.active,
                     dirty_bytes: self.engine.stats().dirty_bytes,
-                    flushed_bytes: self.flush_done_bytes,
+                    flushed_bytes: self.flush_all.done_bytes,
                     elapsed_ms: self
-                        .flush_started
+                        .flush_all
+                        .started
                         .map(|s| s.elapsed().as_millis() as u64)
                         .unwrap_or(0),
-                    error: self.flush_error.clone(),
+                    error: self.flush_all.error.clone(),
                 });
             }
             Control::SetMode(m, r) => {
@@ -89,8 +90,8 @@ impl Owner {
                 if flush {
                     self.begin_flush(AfterFlush::Stop { reply });
                 } else {
-                    self.stopping = true;
-                    self.stop_reply = Some(reply);
+                    self.stop.requested = true;
+                    self.stop.reply = Some(reply);
                 }
             }
         }
@@ -124,7 +125,7 @@ impl Owner {
         self.engine.set_admission(cfg.admission).map_err(invalid)?;
         self.engine.set_eviction(cfg.eviction).map_err(invalid)?;
         self.engine.set_flush(cfg.flush).map_err(invalid)?;
-        self.cleaner = crate::volume::clean::Cleaner::new(params.cleaning.clone());
+        self.cleaning.policy = crate::volume::clean::Cleaner::new(params.cleaning.clone());
         self.params = params;
         self.shared.set_params(&self.params);
         Ok(())
@@ -153,7 +154,7 @@ impl Owner {
         }
         // The cut units' entries must be gone from the device (and no write
         // to them in flight) before the device gives them away.
-        self.shrinks.push(Shrink {
+        self.barriers.shrinks.push(Shrink {
             need: Durability {
                 units: Vec::new(),
                 removals: self.meta.removal_mark(),

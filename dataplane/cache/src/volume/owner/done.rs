@@ -13,7 +13,7 @@ use crate::volume::params::CacheMode;
 
 impl Owner {
     pub(super) fn done(&mut self, id: u64, out: Outcome) {
-        let Some(run) = self.running.remove(&id) else {
+        let Some(run) = self.inflight.running.remove(&id) else {
             return;
         };
         let result = if out.request_ok {
@@ -37,10 +37,10 @@ impl Owner {
         self.add_errors(&out);
         self.rt.flushed_bytes += out.written_back;
         if run.cleaning {
-            self.cleaning_running = false;
-            self.flush_done_bytes += out.written_back;
+            self.cleaning.running = false;
+            self.flush_all.done_bytes += out.written_back;
             if let Some(e) = &out.error {
-                self.flush_error = Some(e.to_string());
+                self.flush_all.error = Some(e.to_string());
             }
         }
         // Record what is now on the device: blocks the request filled,
@@ -54,11 +54,7 @@ impl Owner {
                 // the engine its data does not have yet: that plan records
                 // it when it completes.
                 let size = u64::from(b.size);
-                if self
-                    .running
-                    .values()
-                    .any(|r| r.writes_cache(b.cache_addr, size))
-                {
+                if self.inflight.writes_cache(b.cache_addr, size) {
                     continue;
                 }
                 if let Some(u) = self.meta.record(b) {
@@ -104,7 +100,7 @@ impl Owner {
                 },
             };
             if r.is_ok() && (!self.meta.satisfied(&need) || (fua && dirty_write)) {
-                self.blocked_ack.push(BlockedAck {
+                self.barriers.acks.push(BlockedAck {
                     need,
                     reply,
                     buf: out.buf,
@@ -159,7 +155,7 @@ impl Owner {
             // Nothing to lose: forget every cached block (reads and writes
             // then bypass the failing device entirely) and pass through.
             // Blocks being filled now fail on their own and roll back.
-            if self.running.is_empty() && self.hits == 0 {
+            if self.inflight.running.is_empty() && self.inflight.hits == 0 {
                 // Their entries leave the device's table too (pass-through
                 // writes go under the removal barrier), so that a restart
                 // never brings a block back that core has since changed.

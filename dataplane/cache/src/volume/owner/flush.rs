@@ -8,6 +8,7 @@ use tokio::sync::oneshot;
 
 use super::inflight::Running;
 use super::Owner;
+use crate::volume::clean::Cleaner;
 use crate::volume::msg::HostOp;
 use crate::volume::params::CacheMode;
 use crate::volume::VolumeError;
@@ -21,6 +22,35 @@ pub(super) enum AfterFlush {
     },
 }
 
+/// Background cleaning: when it runs, and whether a cleaning (or flush)
+/// plan runs now (one at a time).
+pub(super) struct Cleaning {
+    pub(super) policy: Cleaner,
+    pub(super) running: bool,
+}
+
+impl Cleaning {
+    pub(super) fn new(policy: Cleaner) -> Cleaning {
+        Cleaning {
+            policy,
+            running: false,
+        }
+    }
+}
+
+/// A flush-everything: under way or not, what waits for it, and the
+/// figures `bdev_adacache_flush_status` reports.
+#[derive(Default)]
+pub(super) struct FlushAll {
+    pub(super) active: bool,
+    /// What runs once it ends.
+    pub(super) then: Vec<AfterFlush>,
+    pub(super) started: Option<Instant>,
+    pub(super) done_bytes: u64,
+    /// The last write-back error: the flush ends with it.
+    pub(super) error: Option<String>,
+}
+
 impl Owner {
     pub(super) fn start_cleaning_plan(&mut self, kind: FlushKind) -> u32 {
         let mut plan = Plan::new();
@@ -28,7 +58,7 @@ impl Owner {
         if plan.writeback_ticket.is_none() {
             return 0;
         }
-        let id = self.id();
+        let id = self.inflight.new_id();
         let touched = plan
             .writebacks
             .iter()
@@ -42,8 +72,8 @@ impl Owner {
         run.writeback_ticket = plan.writeback_ticket;
         run.touched = touched;
         run.cleaning = true;
-        self.running.insert(id, run);
-        self.cleaning_running = true;
+        self.inflight.running.insert(id, run);
+        self.cleaning.running = true;
         self.launch(id, plan, None, false, None, Vec::new());
         n
     }
@@ -51,11 +81,11 @@ impl Owner {
     pub(super) fn clean_tick(&mut self) {
         // Failed metadata writes are retried at this pace, not at once.
         self.meta.retry_failed();
-        if self.flushing || self.cleaning_running || self.stopping {
+        if self.flush_all.active || self.cleaning.running || self.stop.requested {
             return;
         }
-        let busy = self.running.len() + self.hits;
-        if let Some(kind) = self.cleaner.due(
+        let busy = self.inflight.running.len() + self.inflight.hits;
+        if let Some(kind) = self.cleaning.policy.due(
             Instant::now(),
             self.last_io,
             busy,
@@ -67,12 +97,12 @@ impl Owner {
 
     /// Drives a flush-everything and the work waiting for it.
     pub(super) fn pump_flush(&mut self) {
-        if !self.flushing || self.cleaning_running {
+        if !self.flush_all.active || self.cleaning.running {
             return;
         }
         // A write-back that failed ends the flush with its error: core
         // refusing data would otherwise make flushing retry forever.
-        let failed = self.flush_error.is_some();
+        let failed = self.flush_all.error.is_some();
         if !failed && self.engine.stats().dirty_bytes > 0 {
             // When every dirty block is held by host I/O this plans
             // nothing; the next completion pumps again.
@@ -82,8 +112,8 @@ impl Owner {
         if self.engine.writebacks_inflight() > 0 {
             return;
         }
-        self.flushing = false;
-        for w in std::mem::take(&mut self.after_flush) {
+        self.flush_all.active = false;
+        for w in std::mem::take(&mut self.flush_all.then) {
             self.after_flush_step(w);
         }
     }
@@ -91,38 +121,38 @@ impl Owner {
     pub(super) fn after_flush_step(&mut self, w: AfterFlush) {
         match w {
             AfterFlush::Reply(r) => {
-                let _ = r.send(match &self.flush_error {
+                let _ = r.send(match &self.flush_all.error {
                     Some(e) => Err(VolumeError::Flush(e.clone())),
                     None => Ok(()),
                 });
             }
             AfterFlush::SetMode(m, r) => {
-                let res = match &self.flush_error {
+                let res = match &self.flush_all.error {
                     Some(e) => Err(VolumeError::Flush(e.clone())),
                     None => self.set_mode_now(m),
                 };
                 let _ = r.send(res);
             }
-            AfterFlush::Stop { reply } => match &self.flush_error {
+            AfterFlush::Stop { reply } => match &self.flush_all.error {
                 // Dirty data core refused stays: the volume keeps running.
                 Some(e) => {
                     let _ = reply.send(Err(VolumeError::Flush(e.clone())));
                 }
                 None => {
-                    self.stopping = true;
-                    self.stop_reply = Some(reply);
+                    self.stop.requested = true;
+                    self.stop.reply = Some(reply);
                 }
             },
         }
     }
 
     pub(super) fn begin_flush(&mut self, then: AfterFlush) {
-        if !self.flushing {
-            self.flushing = true;
-            self.flush_started = Some(Instant::now());
-            self.flush_done_bytes = 0;
-            self.flush_error = None;
+        if !self.flush_all.active {
+            self.flush_all.active = true;
+            self.flush_all.started = Some(Instant::now());
+            self.flush_all.done_bytes = 0;
+            self.flush_all.error = None;
         }
-        self.after_flush.push(then);
+        self.flush_all.then.push(then);
     }
 }

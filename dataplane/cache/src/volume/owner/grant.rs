@@ -9,14 +9,14 @@ use engine::{Completion, Plan};
 
 use super::Owner;
 use crate::volume::hit::{since, HitDone, HitGrant, HitGuard, Pieces};
-use crate::volume::msg::Reply;
+use crate::volume::msg::{Msg, Reply};
 
 /// What became of a pure read hit.
 pub(super) enum Hit {
     /// Read already (a RAM cache device): the host's buffer and result.
     Served(DmaBuf, Result<(), BdevError>),
     /// For the caller to read.
-    Granted(HitGrant, DmaBuf),
+    Granted(HitGrant<Msg>, DmaBuf),
 }
 
 impl Owner {
@@ -39,7 +39,7 @@ impl Owner {
         let pieces = Pieces::of(&self.region, &plan);
         let ticket = plan.ticket;
         self.spare_plan = plan;
-        self.hits += 1;
+        self.inflight.hits += 1;
         let buf = match pieces {
             Pieces::One(dev) => match self.read_device_inline(dev, buf) {
                 Ok((buf, r, end)) => {
@@ -67,14 +67,14 @@ impl Owner {
 
     #[cfg(test)]
     pub(crate) fn hits_in_flight(&self) -> usize {
-        self.hits
+        self.inflight.hits
     }
 
     /// A granted hit's ticket came back. Its blocks changed nothing on the
     /// device, so there is nothing to record (a plan writing into them
     /// records them itself).
     pub(super) fn hit_done(&mut self, d: HitDone) {
-        self.hits -= 1;
+        self.inflight.hits -= 1;
         let failed = d.failed_reads > 0;
         if let Some(t) = d.ticket {
             let r = if failed {

@@ -8,7 +8,7 @@ use bdev::{BdevError, DmaBuf};
 use engine::{Extent, Op, PlanStatus};
 
 use super::grant::Hit;
-use super::{is_pure_hit, overlaps, Owner};
+use super::{is_pure_hit, Owner};
 use crate::layout::UNIT_SIZE;
 use crate::volume::hit::{since, HitDone};
 use crate::volume::msg::{HostIo, HostOp, Msg, Now, Reply};
@@ -16,7 +16,7 @@ use crate::volume::msg::{HostIo, HostOp, Msg, Now, Reply};
 impl Owner {
     /// Submits a host request from its caller's task.
     pub(crate) fn submit_now(&mut self, io: HostIo) {
-        let started = self.io.len();
+        let started = self.inflight.io.len();
         self.handle(Msg::Io(io));
         self.after_in_place(started);
     }
@@ -40,13 +40,13 @@ impl Owner {
             };
             (io, rx)
         };
-        if self.stopping || self.bypass.iter().any(|(_, e)| overlaps(*e, ext)) {
+        if self.stop.requested || self.inflight.bypass_overlaps(ext) {
             let (io, rx) = queued(buf);
             self.submit_now(io);
             return Now::Wait(rx);
         }
         self.last_io = arrived;
-        let started = self.io.len();
+        let started = self.inflight.io.len();
         if self.should_bypass(HostOp::Read, offset, len) {
             let (io, rx) = queued(buf);
             self.start_bypass(io);
@@ -82,9 +82,9 @@ impl Owner {
     ) -> ReadInline<DmaBuf> {
         let len = buf.len() as u64;
         let ext = Extent { offset, len };
-        if self.stopping
+        if self.stop.requested
             || !self.devices.cache.bdev().bdev().reads_inline()
-            || self.bypass.iter().any(|(_, e)| overlaps(*e, ext))
+            || self.inflight.bypass_overlaps(ext)
         {
             return Err(buf);
         }
@@ -108,7 +108,7 @@ impl Owner {
 
     /// A granted hit ended, told from its caller's task.
     pub(crate) fn hit_done_now(&mut self, d: HitDone) {
-        let started = self.io.len();
+        let started = self.inflight.io.len();
         self.hit_done(d);
         self.after_in_place(started);
     }
@@ -118,7 +118,7 @@ impl Owner {
         // The task polls plan I/O and ends a stop; it sleeps until a
         // message, a completion or a tick wakes it, so it is woken when a
         // call in place gave it such work.
-        if self.io.len() > started || self.stopping {
+        if self.inflight.io.len() > started || self.stop.requested {
             if let Some(w) = &self.waker {
                 w.wake_by_ref();
             }

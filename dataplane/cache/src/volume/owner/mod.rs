@@ -3,14 +3,15 @@
 //! It lives behind a mutex that its task ([`run`]) and the volume's callers
 //! share. A caller that finds it free (always, on a one-thread runtime)
 //! submits its request in place ([`Owner::submit_now`]); otherwise it sends
-//! it ([`Msg::Io`](super::msg::Msg)). The owner plans requests, polls their I/O
-//! ([`super::exec`]) in its task, and with each outcome completes the
-//! engine's tickets, records what is now on the device ([`super::meta`]) and
-//! answers the host. A pure read hit is answered with a grant instead, and
-//! the caller reads the cache device itself ([`super::hit`]). Requests the
-//! engine refuses for now (`Retry`) wait in arrival order and are planned
-//! again after each completion. Control calls (stats, flush, mode, policy,
-//! resize, stop) arrive as [`Msg::Ctl`](super::msg::Msg) and run between requests.
+//! it (`Msg::Io`; the messages are in [`super::msg`]). The owner plans
+//! requests, polls their I/O ([`super::exec`]) in its task, and with each
+//! outcome completes the engine's tickets, records what is now on the
+//! device ([`super::meta`]) and answers the host. A pure read hit is
+//! answered with a grant instead, and the caller reads the cache device
+//! itself ([`super::hit`]). Requests the engine refuses for now (`Retry`)
+//! wait in arrival order and are planned again after each completion.
+//! Control calls (stats, flush, mode, policy, resize, stop) arrive as
+//! `Msg::Ctl` and run between requests.
 
 mod barriers;
 mod bypass;
@@ -23,29 +24,34 @@ mod inflight;
 mod pump;
 mod requests;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
-use bdev::{BdevError, DmaBuf, LocalReads};
+use bdev::{BdevError, LocalReads};
 use engine::{Engine, Extent, Op, Plan, Stats};
-use futures_util::stream::{FuturesUnordered, StreamExt};
+use futures_util::stream::StreamExt;
 use tokio::sync::{mpsc, oneshot};
 
 use super::clean::Cleaner;
 use super::exec::Devices;
-use super::meta::{Durability, MetaTable};
+use super::meta::MetaTable;
 use super::msg::{HostIo, HostOp, Msg};
 use super::params::{CacheMode, VolumeParams};
 use super::slot::Slot;
 use super::stats::RuntimeCounters;
 use super::{Shared, VolumeError};
 use crate::layout::VolumeRegion;
-use barriers::{BlockedAck, BlockedStart, Shrink};
-use flush::AfterFlush;
-use inflight::{PlanIo, Running};
+use barriers::Barriers;
+use bypass::SeqStream;
+use flush::{Cleaning, FlushAll};
+use inflight::InFlight;
 
+/// A volume's owner. Its parts, each in its own file: the requests in
+/// flight (`inflight.rs`), the work waiting for durable metadata
+/// (`barriers.rs`), flushing (`flush.rs`), the sequential cutoff
+/// (`bypass.rs`).
 pub(crate) struct Owner {
     pub engine: Engine,
     pub params: VolumeParams,
@@ -60,47 +66,41 @@ pub(crate) struct Owner {
     pub meta: MetaTable,
     pub rx: mpsc::UnboundedReceiver<Msg>,
     pub tx: mpsc::UnboundedSender<Msg>,
-    pub cleaner: Cleaner,
     rt: RuntimeCounters,
     base: Stats,
     /// Requests the engine refused for now, with the plan each was refused
     /// in (the engine's FIFO contract: re-plan them in arrival order with
     /// that plan, before new requests).
     waiting: VecDeque<(HostIo, Plan)>,
-    running: HashMap<u64, Running>,
-    blocked_start: Vec<BlockedStart>,
-    blocked_ack: Vec<BlockedAck>,
-    bypass: Vec<(u64, Extent)>,
-    /// Plans whose I/O runs, polled by the owner's loop.
-    io: FuturesUnordered<PlanIo>,
-    /// Bypassing writes waiting for the removal barrier.
-    bypass_blocked: Vec<(u64, HostOp, u64, Option<DmaBuf>, Durability)>,
-    /// Shrinks waiting for the removal of the blocks they cut.
-    shrinks: Vec<Shrink>,
-    next_id: u64,
-    /// A flush-everything is under way, and what waits for it.
-    flushing: bool,
-    after_flush: Vec<AfterFlush>,
-    flush_started: Option<Instant>,
-    flush_done_bytes: u64,
-    flush_error: Option<String>,
-    /// A cleaning or flush plan runs.
-    cleaning_running: bool,
-    /// Sequential-cutoff stream state.
-    seq_end: u64,
-    seq_bytes: u64,
-    stopping: bool,
-    stop_reply: Option<oneshot::Sender<Result<(), VolumeError>>>,
+    /// Plans, bypassing requests and granted hits under way.
+    inflight: InFlight,
+    /// Work waiting for durable metadata.
+    barriers: Barriers,
+    /// Background cleaning: when, and whether its plan runs.
+    cleaning: Cleaning,
+    /// A flush-everything and what waits for it.
+    flush_all: FlushAll,
+    /// The sequential cutoff's stream.
+    seq: SeqStream,
+    /// A stop asked for, and its answer.
+    stop: Stop,
     last_io: Instant,
     blocks: Vec<engine::BlockInfo>,
-    /// Granted hits whose tickets have not come back.
-    hits: usize,
     /// The plan of the last granted hit: the next request reuses its
     /// vectors.
     spare_plan: Plan,
     /// Wakes the owner's task when a caller in place gave it work.
     waker: Option<Waker>,
 }
+
+/// A stop asked for: the owner leaves once nothing is left (see
+/// `Owner::finished`).
+#[derive(Default)]
+struct Stop {
+    requested: bool,
+    reply: Option<oneshot::Sender<Result<(), VolumeError>>>,
+}
+
 impl Owner {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
@@ -113,7 +113,7 @@ impl Owner {
         rx: mpsc::UnboundedReceiver<Msg>,
         tx: mpsc::UnboundedSender<Msg>,
     ) -> Owner {
-        let cleaner = Cleaner::new(params.cleaning.clone());
+        let cleaning = Cleaning::new(Cleaner::new(params.cleaning.clone()));
         let device_reads = devices.cache.bdev().stats().local_reads();
         Owner {
             device_reads,
@@ -127,30 +127,16 @@ impl Owner {
             meta,
             rx,
             tx,
-            cleaner,
             rt: RuntimeCounters::default(),
             waiting: VecDeque::new(),
-            running: HashMap::new(),
-            blocked_start: Vec::new(),
-            blocked_ack: Vec::new(),
-            bypass: Vec::new(),
-            io: FuturesUnordered::new(),
-            bypass_blocked: Vec::new(),
-            shrinks: Vec::new(),
-            next_id: 0,
-            flushing: false,
-            after_flush: Vec::new(),
-            flush_started: None,
-            flush_done_bytes: 0,
-            flush_error: None,
-            cleaning_running: false,
-            seq_end: u64::MAX,
-            seq_bytes: 0,
-            stopping: false,
-            stop_reply: None,
+            inflight: InFlight::default(),
+            barriers: Barriers::default(),
+            cleaning,
+            flush_all: FlushAll::default(),
+            seq: SeqStream::default(),
+            stop: Stop::default(),
             last_io: Instant::now(),
             blocks: Vec::new(),
-            hits: 0,
             spare_plan: Plan::new(),
             waker: None,
         }
@@ -176,8 +162,8 @@ impl Owner {
                 }
                 Poll::Pending => {}
             }
-            if !self.io.is_empty() {
-                if let Poll::Ready(Some((id, out))) = self.io.poll_next_unpin(cx) {
+            if !self.inflight.io.is_empty() {
+                if let Poll::Ready(Some((id, out))) = self.inflight.io.poll_next_unpin(cx) {
                     self.done(id, out);
                     if self.after_event() {
                         return Poll::Ready(());
@@ -208,7 +194,7 @@ impl Owner {
         match m {
             Msg::Io(io) => {
                 self.last_io = io.arrived;
-                if self.stopping {
+                if self.stop.requested {
                     let _ = io.reply.send((io.buf, Err(gone(&self.params.name))));
                     return;
                 }
@@ -225,8 +211,8 @@ impl Owner {
                 self.meta.write_done(unit, version, ok);
             }
             Msg::BypassDone(id, buf, r) => {
-                self.bypass.retain(|(i, _)| *i != id);
-                if let Some(run) = self.running.remove(&id) {
+                self.inflight.bypass.retain(|(i, _)| *i != id);
+                if let Some(run) = self.inflight.running.remove(&id) {
                     if let Some(reply) = run.reply {
                         let _ = reply.send((buf, r));
                     }
@@ -236,18 +222,13 @@ impl Owner {
             Msg::HitDone(d) => self.hit_done(d),
         }
     }
-
-    fn id(&mut self) -> u64 {
-        self.next_id += 1;
-        self.next_id
-    }
 }
 
 /// Runs the owner's task until the volume stopped (or a caller panicked
 /// while holding the owner).
 pub(crate) async fn run(owner: Arc<Slot<Option<Owner>>>) {
     let period = match owner.lock().as_deref() {
-        Ok(Some(o)) => o.cleaner.tick(),
+        Ok(Some(o)) => o.cleaning.policy.tick(),
         _ => return,
     };
     let mut tick = tokio::time::interval(period);

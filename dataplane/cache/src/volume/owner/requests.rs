@@ -6,7 +6,7 @@ use engine::{Extent, Op, Plan, PlanStatus};
 
 use super::barriers::BlockedStart;
 use super::inflight::{cache_ranges, Running};
-use super::{engine_op, is_pure_hit, overlaps, Owner};
+use super::{engine_op, is_pure_hit, Owner};
 use crate::volume::exec;
 use crate::volume::meta::Durability;
 use crate::volume::msg::{HostIo, HostOp};
@@ -25,7 +25,7 @@ impl Owner {
         };
         // Requests overlapping a bypassing one wait for it: a fill planned
         // now could read core before the bypassing write lands.
-        if self.bypass.iter().any(|(_, e)| overlaps(*e, ext)) {
+        if self.inflight.bypass_overlaps(ext) {
             self.waiting.push_back((io, Plan::new()));
             return;
         }
@@ -60,7 +60,7 @@ impl Owner {
             (Some(buf), true) => return self.grant_hit(io.reply, io.arrived, buf, plan),
             (buf, _) => HostIo { buf, ..io },
         };
-        let id = self.id();
+        let id = self.inflight.new_id();
         let fua = matches!(io.op, HostOp::Write { fua: true });
         let mut touched = vec![ext];
         touched.extend(plan.fills.iter().map(|f| Extent {
@@ -68,7 +68,7 @@ impl Owner {
             len: f.len,
         }));
         let hit = plan.fills.is_empty() && plan.core_reads.is_empty() && op == Op::Read;
-        let after = self.fill_conflicts(&plan);
+        let after = self.inflight.fill_conflicts(&plan);
         let core_writes = plan
             .core_writes
             .iter()
@@ -82,7 +82,7 @@ impl Owner {
         run.touched = touched;
         run.core_writes = core_writes;
         run.cache_ranges = cache_ranges(&plan);
-        self.running.insert(id, run);
+        self.inflight.running.insert(id, run);
         let need = self.prepare_slots(&plan);
         self.launch(id, plan, io.buf, fua, need, after);
     }
@@ -120,30 +120,6 @@ impl Owner {
         (!self.meta.satisfied(&need)).then_some(need)
     }
 
-    /// Running requests whose core writes overlap `plan`'s fills.
-    pub(super) fn fill_conflicts(&self, plan: &Plan) -> Vec<u64> {
-        if plan.fills.is_empty() {
-            return Vec::new();
-        }
-        self.running
-            .iter()
-            .filter(|(_, r)| {
-                r.core_writes.iter().any(|w| {
-                    plan.fills.iter().any(|f| {
-                        overlaps(
-                            *w,
-                            Extent {
-                                offset: f.offset,
-                                len: f.len,
-                            },
-                        )
-                    })
-                })
-            })
-            .map(|(&id, _)| id)
-            .collect()
-    }
-
     pub(super) fn launch(
         &mut self,
         id: u64,
@@ -154,7 +130,7 @@ impl Owner {
         after: Vec<u64>,
     ) {
         if need.is_some() || !after.is_empty() {
-            self.blocked_start.push(BlockedStart {
+            self.barriers.starts.push(BlockedStart {
                 id,
                 need: need.unwrap_or_default(),
                 after,
@@ -168,7 +144,7 @@ impl Owner {
         // message back): devices wake it when they complete.
         let devices = self.devices.clone();
         let region = self.region.clone();
-        self.io.push(Box::pin(async move {
+        self.inflight.io.push(Box::pin(async move {
             let out = exec::execute(&devices, &region, &plan, buf, fua).await;
             (id, out)
         }));
