@@ -33,7 +33,7 @@
 //!   group per size, free list) and `blocks.rs` (one slab chunk per group).
 //! - AdaCache III.D, two-level replacement: the block and group LRU lists in
 //!   `blocks.rs`/`group.rs`, the victim choice in `Engine::reclaim`
-//!   (`engine.rs`), the policy hook in [`eviction::TwoLevelLru`].
+//!   (`engine/space.rs`), the policy hook in [`eviction::TwoLevelLru`].
 //! - S3-FIFO, SIEVE, ARC and W-TinyLFU, choosing victims at block and at
 //!   group level: [`eviction::Owned`] and `eviction/{s3fifo,sieve,arc,
 //!   wtinylfu}.rs`; online choice among them by sampled shadow caches (the

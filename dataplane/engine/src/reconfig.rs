@@ -107,7 +107,7 @@ impl Engine {
         cfg.eviction = eviction.clone();
         cfg.validate().map_err(ReconfigureError::Invalid)?;
         self.cfg = cfg;
-        self.chooser = self.new_chooser();
+        self.observers.chooser = self.new_chooser();
         self.install_eviction(eviction);
         Ok(())
     }
@@ -192,10 +192,10 @@ impl Engine {
         }
         self.capacity = count as u64 * gsize;
         self.eviction.set_capacity(self.capacity, count);
-        if self.chooser.is_some() {
+        if self.observers.chooser.is_some() {
             // Shadows are sized by the capacity: start them afresh.
-            self.chooser = self.new_chooser();
-            let first = self.chooser.as_ref().map(|c| c.active().clone());
+            self.observers.chooser = self.new_chooser();
+            let first = self.observers.chooser.as_ref().map(|c| c.active().clone());
             if let Some(first) = first {
                 self.install_eviction(first);
             }

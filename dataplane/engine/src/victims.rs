@@ -50,7 +50,7 @@ impl Engine {
     /// many blocks as the two-level scan would look at in its groups.
     fn chosen_block(&mut self, class: usize, plan: &mut Plan) -> Option<u32> {
         let limit = self.cfg.max_victim_scan * self.blocks.classes[class].per_group;
-        let mut skipped = std::mem::take(&mut self.skipped);
+        let mut skipped = std::mem::take(&mut self.scratch.skipped);
         skipped.clear();
         let blocks = &self.blocks;
         let mut passed = 0;
@@ -77,7 +77,7 @@ impl Engine {
                 self.start_writeback(id, plan);
             }
         }
-        self.skipped = skipped;
+        self.scratch.skipped = skipped;
         victim
     }
 
@@ -85,7 +85,7 @@ impl Engine {
     /// `max_victim_scan` proposals.
     fn chosen_group(&mut self, plan: &mut Plan) -> Option<u32> {
         let limit = self.cfg.max_victim_scan;
-        let mut skipped = std::mem::take(&mut self.skipped);
+        let mut skipped = std::mem::take(&mut self.scratch.skipped);
         skipped.clear();
         let groups = &self.groups;
         let mut passed = 0;
@@ -108,7 +108,7 @@ impl Engine {
         for &g in &skipped {
             self.clean_group(g, plan);
         }
-        self.skipped = skipped;
+        self.scratch.skipped = skipped;
         victim
     }
 }

@@ -22,7 +22,6 @@ use futures_util::future::join_all;
 use tokio::sync::mpsc;
 
 use super::exec::{in_request, unit_pieces};
-use super::owner::Msg;
 use crate::layout::{VolumeRegion, UNIT_SIZE};
 
 /// Where a hit's bytes are on the cache device.
@@ -69,20 +68,22 @@ pub(crate) struct HitDone {
 }
 
 /// Returns a granted hit's ticket to the owner exactly once: by
-/// [`HitGuard::finish`], or on drop (abandoned).
-pub(crate) struct HitGuard {
-    tx: mpsc::UnboundedSender<Msg>,
+/// [`HitGuard::finish`], or on drop (abandoned), as a message `M` on the
+/// owner's channel. Generic so that hits need not know the owner's
+/// message type, which carries grants itself (`msg.rs`).
+pub(crate) struct HitGuard<M: From<HitDone>> {
+    tx: mpsc::UnboundedSender<M>,
     ticket: Option<Ticket>,
     arrived: Instant,
     finished: bool,
 }
 
-impl HitGuard {
+impl<M: From<HitDone>> HitGuard<M> {
     pub(crate) fn new(
-        tx: mpsc::UnboundedSender<Msg>,
+        tx: mpsc::UnboundedSender<M>,
         ticket: Option<Ticket>,
         arrived: Instant,
-    ) -> HitGuard {
+    ) -> HitGuard<M> {
         HitGuard {
             tx,
             ticket,
@@ -102,11 +103,11 @@ impl HitGuard {
     }
 }
 
-impl Drop for HitGuard {
+impl<M: From<HitDone>> Drop for HitGuard<M> {
     fn drop(&mut self) {
         if !self.finished {
             // The owner may be gone (stopped): then nothing is pinned.
-            let _ = self.tx.send(Msg::HitDone(HitDone {
+            let _ = self.tx.send(M::from(HitDone {
                 ticket: self.ticket,
                 elapsed_ns: None,
                 failed_reads: 0,
@@ -120,13 +121,14 @@ pub(crate) fn since(start: Instant, end: Instant) -> u64 {
     end.saturating_duration_since(start).as_nanos() as u64
 }
 
-/// A pure read hit the caller serves itself.
-pub(crate) struct HitGrant {
+/// A pure read hit the caller serves itself; `M` is the owner's message
+/// type (see [`HitGuard`]).
+pub(crate) struct HitGrant<M: From<HitDone>> {
     pub pieces: Pieces,
-    pub guard: HitGuard,
+    pub guard: HitGuard<M>,
 }
 
-impl HitGrant {
+impl<M: From<HitDone>> HitGrant<M> {
     /// Reads the hit from `cache` into `buf` (the request's buffer).
     /// Returns the buffer, the host's result, and what the owner must
     /// hear.

@@ -175,7 +175,7 @@ fn hits_in_flight(v: &CachedVolume) -> usize {
 
 /// Lets other tasks run until `cond` holds.
 /// A read submitted in place, as a queue pair finding the owner free does.
-fn read_now(v: &CachedVolume, off: u64, len: u64) -> super::owner::Now {
+fn read_now(v: &CachedVolume, off: u64, len: u64) -> super::msg::Now {
     let mut o = v.inner.owner.lock().unwrap();
     let o = o.as_mut().expect("running");
     o.read_now(
@@ -277,7 +277,7 @@ async fn a_hit_whose_request_goes_away_gives_its_blocks_back() {
 /// answer, and a request the engine refuses is answered at once.
 #[tokio::test]
 async fn a_read_in_place_is_granted_directly_and_only_the_rest_wait() {
-    use super::owner::{Answer, Now};
+    use super::msg::{Answer, Now};
     let r = rig().await;
     warm(&r, BLOCK).await;
     let read_now = |off, len| read_now(&r.volume, off, len);
@@ -316,7 +316,7 @@ async fn a_read_in_place_is_granted_directly_and_only_the_rest_wait() {
 /// (the volume's hit and latency, the cache device's read).
 #[tokio::test]
 async fn a_hit_on_a_ram_cache_is_served_in_place() {
-    use super::owner::Now;
+    use super::msg::Now;
     let r = rig_on(false).await;
     warm(&r, 2 * BLOCK).await;
     let device_reads = || r.volume.inner.cache.bdev().stats().num_read_ops.get();

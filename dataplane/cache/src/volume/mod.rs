@@ -6,6 +6,7 @@
 //!
 //! - [`params`]: what it is created with (SPDK-style JSON).
 //! - [`owner`]: planning, completing, ordering, flushing, control.
+//! - [`msg`]: what passes between callers and the owner.
 //! - [`exec`]: running a plan's I/O against core and the cache device.
 //! - [`hit`]: pure read hits, read by the caller itself.
 //! - [`meta`]: the persisted block table and its durability rules.
@@ -20,6 +21,7 @@ mod hit;
 mod hit_tests;
 mod load;
 mod meta;
+mod msg;
 mod owner;
 pub mod params;
 mod slot;
@@ -35,9 +37,10 @@ use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::device::{CacheDevice, DeviceError};
-use crate::layout::{VolumeRegion, UNIT_SIZE};
+use crate::layout::UNIT_SIZE;
 use hit::HitDone;
-use owner::{Answer, HostIo, HostOp, Msg, Now, Owner, Reply};
+use msg::{Answer, Control, HostIo, HostOp, Msg, Now, Reply};
+use owner::Owner;
 pub use params::{CacheMode, Cleaning, SeqCutoff, VolumeParams};
 use slot::Slot;
 pub use stats::{FillShadow, FillState, VolumeMrc, VolumeStats};
@@ -96,31 +99,6 @@ pub struct PolicyChange {
     pub cleaning: Option<Cleaning>,
     /// Sequential cutoff.
     pub seq_cutoff: Option<SeqCutoff>,
-}
-
-/// Control calls the owner runs between requests.
-pub(crate) enum Control {
-    Stats(oneshot::Sender<VolumeStats>),
-    Mrc(oneshot::Sender<VolumeMrc>),
-    ResetStats(oneshot::Sender<()>),
-    StartFlush(oneshot::Sender<()>),
-    FlushAll(oneshot::Sender<Result<(), VolumeError>>),
-    FlushStatus(oneshot::Sender<FlushStatus>),
-    SetMode(CacheMode, oneshot::Sender<Result<(), VolumeError>>),
-    SetPolicy(PolicyChange, oneshot::Sender<Result<(), VolumeError>>),
-    Resize {
-        capacity: u64,
-        region: Arc<VolumeRegion>,
-        reply: oneshot::Sender<Result<(), VolumeError>>,
-    },
-    GrowVolume {
-        volume_size: u64,
-        reply: oneshot::Sender<Result<(), VolumeError>>,
-    },
-    Stop {
-        flush: bool,
-        reply: oneshot::Sender<Result<(), VolumeError>>,
-    },
 }
 
 /// State the handle reads without asking the owner.

@@ -42,20 +42,7 @@ pub const MARGIN: f64 = 0.03;
 /// Weight of the past score at each window's end.
 pub const DECAY: f64 = 0.9;
 
-/// The policies `auto` picks among by default, the first being the initial
-/// one. SIEVE first: while a cache warms up it does as well as LRU, it
-/// keeps no ghost tags (less metadata than S3-FIFO), and on the simulator's
-/// suite (engine.md) it was the better start: against S3-FIFO first, fill
-/// sizing by locality gained 1-5 points on CloudPhysics and the clustered
-/// Zipf stream and beat fixed 4 KiB LRU lines on the scattered one, while
-/// the defaults moved by less than a point either way. LRU second: it wins
-/// on small caches and short reuse distances. S3-FIFO, ARC and W-TinyLFU
-/// are candidates on request (`auto:sieve+lru2+s3fifo+...`): on the
-/// CloudPhysics sample their shadows lead one another by a few percent in
-/// turns, and each switch costs more than the lead was worth.
-pub fn default_candidates() -> Vec<EvictionConfig> {
-    vec![EvictionConfig::Sieve, EvictionConfig::TwoLevelLru]
-}
+pub use crate::config::default_candidates;
 
 /// Every policy a shadow can replay.
 pub fn all_candidates() -> Vec<EvictionConfig> {

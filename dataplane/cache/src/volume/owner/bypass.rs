@@ -4,8 +4,28 @@
 use bdev::DmaBuf;
 use engine::Extent;
 
-use super::{Durability, HostIo, HostOp, Msg, Owner, Running};
+use super::barriers::BlockedBypass;
+use super::inflight::Running;
+use super::Owner;
+use crate::volume::meta::Durability;
+use crate::volume::msg::{HostIo, HostOp, Msg};
 use crate::volume::params::{CacheMode, SeqCutoffPolicy};
+
+/// The stream of requests the sequential cutoff watches (OCF's
+/// seq-cutoff): where the last one ended, and how many bytes in a row.
+pub(super) struct SeqStream {
+    pub(super) end: u64,
+    pub(super) bytes: u64,
+}
+
+impl Default for SeqStream {
+    fn default() -> SeqStream {
+        SeqStream {
+            end: u64::MAX,
+            bytes: 0,
+        }
+    }
+}
 
 impl Owner {
     // ----------------------------------------------------------- bypassing
@@ -17,14 +37,14 @@ impl Owner {
             return false;
         }
         // Sequential stream tracking (OCF's seq-cutoff).
-        if offset == self.seq_end {
-            self.seq_bytes += len;
+        if offset == self.seq.end {
+            self.seq.bytes += len;
         } else {
-            self.seq_bytes = len;
+            self.seq.bytes = len;
         }
-        self.seq_end = offset + len;
+        self.seq.end = offset + len;
         let seq = &self.params.seq_cutoff;
-        let cut = self.seq_bytes >= seq.threshold_kib * 1024
+        let cut = self.seq.bytes >= seq.threshold_kib * 1024
             && match seq.policy {
                 SeqCutoffPolicy::Always => true,
                 SeqCutoffPolicy::Full => {
@@ -42,7 +62,7 @@ impl Owner {
     }
 
     pub(super) fn start_bypass(&mut self, io: HostIo) {
-        let id = self.id();
+        let id = self.inflight.new_id();
         let ext = Extent {
             offset: io.offset,
             len: io.len,
@@ -57,12 +77,12 @@ impl Owner {
                 self.rt.pt_write_bytes += io.len;
             }
         }
-        self.bypass.push((id, ext));
+        self.inflight.bypass.push((id, ext));
         let mut run = Running::new(io.op, Some(io.reply), io.arrived);
         if io.op != HostOp::Read {
             run.core_writes = vec![ext];
         }
-        self.running.insert(id, run);
+        self.inflight.running.insert(id, run);
         // A write to core waits for every removal recorded before it: an
         // evicted block's entry must be gone before core changes under it.
         let need = Durability {
@@ -70,8 +90,13 @@ impl Owner {
             removals: self.meta.removal_mark(),
         };
         if io.op != HostOp::Read && !self.meta.satisfied(&need) {
-            self.bypass_blocked
-                .push((id, io.op, io.offset, io.buf, need));
+            self.barriers.bypasses.push(BlockedBypass {
+                id,
+                op: io.op,
+                offset: io.offset,
+                buf: io.buf,
+                need,
+            });
             return;
         }
         self.spawn_bypass(id, io.op, io.offset, io.buf);

@@ -1,128 +1,23 @@
-//! Flushing (background cleaning and flush-everything) and the control
-//! calls that run between requests: stats, the miss-ratio curve, mode,
-//! policy, resize, stop.
+//! The control calls that run between requests: stats, the miss-ratio
+//! curve, flush, mode, policy, resize, stop.
 
 use std::sync::Arc;
-use std::time::Instant;
 
-use engine::{Extent, FlushKind, Plan};
 use tokio::sync::oneshot;
 
-use super::{AfterFlush, Durability, HostOp, Owner, Running, Shrink};
+use super::barriers::Shrink;
+use super::flush::AfterFlush;
+use super::Owner;
 use crate::layout::VolumeRegion;
+use crate::volume::meta::Durability;
+use crate::volume::msg::Control;
 use crate::volume::params::CacheMode;
 use crate::volume::stats::{
     EvictionState, FillState, MrcSummary, RuntimeCounters, StatsInput, VolumeMrc, VolumeStats,
 };
-use crate::volume::{Control, FlushStatus, PolicyChange, VolumeError};
+use crate::volume::{FlushStatus, PolicyChange, VolumeError};
 
 impl Owner {
-    // ------------------------------------------------------------ flushing
-
-    pub(super) fn start_cleaning_plan(&mut self, kind: FlushKind) -> u32 {
-        let mut plan = Plan::new();
-        let n = self.engine.plan_flush(kind, &mut plan);
-        if plan.writeback_ticket.is_none() {
-            return 0;
-        }
-        let id = self.id();
-        let touched = plan
-            .writebacks
-            .iter()
-            .map(|w| Extent {
-                offset: w.offset,
-                len: w.len,
-            })
-            .collect();
-        let mut run = Running::new(HostOp::Write { fua: false }, None, Instant::now());
-        run.ticket = plan.ticket;
-        run.writeback_ticket = plan.writeback_ticket;
-        run.touched = touched;
-        run.cleaning = true;
-        self.running.insert(id, run);
-        self.cleaning_running = true;
-        self.launch(id, plan, None, false, None, Vec::new());
-        n
-    }
-
-    pub(super) fn clean_tick(&mut self) {
-        // Failed metadata writes are retried at this pace, not at once.
-        self.meta.retry_failed();
-        if self.flushing || self.cleaning_running || self.stopping {
-            return;
-        }
-        let busy = self.running.len() + self.hits;
-        if let Some(kind) = self.cleaner.due(
-            Instant::now(),
-            self.last_io,
-            busy,
-            self.engine.stats().dirty_bytes,
-        ) {
-            self.start_cleaning_plan(kind);
-        }
-    }
-
-    /// Drives a flush-everything and the work waiting for it.
-    pub(super) fn pump_flush(&mut self) {
-        if !self.flushing || self.cleaning_running {
-            return;
-        }
-        // A write-back that failed ends the flush with its error: core
-        // refusing data would otherwise make flushing retry forever.
-        let failed = self.flush_error.is_some();
-        if !failed && self.engine.stats().dirty_bytes > 0 {
-            // When every dirty block is held by host I/O this plans
-            // nothing; the next completion pumps again.
-            self.start_cleaning_plan(FlushKind::All);
-            return;
-        }
-        if self.engine.writebacks_inflight() > 0 {
-            return;
-        }
-        self.flushing = false;
-        for w in std::mem::take(&mut self.after_flush) {
-            self.after_flush_step(w);
-        }
-    }
-
-    pub(super) fn after_flush_step(&mut self, w: AfterFlush) {
-        match w {
-            AfterFlush::Reply(r) => {
-                let _ = r.send(match &self.flush_error {
-                    Some(e) => Err(VolumeError::Flush(e.clone())),
-                    None => Ok(()),
-                });
-            }
-            AfterFlush::SetMode(m, r) => {
-                let res = match &self.flush_error {
-                    Some(e) => Err(VolumeError::Flush(e.clone())),
-                    None => self.set_mode_now(m),
-                };
-                let _ = r.send(res);
-            }
-            AfterFlush::Stop { reply } => match &self.flush_error {
-                // Dirty data core refused stays: the volume keeps running.
-                Some(e) => {
-                    let _ = reply.send(Err(VolumeError::Flush(e.clone())));
-                }
-                None => {
-                    self.stopping = true;
-                    self.stop_reply = Some(reply);
-                }
-            },
-        }
-    }
-
-    pub(super) fn begin_flush(&mut self, then: AfterFlush) {
-        if !self.flushing {
-            self.flushing = true;
-            self.flush_started = Some(Instant::now());
-            self.flush_done_bytes = 0;
-            self.flush_error = None;
-        }
-        self.after_flush.push(then);
-    }
-
     pub(super) fn set_mode_now(&mut self, m: CacheMode) -> Result<(), VolumeError> {
         self.engine
             .set_write_mode(m.engine_mode())
@@ -133,8 +28,6 @@ impl Owner {
         self.shared.set_params(&self.params);
         Ok(())
     }
-
-    // ------------------------------------------------------------- control
 
     pub(super) fn control(&mut self, c: Control) {
         match c {
@@ -162,14 +55,15 @@ impl Owner {
             Control::FlushAll(r) => self.begin_flush(AfterFlush::Reply(r)),
             Control::FlushStatus(r) => {
                 let _ = r.send(FlushStatus {
-                    in_progress: self.flushing,
+                    in_progress: self.flush_all.active,
                     dirty_bytes: self.engine.stats().dirty_bytes,
-                    flushed_bytes: self.flush_done_bytes,
+                    flushed_bytes: self.flush_all.done_bytes,
                     elapsed_ms: self
-                        .flush_started
+                        .flush_all
+                        .started
                         .map(|s| s.elapsed().as_millis() as u64)
                         .unwrap_or(0),
-                    error: self.flush_error.clone(),
+                    error: self.flush_all.error.clone(),
                 });
             }
             Control::SetMode(m, r) => {
@@ -196,8 +90,8 @@ impl Owner {
                 if flush {
                     self.begin_flush(AfterFlush::Stop { reply });
                 } else {
-                    self.stopping = true;
-                    self.stop_reply = Some(reply);
+                    self.stop.requested = true;
+                    self.stop.reply = Some(reply);
                 }
             }
         }
@@ -231,7 +125,7 @@ impl Owner {
         self.engine.set_admission(cfg.admission).map_err(invalid)?;
         self.engine.set_eviction(cfg.eviction).map_err(invalid)?;
         self.engine.set_flush(cfg.flush).map_err(invalid)?;
-        self.cleaner = crate::volume::clean::Cleaner::new(params.cleaning.clone());
+        self.cleaning.policy = crate::volume::clean::Cleaner::new(params.cleaning.clone());
         self.params = params;
         self.shared.set_params(&self.params);
         Ok(())
@@ -260,7 +154,7 @@ impl Owner {
         }
         // The cut units' entries must be gone from the device (and no write
         // to them in flight) before the device gives them away.
-        self.shrinks.push(Shrink {
+        self.barriers.shrinks.push(Shrink {
             need: Durability {
                 units: Vec::new(),
                 removals: self.meta.removal_mark(),

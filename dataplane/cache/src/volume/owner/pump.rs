@@ -4,7 +4,9 @@
 
 use engine::Completion;
 
-use super::{meta_failed, BlockedStart, Msg, Owner};
+use super::barriers::BlockedStart;
+use super::{meta_failed, Owner};
+use crate::volume::msg::Msg;
 use crate::volume::VolumeError;
 
 impl Owner {
@@ -26,11 +28,13 @@ impl Owner {
                 let _ = tx.send(Msg::MetaDone { unit, version, ok });
             });
         }
-        let starts = std::mem::take(&mut self.blocked_start);
+        let starts = std::mem::take(&mut self.barriers.starts);
         let mut failed_any = false;
         for b in starts {
             let ready = self.meta.satisfied(&b.need)
-                && b.after.iter().all(|id| !self.running.contains_key(id));
+                && b.after
+                    .iter()
+                    .all(|id| !self.inflight.running.contains_key(id));
             if !ready && self.meta.doomed(&b.need) {
                 // Metadata it waits for cannot be written: the plan never
                 // runs; its tickets fail (the engine rolls back).
@@ -41,30 +45,30 @@ impl Owner {
             if ready {
                 self.launch(b.id, b.plan, b.buf, b.fua, None, Vec::new());
             } else {
-                self.blocked_start.push(b);
+                self.barriers.starts.push(b);
             }
         }
         if failed_any {
             // Their rolled-back tickets may be what refused requests wait for.
             self.retry_waiting();
         }
-        for (id, op, off, buf, need) in std::mem::take(&mut self.bypass_blocked) {
+        for b in std::mem::take(&mut self.barriers.bypasses) {
             // A degraded volume passes writes through even when its removals
             // cannot be recorded: `load_clean` is off, so a restart does not
             // trust the entries they would have removed.
             let degraded = self.shared.is_degraded() && !self.params.load_clean;
-            if self.meta.satisfied(&need) || (degraded && self.meta.doomed(&need)) {
-                self.spawn_bypass(id, op, off, buf);
-            } else if self.meta.doomed(&need) {
-                self.bypass.retain(|(i, _)| *i != id);
-                if let Some(reply) = self.running.remove(&id).and_then(|r| r.reply) {
-                    let _ = reply.send((buf, Err(meta_failed())));
+            if self.meta.satisfied(&b.need) || (degraded && self.meta.doomed(&b.need)) {
+                self.spawn_bypass(b.id, b.op, b.offset, b.buf);
+            } else if self.meta.doomed(&b.need) {
+                self.inflight.bypass.retain(|(i, _)| *i != b.id);
+                if let Some(reply) = self.inflight.running.remove(&b.id).and_then(|r| r.reply) {
+                    let _ = reply.send((b.buf, Err(meta_failed())));
                 }
             } else {
-                self.bypass_blocked.push((id, op, off, buf, need));
+                self.barriers.bypasses.push(b);
             }
         }
-        for sh in std::mem::take(&mut self.shrinks) {
+        for sh in std::mem::take(&mut self.barriers.shrinks) {
             if self.meta.satisfied(&sh.need) {
                 self.meta
                     .resize(sh.region.units.len(), sh.region.entries_per_unit());
@@ -75,17 +79,17 @@ impl Owner {
                     "the cache device failed while shrinking; the cut blocks' entries are not removed".into(),
                 )));
             } else {
-                self.shrinks.push(sh);
+                self.barriers.shrinks.push(sh);
             }
         }
-        let acks = std::mem::take(&mut self.blocked_ack);
+        let acks = std::mem::take(&mut self.barriers.acks);
         for b in acks {
             if self.meta.doomed(&b.need) {
                 let _ = b.reply.send((b.buf, Err(meta_failed())));
                 continue;
             }
             if !self.meta.satisfied(&b.need) {
-                self.blocked_ack.push(b);
+                self.barriers.acks.push(b);
                 continue;
             }
             if b.fua {
@@ -110,7 +114,7 @@ impl Owner {
     }
 
     pub(super) fn fail_unstarted(&mut self, b: BlockedStart) {
-        let Some(run) = self.running.remove(&b.id) else {
+        let Some(run) = self.inflight.running.remove(&b.id) else {
             return;
         };
         for t in [run.ticket, run.writeback_ticket].into_iter().flatten() {
@@ -118,8 +122,8 @@ impl Owner {
             self.forget_dropped();
         }
         if run.cleaning {
-            self.cleaning_running = false;
-            self.flush_error = Some(meta_failed().to_string());
+            self.cleaning.running = false;
+            self.flush_all.error = Some(meta_failed().to_string());
         }
         if let Some(reply) = run.reply {
             let _ = reply.send((b.buf, Err(meta_failed())));
@@ -128,17 +132,17 @@ impl Owner {
 
     /// Stopping and nothing left: make metadata durable and leave.
     pub(super) fn finished(&mut self) -> bool {
-        if !self.stopping
-            || !self.running.is_empty()
-            || self.hits > 0
-            || !self.blocked_start.is_empty()
-            || !self.blocked_ack.is_empty()
+        if !self.stop.requested
+            || !self.inflight.running.is_empty()
+            || self.inflight.hits > 0
+            || !self.barriers.starts.is_empty()
+            || !self.barriers.acks.is_empty()
             || !self.waiting.is_empty()
             || !(self.meta.is_clean() || self.shared.is_degraded())
         {
             return false;
         }
-        if let Some(reply) = self.stop_reply.take() {
+        if let Some(reply) = self.stop.reply.take() {
             let _ = reply.send(Ok(()));
         }
         true

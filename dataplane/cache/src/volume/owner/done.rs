@@ -1,0 +1,183 @@
+//! A plan's outcome: tickets completed, what is now on the device
+//! recorded, the host answered (after durable metadata where needed), a
+//! failing cache device degraded to pass-through.
+
+use engine::{Completion, Engine};
+
+use super::barriers::BlockedAck;
+use super::Owner;
+use crate::volume::exec::Outcome;
+use crate::volume::meta::Durability;
+use crate::volume::msg::HostOp;
+use crate::volume::params::CacheMode;
+
+impl Owner {
+    pub(super) fn done(&mut self, id: u64, out: Outcome) {
+        let Some(run) = self.inflight.running.remove(&id) else {
+            return;
+        };
+        let result = if out.request_ok {
+            Completion::Ok
+        } else {
+            Completion::Failed
+        };
+        if let Some(t) = run.ticket {
+            let _ = self.engine.complete(t, result);
+            self.forget_dropped();
+        }
+        if let Some(t) = run.writeback_ticket {
+            let r = if out.writeback_ok {
+                Completion::Ok
+            } else {
+                Completion::Failed
+            };
+            let _ = self.engine.complete(t, r);
+            self.forget_dropped();
+        }
+        self.add_errors(&out);
+        self.rt.flushed_bytes += out.written_back;
+        if run.cleaning {
+            self.cleaning.running = false;
+            self.flush_all.done_bytes += out.written_back;
+            if let Some(e) = &out.error {
+                self.flush_all.error = Some(e.to_string());
+            }
+        }
+        // Record what is now on the device: blocks the request filled,
+        // wrote or trimmed, and blocks its write-backs cleaned.
+        let mut units = Vec::new();
+        for e in &run.touched {
+            self.blocks.clear();
+            self.engine.blocks_in(e.offset, e.len, &mut self.blocks);
+            for b in &self.blocks {
+                // A block another in-flight plan writes into has state on
+                // the engine its data does not have yet: that plan records
+                // it when it completes.
+                let size = u64::from(b.size);
+                if self.inflight.writes_cache(b.cache_addr, size) {
+                    continue;
+                }
+                if let Some(u) = self.meta.record(b) {
+                    units.push(u);
+                }
+            }
+        }
+        let elapsed = run.arrived.elapsed().as_nanos() as u64;
+        match run.op {
+            HostOp::Read if !run.cleaning => {
+                if run.hit {
+                    self.rt.read_hit.add(elapsed)
+                } else {
+                    self.rt.read_miss.add(elapsed)
+                }
+            }
+            HostOp::Write { .. } if !run.cleaning => self.rt.write.add(elapsed),
+            _ => {}
+        }
+        if let Some(reply) = run.reply {
+            let r = match out.error {
+                Some(e) if !out.request_ok => Err(e),
+                _ => Ok(()),
+            };
+            let fua = matches!(run.op, HostOp::Write { fua: true });
+            // A write-back write is acknowledged once the entry that finds
+            // its data is durable; every write waits for removals planned
+            // before it (a stale entry must not outlive the write).
+            let dirty_write = matches!(run.op, HostOp::Write { .. }) && self.mode == CacheMode::Wb;
+            let need = Durability {
+                // A deallocate waits too: its trimmed entries must be
+                // durable before it is answered, or a crash brings the old
+                // bytes back.
+                units: if dirty_write || run.op == HostOp::Deallocate {
+                    units
+                } else {
+                    Vec::new()
+                },
+                removals: if run.op == HostOp::Read {
+                    0
+                } else {
+                    self.meta.removal_mark()
+                },
+            };
+            if r.is_ok() && (!self.meta.satisfied(&need) || (fua && dirty_write)) {
+                self.barriers.acks.push(BlockedAck {
+                    need,
+                    reply,
+                    buf: out.buf,
+                    fua: fua && dirty_write,
+                });
+            } else {
+                let _ = reply.send((out.buf, r));
+            }
+        }
+        self.retry_waiting();
+    }
+
+    /// Blocks a failed completion removed leave the persisted table too.
+    pub(super) fn forget_dropped(&mut self) {
+        for i in 0..self.engine.dropped().len() {
+            let e = self.engine.dropped()[i];
+            self.meta.remove(e.cache_addr, e.offset);
+        }
+    }
+
+    pub(super) fn add_errors(&mut self, out: &Outcome) {
+        let (a, b) = (&mut self.rt.errors, &out.errors);
+        a.core_volume_rd += b.core_volume_rd;
+        a.core_volume_wr += b.core_volume_wr;
+        a.cache_volume_rd += b.cache_volume_rd;
+        a.cache_volume_wr += b.cache_volume_wr;
+        a.total += b.total;
+        if out.cache_failed {
+            self.degrade("cache device I/O failed");
+        }
+    }
+
+    /// A failing cache device: the volume stops using it (pass-through);
+    /// dirty data stays reported and is not dropped.
+    pub(super) fn degrade(&mut self, why: &str) {
+        if self
+            .shared
+            .degraded
+            .swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            return;
+        }
+        tracing::error!(bdev = %self.params.name, reason = why, dirty_bytes = self.engine.stats().dirty_bytes,
+            "cache device failing: volume falls back to pass-through");
+        // Removals (of the blocks forgotten below, or invalidated by later
+        // pass-through writes) may never reach the failing device: a restart
+        // must not trust clean blocks, whether or not I/O was in flight at
+        // this moment (then the blocks stay in the table for now).
+        self.params.load_clean = false;
+        self.shared.set_params(&self.params);
+        if self.engine.stats().dirty_bytes == 0 {
+            // Nothing to lose: forget every cached block (reads and writes
+            // then bypass the failing device entirely) and pass through.
+            // Blocks being filled now fail on their own and roll back.
+            if self.inflight.running.is_empty() && self.inflight.hits == 0 {
+                // Their entries leave the device's table too (pass-through
+                // writes go under the removal barrier), so that a restart
+                // never brings a block back that core has since changed.
+                for b in self.engine.cached_blocks() {
+                    self.meta.remove(b.cache_addr, b.offset);
+                }
+                if let Ok(fresh) = Engine::new(self.engine.config().clone()) {
+                    self.engine = fresh;
+                }
+            }
+            // Cannot fail: nothing is dirty.
+            let _ = self.set_mode_now(CacheMode::Pt);
+        }
+    }
+
+    pub(super) fn retry_waiting(&mut self) {
+        let n = self.waiting.len();
+        for _ in 0..n {
+            let Some((io, plan)) = self.waiting.pop_front() else {
+                break;
+            };
+            self.submit_with(io, plan);
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! A host request's way in: planned, queued when refused, granted when a
+//! pure hit, else its plan launched once metadata and core writes allow.
+
+use bdev::{BdevError, DmaBuf};
+use engine::{Extent, Op, Plan, PlanStatus};
+
+use super::barriers::BlockedStart;
+use super::inflight::{cache_ranges, Running};
+use super::{engine_op, is_pure_hit, Owner};
+use crate::volume::exec;
+use crate::volume::meta::Durability;
+use crate::volume::msg::{HostIo, HostOp};
+
+impl Owner {
+    pub(super) fn submit(&mut self, io: HostIo) {
+        let plan = std::mem::take(&mut self.spare_plan);
+        self.submit_with(io, plan);
+    }
+
+    /// Plans `io` in `plan` (a fresh plan, or the one it was refused in).
+    pub(super) fn submit_with(&mut self, io: HostIo, mut plan: Plan) {
+        let ext = Extent {
+            offset: io.offset,
+            len: io.len,
+        };
+        // Requests overlapping a bypassing one wait for it: a fill planned
+        // now could read core before the bypassing write lands.
+        if self.inflight.bypass_overlaps(ext) {
+            self.waiting.push_back((io, Plan::new()));
+            return;
+        }
+        if self.should_bypass(io.op, io.offset, io.len) {
+            self.start_bypass(io);
+            return;
+        }
+        if let Err(e) = self
+            .engine
+            .plan(engine_op(io.op), io.offset, io.len, &mut plan)
+        {
+            let _ = io
+                .reply
+                .send((io.buf, Err(BdevError::InvalidArgument(e.to_string()))));
+            return;
+        }
+        self.planned(io, plan);
+    }
+
+    /// Runs, grants or queues `io` by its plan.
+    pub(super) fn planned(&mut self, io: HostIo, plan: Plan) {
+        let op = engine_op(io.op);
+        let ext = Extent {
+            offset: io.offset,
+            len: io.len,
+        };
+        if plan.status == PlanStatus::Retry {
+            self.waiting.push_back((io, plan));
+            return;
+        }
+        let io = match (io.buf, is_pure_hit(&plan)) {
+            (Some(buf), true) => return self.grant_hit(io.reply, io.arrived, buf, plan),
+            (buf, _) => HostIo { buf, ..io },
+        };
+        let id = self.inflight.new_id();
+        let fua = matches!(io.op, HostOp::Write { fua: true });
+        let mut touched = vec![ext];
+        touched.extend(plan.fills.iter().map(|f| Extent {
+            offset: f.offset,
+            len: f.len,
+        }));
+        let hit = plan.fills.is_empty() && plan.core_reads.is_empty() && op == Op::Read;
+        let after = self.inflight.fill_conflicts(&plan);
+        let core_writes = plan
+            .core_writes
+            .iter()
+            .chain(&plan.discards)
+            .copied()
+            .collect();
+        let mut run = Running::new(io.op, Some(io.reply), io.arrived);
+        run.ticket = plan.ticket;
+        run.writeback_ticket = plan.writeback_ticket;
+        run.hit = hit;
+        run.touched = touched;
+        run.core_writes = core_writes;
+        run.cache_ranges = cache_ranges(&plan);
+        self.inflight.running.insert(id, run);
+        let need = self.prepare_slots(&plan);
+        self.launch(id, plan, io.buf, fua, need, after);
+    }
+
+    /// Takes out of the persisted table every entry the plan's data will
+    /// overwrite or that left the cache, and says what must be durable
+    /// before the plan's I/O may start.
+    pub(super) fn prepare_slots(&mut self, plan: &Plan) -> Option<Durability> {
+        for e in &plan.evicted {
+            self.meta.remove(e.cache_addr, e.offset);
+        }
+        for c in plan.fills.iter().chain(&plan.cache_writes) {
+            self.blocks.clear();
+            self.engine.blocks_in(c.offset, c.len, &mut self.blocks);
+            for b in &self.blocks {
+                self.meta.clear_cache_range(
+                    b.cache_addr,
+                    u64::from(b.size),
+                    Some((b.offset, b.size)),
+                );
+            }
+        }
+        let writes_anything = !plan.fills.is_empty()
+            || !plan.cache_writes.is_empty()
+            || !plan.core_writes.is_empty()
+            || !plan.discards.is_empty()
+            || !plan.cache_zeroes.is_empty();
+        if !writes_anything {
+            return None;
+        }
+        let need = Durability {
+            units: Vec::new(),
+            removals: self.meta.removal_mark(),
+        };
+        (!self.meta.satisfied(&need)).then_some(need)
+    }
+
+    pub(super) fn launch(
+        &mut self,
+        id: u64,
+        plan: Plan,
+        buf: Option<DmaBuf>,
+        fua: bool,
+        need: Option<Durability>,
+        after: Vec<u64>,
+    ) {
+        if need.is_some() || !after.is_empty() {
+            self.barriers.starts.push(BlockedStart {
+                id,
+                need: need.unwrap_or_default(),
+                after,
+                plan,
+                buf,
+                fua,
+            });
+            return;
+        }
+        // The owner polls the plan's I/O itself (no task per request, no
+        // message back): devices wake it when they complete.
+        let devices = self.devices.clone();
+        let region = self.region.clone();
+        self.inflight.io.push(Box::pin(async move {
+            let out = exec::execute(&devices, &region, &plan, buf, fua).await;
+            (id, out)
+        }));
+    }
+}
