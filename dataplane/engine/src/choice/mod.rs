@@ -42,8 +42,6 @@ pub const MARGIN: f64 = 0.03;
 /// Weight of the past score at each window's end.
 pub const DECAY: f64 = 0.9;
 
-pub use crate::config::default_candidates;
-
 /// Every policy a shadow can replay.
 pub fn all_candidates() -> Vec<EvictionConfig> {
     vec![
