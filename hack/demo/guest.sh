@@ -119,7 +119,7 @@ guest_step() {
   "$REPO_ROOT/hack/guest/run.sh" --script "$wrapper" \
     --file "$job:/job/demo.sh" --file "$guest_data:/job/guest-pattern.bin" \
     --guestfwd "$guest_port:$nvmf_port" --guestfwd "8080:$step_port" \
-    --timeout 600 --log "$console" --quiet 2>"$guest_run_log" &
+    --timeout 600 --log "$console" --quiet 2> >(tee "$guest_run_log" | grep --line-buffered -a 'warning' | sed -u 's/^/    /' >&2) &
   guest_pid=$!
   # Should the demo stop early, the guest (run.sh stops qemu on TERM) and a
   # barrier still listening go with it.
@@ -150,8 +150,6 @@ guest_step() {
   snap_after="$(snapshot)"
   open_barrier after
   wait "$guest_pid" || die "the guest job failed: $(tail -n 1 "$guest_run_log") (console: $console)"
-  # A boot that hung was retried by run.sh: say so, it is worth knowing.
-  grep -a 'hung' "$guest_run_log" | sed 's/^/    /' || true
   trap - EXIT
   stop_pid "${barrier_pid:-}" socat
 

@@ -19,7 +19,10 @@
 #   --timeout SECONDS      kill the guest and fail after this long (default 300)
 #   --boot-timeout SECONDS a guest whose console stays silent this long
 #                          before its job starts is hung in boot: it is
-#                          killed, reported, and booted again (default 60)
+#                          killed, reported, and booted again (default 120;
+#                          a warning comes at half of it, 60 s by default;
+#                          a normal boot is silent for 7-30 s, up to ~50 s
+#                          on a loaded machine)
 #   --boot-attempts N      how many boots a hung boot may take (default 3);
 #                          only boots whose job never started are retried
 #   --append ARGS          more kernel command-line words (e.g. for
@@ -43,7 +46,7 @@
 source "$(dirname "$0")/../lib.sh"
 
 nonce="" script="" timeout=300 mem=1024 log_file="" status_file="" pid_file="" quiet=0
-boot_timeout=60 boot_attempts=3 extra_append=""
+boot_timeout=120 boot_attempts=3 extra_append=""
 files=() bins=() guestfwds=() hostfwds=()
 
 is_port() { [[ "$1" =~ ^[0-9]+$ ]] && [ "$1" -ge 1 ] && [ "$1" -le 65535 ]; }
@@ -238,7 +241,7 @@ watch() {
   local exit_re="^RACKCACHE-GUEST-EXIT $nonce ([0-9]+)"$'\r'"?\$"
   local setup_re="^RACKCACHE-GUEST-SETUP-FAILED $nonce"
   local start_re="^RACKCACHE-GUEST-JOB-START $nonce"
-  local marker_seen_at="" job_started=0 size=0 last_size=-1 quiet_since=$SECONDS
+  local marker_seen_at="" job_started=0 size=0 last_size=-1 quiet_since=$SECONDS warned=0
   outcome=done
   while kill -0 "$qemu_pid" 2>/dev/null; do
     if [ $((SECONDS - start)) -ge "$timeout" ]; then
@@ -250,7 +253,12 @@ watch() {
         job_started=1
       else
         size=$(stat -c %s "$console" 2>/dev/null || echo 0)
-        if [ "$size" != "$last_size" ]; then last_size=$size quiet_since=$SECONDS; fi
+        if [ "$size" != "$last_size" ]; then last_size=$size quiet_since=$SECONDS warned=0; fi
+        if [ "$warned" = 0 ] && [ $((SECONDS - quiet_since)) -ge $((boot_timeout / 2)) ]; then
+          printf '[run.sh] warning: boot %s: the console has been silent for %s s and the job has not started (a normal boot takes 7-30 s); killing the guest at %s s of silence\n' \
+            "$attempt" $((SECONDS - quiet_since)) "$boot_timeout" >&2
+          warned=1
+        fi
         if [ $((SECONDS - quiet_since)) -ge "$boot_timeout" ]; then
           outcome=boot-hang
           return

@@ -16,8 +16,9 @@ import (
 // TestGuestBootHangIsReported hangs the guest in boot for real (its init is
 // busybox's sleep, so nothing ever reaches the console) and checks that
 // hack/guest/run.sh notices within its --boot-timeout, retries the boot the
-// number of times it was told, keeps each hung console, and fails with a
-// message that says what happened, instead of waiting out --timeout. The
+// number of times it was told, warns at half the boot timeout, keeps each
+// hung console, and fails with a message that says what happened, instead
+// of waiting out --timeout. The
 // 5 s --boot-timeout is shorter than a normal boot (7-30 s): what is checked
 // is the watchdog's report and retry; the hang itself is real all the same.
 func TestGuestBootHangIsReported(t *testing.T) {
@@ -46,6 +47,9 @@ func TestGuestBootHangIsReported(t *testing.T) {
 	text := string(out)
 	if n := strings.Count(text, "hung: the console was silent for 5 s"); n != 2 {
 		t.Errorf("want 2 hung-boot warnings (one per attempt), got %d:\n%s", n, text)
+	}
+	if n := strings.Count(text, "the console has been silent for 2 s and the job has not started"); n != 2 {
+		t.Errorf("want 2 early warnings at half the boot timeout (one per attempt), got %d:\n%s", n, text)
 	}
 	if !strings.Contains(text, "the guest hung in boot 2 times in a row") {
 		t.Errorf("the final error does not say the boot hung:\n%s", text)
