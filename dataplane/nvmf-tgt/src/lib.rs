@@ -30,18 +30,15 @@
 //! in-memory host for tests and the fuzzer is the `nvmf-harness` crate,
 //! outside the daemon.
 
-mod admin;
-pub mod bufpool;
-pub mod connection;
-pub mod controller;
-pub mod identify;
-mod io;
-pub mod log_page;
-pub mod outbox;
+pub mod ctrlr;
 pub mod poller;
 pub mod stats;
 pub mod subsystem;
 mod target;
+pub mod tcp;
+
+pub use ctrlr::{controller, identify, log_page};
+pub use tcp::{bufpool, connection, outbox};
 
 pub use controller::{Controller, QpairCountsSnapshot, QpairPath, Revocation};
 pub use poller::{PollMode, Poller};

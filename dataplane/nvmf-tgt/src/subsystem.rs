@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use bdev::CountedBdev;
 
-use crate::controller::{Controller, QpairCounts, Revocation};
+use crate::ctrlr::controller::{Controller, QpairCounts, Revocation};
 use crate::stats::SubsystemStats;
 use crate::TargetError;
 
@@ -588,7 +588,7 @@ mod tests {
         ));
         let host = "nqn.2014-08.org.example:h";
         sub.add_host(host).unwrap();
-        let path = crate::controller::QpairPath {
+        let path = crate::ctrlr::controller::QpairPath {
             listen: "127.0.0.1:4420".parse().unwrap(),
             peer: "127.0.0.1:5000".parse().unwrap(),
         };

@@ -11,12 +11,12 @@ use metrics::{Counter, Registry};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch, Semaphore};
 
-use crate::bufpool::SharedBuffers;
-use crate::controller::{Controller, QpairCounts, QpairCountsSnapshot, Revocation};
-use crate::log_page::DiscoveryEntry;
+use crate::ctrlr::controller::{Controller, QpairCounts, QpairCountsSnapshot, Revocation};
+use crate::ctrlr::log_page::DiscoveryEntry;
 use crate::poller::Poller;
 use crate::stats::SubsystemStats;
 use crate::subsystem::{validate_nqn, ListenAddress, Subsystem, SubsystemConfig, DISCOVERY_NQN};
+use crate::tcp::bufpool::SharedBuffers;
 use crate::TargetError;
 
 /// The longest timeout an option may set: deadlines computed from them
@@ -729,7 +729,7 @@ impl Target {
             return;
         };
         let (rd, wr) = tokio::io::split(stream);
-        crate::connection::serve(rd, wr, peer, listen, self.inner.clone(), drain).await;
+        crate::tcp::connection::serve(rd, wr, peer, listen, self.inner.clone(), drain).await;
     }
 
     /// Graceful shutdown: stop accepting, let queues finish their in-flight
@@ -793,7 +793,7 @@ async fn accept_loop(
                     };
                     let _ = stream.set_nodelay(true);
                     let (rd, wr) = stream.into_split();
-                    let serve = crate::connection::serve(
+                    let serve = crate::tcp::connection::serve(
                         rd,
                         wr,
                         peer,

@@ -8,9 +8,9 @@ use bdev::IoKind;
 use nvmf::cqe::Status;
 use nvmf::sqe::{opcode, sgl, Sqe};
 
-use crate::bufpool::Grant;
-use crate::connection::{done_io, status, Connection, Op, Pending, ReqState};
 use crate::subsystem::Namespace;
+use crate::tcp::bufpool::Grant;
+use crate::tcp::connection::{done_io, status, Connection, Op, Pending, ReqState};
 
 /// A DSM range is 16 bytes; at most 256 ranges.
 const DSM_RANGE_LEN: usize = 16;

@@ -1,6 +1,6 @@
 //! One NVMe/TCP queue pair: the connection state machine, the PDU reader,
-//! request slots, and command dispatch (Fabrics, admin in [`crate::admin`],
-//! I/O in [`crate::io`]).
+//! request slots, and command dispatch (Fabrics, admin in [`crate::ctrlr::admin`],
+//! I/O in [`crate::ctrlr::io`]).
 //!
 //! One task per connection runs [`serve`]: a loop that
 //! 1. hands newly submitted bdev operations to a `FuturesUnordered`,
@@ -50,12 +50,12 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
-use crate::bufpool::{BufPool, Grant, QueueBuffers};
-use crate::controller::{CcTransition, Controller, CSTS_RDY};
-use crate::outbox::{Outbox, Progress, Tracked, INLINE_DATA_MAX};
+use crate::ctrlr::controller::{CcTransition, Controller, CSTS_RDY};
 use crate::stats::SubsystemStats;
 use crate::subsystem::{Namespace, NamespaceMap, RegisterError, Subsystem};
 use crate::target::Inner;
+use crate::tcp::bufpool::{BufPool, Grant, QueueBuffers};
+use crate::tcp::outbox::{Outbox, Progress, Tracked, INLINE_DATA_MAX};
 
 /// Statuses the codec does not name.
 pub mod status {
@@ -524,7 +524,7 @@ impl Connection {
             aers: Vec::new(),
             ns_snapshot: Arc::new(NamespaceMap::new()),
             ns_generation: u64::MAX,
-            page: vec![0; crate::identify::IDENTIFY_LEN],
+            page: vec![0; crate::ctrlr::identify::IDENTIFY_LEN],
         }
     }
 
@@ -998,7 +998,7 @@ impl Connection {
     }
 
     fn property_get(&mut self, sqe: &Sqe) {
-        use crate::controller::prop;
+        use crate::ctrlr::controller::prop;
         let p = nvmf::sqe::PropertyCmd::parse(sqe);
         let Some(b) = &self.bound else { return };
         let regs = *b.ctrl.regs.lock().unwrap_or_else(|p| p.into_inner());
@@ -1010,7 +1010,7 @@ impl Connection {
                 // units), CSS: NVM command set, MPSMIN = MPSMAX = 4 KiB.
                 mqes | (1 << 16) | (20 << 24) | (1 << 37)
             }
-            prop::VS => u64::from(crate::identify::NVME_VERSION),
+            prop::VS => u64::from(crate::ctrlr::identify::NVME_VERSION),
             prop::CC => u64::from(regs.cc),
             prop::CSTS => u64::from(regs.csts),
             prop::NSSR => 0,
@@ -1030,7 +1030,7 @@ impl Connection {
     }
 
     fn property_set(&mut self, sqe: &Sqe) {
-        use crate::controller::prop;
+        use crate::ctrlr::controller::prop;
         let p = nvmf::sqe::PropertyCmd::parse(sqe);
         let cid = sqe.cid();
         if p.offset != prop::CC {
@@ -1224,8 +1224,8 @@ impl Connection {
     }
 
     /// Where this queue pair came from (recorded in its controller).
-    fn path(&self) -> crate::controller::QpairPath {
-        crate::controller::QpairPath {
+    fn path(&self) -> crate::ctrlr::controller::QpairPath {
+        crate::ctrlr::controller::QpairPath {
             listen: self.listen,
             peer: self.peer,
         }

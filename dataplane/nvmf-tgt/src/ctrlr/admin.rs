@@ -7,10 +7,10 @@ use std::sync::atomic::Ordering;
 use nvmf::cqe::{Cqe, Status};
 use nvmf::sqe::{opcode, sgl, Sqe};
 
-use crate::connection::Connection;
-use crate::controller::CSTS_RDY;
-use crate::identify::{self, cns, ControllerIdentity, ControllerType};
-use crate::log_page::{self, lid};
+use crate::ctrlr::controller::CSTS_RDY;
+use crate::ctrlr::identify::{self, cns, ControllerIdentity, ControllerType};
+use crate::ctrlr::log_page::{self, lid};
+use crate::tcp::connection::Connection;
 
 /// Feature identifiers served.
 mod fid {

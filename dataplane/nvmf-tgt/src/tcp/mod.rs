@@ -1,0 +1,5 @@
+//! The NVMe/TCP transport.
+
+pub mod bufpool;
+pub mod connection;
+pub mod outbox;
