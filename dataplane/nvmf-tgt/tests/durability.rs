@@ -14,10 +14,10 @@ use std::time::Duration;
 use bdev::file::FileBdev;
 use bdev::malloc::MallocBdev;
 use bdev::{Bdev, CountedBdev, IoStats};
-use nvmf_host::host::{ConnectParams, HostController};
 use metrics::Registry;
 use nvmf::cqe::Status;
 use nvmf::sqe::{opcode, sgl, SglDescriptor, Sqe};
+use nvmf_host::host::{ConnectParams, HostController};
 use nvmf_tgt::{SubsystemConfig, Target, TransportOptions};
 
 use common::status_of;

@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bdev::delay::LatencyKind;
-use nvmf_host::wire;
 use nvmf::sqe::{opcode, Sqe};
 use nvmf_harness::mem::{Event, MemHost};
+use nvmf_host::wire;
 use nvmf_tgt::TransportOptions;
 
 mod paused;

@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 
 use bdev::malloc::MallocBdev;
 use bdev::Bdev;
-use nvmf_host::host::{ConnectParams, Event, HostController, HostError, HostQueue};
 use metrics::Registry;
 use nvmf::cqe::Status;
 use nvmf::sqe::{opcode, sgl, SglDescriptor, Sqe};
+use nvmf_host::host::{ConnectParams, Event, HostController, HostError, HostQueue};
 use nvmf_tgt::{SubsystemConfig, Target, TransportOptions, DISCOVERY_NQN};
 
 use common::status_of;

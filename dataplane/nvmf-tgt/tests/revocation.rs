@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use bdev::malloc::MallocBdev;
 use bdev::Bdev;
-use nvmf_host::host::{ConnectParams, HostController, HostQueue};
 use metrics::Registry;
+use nvmf_host::host::{ConnectParams, HostController, HostQueue};
 use nvmf_tgt::{Revocation, SubsystemConfig, Target, TransportOptions, DISCOVERY_NQN};
 
 use common::status_of;

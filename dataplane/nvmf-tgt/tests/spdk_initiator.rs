@@ -2,8 +2,8 @@
 //! Linux's, replayed through the in-memory host: an empty host NQN, and a
 //! shutdown (CC.SHN) with an Asynchronous Event Request outstanding.
 
-use nvmf_host::wire::prop;
 use nvmf_harness::{self as harness, HostStream};
+use nvmf_host::wire::prop;
 
 #[test]
 fn empty_host_nqn_connects_where_any_host_is_allowed() {

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use nvmf_host::host::HostError;
 use nvmf::cqe::Status;
+use nvmf_host::host::HostError;
 use nvmf_tgt::Target;
 use tokio::runtime::Runtime;
 
