@@ -35,6 +35,8 @@ pub mod identify;
 mod io;
 pub mod log_page;
 pub mod status;
+#[cfg(test)]
+mod tests;
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
