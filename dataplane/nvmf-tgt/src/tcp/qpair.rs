@@ -51,10 +51,10 @@ pub enum ConnState {
 
 /// A Connect held back until an earlier controller of the same host has
 /// drained (see `TargetState::releasing`).
-pub(crate) struct Parked {
-    pub(crate) sqe: Sqe,
-    pub(crate) data: Vec<u8>,
-    pub(crate) released: watch::Receiver<bool>,
+pub(super) struct Parked {
+    pub(super) sqe: Sqe,
+    pub(super) data: Vec<u8>,
+    pub(super) released: watch::Receiver<bool>,
 }
 
 /// Where a request slot is in its life.
@@ -82,19 +82,19 @@ impl ReqState {
 }
 
 /// One request slot.
-pub(crate) struct Request {
-    pub(crate) state: ReqState,
-    pub(crate) cid: u16,
+pub(super) struct Request {
+    pub(super) state: ReqState,
+    pub(super) cid: u16,
     ns: Option<Arc<Namespace>>,
     /// Bytes expected from the host.
-    pub(crate) len: u32,
+    pub(super) len: u32,
     /// Bytes received so far.
-    pub(crate) received: u32,
-    pub(crate) buf: Option<DmaBuf>,
+    pub(super) received: u32,
+    pub(super) buf: Option<DmaBuf>,
     /// The budget units `buf` holds.
     grant: Option<Grant>,
     /// Set when the data arrived damaged: complete with this instead.
-    pub(crate) failed: Option<Status>,
+    pub(super) failed: Option<Status>,
     pending: Pending,
     /// When the command capsule arrived (for the latency histograms).
     started: Instant,
@@ -102,7 +102,7 @@ pub(crate) struct Request {
     /// R2T is sent then): its deadline counts from here.
     since: Instant,
     /// Which use of the slot this is (a slot is reused; its waits are not).
-    pub(crate) seq: u64,
+    pub(super) seq: u64,
 }
 
 impl Request {
@@ -128,31 +128,31 @@ impl Request {
 }
 
 /// Per-connection state, everything but the socket and the in-flight set.
-pub(crate) struct Connection {
-    pub(crate) target: Arc<TargetState>,
-    pub(crate) peer: SocketAddr,
-    pub(crate) state: ConnState,
+pub(super) struct Connection {
+    pub(super) target: Arc<TargetState>,
+    pub(super) peer: SocketAddr,
+    pub(super) state: ConnState,
     /// The controller side of the queue.
-    pub(crate) ctrlr: Queue,
+    pub(super) ctrlr: Queue,
     /// The sending side.
-    pub(crate) tx: Tx,
-    pub(crate) slots: Vec<Request>,
+    pub(super) tx: Tx,
+    pub(super) slots: Vec<Request>,
     free: Vec<u16>,
     state_counts: [u32; REQ_STATES],
-    pub(crate) pool: BufPool,
+    pub(super) pool: BufPool,
     /// This queue's access to the target's buffer budget.
-    pub(crate) bufs: QueueBuffers,
+    pub(super) bufs: QueueBuffers,
     /// Requests in `AwaitingBuffer`, oldest first.
-    pub(crate) waiting: VecDeque<u16>,
+    pub(super) waiting: VecDeque<u16>,
     /// Requests sent an R2T, oldest first, as (slot, seq); entries of
     /// requests no longer waiting are skipped when the deadline is computed.
     h2c_order: VecDeque<(u16, u64)>,
     /// The next request's `seq`.
     next_seq: u64,
     /// A Connect waiting for the host's previous controller to drain.
-    pub(crate) parked: Option<Parked>,
+    pub(super) parked: Option<Parked>,
     /// Operations to hand to the in-flight set, with their slots.
-    pub(crate) submit: Vec<(u16, Op)>,
+    pub(super) submit: Vec<(u16, Op)>,
     /// Operations that change data (writes, zeroing, deallocation) handed
     /// to a bdev and not finished: while any is, reads do not complete
     /// inline, so that none overtakes a write sent before it on this queue
@@ -164,7 +164,7 @@ pub(crate) struct Connection {
 const NO_SLOT: u16 = u16::MAX;
 
 impl Connection {
-    pub(crate) fn new(target: Arc<TargetState>, peer: SocketAddr, listen: SocketAddr) -> Self {
+    pub(super) fn new(target: Arc<TargetState>, peer: SocketAddr, listen: SocketAddr) -> Self {
         let opts = target.opts();
         let pool = BufPool::new(
             opts.buf_cache_size as usize,
@@ -198,7 +198,7 @@ impl Connection {
     }
 
     /// Moves `slot` to `new`, keeping the per-state counts.
-    pub(crate) fn set_state(&mut self, slot: u16, new: ReqState) {
+    pub(super) fn set_state(&mut self, slot: u16, new: ReqState) {
         let r = &mut self.slots[slot as usize];
         if matches!(new, ReqState::AwaitingH2cData | ReqState::AwaitingBuffer) {
             r.since = Instant::now();
@@ -221,7 +221,7 @@ impl Connection {
     }
 
     /// Requests not free.
-    pub(crate) fn busy(&self) -> u32 {
+    pub(super) fn busy(&self) -> u32 {
         self.state_counts[ReqState::AwaitingBuffer.index()]
             + self.state_counts[ReqState::AwaitingH2cData.index()]
             + self.state_counts[ReqState::Executing.index()]
@@ -262,24 +262,24 @@ impl Connection {
     }
 
     /// Whether a Connect is parked.
-    pub(crate) fn is_parked(&self) -> bool {
+    pub(super) fn is_parked(&self) -> bool {
         self.parked.is_some()
     }
 
     /// Queues a response capsule.
-    pub(crate) fn respond(&mut self, cqe: Cqe) {
+    pub(super) fn respond(&mut self, cqe: Cqe) {
         let cqe = self.ctrlr.completing(cqe);
         self.tx.capsule_resp(&cqe);
     }
 
     /// Completes `cid` with `status` and no result.
-    pub(crate) fn complete(&mut self, cid: u16, status: Status) {
+    pub(super) fn complete(&mut self, cid: u16, status: Status) {
         self.respond(Cqe::new(cid, status));
     }
 
     /// Sends the completions the ctrlr layer queued besides a command's own
     /// answer (AERs answered or aborted).
-    pub(crate) fn send_completions(&mut self) {
+    pub(super) fn send_completions(&mut self) {
         while let Some(cqe) = self.ctrlr.take_completion() {
             self.respond(cqe);
         }
@@ -287,7 +287,7 @@ impl Connection {
 
     /// A command capsule: checked against the connection's state, then
     /// handed to the ctrlr layer.
-    pub(crate) fn command(&mut self, sqe: Sqe, data: &[u8], data_ok: bool) {
+    pub(super) fn command(&mut self, sqe: Sqe, data: &[u8], data_ok: bool) {
         let cid = sqe.cid();
         match self.state {
             ConnState::AwaitingConnect | ConnState::Serving => {
@@ -398,7 +398,7 @@ impl Connection {
     }
 
     /// All of `slot`'s data is here: run it.
-    pub(crate) fn data_complete(&mut self, slot: u16) {
+    pub(super) fn data_complete(&mut self, slot: u16) {
         let r = &mut self.slots[slot as usize];
         let cid = r.cid;
         if let Some(st) = r.failed {
@@ -461,7 +461,7 @@ impl Connection {
 
     /// Allocates `slot`'s buffer under `grant` and starts it: a read goes
     /// to the bdev, a write asks for its data.
-    pub(crate) fn start_with(&mut self, slot: u16, grant: Grant) {
+    pub(super) fn start_with(&mut self, slot: u16, grant: Grant) {
         let len = self.slots[slot as usize].len;
         let buf = self.pool.take(len as usize);
         let r = &mut self.slots[slot as usize];
@@ -484,8 +484,17 @@ impl Connection {
         }
     }
 
+    /// The oldest waiting request's units are granted: it starts, and
+    /// those after it while units are free.
+    pub(super) fn buffer_granted(&mut self, g: Grant) {
+        if let Some(slot) = self.waiting.pop_front() {
+            self.start_with(slot, g);
+        }
+        self.start_waiting();
+    }
+
     /// Starts waiting requests, oldest first, while units are free.
-    pub(crate) fn start_waiting(&mut self) {
+    pub(super) fn start_waiting(&mut self) {
         while let Some(&slot) = self.waiting.front() {
             let Some(g) = self.bufs.try_grant(self.slots[slot as usize].len) else {
                 break;
@@ -504,7 +513,7 @@ impl Connection {
     }
 
     /// Handles a finished operation of `slot`.
-    pub(crate) fn finish(&mut self, slot: u16, done: Done) {
+    pub(super) fn finish(&mut self, slot: u16, done: Done) {
         let Done::Io {
             status,
             buf,
@@ -560,7 +569,7 @@ impl Connection {
 
     /// Runs a Connect that was parked, once `released` says whether the
     /// host's previous controller has drained.
-    pub(crate) fn unpark(&mut self, released: bool) {
+    pub(super) fn run_parked(&mut self, released: bool) {
         let Some(p) = self.parked.take() else { return };
         if released {
             let outcome = self.ctrlr.exec(&p.sqe, &p.data);
@@ -573,7 +582,7 @@ impl Connection {
     }
 
     /// Target shutdown: a serving queue drains, any other closes.
-    pub(crate) fn begin_drain(&mut self) {
+    pub(super) fn begin_drain(&mut self) {
         if self.state == ConnState::Serving {
             self.state = ConnState::Draining;
             self.ctrlr.abort_aers();
@@ -586,7 +595,7 @@ impl Connection {
     /// When the oldest request sent an R2T must have all its data (each
     /// request has its own deadline: data for one does not extend
     /// another's). Forgets requests no longer waiting.
-    pub(crate) fn h2c_deadline(&mut self, timeout: Duration) -> Option<Instant> {
+    pub(super) fn h2c_deadline(&mut self, timeout: Duration) -> Option<Instant> {
         while let Some(&(slot, seq)) = self.h2c_order.front() {
             let r = &self.slots[slot as usize];
             if r.state == ReqState::AwaitingH2cData && r.seq == seq {
@@ -598,14 +607,33 @@ impl Connection {
     }
 
     /// When the oldest request waiting for buffer units gives up.
-    pub(crate) fn buffer_deadline(&self, timeout: Duration) -> Option<Instant> {
+    pub(super) fn buffer_deadline(&self, timeout: Duration) -> Option<Instant> {
         let &slot = self.waiting.front()?;
         self.slots[slot as usize].since.checked_add(timeout)
     }
 
+    /// The oldest solicited write's data deadline (`deadline`) may have
+    /// passed: if so, the queue pair closes.
+    pub(super) fn h2c_timed_out(&mut self, deadline: Option<Instant>, timeout: Duration) {
+        if deadline.is_none_or(|d| d > Instant::now()) {
+            return;
+        }
+        // Requests that waited as long for buffer units are answered first
+        // (Command Interrupted): both timers may fall due at the same
+        // instant, and the answers are written before the queue pair
+        // closes.
+        self.expire_waiting(timeout);
+        // Ending the queue pair rather than failing the one command: its
+        // transfer tag stays the host's until the host is told, and the
+        // host's transport recovery (reconnect and retry) is the spec's
+        // answer.
+        tracing::warn!(peer = %self.peer, ?timeout, "a solicited write's data did not all arrive in time: closing the queue pair");
+        self.state = ConnState::Closing;
+    }
+
     /// Fails every request that has waited for buffer units for `timeout`
     /// with Command Interrupted (the host retries it later).
-    pub(crate) fn expire_waiting(&mut self, timeout: Duration) {
+    pub(super) fn expire_waiting(&mut self, timeout: Duration) {
         let now = Instant::now();
         while let Some(&slot) = self.waiting.front() {
             let r = &self.slots[slot as usize];

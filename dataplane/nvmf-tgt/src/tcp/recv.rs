@@ -10,15 +10,15 @@ use super::qpair::{ConnState, Connection, ReqState};
 use crate::ctrlr::status;
 
 /// The receive buffer: complete PDUs are processed in place.
-pub(crate) struct RecvBuf {
-    pub(crate) buf: Vec<u8>,
-    pub(crate) start: usize,
-    pub(crate) end: usize,
+pub(super) struct RecvBuf {
+    pub(super) buf: Vec<u8>,
+    pub(super) start: usize,
+    pub(super) end: usize,
 }
 
 impl RecvBuf {
     /// A buffer of `len` bytes.
-    pub(crate) fn new(len: usize) -> Self {
+    pub(super) fn new(len: usize) -> Self {
         Self {
             buf: vec![0; len],
             start: 0,
@@ -27,7 +27,7 @@ impl RecvBuf {
     }
 
     /// Where the next bytes from the socket go.
-    pub(crate) fn spare(&mut self) -> &mut [u8] {
+    pub(super) fn spare(&mut self) -> &mut [u8] {
         &mut self.buf[self.end..]
     }
 
@@ -46,8 +46,8 @@ impl RecvBuf {
 
 /// A fatal error with the header that caused it (for the TermReq).
 #[derive(Debug)]
-pub(crate) struct Fatal {
-    pub(crate) err: FatalError,
+pub(super) struct Fatal {
+    pub(super) err: FatalError,
     header: [u8; pdu::TERM_REQ_MAX_DATA],
     header_len: usize,
 }
@@ -65,14 +65,47 @@ impl Fatal {
     }
 
     /// The header quoted in the TermReq.
-    pub(crate) fn header(&self) -> &[u8] {
+    pub(super) fn header(&self) -> &[u8] {
         &self.header[..self.header_len]
     }
 }
 
 impl Connection {
+    /// Bytes (or the end, or an error) from the socket: every complete PDU
+    /// is processed. False when the queue pair must end at once.
+    pub(super) fn received(&mut self, r: std::io::Result<usize>, rb: &mut RecvBuf) -> bool {
+        match r {
+            Ok(0) => self.state = ConnState::HostClosed,
+            Err(e) => {
+                tracing::debug!(peer = %self.peer, "read: {e}");
+                return false;
+            }
+            Ok(n) => {
+                rb.end += n;
+                if let Err(f) = self.process(rb) {
+                    self.terminate(&f);
+                }
+            }
+        }
+        true
+    }
+
+    /// Runs a parked Connect once `released` says whether the host's
+    /// previous controller has drained; then, unless it parked again,
+    /// what the host sent after it.
+    pub(super) fn unpark(&mut self, released: bool, rb: &mut RecvBuf) {
+        self.run_parked(released);
+        // A Connect that finds the host's controller draining again parks
+        // again; the bound on the wait keeps this finite.
+        if !self.is_parked() {
+            if let Err(f) = self.process(rb) {
+                self.terminate(&f);
+            }
+        }
+    }
+
     /// Queues the TermReq for `f` and ends the connection.
-    pub(crate) fn terminate(&mut self, f: &Fatal) {
+    pub(super) fn terminate(&mut self, f: &Fatal) {
         tracing::warn!(peer = %self.peer, "fatal NVMe/TCP error, sending TermReq: {}", f.err);
         self.ctrlr.count_protocol_error();
         self.tx.term_req(&f.err, f.header());
@@ -80,7 +113,7 @@ impl Connection {
     }
 
     /// Processes every complete PDU in `rb`.
-    pub(crate) fn process(&mut self, rb: &mut RecvBuf) -> Result<(), Box<Fatal>> {
+    pub(super) fn process(&mut self, rb: &mut RecvBuf) -> Result<(), Box<Fatal>> {
         while rb.end - rb.start >= CH_LEN {
             let at = rb.start;
             let ch = CommonHeader::parse(rb.buf[at..at + CH_LEN].try_into().expect("8 bytes"));

@@ -10,18 +10,18 @@ use super::outbox::Outbox;
 
 /// The sending half of a queue pair: what was negotiated and the output
 /// batch.
-pub(crate) struct Tx {
+pub(super) struct Tx {
     /// PDUs queued for the next write.
-    pub(crate) out: Outbox,
+    pub(super) out: Outbox,
     /// Digests and sizes agreed at ICReq.
-    pub(crate) neg: Negotiated,
+    pub(super) neg: Negotiated,
     /// Host PDU data alignment for data we send.
     hpda: u8,
 }
 
 impl Tx {
     /// Nothing negotiated yet; PDUs up to `max_plen` bytes are accepted.
-    pub(crate) fn new(max_plen: u32) -> Self {
+    pub(super) fn new(max_plen: u32) -> Self {
         Self {
             out: Outbox::default(),
             neg: Negotiated {
@@ -33,7 +33,7 @@ impl Tx {
     }
 
     /// Records what ICReq asked for and queues the ICResp.
-    pub(crate) fn ic_resp(&mut self, req: &pdu::IcReq, maxh2cdata: u32) {
+    pub(super) fn ic_resp(&mut self, req: &pdu::IcReq, maxh2cdata: u32) {
         self.hpda = req.hpda;
         self.neg.initialized = true;
         self.neg.header_digest = req.header_digest;
@@ -51,7 +51,7 @@ impl Tx {
     }
 
     /// Queues a response capsule carrying `cqe` (ids already set).
-    pub(crate) fn capsule_resp(&mut self, cqe: &Cqe) {
+    pub(super) fn capsule_resp(&mut self, cqe: &Cqe) {
         let hd = self.neg.header_digest;
         let raw = cqe.encode();
         self.out.put_with(pdu::CAPSULE_RESP_HLEN + DIGEST_LEN, |b| {
@@ -61,7 +61,7 @@ impl Tx {
 
     /// Queues the header of one C2HData PDU carrying all `len` bytes of
     /// `cid`'s data, with the SUCCESS flag when `success`.
-    pub(crate) fn c2h_header(&mut self, cid: u16, len: u32, success: bool) {
+    pub(super) fn c2h_header(&mut self, cid: u16, len: u32, success: bool) {
         let d = DataHeader {
             cccid: cid,
             ttag: 0,
@@ -77,7 +77,7 @@ impl Tx {
     }
 
     /// Queues C2HData for `cid` carrying `data` (copied) and its digest.
-    pub(crate) fn c2h_data(&mut self, cid: u16, data: &[u8], success: bool) {
+    pub(super) fn c2h_data(&mut self, cid: u16, data: &[u8], success: bool) {
         self.c2h_header(cid, data.len() as u32, success);
         self.out.put(data);
         if self.neg.data_digest {
@@ -87,7 +87,7 @@ impl Tx {
 
     /// Queues an R2T for the whole `len`-byte transfer of `cid`, tagged
     /// `ttag`.
-    pub(crate) fn r2t(&mut self, cid: u16, ttag: u16, len: u32) {
+    pub(super) fn r2t(&mut self, cid: u16, ttag: u16, len: u32) {
         let r2t = pdu::R2t {
             cccid: cid,
             ttag,
@@ -101,7 +101,7 @@ impl Tx {
     }
 
     /// Queues a C2HTermReq for `err`, quoting `header`.
-    pub(crate) fn term_req(&mut self, err: &FatalError, header: &[u8]) {
+    pub(super) fn term_req(&mut self, err: &FatalError, header: &[u8]) {
         self.out
             .put_with(pdu::SMALL_HLEN + pdu::TERM_REQ_MAX_DATA, |b| {
                 pdu::encode_term_req(b, false, err, header)

@@ -72,6 +72,50 @@ async fn notified(ctrl: Option<&Controller>) {
 /// A wait for budget units that lives across loop turns.
 type GrantWait = Pin<Box<dyn Future<Output = Grant> + Send>>;
 
+/// The wait for the oldest `AwaitingBuffer` request's units, and which
+/// request (slot, seq) it is for. Kept until that request stops being the
+/// oldest: dropping it would give back units it was partly assigned and
+/// its place in line.
+struct GrantWaiter {
+    wait: GrantWait,
+    key: Option<(u16, u64)>,
+}
+
+impl GrantWaiter {
+    fn new() -> Self {
+        Self {
+            wait: Box::pin(std::future::pending()),
+            key: None,
+        }
+    }
+
+    /// Waits for the request now oldest in `conn`'s line, if it changed.
+    fn follow(&mut self, conn: &Connection) {
+        let head = conn
+            .waiting
+            .front()
+            .map(|&s| (s, conn.slots[s as usize].seq));
+        if head == self.key {
+            return;
+        }
+        self.key = head;
+        self.wait = match head {
+            Some((s, _)) => {
+                let (host, shared) = conn.bufs.handles();
+                let len = conn.slots[s as usize].len;
+                Box::pin(QueueBuffers::grant_when_free(host, shared, len))
+            }
+            None => Box::pin(std::future::pending()),
+        };
+    }
+
+    /// The wait has resolved: nothing is awaited until the next `follow`.
+    fn clear(&mut self) {
+        self.key = None;
+        self.wait = Box::pin(std::future::pending());
+    }
+}
+
 /// Resolves when a parked Connect may proceed: true once the earlier
 /// controller has been released, false when `bound` has passed first (its
 /// abandoned commands may still be running: the Connect is then refused
@@ -202,12 +246,7 @@ pub(crate) async fn serve<R, W>(
     let mut rb = RecvBuf::new(2 * conn.tx.neg.max_plen as usize);
     let mut inflight = FuturesUnordered::new();
     let progress = Progress::default();
-    // The wait for the oldest `AwaitingBuffer` request's units, and which
-    // request (slot, seq) it is for. Kept until that request stops being
-    // the oldest: dropping it would give back units it was partly assigned
-    // and its place in line.
-    let mut grant_wait: GrantWait = Box::pin(std::future::pending());
-    let mut grant_key: Option<(u16, u64)> = None;
+    let mut grants = GrantWaiter::new();
     let poller = conn.target.poller().clone();
     loop {
         poller.note_activity();
@@ -249,21 +288,7 @@ pub(crate) async fn serve<R, W>(
         let reading = conn.state != ConnState::HostClosed && !conn.is_parked();
         let h2c_deadline = conn.h2c_deadline(h2c_timeout);
         let buffer_deadline = conn.buffer_deadline(h2c_timeout);
-        let head = conn
-            .waiting
-            .front()
-            .map(|&s| (s, conn.slots[s as usize].seq));
-        if head != grant_key {
-            grant_key = head;
-            grant_wait = match head {
-                Some((s, _)) => {
-                    let (host, shared) = conn.bufs.handles();
-                    let len = conn.slots[s as usize].len;
-                    Box::pin(QueueBuffers::grant_when_free(host, shared, len))
-                }
-                None => Box::pin(std::future::pending()),
-            };
-        }
+        grants.follow(&conn);
         let parked = conn.parked.as_ref().map(|p| p.released.clone());
         let events = conn.ctrlr.awaits_events().is_some();
         tokio::select! {
@@ -274,19 +299,11 @@ pub(crate) async fn serve<R, W>(
                 }
                 conn.start_waiting();
             }
-            r = rd.read(rb.spare()), if reading => match r {
-                Ok(0) => conn.state = ConnState::HostClosed,
-                Err(e) => {
-                    tracing::debug!(%peer, "read: {e}");
+            r = rd.read(rb.spare()), if reading => {
+                if !conn.received(r, &mut rb) {
                     break;
                 }
-                Ok(n) => {
-                    rb.end += n;
-                    if let Err(f) = conn.process(&mut rb) {
-                        conn.terminate(&f);
-                    }
-                }
-            },
+            }
             _ = wait_torn_down(&mut w.teardown) => break,
             _ = until_true(&mut w.shutdown), if !draining => {
                 conn.begin_drain();
@@ -304,46 +321,18 @@ pub(crate) async fn serve<R, W>(
                 conn.ctrlr.deliver_events();
                 conn.send_completions();
             }
-            g = &mut grant_wait, if grant_key.is_some() => {
-                // `grant_key` is the front of `waiting` (checked above).
-                grant_key = None;
-                grant_wait = Box::pin(std::future::pending());
-                if let Some(slot) = conn.waiting.pop_front() {
-                    conn.start_with(slot, g);
-                }
-                conn.start_waiting();
+            g = &mut grants.wait, if grants.key.is_some() => {
+                // `grants.key` is the front of `waiting` (checked above).
+                grants.clear();
+                conn.buffer_granted(g);
             }
             _ = sleep_until(buffer_deadline) => conn.expire_waiting(h2c_timeout),
-            _ = sleep_until(h2c_deadline) => {
-                if h2c_deadline.is_some_and(|d| d <= Instant::now()) {
-                    // Requests that waited as long for buffer units are
-                    // answered first (Command Interrupted): both timers
-                    // may fall due at the same instant, and the answers
-                    // are written before the queue pair closes.
-                    conn.expire_waiting(h2c_timeout);
-                    // Ending the queue pair rather than failing the one
-                    // command: its transfer tag stays the host's until the
-                    // host is told, and the host's transport recovery
-                    // (reconnect and retry) is the spec's answer.
-                    tracing::warn!(%peer, timeout = ?h2c_timeout, "a solicited write's data did not all arrive in time: closing the queue pair");
-                    conn.state = ConnState::Closing;
-                }
-            }
-            ok = released(parked, w.drain_timeout + w.drain_timeout) => {
-                conn.unpark(ok);
-                // A Connect that finds the host's controller draining
-                // again parks again; the bound above keeps this finite.
-                // Then what the host sent after it.
-                if !conn.is_parked() {
-                    if let Err(f) = conn.process(&mut rb) {
-                        conn.terminate(&f);
-                    }
-                }
-            }
+            _ = sleep_until(h2c_deadline) => conn.h2c_timed_out(h2c_deadline, h2c_timeout),
+            ok = released(parked, w.drain_timeout + w.drain_timeout) => conn.unpark(ok, &mut rb),
             _ = sleep_until(w.drain_deadline) => break,
         }
     }
-    drop(grant_wait);
+    drop(grants);
     let deadline = w
         .drain_deadline
         .unwrap_or_else(|| Instant::now() + w.drain_timeout);
