@@ -10,11 +10,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::sync::{Arc, RwLock};
 
 use bdev::CountedBdev;
 
-use crate::controller::{Controller, QpairCounts, Revocation};
+use crate::ctrlr::controller::{
+    Controller, ControllerTable, NewController, QpairCounts, QpairPath, RegisterError, Revocation,
+};
 use crate::stats::SubsystemStats;
 use crate::TargetError;
 
@@ -206,31 +208,14 @@ pub struct Subsystem {
     /// their snapshot.
     pub ns_generation: AtomicU64,
     listeners: RwLock<Vec<ListenAddress>>,
-    controllers: Mutex<BTreeMap<u16, Weak<Controller>>>,
-    next_cntlid: Mutex<u16>,
+    /// Its controllers (held weakly; each points back at the table).
+    controllers: Arc<ControllerTable>,
     /// Counters.
     pub stats: SubsystemStats,
-    /// The target's queue pair counts (shared by all its subsystems).
-    pub(crate) qpair_counts: Arc<QpairCounts>,
     /// Set when the subsystem is deleted: a Connect that found it before
     /// registers nothing after.
     removed: AtomicBool,
 }
-
-/// Why [`Subsystem::register_controller`] refused.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum RegisterError {
-    /// The host is not allowed (any more).
-    NotAllowed,
-    /// The subsystem was deleted, or is not reachable through the listener
-    /// the Connect arrived on (any more).
-    Unreachable,
-    /// Every controller id is taken.
-    Busy,
-}
-
-/// Controller ids a dynamic controller may get (0xFFF0.. are reserved).
-const MAX_CNTLID: u16 = 0xffef;
 
 impl Subsystem {
     pub(crate) fn new(
@@ -240,6 +225,7 @@ impl Subsystem {
         qpair_counts: Arc<QpairCounts>,
     ) -> Self {
         Self {
+            controllers: Arc::new(ControllerTable::new(&cfg.nqn, qpair_counts)),
             nqn: cfg.nqn,
             serial: cfg.serial,
             model: cfg.model,
@@ -252,10 +238,7 @@ impl Subsystem {
             namespaces: RwLock::new(Arc::new(NamespaceMap::new())),
             ns_generation: AtomicU64::new(0),
             listeners: RwLock::new(Vec::new()),
-            controllers: Mutex::new(BTreeMap::new()),
-            next_cntlid: Mutex::new(1),
             stats,
-            qpair_counts,
             removed: AtomicBool::new(false),
         }
     }
@@ -500,62 +483,49 @@ impl Subsystem {
                 })
     }
 
-    /// Registers a new controller of `hostnqn`, whose admin queue arrived
-    /// on `listen`, under a fresh dynamic id.
+    /// Registers a new controller for the admin queue that arrived on
+    /// `listen`, under a fresh dynamic id; access is checked under the
+    /// table's lock (see [`Subsystem::revoke`]).
     pub(crate) fn register_controller(
         &self,
-        hostnqn: &str,
         listen: SocketAddr,
-        make: impl FnOnce(u16) -> Arc<Controller>,
+        new: NewController,
     ) -> Result<Arc<Controller>, RegisterError> {
-        let mut ctrls = self.controllers.lock().unwrap_or_else(|p| p.into_inner());
-        if !self.reachable_through(listen) {
-            return Err(RegisterError::Unreachable);
-        }
-        if !self.host_allowed(hostnqn) {
-            return Err(RegisterError::NotAllowed);
-        }
-        ctrls.retain(|_, w| w.strong_count() > 0);
-        let mut next = self.next_cntlid.lock().unwrap_or_else(|p| p.into_inner());
-        for _ in 0..MAX_CNTLID {
-            let id = *next;
-            *next = if id >= MAX_CNTLID { 1 } else { id + 1 };
-            if let std::collections::btree_map::Entry::Vacant(slot) = ctrls.entry(id) {
-                let c = make(id);
-                slot.insert(Arc::downgrade(&c));
-                self.qpair_counts.admin_opened();
-                return Ok(c);
-            }
-        }
-        Err(RegisterError::Busy)
+        let hostnqn = new.hostnqn.clone();
+        self.controllers.register(
+            || {
+                if !self.reachable_through(listen) {
+                    return Err(RegisterError::Unreachable);
+                }
+                if !self.host_allowed(&hostnqn) {
+                    return Err(RegisterError::NotAllowed);
+                }
+                Ok(())
+            },
+            new,
+        )
     }
 
-    /// Forgets controller `cntlid`.
-    pub(crate) fn unregister_controller(&self, cntlid: u16) {
-        self.controllers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&cntlid);
+    /// Attaches I/O queue `qid` of `ctrl`, which arrived through `path`,
+    /// if the subsystem is still reachable that way.
+    pub(crate) fn attach_io_queue(&self, ctrl: &Controller, qid: u16, path: QpairPath) -> bool {
+        ctrl.attach_io_queue(qid, path, |listen| self.reachable_through(listen))
     }
 
     /// The controller `cntlid`, if it is alive.
     pub(crate) fn controller(&self, cntlid: u16) -> Option<Arc<Controller>> {
-        self.controllers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&cntlid)
-            .and_then(Weak::upgrade)
-            .filter(|c| !c.is_torn_down())
+        self.controllers.get(cntlid)
     }
 
     /// Every live controller.
     pub fn live_controllers(&self) -> Vec<Arc<Controller>> {
-        self.controllers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .filter_map(Weak::upgrade)
-            .collect()
+        self.controllers.live()
+    }
+
+    /// The target's queue pair counts.
+    #[cfg(test)]
+    pub(crate) fn qpair_counts(&self) -> &QpairCounts {
+        self.controllers.qpair_counts()
     }
 }
 
@@ -588,20 +558,16 @@ mod tests {
         ));
         let host = "nqn.2014-08.org.example:h";
         sub.add_host(host).unwrap();
-        let path = crate::controller::QpairPath {
+        let path = QpairPath {
             listen: "127.0.0.1:4420".parse().unwrap(),
             peer: "127.0.0.1:5000".parse().unwrap(),
         };
-        let make = |id| {
-            Arc::new(Controller::new(
-                id,
-                sub.clone(),
-                host.into(),
-                [0; 16],
-                0,
-                1,
-                path,
-            ))
+        let make = || NewController {
+            hostnqn: host.into(),
+            host_id: [0; 16],
+            kato_ms: 0,
+            io_queues: 1,
+            admin_path: path,
         };
         let listen = path.listen;
         let add_listener = || {
@@ -613,32 +579,32 @@ mod tests {
             .unwrap()
         };
         add_listener();
-        let c = sub.register_controller(host, listen, make).unwrap();
+        let c = sub.register_controller(listen, make()).unwrap();
         // Connect checked access before the removal; registering after it
         // must fail, and the controller registered before is torn down.
         let r = sub.remove_host(host).unwrap();
         assert_eq!(r.len(), 1);
         assert!(c.is_torn_down());
-        let again = sub.register_controller(host, listen, make);
+        let again = sub.register_controller(listen, make());
         assert_eq!(again.err(), Some(RegisterError::NotAllowed));
         assert!(sub.live_controllers().is_empty());
-        assert_eq!(sub.qpair_counts.snapshot().admin_current, 0);
+        assert_eq!(sub.qpair_counts().snapshot().admin_current, 0);
 
         // The same for a listener removed, and for the subsystem deleted.
         sub.add_host(host).unwrap();
-        let c = sub.register_controller(host, listen, make).unwrap();
-        assert!(c.attach_io_queue(1, path));
+        let c = sub.register_controller(listen, make()).unwrap();
+        assert!(sub.attach_io_queue(&c, 1, path));
         assert_eq!(sub.remove_listener(listen).unwrap().len(), 1);
-        let again = sub.register_controller(host, listen, make);
+        let again = sub.register_controller(listen, make());
         assert_eq!(again.err(), Some(RegisterError::Unreachable));
         add_listener();
-        let c = sub.register_controller(host, listen, make).unwrap();
+        let c = sub.register_controller(listen, make()).unwrap();
         sub.mark_removed();
         assert!(
-            !c.attach_io_queue(1, path),
+            !sub.attach_io_queue(&c, 1, path),
             "no I/O queue into a deleted subsystem"
         );
-        let again = sub.register_controller(host, listen, make);
+        let again = sub.register_controller(listen, make());
         assert_eq!(again.err(), Some(RegisterError::Unreachable));
     }
 

@@ -13,7 +13,7 @@ use bdev::DmaBuf;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::time::Instant;
 
-use crate::bufpool::{BufPool, Grant};
+use crate::tcp::bufpool::{BufPool, Grant};
 
 /// Read data up to this size is copied next to its header: cheaper than an
 /// I/O vector of its own. Larger data goes out of the bdev's buffer (a 4 KiB

@@ -7,18 +7,21 @@
 //! nothing from the controller except the teardown signal, which it awaits
 //! in its select loop, and the write-cache flag (one relaxed atomic load
 //! per write).
+//!
+//! Ownership: a subsystem owns a `ControllerTable` holding its
+//! controllers weakly; queue pairs own their controller; a controller
+//! points back at the table (to leave it when torn down), never at the
+//! subsystem, so this file does not depend on `subsystem`.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 // tokio's clock, so that keep-alive follows paused time in tests.
 use tokio::time::Instant;
 
 use tokio::sync::{watch, Notify};
-
-use crate::subsystem::Subsystem;
 
 /// Property offsets (NVMe base specification, "Controller Registers").
 pub mod prop {
@@ -140,8 +143,8 @@ pub struct QpairPath {
 pub struct Controller {
     /// Controller id.
     pub cntlid: u16,
-    /// The subsystem.
-    pub subsystem: Arc<Subsystem>,
+    /// The table of the subsystem's controllers (and its NQN).
+    table: Arc<ControllerTable>,
     /// Host NQN given at admin Connect; I/O queues must present the same.
     pub hostnqn: String,
     /// Host identifier.
@@ -152,16 +155,16 @@ pub struct Controller {
     last_keep_alive_ms: AtomicU64,
     epoch: Instant,
     /// CC and CSTS.
-    pub regs: Mutex<Registers>,
+    regs: Mutex<Registers>,
     /// I/O queues granted by Set Features Number of Queues.
-    pub io_queues_granted: AtomicU32,
+    io_queues_granted: AtomicU32,
     /// The admin queue's path.
     pub admin_path: QpairPath,
     /// I/O queues currently connected, by queue id.
     io_queues: Mutex<BTreeMap<u16, QpairPath>>,
     events: Mutex<AsyncEvents>,
     /// Wakes the admin queue when an event is pending.
-    pub event_notify: Notify,
+    event_notify: Notify,
     /// Becomes true when the controller is torn down (keep-alive expiry,
     /// admin queue gone, subsystem deleted, host or listener revoked):
     /// every queue pair closes.
@@ -172,30 +175,36 @@ pub struct Controller {
     gone_tx: watch::Sender<()>,
     /// Volatile write cache enable (feature 0x06, bit 0 WCE). Off: every
     /// write is made durable before it completes.
-    pub write_cache: AtomicU32,
+    write_cache: AtomicU32,
+}
+
+/// What the admin queue's Connect gives a new controller.
+pub(crate) struct NewController {
+    /// Host NQN.
+    pub(crate) hostnqn: String,
+    /// Host identifier.
+    pub(crate) host_id: [u8; 16],
+    /// Keep-alive timeout, ms.
+    pub(crate) kato_ms: u32,
+    /// I/O queues granted until Set Features Number of Queues.
+    pub(crate) io_queues: u32,
+    /// Where the admin queue came from.
+    pub(crate) admin_path: QpairPath,
 }
 
 impl Controller {
-    pub(crate) fn new(
-        cntlid: u16,
-        subsystem: Arc<Subsystem>,
-        hostnqn: String,
-        host_id: [u8; 16],
-        kato_ms: u32,
-        io_queues: u32,
-        admin_path: QpairPath,
-    ) -> Self {
+    fn new(cntlid: u16, table: Arc<ControllerTable>, p: NewController) -> Self {
         Self {
             cntlid,
-            subsystem,
-            hostnqn,
-            host_id,
-            admin_path,
-            kato_ms: AtomicU32::new(kato_ms),
+            table,
+            hostnqn: p.hostnqn,
+            host_id: p.host_id,
+            admin_path: p.admin_path,
+            kato_ms: AtomicU32::new(p.kato_ms),
             last_keep_alive_ms: AtomicU64::new(0),
             epoch: Instant::now(),
             regs: Mutex::new(Registers::default()),
-            io_queues_granted: AtomicU32::new(io_queues),
+            io_queues_granted: AtomicU32::new(p.io_queues),
             io_queues: Mutex::new(BTreeMap::new()),
             events: Mutex::new(AsyncEvents::default()),
             event_notify: Notify::new(),
@@ -203,6 +212,62 @@ impl Controller {
             gone_tx: watch::channel(()).0,
             write_cache: AtomicU32::new(1),
         }
+    }
+
+    /// The NQN of the subsystem this controller belongs to.
+    pub fn subnqn(&self) -> &str {
+        &self.table.subnqn
+    }
+
+    /// CC and CSTS now.
+    pub fn registers(&self) -> Registers {
+        *self.regs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether CSTS.RDY is set (the host enabled the controller).
+    pub fn is_ready(&self) -> bool {
+        self.registers().csts & CSTS_RDY != 0
+    }
+
+    /// Applies a Property Set of CC.
+    pub fn write_cc(&self, cc: u32) -> CcTransition {
+        self.regs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .write_cc(cc)
+    }
+
+    /// Reports shutdown processing complete (the namespaces are flushed).
+    pub fn shutdown_complete(&self) {
+        self.regs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .shutdown_complete();
+    }
+
+    /// I/O queues the host may connect (Set Features Number of Queues).
+    pub fn io_queues_granted(&self) -> u32 {
+        self.io_queues_granted.load(Ordering::Relaxed)
+    }
+
+    /// Records the I/O queues granted by Set Features Number of Queues.
+    pub fn grant_io_queues(&self, n: u32) {
+        self.io_queues_granted.store(n, Ordering::Relaxed);
+    }
+
+    /// Volatile Write Cache (feature 0x06) as the host set it.
+    pub fn write_cache(&self) -> u32 {
+        self.write_cache.load(Ordering::Relaxed)
+    }
+
+    /// Sets Volatile Write Cache (feature 0x06, bit 0 WCE).
+    pub fn set_write_cache(&self, v: u32) {
+        self.write_cache.store(v, Ordering::Relaxed);
+    }
+
+    /// Resolves when an asynchronous event may be pending.
+    pub async fn event_pending(&self) {
+        self.event_notify.notified().await
     }
 
     /// Whether the host lets writes complete before they are durable
@@ -254,14 +319,14 @@ impl Controller {
     pub fn tear_down(&self, why: &str) {
         if !self.teardown_tx.send_replace(true) {
             tracing::info!(
-                subnqn = %self.subsystem.nqn,
+                subnqn = %self.table.subnqn,
                 cntlid = self.cntlid,
                 hostnqn = %self.hostnqn,
                 "controller torn down: {why}"
             );
-            self.subsystem.qpair_counts.admin_closed();
+            self.table.qpair_counts.admin_closed();
         }
-        self.subsystem.unregister_controller(self.cntlid);
+        self.table.unregister(self.cntlid);
     }
 
     /// Whether the controller has been torn down.
@@ -270,16 +335,21 @@ impl Controller {
     }
 
     /// Claims I/O queue `qid`, which arrived through `path`; false when it
-    /// is taken, or when the subsystem is no longer reachable that way
-    /// (checked under the lock revocation scans, see
-    /// [`Subsystem::revoke`]).
-    pub fn attach_io_queue(&self, qid: u16, path: QpairPath) -> bool {
+    /// is taken, or when `reachable` (the subsystem's check) says the
+    /// subsystem is no longer reachable that way (checked under the lock
+    /// revocation scans, see `Subsystem::revoke`).
+    pub fn attach_io_queue(
+        &self,
+        qid: u16,
+        path: QpairPath,
+        reachable: impl FnOnce(SocketAddr) -> bool,
+    ) -> bool {
         let mut q = self.io_queues.lock().unwrap_or_else(|p| p.into_inner());
-        if q.contains_key(&qid) || !self.subsystem.reachable_through(path.listen) {
+        if q.contains_key(&qid) || !reachable(path.listen) {
             return false;
         }
         q.insert(qid, path);
-        self.subsystem.qpair_counts.io_opened();
+        self.table.qpair_counts.io_opened();
         true
     }
 
@@ -291,7 +361,7 @@ impl Controller {
             .unwrap_or_else(|p| p.into_inner())
             .remove(&qid);
         if removed.is_some() {
-            self.subsystem.qpair_counts.io_closed();
+            self.table.qpair_counts.io_closed();
         }
     }
 
@@ -373,6 +443,102 @@ impl Controller {
     }
 }
 
+/// Why [`ControllerTable::register`] refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RegisterError {
+    /// The host is not allowed (any more).
+    NotAllowed,
+    /// The subsystem was deleted, or is not reachable through the listener
+    /// the Connect arrived on (any more).
+    Unreachable,
+    /// Every controller id is taken.
+    Busy,
+}
+
+/// Controller ids a dynamic controller may get (0xFFF0.. are reserved).
+const MAX_CNTLID: u16 = 0xffef;
+
+/// One subsystem's controllers by id, held weakly: a controller lives as
+/// long as a queue pair holds it, and leaves the table when torn down.
+pub(crate) struct ControllerTable {
+    subnqn: String,
+    controllers: Mutex<BTreeMap<u16, Weak<Controller>>>,
+    next_cntlid: Mutex<u16>,
+    /// The target's queue pair counts (shared by all its subsystems).
+    qpair_counts: Arc<QpairCounts>,
+}
+
+impl ControllerTable {
+    /// An empty table for subsystem `subnqn`.
+    pub(crate) fn new(subnqn: &str, qpair_counts: Arc<QpairCounts>) -> Self {
+        Self {
+            subnqn: subnqn.to_owned(),
+            controllers: Mutex::new(BTreeMap::new()),
+            next_cntlid: Mutex::new(1),
+            qpair_counts,
+        }
+    }
+
+    /// The target's queue pair counts.
+    #[cfg(test)]
+    pub(crate) fn qpair_counts(&self) -> &QpairCounts {
+        &self.qpair_counts
+    }
+
+    /// Registers a new controller under a fresh dynamic id, if `admit`
+    /// (the subsystem's access check, run under the table's lock so that a
+    /// revocation either sees the new controller or refuses it) allows.
+    pub(crate) fn register(
+        self: &Arc<Self>,
+        admit: impl FnOnce() -> Result<(), RegisterError>,
+        new: NewController,
+    ) -> Result<Arc<Controller>, RegisterError> {
+        let mut ctrls = self.controllers.lock().unwrap_or_else(|p| p.into_inner());
+        admit()?;
+        ctrls.retain(|_, w| w.strong_count() > 0);
+        let mut next = self.next_cntlid.lock().unwrap_or_else(|p| p.into_inner());
+        for _ in 0..MAX_CNTLID {
+            let id = *next;
+            *next = if id >= MAX_CNTLID { 1 } else { id + 1 };
+            if let std::collections::btree_map::Entry::Vacant(slot) = ctrls.entry(id) {
+                let c = Arc::new(Controller::new(id, self.clone(), new));
+                slot.insert(Arc::downgrade(&c));
+                self.qpair_counts.admin_opened();
+                return Ok(c);
+            }
+        }
+        Err(RegisterError::Busy)
+    }
+
+    /// Forgets controller `cntlid`.
+    fn unregister(&self, cntlid: u16) {
+        self.controllers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&cntlid);
+    }
+
+    /// The controller `cntlid`, if it is alive.
+    pub(crate) fn get(&self, cntlid: u16) -> Option<Arc<Controller>> {
+        self.controllers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&cntlid)
+            .and_then(Weak::upgrade)
+            .filter(|c| !c.is_torn_down())
+    }
+
+    /// Every live controller.
+    pub(crate) fn live(&self) -> Vec<Arc<Controller>> {
+        self.controllers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .filter_map(Weak::upgrade)
+            .collect()
+    }
+}
+
 /// Queue pairs of the whole target, for `nvmf_get_stats` (SPDK counts them
 /// per poll group; this target has one). Shared by every subsystem.
 #[derive(Debug, Default)]
@@ -397,7 +563,7 @@ pub struct QpairCountsSnapshot {
 }
 
 impl QpairCounts {
-    pub(crate) fn admin_opened(&self) {
+    fn admin_opened(&self) {
         self.admin_total.fetch_add(1, Ordering::Relaxed);
         self.admin_current.fetch_add(1, Ordering::Relaxed);
     }
@@ -501,21 +667,23 @@ mod tests {
 
     #[tokio::test]
     async fn revocation_waits_until_the_controller_is_gone() {
-        use crate::stats::SubsystemStats;
-        use crate::subsystem::SubsystemConfig;
-        let nqn = "nqn.2016-06.io.x:r";
-        let stats = SubsystemStats::register(&metrics::Registry::new(), nqn);
-        let sub = Arc::new(Subsystem::new(
-            SubsystemConfig::new(nqn),
-            false,
-            stats,
+        let table = Arc::new(ControllerTable::new(
+            "nqn.2016-06.io.x:r",
             Arc::new(QpairCounts::default()),
         ));
-        let path = QpairPath {
+        let admin_path = QpairPath {
             listen: "127.0.0.1:4420".parse().unwrap(),
             peer: "127.0.0.1:5000".parse().unwrap(),
         };
-        let c = Arc::new(Controller::new(1, sub, "h".into(), [0; 16], 0, 1, path));
+        let new = NewController {
+            hostnqn: "h".into(),
+            host_id: [0; 16],
+            kato_ms: 0,
+            io_queues: 1,
+            admin_path,
+        };
+        let c = table.register(|| Ok(()), new).unwrap();
+        assert_eq!(table.live().len(), 1);
         // A queue pair still holds the controller: not gone, whatever the
         // bound (zero: one poll, no clock involved).
         let queue_pair = c.clone();

@@ -1,16 +1,14 @@
 //! Admin commands (queue 0): Identify, Get Log Page, Set/Get Features, Keep
 //! Alive, Asynchronous Event Request, Abort. All complete synchronously
 //! except AERs, which stay outstanding until an event or a shutdown.
-
-use std::sync::atomic::Ordering;
+//! Data for the host goes into the queue's reply buffer, reused.
 
 use nvmf::cqe::{Cqe, Status};
 use nvmf::sqe::{opcode, sgl, Sqe};
 
-use crate::connection::Connection;
-use crate::controller::CSTS_RDY;
-use crate::identify::{self, cns, ControllerIdentity, ControllerType};
-use crate::log_page::{self, lid};
+use super::identify::{self, cns, ControllerIdentity, ControllerType};
+use super::log_page::{self, lid};
+use super::{Outcome, Queue};
 
 /// Feature identifiers served.
 mod fid {
@@ -31,15 +29,20 @@ const MAX_AERS: usize = 4;
 /// Firmware revision reported in Identify.
 const FIRMWARE: &str = env!("CARGO_PKG_VERSION");
 
-impl Connection {
-    pub(crate) fn admin(&mut self, sqe: &Sqe, data: &[u8]) {
-        let _ = data;
+/// Completes `cid` with `status` and no result.
+fn complete(cid: u16, status: Status) -> Outcome {
+    Outcome::Complete(Cqe::new(cid, status))
+}
+
+impl Queue {
+    /// Admin commands; the controller must be enabled.
+    pub(super) fn admin(&mut self, sqe: &Sqe) -> Outcome {
         let cid = sqe.cid();
-        let Some(b) = &self.bound else { return };
-        let ctrl = b.ctrl.clone();
-        let ready = ctrl.regs.lock().unwrap_or_else(|p| p.into_inner()).csts & CSTS_RDY != 0;
-        if !ready {
-            return self.complete(cid, Status::SEQUENCE_ERROR);
+        let Some(b) = &self.bound else {
+            return complete(cid, Status::SEQUENCE_ERROR);
+        };
+        if !b.ctrl.is_ready() {
+            return complete(cid, Status::SEQUENCE_ERROR);
         }
         match sqe.opcode() {
             opcode::IDENTIFY => self.identify(sqe),
@@ -47,25 +50,24 @@ impl Connection {
             opcode::SET_FEATURES => self.set_features(sqe),
             opcode::GET_FEATURES => self.get_features(sqe),
             opcode::KEEP_ALIVE => {
-                ctrl.keep_alive();
-                self.complete(cid, Status::SUCCESS);
+                b.ctrl.keep_alive();
+                complete(cid, Status::SUCCESS)
             }
             opcode::ASYNC_EVENT_REQUEST => {
                 if self.aers.len() >= MAX_AERS {
-                    return self.complete(cid, Status::AER_LIMIT_EXCEEDED);
+                    return complete(cid, Status::AER_LIMIT_EXCEEDED);
                 }
                 self.aers.push(cid);
                 self.deliver_events();
+                Outcome::Deferred
             }
-            opcode::ABORT => {
-                // DW0 bit 0 set: the command was not aborted (they are
-                // short-lived; hosts then wait for it to complete).
-                self.respond(Cqe {
-                    dw0: 1,
-                    ..Cqe::new(cid, Status::SUCCESS)
-                });
-            }
-            _ => self.complete(cid, Status::INVALID_OPCODE),
+            // DW0 bit 0 set: the command was not aborted (they are
+            // short-lived; hosts then wait for it to complete).
+            opcode::ABORT => Outcome::Complete(Cqe {
+                dw0: 1,
+                ..Cqe::new(cid, Status::SUCCESS)
+            }),
+            _ => complete(cid, Status::INVALID_OPCODE),
         }
     }
 
@@ -73,34 +75,36 @@ impl Connection {
         self.bound.as_ref().is_some_and(|b| b.sub.is_discovery)
     }
 
-    /// Sends `len` bytes of `self.page`-like data to the host for `sqe`,
-    /// checking its data pointer.
-    fn reply_data(&mut self, sqe: &Sqe, data: &[u8]) {
+    /// Answers `sqe` with the first `len` bytes of `self.reply` (no more
+    /// than the host's buffer holds), checking its data pointer.
+    fn reply_data(&mut self, sqe: &Sqe, len: usize) -> Outcome {
         let cid = sqe.cid();
         let d = sqe.sgl();
         if d.kind != sgl::TRANSPORT {
-            return self.complete(cid, Status::SGL_TYPE_INVALID);
+            return complete(cid, Status::SGL_TYPE_INVALID);
         }
-        let n = data.len().min(d.length as usize);
-        self.send_data(cid, &data[..n], Cqe::new(cid, Status::SUCCESS));
+        self.reply_len = len.min(d.length as usize);
+        Outcome::Reply(Cqe::new(cid, Status::SUCCESS))
     }
 
-    fn identify(&mut self, sqe: &Sqe) {
+    fn identify(&mut self, sqe: &Sqe) -> Outcome {
         let cid = sqe.cid();
         let cdw10 = sqe.cdw(10);
         let cns_value = (cdw10 & 0xff) as u8;
         let csi = (sqe.cdw(11) >> 24) as u8;
         let nsid = sqe.nsid();
-        let Some(b) = &self.bound else { return };
+        let Some(b) = &self.bound else {
+            return complete(cid, Status::SEQUENCE_ERROR);
+        };
         let sub = b.sub.clone();
         let cntlid = b.ctrl.cntlid;
-        let mut page = std::mem::take(&mut self.page);
+        let mut page = std::mem::take(&mut self.reply);
         let result = if self.is_discovery() && cns_value != cns::CONTROLLER {
             Err(Status::INVALID_FIELD)
         } else {
             match cns_value {
                 cns::CONTROLLER => {
-                    let opts = &self.target.opts;
+                    let opts = self.target.opts();
                     identify::controller(
                         &mut page,
                         &ControllerIdentity {
@@ -128,7 +132,7 @@ impl Connection {
                         Err(Status::INVALID_FIELD)
                     } else if nsid == u32::MAX && cns_value == cns::NAMESPACE {
                         // Capabilities common to all namespaces: none.
-                        page.fill(0);
+                        page[..identify::IDENTIFY_LEN].fill(0);
                         Ok(())
                     } else if nsid == 0 || nsid > sub.max_namespaces {
                         Err(Status::INVALID_NAMESPACE)
@@ -143,12 +147,12 @@ impl Connection {
                                 Ok(())
                             }
                             (Some(_), _) => {
-                                page.fill(0);
+                                page[..identify::IDENTIFY_LEN].fill(0);
                                 Ok(())
                             }
                             // Inactive nsid: a zeroed structure (spec).
                             (None, cns::NAMESPACE) => {
-                                page.fill(0);
+                                page[..identify::IDENTIFY_LEN].fill(0);
                                 Ok(())
                             }
                             (None, _) => Err(Status::INVALID_NAMESPACE),
@@ -165,20 +169,20 @@ impl Connection {
                     }
                 }
                 cns::CS_CONTROLLER if csi == 0 => {
-                    page.fill(0);
+                    page[..identify::IDENTIFY_LEN].fill(0);
                     Ok(())
                 }
                 _ => Err(Status::INVALID_FIELD),
             }
         };
+        self.reply = page;
         match result {
-            Ok(()) => self.reply_data(sqe, &page),
-            Err(st) => self.complete(cid, st),
+            Ok(()) => self.reply_data(sqe, identify::IDENTIFY_LEN),
+            Err(st) => complete(cid, st),
         }
-        self.page = page;
     }
 
-    fn get_log_page(&mut self, sqe: &Sqe) {
+    fn get_log_page(&mut self, sqe: &Sqe) -> Outcome {
         let cid = sqe.cid();
         let cdw10 = sqe.cdw(10);
         let log_id = (cdw10 & 0xff) as u8;
@@ -186,10 +190,12 @@ impl Connection {
         let numd = (u64::from(sqe.cdw(11) & 0xffff) << 16 | u64::from(cdw10 >> 16)) + 1;
         let len = (numd * 4) as usize;
         let offset = u64::from(sqe.cdw(12)) | (u64::from(sqe.cdw(13)) << 32);
-        if offset % 4 != 0 || len > self.target.opts.max_io_size as usize {
-            return self.complete(cid, Status::INVALID_FIELD);
+        if offset % 4 != 0 || len > self.target.opts().max_io_size as usize {
+            return complete(cid, Status::INVALID_FIELD);
         }
-        let Some(b) = &self.bound else { return };
+        let Some(b) = &self.bound else {
+            return complete(cid, Status::SEQUENCE_ERROR);
+        };
         let ctrl = b.ctrl.clone();
         let stats = b.stats.clone();
         let discovery = b.sub.is_discovery;
@@ -206,18 +212,22 @@ impl Connection {
             (lid::CHANGED_NS_LIST, false) => {
                 log_page::changed_ns_list(&ctrl.changed_namespaces(retain))
             }
-            _ => return self.complete(cid, Status::INVALID_LOG_PAGE),
+            _ => return complete(cid, Status::INVALID_LOG_PAGE),
         };
-        let mut out = vec![0u8; len];
-        log_page::slice_into(&mut out, &page, offset);
-        self.reply_data(sqe, &out);
+        if self.reply.len() < len {
+            self.reply.resize(len, 0);
+        }
+        log_page::slice_into(&mut self.reply[..len], &page, offset);
+        self.reply_data(sqe, len)
     }
 
-    fn set_features(&mut self, sqe: &Sqe) {
+    fn set_features(&mut self, sqe: &Sqe) -> Outcome {
         let cid = sqe.cid();
         let feature = (sqe.cdw(10) & 0xff) as u8;
         let dw11 = sqe.cdw(11);
-        let Some(b) = &self.bound else { return };
+        let Some(b) = &self.bound else {
+            return complete(cid, Status::SEQUENCE_ERROR);
+        };
         let ctrl = b.ctrl.clone();
         let discovery = b.sub.is_discovery;
         let mut dw0 = 0;
@@ -225,47 +235,46 @@ impl Connection {
             fid::NUMBER_OF_QUEUES if !discovery => {
                 let (nsqr, ncqr) = (dw11 & 0xffff, dw11 >> 16);
                 if nsqr == 0xffff || ncqr == 0xffff {
-                    return self.complete(cid, Status::INVALID_FIELD);
+                    return complete(cid, Status::INVALID_FIELD);
                 }
-                let max = u32::from(self.target.opts.max_io_qpairs_per_ctrlr) - 1;
+                let max = u32::from(self.target.opts().max_io_qpairs_per_ctrlr) - 1;
                 let (sq, cq) = (nsqr.min(max), ncqr.min(max));
-                ctrl.io_queues_granted
-                    .store(sq.min(cq) + 1, Ordering::Relaxed);
+                ctrl.grant_io_queues(sq.min(cq) + 1);
                 dw0 = sq | (cq << 16);
             }
             fid::KEEP_ALIVE_TIMER => ctrl.set_kato_ms(dw11),
             fid::ASYNC_EVENT_CONFIG => ctrl.set_aen_config(dw11),
-            fid::VOLATILE_WRITE_CACHE if !discovery => {
-                ctrl.write_cache.store(dw11 & 1, Ordering::Relaxed)
-            }
+            fid::VOLATILE_WRITE_CACHE if !discovery => ctrl.set_write_cache(dw11 & 1),
             fid::ARBITRATION
             | fid::POWER_MANAGEMENT
             | fid::TEMPERATURE_THRESHOLD
             | fid::ERROR_RECOVERY
             | fid::INTERRUPT_COALESCING
                 if !discovery => {}
-            _ => return self.complete(cid, Status::INVALID_FIELD),
+            _ => return complete(cid, Status::INVALID_FIELD),
         }
-        self.respond(Cqe {
+        Outcome::Complete(Cqe {
             dw0,
             ..Cqe::new(cid, Status::SUCCESS)
-        });
+        })
     }
 
-    fn get_features(&mut self, sqe: &Sqe) {
+    fn get_features(&mut self, sqe: &Sqe) -> Outcome {
         let cid = sqe.cid();
         let feature = (sqe.cdw(10) & 0xff) as u8;
-        let Some(b) = &self.bound else { return };
+        let Some(b) = &self.bound else {
+            return complete(cid, Status::SEQUENCE_ERROR);
+        };
         let ctrl = b.ctrl.clone();
         let discovery = b.sub.is_discovery;
         let dw0 = match feature {
             fid::NUMBER_OF_QUEUES if !discovery => {
-                let n = ctrl.io_queues_granted.load(Ordering::Relaxed).max(1) - 1;
+                let n = ctrl.io_queues_granted().max(1) - 1;
                 n | (n << 16)
             }
             fid::KEEP_ALIVE_TIMER => ctrl.kato_ms(),
             fid::ASYNC_EVENT_CONFIG => ctrl.aen_config(),
-            fid::VOLATILE_WRITE_CACHE if !discovery => ctrl.write_cache.load(Ordering::Relaxed),
+            fid::VOLATILE_WRITE_CACHE if !discovery => ctrl.write_cache(),
             // Warning threshold 70 C in Kelvin.
             fid::TEMPERATURE_THRESHOLD if !discovery => 343,
             fid::ARBITRATION
@@ -276,11 +285,11 @@ impl Connection {
             {
                 0
             }
-            _ => return self.complete(cid, Status::INVALID_FIELD),
+            _ => return complete(cid, Status::INVALID_FIELD),
         };
-        self.respond(Cqe {
+        Outcome::Complete(Cqe {
             dw0,
             ..Cqe::new(cid, Status::SUCCESS)
-        });
+        })
     }
 }
