@@ -1,0 +1,120 @@
+//! The volume's life around the crash-safe table: a shrink, a failing
+//! cache device, failing metadata writes, and the restart after them.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::common::Rng;
+use crate::device::{Area, Ops};
+use crate::rig::{settle, Rig};
+
+/// How long a request or a stop may take before the test calls it hung
+/// (virtual time under a paused clock: it passes at once once nothing can
+/// run).
+const HANG: Duration = Duration::from_secs(20);
+
+/// Was a defect: shrinking a volume whose cut-off units held cached blocks leaves
+/// removals pending on units the table no longer has; every later plan that
+/// writes anything waits for them forever.
+#[tokio::test(start_paused = true)]
+async fn shrink_with_cached_blocks_then_write_hangs() {
+    let rig = Rig::builder(json!({"write_mode": "wt", "cache_size_mib": 4,
+        "cleaning": {"policy": "nop"}, "seq_cutoff": {"policy": "never"}}))
+    .build()
+    .await;
+    // Fill the cache with clean blocks (reads).
+    for i in 0..64u64 {
+        rig.read(i * (256 << 10), 64 << 10).await;
+    }
+    // Their entries are on the device.
+    settle().await;
+    let st = rig.vol.stats().await.unwrap();
+    eprintln!("occupancy before shrink {}", st.usage.occupancy_bytes);
+    assert!(
+        st.usage.occupancy_bytes > 1 << 20,
+        "no cached block lies in the units a shrink to 1 MiB cuts"
+    );
+    rig.vol.resize(1).await.unwrap();
+    let w = rig
+        .bdev
+        .write(20 << 20, bdev::DmaBuf::from_slice(&[7; 4096]));
+    let r = tokio::time::timeout(HANG, w).await;
+    assert!(r.is_ok(), "a write after shrinking never completes");
+    r.unwrap().1.unwrap();
+    let s = tokio::time::timeout(HANG, rig.vol.stop(false)).await;
+    assert!(s.is_ok(), "stop hangs");
+}
+
+/// Was a defect: a cache error with no dirty data degrades the volume to
+/// pass-through and forgets the engine's blocks, but their entries stay on
+/// the device; pass-through writes then change core underneath, and a
+/// restart with `load` (what a persisted config does) serves the stale
+/// cached copy.
+#[tokio::test(start_paused = true)]
+async fn degraded_volume_restores_stale_clean_blocks() {
+    let rig = Rig::builder(json!({"write_mode": "wt", "cleaning": {"policy": "nop"},
+        "seq_cutoff": {"policy": "never"}}))
+    .build()
+    .await;
+    let mut rng = Rng(3);
+    let mut a = vec![0u8; 64 << 10];
+    rng.fill(&mut a);
+    rig.write(0, &a).await;
+    rig.read(0, 64 << 10).await;
+    // Every metadata write is done: the failure below hits the fill.
+    settle().await;
+    rig.cache.fail_next(Ops::writes(Area::Data), 1);
+    let _ = rig.bdev.read(8 << 20, bdev::DmaBuf::new(64 << 10)).await;
+    assert_eq!(
+        rig.cache.failures(),
+        1,
+        "the fill's cache write did not fail"
+    );
+    assert!(rig.vol.degraded());
+    let mut bb = vec![0u8; 64 << 10];
+    rng.fill(&mut bb);
+    rig.write(0, &bb).await;
+    let got = rig.read(0, 64 << 10).await;
+    assert!(got[..] == bb[..], "reads the new data before the restart");
+    let rig = rig.restart().await;
+    let got = rig.read(0, 64 << 10).await;
+    assert!(
+        got[..] == bb[..],
+        "after restart the cache serves the stale copy"
+    );
+    rig.stop().await;
+}
+
+/// Was a defect: a metadata write that keeps failing is retried at once, forever
+/// (a hot loop), and the write-back write waiting for it is never answered;
+/// stop (and so delete with force) never finishes either.
+///
+/// On real time and threads: a hot loop never lets a paused clock move, so
+/// under one the time limits below would never pass. Nothing here is
+/// ordered by time; the limits only tell a hang.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failing_metadata_write_hangs_request_and_stop() {
+    let rig = Rig::builder(json!({"write_mode": "wb", "cleaning": {"policy": "nop"},
+        "seq_cutoff": {"policy": "never"}}))
+    .build()
+    .await;
+    rig.cache.fail_all(Ops::writes(Area::Meta));
+    let w = tokio::time::timeout(
+        HANG,
+        rig.bdev.write(0, bdev::DmaBuf::from_slice(&[1; 4096])),
+    )
+    .await;
+    let st = rig.vol.stats().await.unwrap();
+    eprintln!(
+        "write answered: {}, degraded {}, meta writes so far {:?}",
+        w.is_ok(),
+        st.degraded,
+        st
+    );
+    let s = tokio::time::timeout(HANG, rig.vol.delete(true)).await;
+    rig.cache.stop_failing();
+    eprintln!("delete(force) finished: {}", s.is_ok());
+    assert!(w.is_ok(), "the write-back write is never answered");
+    assert!(s.is_ok(), "delete(force) never finishes");
+}
