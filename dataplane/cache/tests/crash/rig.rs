@@ -40,6 +40,34 @@ pub async fn settle() {
     tokio::time::sleep(Duration::from_millis(1)).await;
 }
 
+/// Scheduler turns [`answered`] gives a future before it calls it hung.
+const TURNS: usize = 100_000;
+
+/// `fut`'s output, or `None` when it hangs: when other tasks have had
+/// [`TURNS`] turns and it is still not done, whether they spin (a hot loop,
+/// which would never let a paused clock move) or wait for something that
+/// never comes. The clock does not move meanwhile, so what `fut` waits for
+/// must not need a timer (the cleaning tick).
+pub async fn answered<F: std::future::Future>(fut: F) -> Option<F::Output> {
+    let mut fut = std::pin::pin!(fut);
+    for _ in 0..TURNS {
+        tokio::select! {
+            biased;
+            out = &mut fut => return Some(out),
+            () = tokio::task::yield_now() => {}
+        }
+    }
+    None
+}
+
+/// Lets the other tasks have [`TURNS`] turns with the clock held: only
+/// work that needs no timer happens.
+pub async fn busy() {
+    for _ in 0..TURNS {
+        tokio::task::yield_now().await;
+    }
+}
+
 /// What a [`Rig`] is built from.
 pub struct RigBuilder {
     json: serde_json::Value,
@@ -192,9 +220,12 @@ impl Rig {
             self.crash();
         }
         eprintln!(
-            "acknowledged {} the {} held writes were let through",
-            if early { "before" } else { "after" },
-            if early { "lost" } else { "landed" }
+            "{}",
+            if early {
+                "acknowledged while the held writes were still held: they are lost"
+            } else {
+                "acknowledged once the held writes were let through: they landed"
+            }
         );
         out
     }
