@@ -5,7 +5,7 @@
 use serde_json::json;
 
 use crate::device::{Area, Ops};
-use crate::rig::Rig;
+use crate::rig::{must, Rig};
 
 /// Was a defect: a write-back write whose entry is already in the in-memory
 /// table (record() returns None) is acknowledged without waiting for the
@@ -24,7 +24,7 @@ async fn rewrite_acked_before_its_entry_is_durable() {
     // still not durable.
     let w2 = rig.submit_write(0, &[0xbb; 4096]);
     rig.crash_at_ack(w2, &meta).await.unwrap();
-    let _ = w1.await;
+    let _ = must("W1", w1).await;
     let rig = rig.restart().await;
     let got = rig.read(0, 4096).await;
     assert!(
@@ -50,7 +50,7 @@ async fn disjoint_write_inside_unacked_dirty_hull_lost() {
     meta.reached(1).await;
     let w2 = rig.submit_write(4096, &[0x22; 4096]);
     rig.crash_at_ack(w2, &meta).await.unwrap();
-    let _ = w3.await;
+    let _ = must("W3", w3).await;
     let rig = rig.restart().await;
     let got = rig.read(4096, 4096).await;
     assert!(

@@ -21,11 +21,12 @@ pub enum Kind {
     Write,
 }
 
-/// Where on the device: the cache device's unit-metadata area or data
-/// area, or anywhere.
+/// Where on the device: the cache device's header (the superblock copies
+/// holding the volume table), unit-metadata area or data area, or anywhere.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Area {
     Whole,
+    Header,
     Meta,
     Data,
 }
@@ -63,6 +64,7 @@ struct Fault {
 /// What the test controls of one device (shared with the bdev it wraps).
 pub struct Steer {
     whole: Range<u64>,
+    header: Range<u64>,
     meta: Range<u64>,
     data: Range<u64>,
     crashed: AtomicBool,
@@ -109,6 +111,7 @@ impl Steer {
     fn range(&self, area: Area) -> &Range<u64> {
         match area {
             Area::Whole => &self.whole,
+            Area::Header => &self.header,
             Area::Meta => &self.meta,
             Area::Data => &self.data,
         }
@@ -151,22 +154,24 @@ impl Steer {
     }
 }
 
-/// `ram` steered. For a cache device, [`Area::Meta`] and [`Area::Data`]
-/// are the areas of the format a device of its size gets; for core both
-/// are the whole device.
+/// `ram` steered. For a cache device, [`Area::Header`], [`Area::Meta`] and
+/// [`Area::Data`] are the areas of the format a device of its size gets;
+/// for core each is the whole device.
 pub fn steered(ram: &Arc<Bdev>, cache_device: bool) -> (CountedBdev, Arc<Steer>) {
     let size = ram.info().size_bytes();
-    let (meta, data) = if cache_device {
+    let (header, meta, data) = if cache_device {
         let g = Geometry::for_device(size);
         (
+            0..g.meta_offset,
             g.meta_offset..g.data_offset,
             g.data_offset..g.device_bytes(),
         )
     } else {
-        (0..size, 0..size)
+        (0..size, 0..size, 0..size)
     };
     let steer = Arc::new(Steer {
         whole: 0..size,
+        header,
         meta,
         data,
         crashed: AtomicBool::new(false),

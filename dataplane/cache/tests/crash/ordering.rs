@@ -5,7 +5,7 @@
 use serde_json::json;
 
 use crate::device::{Area, Ops};
-use crate::rig::{settle, Rig};
+use crate::rig::{must, settle, Rig};
 
 /// Was a defect: done() re-records every engine block overlapping the finished
 /// request's range, including a block another in-flight request allocated
@@ -28,14 +28,14 @@ async fn entry_of_unwritten_block_recorded_by_neighbour() {
     core_reads.reached(2).await;
     let fills = rig.cache.gate(Ops::writes(Area::Data), "cache data writes");
     core_reads.open();
-    r1.await.unwrap().unwrap();
+    must("R1", r1).await.unwrap().unwrap();
     // R2's data is held; whatever R1's completion recorded reaches the
     // device.
     fills.reached(1).await;
     settle().await;
     rig.crash();
     fills.open();
-    let _ = r2.await;
+    let _ = must("R2", r2).await;
     let rig = rig.restart().await;
     let st = rig.vol.stats().await.unwrap();
     eprintln!("restored occupancy {}", st.usage.occupancy_bytes);
@@ -74,7 +74,7 @@ async fn bypass_write_skips_removal_barrier() {
     rig.vol.set_mode(CacheMode::Pt).await.unwrap();
     let w = rig.submit_write(0, &[0xb2; 64 << 10]);
     rig.crash_at_ack(w, &meta).await.unwrap();
-    let _ = r.await;
+    let _ = must("the evicting read", r).await;
     let rig = rig.restart().await;
     let got = rig.read(0, 64 << 10).await;
     assert!(

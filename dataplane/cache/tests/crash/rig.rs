@@ -62,6 +62,15 @@ pub async fn answered<F: std::future::Future>(fut: F) -> Option<F::Output> {
     None
 }
 
+/// `fut`'s output; fails the test when it hangs (see [`answered`]), so
+/// that a regression fails instead of running the paused clock on forever.
+pub async fn must<F: std::future::Future>(what: &str, fut: F) -> F::Output {
+    match answered(fut).await {
+        Some(out) => out,
+        None => panic!("{what} never completes"),
+    }
+}
+
 /// Lets the other tasks have [`TURNS`] turns with the clock held: only
 /// work that needs no timer happens.
 pub async fn busy() {
@@ -161,25 +170,29 @@ impl Rig {
     /// attaches with `load` to what is on the media, through a cache
     /// device opened again.
     pub async fn restart(self) -> Rig {
-        self.vol.stop(false).await.unwrap();
+        must("stopping the volume", self.vol.stop(false))
+            .await
+            .unwrap();
         Rig::start(self.core_ram, self.cache_ram, self.json, true).await
     }
 
     /// Stops the volume without flushing.
     pub async fn stop(self) {
-        self.vol.stop(false).await.unwrap();
+        must("stopping the volume", self.vol.stop(false))
+            .await
+            .unwrap();
     }
 
     /// Reads through the volume; the read must succeed.
     pub async fn read(&self, offset: u64, len: usize) -> DmaBuf {
-        let (got, r) = self.bdev.read(offset, DmaBuf::new(len)).await;
+        let (got, r) = must("a read", self.bdev.read(offset, DmaBuf::new(len))).await;
         r.unwrap();
         got
     }
 
     /// Writes through the volume; the write must succeed.
     pub async fn write(&self, offset: u64, data: &[u8]) {
-        let (_, r) = self.bdev.write(offset, DmaBuf::from_slice(data)).await;
+        let (_, r) = must("a write", self.bdev.write(offset, DmaBuf::from_slice(data))).await;
         r.unwrap();
     }
 
@@ -217,7 +230,7 @@ impl Rig {
             self.crash();
         }
         held.open();
-        let out = req.await.expect("the request's task");
+        let out = must("the request", req).await.expect("the request's task");
         if !early {
             self.crash();
         }
