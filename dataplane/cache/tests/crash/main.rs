@@ -6,8 +6,10 @@
 //! loaded again from the same RAM and what was acknowledged must read back.
 //!
 //! No test orders events by a delay: each waits until the operation that
-//! opens its window is held at a gate, and the tests that must know that
-//! nothing else can happen run under a paused clock ([`rig::settle`]). With
+//! opens its window is held at a gate, and every test runs under a paused
+//! clock, which moves only when no task can run: [`rig::settle`] is "all
+//! that can happen has happened", and a hang or a hot loop fails the test
+//! within a bounded number of scheduler turns ([`rig::must`]). With
 //! correct ordering every assertion holds whatever the interleaving; the
 //! gates make sure the interleaving that breaks a wrong ordering happens.
 //!
