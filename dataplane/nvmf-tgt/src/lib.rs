@@ -65,10 +65,7 @@ pub mod subsystem;
 mod target;
 pub mod tcp;
 
-pub use ctrlr::{controller, identify, log_page};
-pub use tcp::{bufpool, outbox};
-
-pub use controller::{Controller, QpairCountsSnapshot, QpairPath, Revocation};
+pub use ctrlr::controller::{Controller, QpairCountsSnapshot, QpairPath, Revocation};
 pub use options::{TransportOptions, MAX_TIMEOUT};
 pub use poller::{PollMode, Poller};
 pub use subsystem::{ListenAddress, Namespace, Subsystem, SubsystemConfig, DISCOVERY_NQN};
