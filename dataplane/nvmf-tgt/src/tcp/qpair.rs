@@ -652,18 +652,7 @@ impl Connection {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{SubsystemConfig, Target, TransportOptions};
-
-    fn conn() -> Connection {
-        let t = Target::new(TransportOptions::default(), metrics::Registry::new()).unwrap();
-        t.add_subsystem(SubsystemConfig::new("nqn.2016-06.io.spdk:cnode1"))
-            .unwrap();
-        Connection::new(
-            t.state(),
-            "127.0.0.1:1".parse().unwrap(),
-            "127.0.0.1:4420".parse().unwrap(),
-        )
-    }
+    use crate::tcp::tests::conn;
 
     #[test]
     fn request_slot_states_are_counted() {

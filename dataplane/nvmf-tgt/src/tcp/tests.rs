@@ -7,7 +7,8 @@ use super::qpair::{ConnState, Connection};
 use super::recv::{Fatal, RecvBuf};
 use crate::{SubsystemConfig, Target, TransportOptions};
 
-fn conn() -> Connection {
+/// A connection of a target with one subsystem, before its ICReq.
+pub(super) fn conn() -> Connection {
     let t = Target::new(TransportOptions::default(), metrics::Registry::new()).unwrap();
     t.add_subsystem(SubsystemConfig::new("nqn.2016-06.io.spdk:cnode1"))
         .unwrap();
