@@ -23,18 +23,9 @@ fn malloc_cache_refusals_claims_metrics_and_delete_flushes() {
     );
     let call = |m: &str, p: Value| rpc(&socket, m, p);
     const BS: usize = 512;
-    call(
-        "bdev_malloc_create",
-        json!({"name": "Core0", "num_blocks": 65536, "block_size": BS}),
-    );
-    call(
-        "bdev_malloc_create",
-        json!({"name": "Cache0", "num_blocks": 131072, "block_size": BS}),
-    );
-    call(
-        "bdev_malloc_create",
-        json!({"name": "Core1", "num_blocks": 2048, "block_size": BS}),
-    );
+    malloc(&socket, "Core0", 65536, BS);
+    malloc(&socket, "Cache0", 131072, BS);
+    malloc(&socket, "Core1", 2048, BS);
     let good = json!({"name": "C0", "core_bdev_name": "Core0", "cache_bdev_name": "Cache0",
         "cache_size_mib": 16, "write_mode": "wb"});
     let with = |k: &str, v: Value| {
@@ -274,14 +265,8 @@ fn set_mode_set_policy_and_resize() {
     let socket = work.path().join("spdk.sock");
     let d = Daemon::start(&socket, None);
     let call = |m: &str, p: Value| rpc(&socket, m, p);
-    call(
-        "bdev_malloc_create",
-        json!({"name": "Core0", "num_blocks": 16384, "block_size": 512}),
-    );
-    call(
-        "bdev_malloc_create",
-        json!({"name": "Cache0", "num_blocks": 131072, "block_size": 512}),
-    );
+    malloc(&socket, "Core0", 16384, 512);
+    malloc(&socket, "Cache0", 131072, 512);
     call(
         "bdev_adacache_create",
         json!({"name": "C0", "core_bdev_name": "Core0", "cache_bdev_name": "Cache0",

@@ -24,14 +24,8 @@ fn miss_ratio_curve_and_eviction_choice() {
         &["--metrics-listen", &format!("127.0.0.1:{mport}")],
     );
     let call = |m: &str, p: Value| rpc(&socket, m, p);
-    call(
-        "bdev_malloc_create",
-        json!({"name": "Core0", "num_blocks": 65536, "block_size": SECTOR}),
-    );
-    call(
-        "bdev_malloc_create",
-        json!({"name": "Cache0", "num_blocks": 131072, "block_size": SECTOR}),
-    );
+    malloc(&socket, "Core0", 65536, SECTOR);
+    malloc(&socket, "Cache0", 131072, SECTOR);
     // Default block sizes, online eviction choice (asked for explicitly,
     // although it is the default); no sequential cutoff, so that every read goes
     // through the engine.

@@ -13,6 +13,16 @@ use super::{host_params, rpc, unix_rpc};
 pub const NQN: &str = "nqn.2016-06.io.rackcache:cached";
 pub const HOST: &str = "nqn.2014-08.org.nvmexpress:uuid:8a1c0e2e-0000-4000-8000-0000000000d1";
 
+/// Creates a malloc bdev `name` of `num_blocks` blocks of `block_size`
+/// bytes (a core or a cache device of these tests).
+pub fn malloc(socket: &Path, name: &str, num_blocks: u64, block_size: usize) {
+    rpc(
+        socket,
+        "bdev_malloc_create",
+        json!({"name": name, "num_blocks": num_blocks, "block_size": block_size}),
+    );
+}
+
 pub fn connect(port: u16) -> HostController {
     HostController::connect(&host_params(port, NQN, HOST, 0xd1), 1).expect("the host connects")
 }
