@@ -4,12 +4,13 @@
 # $RACKCACHE_CACHE/tools/<name>-<version>/<name>; hack/images.sh packs each
 # into an image named as values.yaml names it. No release binary or image is
 # reachable from here, and plain `go install MOD/cmd/X@V` fails for most of
-# them (replace directives, sumdb misses), so each builds from a wrapper
-# module: require the sidecar, copy its replace lines (a local `=> ./dir`
-# points at the published module of the same version) and its go.sum, then
-# `GOFLAGS=-mod=mod GONOSUMDB=github.com/kubernetes-csi go build`. Cold: 3-5
-# min each on two busy cores, ~15 min for all (the snapshotter's two share one
-# build).
+# them (replace directives, sumdb misses), so they build from one wrapper
+# module that requires every sidecar, carries their replace lines (a local
+# `=> ./dir` points at the published module of the same version) and their
+# go.sum lines, and builds them all in one `go build`. The versions are
+# chosen to share their Kubernetes libraries (k8s.io/* v0.36.1), so
+# client-go and the API types compile once for all of them, not once each:
+# what made the sidecars the slowest step of a cold set-up.
 #
 # csi-node-driver-registrar cannot be built: the module proxy refuses every
 # version of github.com/kubernetes-csi/node-driver-registrar (403), which is
@@ -24,16 +25,16 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 shopt -s inherit_errexit
 
-SIDECARS_VERSION=1
+SIDECARS_VERSION=2
 
 # name|module|version|main package (inside the module)|values.yaml key of its
 # image ("" when the chart has none: snapshot-controller is cluster-wide).
 SIDECARS=(
-  "csi-provisioner|github.com/kubernetes-csi/external-provisioner/v5|v5.3.0|cmd/csi-provisioner|provisioner"
+  "csi-provisioner|github.com/kubernetes-csi/external-provisioner/v6|v6.3.0|cmd/csi-provisioner|provisioner"
   "csi-attacher|github.com/kubernetes-csi/external-attacher/v4|v4.12.0|cmd/csi-attacher|attacher"
   "csi-resizer|github.com/kubernetes-csi/external-resizer/v2|v2.2.0|cmd/csi-resizer|resizer"
-  "csi-snapshotter|github.com/kubernetes-csi/external-snapshotter/v8|v8.4.0|cmd/csi-snapshotter|snapshotter"
-  "snapshot-controller|github.com/kubernetes-csi/external-snapshotter/v8|v8.4.0|cmd/snapshot-controller|"
+  "csi-snapshotter|github.com/kubernetes-csi/external-snapshotter/v8|v8.6.0|cmd/csi-snapshotter|snapshotter"
+  "snapshot-controller|github.com/kubernetes-csi/external-snapshotter/v8|v8.6.0|cmd/snapshot-controller|"
 )
 SNAPSHOT_CLIENT_MODULE="github.com/kubernetes-csi/external-snapshotter/client/v8"
 SIDECAR_REGISTRY="registry.k8s.io/sig-storage"
@@ -52,57 +53,76 @@ sidecar_image() {
   [ "${SIDECAR_IMAGE##*:}" = "$version" ] || die "values.yaml's csi.sidecars.$key is $SIDECAR_IMAGE, but hack/sidecars.sh builds $name $version: update SIDECARS"
 }
 
-# build_sidecar NAME MODULE VERSION PKG: the wrapper-module build (see the top).
-build_sidecar() {
-  local name="$1" mod="$2" version="$3" pkg="$4"
-  local dir="$RACKCACHE_CACHE/tools/$name-$version"
-  [ -x "$dir/$name" ] && return 0
-  local work="$RACKCACHE_CACHE/tools/src/sidecar-$name-$version"
-  log "sidecars: building $name $version from $mod (cold: ~2 min)"
-  rm -rf "$work" && mkdir -p "$work"
+# sidecar_replaces MODULE VERSION GOMOD prints GOMOD's replace lines as
+# "old => new version" lines, a local directory turned into the published
+# module of the same path at VERSION.
+sidecar_replaces() {
+  awk -v ver="$2" '
+    /^replace \($/ { block = 1; next }
+    block && /^\)/ { block = 0; next }
+    /^replace / { sub(/^replace /, ""); line = $0 }
+    block { line = $0 }
+    line ~ /=>/ {
+      n = split(line, f, /[ \t]+/)
+      for (i = 1; i <= n; i++) if (f[i] == "=>") arrow = i
+      src = f[1]; if (src == "") src = f[2]
+      if (f[arrow + 1] ~ /^\.\.?\//) print src " => " src " " ver
+      else print src " => " f[arrow + 1] " " f[arrow + 2]
+    }
+    { line = "" }' "$3"
+}
+
+# build_all_sidecars: the one wrapper module and the one `go build` (see the
+# top); two sidecars that replace one module differently stop the build.
+build_all_sidecars() {
+  local entry name mod version pkg key info gomod srcdir
+  local work="$RACKCACHE_CACHE/tools/src/sidecars-$SIDECARS_VERSION"
+  local out="$work/bin" pkgs=() ldflags=() seen=" "
+  log "sidecars: building ${#SIDECARS[@]} sidecars in one module (cold: ~5 min)"
+  rm -rf "$work" && mkdir -p "$out"
   (
     cd "$work"
     export GONOSUMDB=github.com/kubernetes-csi GOFLAGS=-mod=mod CGO_ENABLED=0
-    go mod init "rackcache.io/sidecar-wrapper/$name" >/dev/null 2>&1
-    local info gomod srcdir
-    info="$(go mod download -json "$mod@$version")"
-    gomod="$(sed -n 's/.*"GoMod": "\(.*\)".*/\1/p' <<<"$info")"
-    srcdir="$(sed -n 's/.*"Dir": "\(.*\)".*/\1/p' <<<"$info")"
-    [ -f "$gomod" ] || die "could not download $mod@$version: $info"
-    {
-      echo "require $mod $version"
-      # Single-line and block replaces; a local directory becomes the
-      # published module of the same path at the sidecar's version.
-      awk -v ver="$version" '
-        /^replace \($/ { block = 1; next }
-        block && /^\)/ { block = 0; next }
-        /^replace / { sub(/^replace /, ""); line = $0 }
-        block { line = $0 }
-        line ~ /=>/ {
-          n = split(line, f, /[ \t]+/)
-          for (i = 1; i <= n; i++) if (f[i] == "=>") arrow = i
-          if (f[arrow + 1] ~ /^\.\.?\//) {
-            src = f[1]; if (src == "") src = f[2]
-            line = src " => " src " " ver
-          }
-          print "replace " line
-        }
-        { line = "" }' "$gomod"
-    } >>go.mod
-    [ -f "$srcdir/go.sum" ] && cp "$srcdir/go.sum" go.sum
-    mkdir -p "$dir"
-    go build -trimpath -ldflags "-s -w -X main.version=$version" -o "$dir/$name.tmp" "$mod/$pkg"
-    mv "$dir/$name.tmp" "$dir/$name"
+    go mod init rackcache.io/sidecar-wrapper >/dev/null 2>&1
+    : >replaces.txt
+    for entry in "${SIDECARS[@]}"; do
+      IFS='|' read -r name mod version pkg key <<<"$entry"
+      pkgs+=("$mod/$pkg")
+      ldflags+=(-ldflags "$mod/$pkg=-s -w -X main.version=$version")
+      case "$seen" in *" $mod@$version "*) continue ;; esac
+      seen+="$mod@$version "
+      info="$(go mod download -json "$mod@$version")"
+      gomod="$(sed -n 's/.*"GoMod": "\(.*\)".*/\1/p' <<<"$info")"
+      srcdir="$(sed -n 's/.*"Dir": "\(.*\)".*/\1/p' <<<"$info")"
+      [ -f "$gomod" ] || die "could not download $mod@$version: $info"
+      echo "require $mod $version" >>go.mod
+      sidecar_replaces "$mod" "$version" "$gomod" >>replaces.txt
+      [ -f "$srcdir/go.sum" ] && cat "$srcdir/go.sum" >>go.sum.all
+    done
+    local conflict
+    conflict="$(LC_ALL=C sort -u replaces.txt | awk '{ n[$1]++ } n[$1] == 2 { print $1 }')"
+    [ -z "$conflict" ] || die "sidecars replace these modules differently: $conflict (pick versions that agree)"
+    LC_ALL=C sort -u replaces.txt | sed 's/^/replace /' >>go.mod
+    LC_ALL=C sort -u go.sum.all >go.sum
+    go build -trimpath "${ldflags[@]}" -o "$out/" "${pkgs[@]}"
   )
+  for entry in "${SIDECARS[@]}"; do
+    IFS='|' read -r name mod version pkg key <<<"$entry"
+    [ -x "$out/$(basename "$pkg")" ] || die "go build made no $(basename "$pkg") in $out"
+    mkdir -p "$RACKCACHE_CACHE/tools/$name-$version"
+    cp "$out/$(basename "$pkg")" "$RACKCACHE_CACHE/tools/$name-$version/$name.tmp"
+    mv "$RACKCACHE_CACHE/tools/$name-$version/$name.tmp" "$RACKCACHE_CACHE/tools/$name-$version/$name"
+  done
 }
 
-# build_sidecars builds every sidecar not yet in the cache, one at a time.
+# build_sidecars builds the sidecars when one is not yet in the cache.
 build_sidecars() {
   local entry name mod version pkg key
   for entry in "${SIDECARS[@]}"; do
     IFS='|' read -r name mod version pkg key <<<"$entry"
     [ -x "$RACKCACHE_CACHE/tools/$name-$version/$name" ] && continue
-    with_lock "tool-$name-$version" build_sidecar "$name" "$mod" "$version" "$pkg"
+    with_lock "sidecars-$SIDECARS_VERSION" build_all_sidecars
+    return 0
   done
 }
 

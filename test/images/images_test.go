@@ -185,7 +185,7 @@ func TestImages(t *testing.T) {
 
 	// The sidecars, named as the chart's values.yaml names them.
 	sidecars := chartSidecars(t)
-	sidecars["snapshot-controller"] = "registry.k8s.io/sig-storage/snapshot-controller:v8.4.0"
+	sidecars["snapshot-controller"] = "registry.k8s.io/sig-storage/snapshot-controller:v8.6.0"
 	for name, ref := range sidecars {
 		if name == "registrar" {
 			// node-driver-registrar: no version is served by the Go module
