@@ -78,9 +78,15 @@ fmt: ## Format Go (gofmt) and Rust (rustfmt) code in place.
 	cd $(DATAPLANE)/nvmf/fuzz && $(CARGO) fmt
 
 .PHONY: fmt-check
-fmt-check: ## Fail when Go or Rust code is not formatted.
+fmt-check: fmt-check-go fmt-check-rust ## Fail when Go or Rust code is not formatted.
+
+.PHONY: fmt-check-go
+fmt-check-go: ## Fail when Go code is not gofmt'ed.
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+
+.PHONY: fmt-check-rust
+fmt-check-rust: ## Fail when Rust code is not rustfmt'ed.
 	cd $(DATAPLANE) && $(CARGO) fmt --all --check
 	cd $(DATAPLANE)/nvmf/fuzz && $(CARGO) fmt --check
 
@@ -89,14 +95,26 @@ vet: ## go vet.
 	go vet $(GO_PACKAGES)
 
 .PHONY: lint
-lint: ## golangci-lint, cargo clippy (-D warnings) and bash -n on hack/.
+lint: lint-go lint-rust ## golangci-lint, cargo clippy (-D warnings) and bash -n on hack/.
+
+.PHONY: lint-go
+lint-go: ## golangci-lint and bash -n on hack/.
 	hack/deps.sh go-tools
 	golangci-lint run $(GO_PACKAGES)
-	cd $(DATAPLANE) && $(CARGO) clippy --workspace --all-targets -- -D warnings
 	@for f in $$(git ls-files -co --exclude-standard 'hack/*.sh' 'hack/**/*.sh' .ci/run); do bash -n "$$f"; done
 
+.PHONY: lint-rust
+lint-rust: ## cargo clippy -D warnings on the dataplane workspace.
+	cd $(DATAPLANE) && $(CARGO) clippy --workspace --all-targets -- -D warnings
+
 .PHONY: verify
-verify: fmt-check vet lint verify-generated ## Everything static: formatting, vet, linters, generated code.
+verify: verify-go verify-rust ## Everything static: formatting, vet, linters, generated code.
+
+.PHONY: verify-go
+verify-go: fmt-check-go vet lint-go verify-generated ## The Go side of verify.
+
+.PHONY: verify-rust
+verify-rust: fmt-check-rust lint-rust ## The Rust side of verify.
 
 .PHONY: verify-generated
 verify-generated: ## Fail when `make generate manifests` would change the generated files on disk.
@@ -123,8 +141,8 @@ operator: ## Build the operator binary into bin/rackcache-operator.
 ##@ Test
 
 .PHONY: test
-test: ## Everything CI runs (set-up included), each step timed (hack/steps.sh).
-	MAKE="$(MAKE)" hack/steps.sh setup verify test-rust test-fuzz test-go test-e2e-smoke
+test: ## Everything CI runs: the set-up, then the Go and the Rust checks and tests side by side, each step timed (hack/steps.sh).
+	MAKE="$(MAKE)" hack/steps.sh setup "verify-go test-go test-e2e-smoke | verify-rust test-rust test-fuzz"
 
 .PHONY: test-go
 test-go: ## Go tests: unit, envtest, real Ceph, the qemu guest.
