@@ -141,8 +141,8 @@ operator: ## Build the operator binary into bin/rackcache-operator.
 ##@ Test
 
 .PHONY: test
-test: ## Everything CI runs: the set-up, then the Go and the Rust checks and tests side by side, each step timed (hack/steps.sh).
-	MAKE="$(MAKE)" hack/steps.sh setup "verify-go test-go test-e2e-smoke | verify-rust test-rust test-fuzz"
+test: ## Everything CI runs (the set-up included), each step timed (hack/steps.sh).
+	MAKE="$(MAKE)" hack/steps.sh setup verify test-rust test-fuzz test-go test-e2e-smoke
 
 .PHONY: test-go
 test-go: ## Go tests: unit, envtest, real Ceph, the qemu guest.

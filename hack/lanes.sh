@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs steps in lanes side by side and times each step: what hack/setup.sh
-# and hack/steps.sh (`make test`) share. Source it; do not run it.
+# Runs steps in lanes side by side and times each step (hack/setup.sh's
+# two lanes). Source it; do not run it.
 #
 # A lane is a name and steps run one after another, each "label=command"
 # (the command is eval'ed). Every output line carries its lane's name; a
@@ -24,15 +24,12 @@ lane_run() {
 
 # lane_report DIR NAME...: print each lane's steps, seconds and failures.
 lane_report() {
-  local dir="$1" name shown label secs rc
+  local dir="$1" name label secs rc
   shift
   for name in "$@"; do
     [ -f "$dir/$name" ] || continue
-    shown="$name"
-    [[ "$name" != _* ]] || shown=""
     while read -r label secs rc; do
-      # Steps outside any lane are recorded under a name starting with _.
-      log "  $(printf '%-8s %-20s %5s s' "$shown" "$label" "$secs")$([ "$rc" = 0 ] || echo "  FAILED")"
+      log "  $(printf '%-8s %-20s %5s s' "$name" "$label" "$secs")$([ "$rc" = 0 ] || echo "  FAILED")"
     done <"$dir/$name"
   done
 }
