@@ -10,7 +10,8 @@
 
 use std::ffi::{c_char, c_int, c_void, CString};
 use std::ptr;
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
 
 use tokio::sync::oneshot;
 
@@ -340,11 +341,7 @@ impl RbdBdev {
             image: handle,
             pool: pool.to_owned(),
             image_name: image.to_owned(),
-            closer: Some(Closer {
-                image: handle,
-                ioctx,
-                cluster,
-            }),
+            closer: Some(Closer::new(handle, ioctx, cluster)),
         };
         check(|| format!("get size of {pool}/{image}"), rc)?;
         Ok(bdev)
@@ -576,7 +573,22 @@ struct Closer {
 // SAFETY: librbd handles may be closed from any thread.
 unsafe impl Send for Closer {}
 
+/// Images opened and not yet closed in this process: a process that exits
+/// with one still open (or with its close still running) leaves the image's
+/// watch and exclusive lock to expire on the OSDs, which stalls the image's
+/// next user for 30 seconds, and races librbd's threads against the exit.
+static OPEN_IMAGES: (Mutex<usize>, Condvar) = (Mutex::new(0), Condvar::new());
+
 impl Closer {
+    fn new(image: ffi::rbd_image_t, ioctx: ffi::rados_ioctx_t, cluster: Arc<RbdCluster>) -> Self {
+        *OPEN_IMAGES.0.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        Self {
+            image,
+            ioctx,
+            cluster,
+        }
+    }
+
     fn close(self) {
         // rbd_close waits for operations still in flight (whose buffers are
         // owned by their pending state) and for the OSDs: it blocks.
@@ -586,7 +598,22 @@ impl Closer {
             ffi::rados_ioctx_destroy(self.ioctx);
         }
         drop(self.cluster);
+        let (count, closed) = &OPEN_IMAGES;
+        *count.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
+        closed.notify_all();
     }
+}
+
+/// Blocks until every image this process opened is closed (background
+/// closes included), or `timeout` passes; returns how many are still open.
+/// For the end of a process, after it has dropped its bdevs.
+pub fn wait_until_all_closed(timeout: Duration) -> usize {
+    let (count, closed) = &OPEN_IMAGES;
+    let guard = count.lock().unwrap_or_else(|e| e.into_inner());
+    let (guard, _) = closed
+        .wait_timeout_while(guard, timeout, |open| *open > 0)
+        .unwrap_or_else(|e| e.into_inner());
+    *guard
 }
 
 impl RbdBdev {

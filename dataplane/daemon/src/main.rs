@@ -286,6 +286,38 @@ async fn run(args: Args, app: Arc<App>) -> Result<(), String> {
             tracing::warn!(bdev = %b.bdev.info().name, error = %e, "flush at shutdown failed");
         }
     }
+    release_all(&app).await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Drops the target and every bdev and Ceph connection, and waits until
+/// librbd has closed each image: an image left open at exit keeps its watch
+/// and exclusive lock on the OSDs until they time out (its next user, this
+/// daemon restarted or another server, stalls 30 seconds), and librbd's
+/// threads would race the process's exit.
+async fn release_all(app: &App) {
+    let mut state = app.state.lock().await;
+    state.nvmf = Default::default();
+    state.caches.clear();
+    let bdevs = std::mem::take(&mut state.bdevs);
+    let clusters = std::mem::take(&mut state.clusters);
+    drop(state);
+    // Newest first: a bdev built on another goes before it.
+    let mut bdevs: Vec<_> = bdevs.into_values().collect();
+    bdevs.sort_by_key(|(seq, _)| std::cmp::Reverse(*seq));
+    for (_, reg) in bdevs {
+        drop(reg);
+    }
+    drop(clusters);
+    let timeout = std::time::Duration::from_secs(60);
+    let open = tokio::task::spawn_blocking(move || bdev::rbd::wait_until_all_closed(timeout))
+        .await
+        .unwrap_or(usize::MAX);
+    if open > 0 {
+        tracing::warn!(
+            open,
+            "rbd images still open at exit; their locks expire on the OSDs"
+        );
+    }
 }

@@ -53,11 +53,25 @@ fn spdk_client_creates_saves_and_restores() {
     let status = d.stop();
     assert!(status.success(), "daemon exit on SIGTERM: {status}");
     assert!(!socket.exists(), "the daemon left its socket behind");
+    assert_image_released(&ceph, "rbd/vol1");
 
     let config = work.path().join("config.json");
     let d = Daemon::start(&socket, Some(&config));
     run_client(&socket, work.path(), "restart", &ceph_env);
-    assert!(d.stop().success());
+    let status = d.stop();
+    assert!(status.success(), "daemon exit on SIGTERM: {status}");
+    assert_image_released(&ceph, "rbd/vol1");
+}
+
+/// A daemon that stopped closed the image: Ceph lists no watcher on it (an
+/// image left open keeps its watch, and its next user waits for the OSD to
+/// time it out).
+fn assert_image_released(ceph: &Ceph, image: &str) {
+    let status = ceph.admin("rbd", &["status", image]);
+    assert!(
+        status.contains("Watchers: none"),
+        "{image} is still watched after the daemon stopped:\n{status}"
+    );
 }
 
 #[test]
