@@ -10,8 +10,8 @@
 #             libCacheSim (libcachesim: the simulator benchmark's baseline and
 #             rackcache-sim --compare-peers) and
 #             prometheus-client (its parser checks our /metrics output)
-#   go-tools  controller-gen, ginkgo, csi-sanity, helm, golangci-lint, kustomize,
-#             kubectl (hack/tools/kubectl, its own module)
+#   go-tools  ginkgo, csi-sanity, golangci-lint; and kubectl, helm,
+#             controller-gen, kustomize from one module (hack/tools/kube)
 #   rust      checks rustfmt and clippy (installed with the toolchain)
 #   cargo-fuzz  cargo-fuzz, built from crates.io into the cache
 #   all       all of the above (default)
@@ -47,13 +47,10 @@ PROMETHEUS_CLIENT_VERSION="0.21.1"
 # name|package@version[|static]; static tools are built without cgo (no
 # shared libraries), into a cache directory of their own.
 GO_TOOLS=(
-  "controller-gen|sigs.k8s.io/controller-tools/cmd/controller-gen@v0.19.0"
   "ginkgo|github.com/onsi/ginkgo/v2/ginkgo@v2.34.0"
   # static: it also runs inside the qemu guest (test/csi)
   "csi-sanity|github.com/kubernetes-csi/csi-test/v5/cmd/csi-sanity@v5.4.0|static"
-  "kustomize|sigs.k8s.io/kustomize/kustomize/v5@v5.8.2"
   "golangci-lint|github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0"
-  "helm|helm.sh/helm/v3/cmd/helm@v3.22.0"
 )
 
 install_apt() {
@@ -102,28 +99,49 @@ install_go_tools() {
     fi
     link_into_bin "$name" "$dir/$name"
   done
-  install_kubectl
+  install_kube_tools
 }
 
-# kubectl has no prebuilt download reachable here and no `go install`-able
-# main package of its own: hack/tools/kubectl is a tiny module whose go.mod
-# pins k8s.io/kubectl, built into the cache keyed by that version.
-install_kubectl() {
-  local mod="$REPO_ROOT/hack/tools/kubectl" version dir
-  version="$(sed -n 's#^\s*k8s.io/kubectl \(v[^ ]*\).*#\1#p' "$mod/go.mod")"
-  [ -n "$version" ] || die "no k8s.io/kubectl version pinned in $mod/go.mod"
-  dir="$RACKCACHE_CACHE/tools/kubectl-$version"
-  if [ ! -x "$dir/kubectl" ]; then
-    log "go-tools: building kubectl $version"
-    # -C: the module's own go.mod, never the project's. The -X flags give
-    # `kubectl version` the release it is (v0.X.Y is Kubernetes 1.X.Y).
-    local release="v1.${version#v0.}" pkg ldflags=""
+# kubectl, helm, controller-gen and kustomize are built by one `go build` of
+# one module of ours (hack/tools/kube), so the Kubernetes client libraries
+# they all use (client-go, api, apimachinery, cli-runtime, kustomize's api)
+# are one release and compile once, not once per tool. kubectl has no
+# `go install`-able main of its own (it lives in k8s.io/kubernetes), hence
+# the module's cmd/kubectl; the three others are its go.mod's `tool`s. The
+# cache key is the module's files, so a changed pin rebuilds all four.
+KUBE_TOOLS=(kubectl helm controller-gen kustomize)
+
+install_kube_tools() {
+  local mod="$REPO_ROOT/hack/tools/kube" key dir t missing=0
+  key="$(cat "$mod/go.mod" "$mod/go.sum" "$mod"/cmd/kubectl/*.go | sha256sum | cut -c1-12)"
+  dir="$RACKCACHE_CACHE/tools/kube-$key"
+  for t in "${KUBE_TOOLS[@]}"; do [ -x "$dir/$t" ] || missing=1; done
+  if [ "$missing" = 1 ]; then
+    local kubectl helm cgen kustomize
+    kubectl="$(pinned "$mod" k8s.io/kubectl)" helm="$(pinned "$mod" helm.sh/helm/v3)"
+    cgen="$(pinned "$mod" sigs.k8s.io/controller-tools)" kustomize="$(pinned "$mod" sigs.k8s.io/kustomize/kustomize/v5)"
+    log "go-tools: building kubectl $kubectl, helm $helm, controller-gen $cgen, kustomize $kustomize (hack/tools/kube)"
+    # Each tool reports its release as its upstream build stamps it;
+    # `kubectl version` says v1.X.Y for k8s.io/kubectl v0.X.Y.
+    local release="v1.${kubectl#v0.}" pkg ldflags=""
     for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
-      ldflags+=" -X $pkg.gitVersion=$release -X $pkg.gitMajor=1 -X $pkg.gitMinor=$(cut -d. -f2 <<<"$version")"
+      ldflags+=" -X $pkg.gitVersion=$release -X $pkg.gitMajor=1 -X $pkg.gitMinor=$(cut -d. -f2 <<<"$kubectl")"
     done
-    with_lock "tool-kubectl-$version" go build -C "$mod" -ldflags "$ldflags" -o "$dir/kubectl" .
+    ldflags+=" -X helm.sh/helm/v3/internal/version.version=$helm"
+    ldflags+=" -X sigs.k8s.io/controller-tools/pkg/version.version=$cgen"
+    ldflags+=" -X sigs.k8s.io/kustomize/api/provenance.version=kustomize/$kustomize"
+    # -C: the module's own go.mod, never the project's.
+    with_lock "tool-kube-$key" go build -C "$mod" -ldflags "$ldflags" -o "$dir/" ./cmd/kubectl tool
   fi
-  link_into_bin kubectl "$dir/kubectl"
+  for t in "${KUBE_TOOLS[@]}"; do link_into_bin "$t" "$dir/$t"; done
+}
+
+# pinned MODULE_DIR PATH: the version MODULE_DIR's go.mod requires of PATH.
+pinned() {
+  local v
+  v="$(sed -n "s#^\s*$2 \(v[^ ]*\).*#\1#p" "$1/go.mod")"
+  [ -n "$v" ] || die "no $2 version pinned in $1/go.mod"
+  echo "$v"
 }
 
 CARGO_FUZZ_VERSION="0.12.0"
