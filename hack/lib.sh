@@ -19,6 +19,17 @@ export GOTOOLCHAIN=local
 K8S_VERSION="${K8S_VERSION:-1.34.4}"
 ETCD_VERSION="${ETCD_VERSION:-3.5.35}"
 
+# The CPU model of every qemu guest (the test guest, the demo's, the
+# cluster's compute node). Not `max`: under multi-threaded TCG with two
+# vCPUs, qemu 7.2's `-cpu max` guests have hung with both vCPUs spinning
+# (the cluster's node: "soft lockup - CPU#0 stuck for 246s", RCU stalls)
+# and stayed silent at boot (the demo's guest, issue 30); other projects
+# report the same hang with `-cpu max -smp 2` and none with a named model.
+# Nehalem has what the guests use (SSE4.2 for the kernel's crc32c, which
+# NVMe/TCP digests use) and none of max's newer features (PCID/INVPCID,
+# x2APIC, the TSC deadline timer, 5-level paging, AVX).
+GUEST_CPU="${RACKCACHE_GUEST_CPU:-Nehalem}"
+
 # k8s_version_ldflags: -ldflags that stamp K8S_VERSION into a Kubernetes
 # binary built from source, as the upstream build does (`--version`,
 # /version; helm checks charts' kubeVersion against it).

@@ -175,7 +175,7 @@ EOF
   netdev+=",hostfwd=tcp:127.0.0.1:$GUEST_KUBELET_PORT-10.0.3.15:10250"
   start qemu qemu-system-x86_64 -name rackcache-cluster-guest \
     -nodefaults -no-user-config -display none -monitor none -no-reboot \
-    -accel tcg,thread=multi,tb-size=256 -cpu max -smp 2 -m "${RACKCACHE_GUEST_MEM:-1536}" \
+    -accel tcg,thread=multi,tb-size=256 -cpu "$GUEST_CPU" -smp 2 -m "${RACKCACHE_GUEST_MEM:-1536}" \
     -kernel "$guest/vmlinuz" -initrd "$guest/initrd.gz" \
     -append "console=ttyS0 rdinit=/init panic=-1 loglevel=4 mitigations=off" \
     -drive "file=$guest/rootfs.img,if=virtio,format=raw,snapshot=on,cache=unsafe" \

@@ -202,7 +202,7 @@ boot_once() {
   qemu-system-x86_64 \
     -name "rackcache-guest-$nonce" \
     -nodefaults -no-user-config -display none -monitor none -no-reboot \
-    -accel tcg,thread=multi,tb-size=256 -cpu max -smp 2 -m "$mem" \
+    -accel tcg,thread=multi,tb-size=256 -cpu "$GUEST_CPU" -smp 2 -m "$mem" \
     -kernel "$guest/vmlinuz" -initrd "$tmp/initrd.gz" \
     -append "console=ttyS0 rdinit=/init panic=-1 loglevel=4 mitigations=off rackcache.nonce=$nonce${extra_append:+ $extra_append}" \
     -chardev "file,id=con0,path=$console" -serial chardev:con0 \
