@@ -182,9 +182,10 @@ EOF
     -drive "file=$g/data.img,if=virtio,format=raw,readonly=on" \
     -chardev "file,id=con0,path=$dir/logs/guest-console.log" -serial chardev:con0 \
     -netdev "$netdev" -device virtio-net-pci,netdev=n1,romfile=
+  # -s: qemu creates the console file a moment after it starts.
   local console="$dir/logs/guest-console.log" i=0
-  until grep -q RACKCACHE-NODE-UP "$console"; do
-    if grep -q RACKCACHE-NODE-FAILED "$console"; then
+  until grep -qs RACKCACHE-NODE-UP "$console"; do
+    if grep -qs RACKCACHE-NODE-FAILED "$console"; then
       die "the guest node failed: $(grep -a -B1 RACKCACHE-NODE-FAILED "$console" | head -n1)"
     fi
     running qemu || die "qemu exited: $(tail -n 5 "$console")"
