@@ -19,6 +19,9 @@
 //!   the same turns (malloc and rbd rows) for a before/after of one run.
 //! - `RACKCACHE_BENCH_SPDK`, `RACKCACHE_BENCH_SPDK_ARGS`: SPDK's nvmf_tgt
 //!   beside ours on the malloc bdev (docs/dataplane.md#benchmark).
+//! - `RACKCACHE_BENCH_SPDK_PERF`, `RACKCACHE_BENCH_SPDK_PERF_ARGS`: SPDK's
+//!   `spdk_nvme_perf` as the initiator of the malloc rows instead of
+//!   loadgen (`perf.rs`), on the same CPU.
 //! - `RACKCACHE_BENCH_CEPH_CPUS`: the CPUs of Ceph's daemons in the rbd
 //!   rows (default: the last one), the clients (target, host, `rbd bench`)
 //!   on the others, as a deployment runs Ceph on machines of its own;
@@ -28,6 +31,7 @@
 //! hack/ceph.sh, `rbd bench`) is stopped by PID, also when a step fails.
 
 mod daemon;
+mod perf;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -44,7 +48,7 @@ use testkit::{
 };
 
 const TARGET_CPU: usize = 0;
-const LOADGEN_CPU: usize = 1;
+pub(crate) const LOADGEN_CPU: usize = 1;
 const MALLOC_NQN: &str = "nqn.2016-06.io.rackcache:bench-malloc";
 const RBD_NQN: &str = "nqn.2016-06.io.rackcache:bench-rbd";
 /// Bdev size: small enough to fill before reading (reads of never-written
@@ -87,11 +91,11 @@ fn on_cpus<T: Send>(cpus: &[usize], f: impl FnOnce() -> T + Send) -> T {
 
 /// One workload as loadgen runs it.
 #[derive(Clone, Copy)]
-struct Workload {
-    name: &'static str,
-    pattern: Pattern,
-    block_size: usize,
-    queue_depth: usize,
+pub(crate) struct Workload {
+    pub(crate) name: &'static str,
+    pub(crate) pattern: Pattern,
+    pub(crate) block_size: usize,
+    pub(crate) queue_depth: usize,
 }
 
 const RANDREAD_4K: Workload = Workload {
@@ -118,7 +122,7 @@ const SEQREAD_128K: Workload = Workload {
     block_size: 128 << 10,
     queue_depth: DEEP_QD,
 };
-const SEQWRITE_128K: Workload = Workload {
+pub(crate) const SEQWRITE_128K: Workload = Workload {
     name: "128K seqwrite QD32",
     pattern: Pattern::Write,
     block_size: 128 << 10,
@@ -324,6 +328,12 @@ fn malloc_section(
     notes: &mut Vec<String>,
 ) -> Result<Vec<Row>, String> {
     let before = std::env::var_os("RACKCACHE_BENCH_BEFORE").map(std::path::PathBuf::from);
+    if let Some(perf) = perf::perf_binary()? {
+        notes.push(format!(
+            "initiator of the malloc rows: SPDK's {} (the prefill: loadgen)",
+            perf.display()
+        ));
+    }
     if spdk.is_none() {
         notes.push(
             "no SPDK comparison: set RACKCACHE_BENCH_SPDK to a local SPDK build (docs/dataplane.md#benchmark)"
@@ -428,7 +438,10 @@ fn malloc_reports(d: &Daemon, duration: Duration) -> Result<Vec<Report>, String>
     prefill(&addr, MALLOC_NQN)?;
     MALLOC_WORKLOADS
         .iter()
-        .map(|&w| measure(&addr, MALLOC_NQN, w, duration))
+        .map(|&w| match perf::perf_binary()? {
+            Some(perf) => perf::measure(perf, &addr, MALLOC_NQN, w, duration),
+            None => measure(&addr, MALLOC_NQN, w, duration),
+        })
         .collect()
 }
 
