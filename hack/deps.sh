@@ -27,8 +27,8 @@ APT_PACKAGES=(
   curl
   # promtool checks and unit-tests the chart's alerting rules
   prometheus
-  # build helpers
-  pkg-config
+  # build helpers; jq reads cargo's build messages (hack/rust-tests.sh)
+  pkg-config jq
   # the CSI image's node tools (hack/images.sh copies them with their libraries)
   nvme-cli e2fsprogs xfsprogs
   # the font of rackcache-sim --plot's charts
@@ -95,7 +95,9 @@ install_go_tools() {
     dir="$RACKCACHE_CACHE/tools/$name-$version$suffix"
     if [ ! -x "$dir/$name" ]; then
       log "go-tools: building $name $version$suffix"
-      with_lock "tool-$name-$version$suffix" env GOBIN="$dir" CGO_ENABLED="$cgo" go install "$pkg"
+      # -s -w: no symbol table or DWARF (nobody debugs these tools here);
+      # writing them is a good part of linking a large binary.
+      with_lock "tool-$name-$version$suffix" env GOBIN="$dir" CGO_ENABLED="$cgo" go install -ldflags "-s -w" "$pkg"
     fi
     link_into_bin "$name" "$dir/$name"
   done
@@ -123,7 +125,7 @@ install_kube_tools() {
     log "go-tools: building kubectl $kubectl, helm $helm, controller-gen $cgen, kustomize $kustomize (hack/tools/kube)"
     # Each tool reports its release as its upstream build stamps it;
     # `kubectl version` says v1.X.Y for k8s.io/kubectl v0.X.Y.
-    local release="v1.${kubectl#v0.}" pkg ldflags=""
+    local release="v1.${kubectl#v0.}" pkg ldflags="-s -w"
     for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
       ldflags+=" -X $pkg.gitVersion=$release -X $pkg.gitMajor=1 -X $pkg.gitMinor=$(cut -d. -f2 <<<"$kubectl")"
     done

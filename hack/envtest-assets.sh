@@ -74,7 +74,9 @@ build_kubernetes() {
   (
     cd "$work"
     for c in "${missing[@]}"; do go get "k8s.io/kubernetes/cmd/$c@v$K8S_VERSION"; done
-    go build -trimpath -ldflags "$(k8s_version_ldflags)" -o "$work/bin/" "${pkgs[@]}"
+    # -s -w: no symbol table or DWARF, which take a good part of linking
+    # four binaries of this size and which nothing here reads.
+    go build -trimpath -ldflags "-s -w $(k8s_version_ldflags)" -o "$work/bin/" "${pkgs[@]}"
   )
   for c in "${missing[@]}"; do
     [ -x "$work/bin/$c" ] || die "go build made no $c in $work/bin"
@@ -92,7 +94,7 @@ build_etcd() {
   go mod init rackcache.io/etcd-wrapper >/dev/null 2>&1
   go get "go.etcd.io/etcd/server/v3@v$ETCD_VERSION"
   mkdir -p "$assets"
-  go build -trimpath -o "$assets/etcd.tmp" go.etcd.io/etcd/server/v3
+  go build -trimpath -ldflags "-s -w" -o "$assets/etcd.tmp" go.etcd.io/etcd/server/v3
   mv "$assets/etcd.tmp" "$assets/etcd"
 }
 

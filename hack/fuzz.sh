@@ -30,28 +30,58 @@ TARGETS=(
 if [[ -n "${RACKCACHE_FUZZ_TARGETS:-}" ]]; then
   read -r -a TARGETS <<<"$RACKCACHE_FUZZ_TARGETS"
 fi
+# One build of every target first (each fuzz crate once), then the targets
+# side by side: each libFuzzer run is one process on one core.
+declare -A built=()
 for t in "${TARGETS[@]}"; do
   IFS=: read -r dir target seeds <<<"$t"
+  [[ -n "${built[$dir]:-}" ]] && continue
+  log "building the fuzz targets of $dir"
+  (cd "$REPO_ROOT/$dir" && "$REPO_ROOT/bin/cargo-fuzz" build) \
+    || die "$dir: cargo fuzz build failed"
+  built[$dir]=1
+done
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+pids=()
+for i in "${!TARGETS[@]}"; do
+  IFS=: read -r dir target seeds <<<"${TARGETS[$i]}"
   corpus="$RACKCACHE_CACHE/fuzz-corpus/$target"
   mkdir -p "$corpus"
   log "fuzzing $target for ${seconds}s"
-  out="$(mktemp)"
   # cargo-fuzz's own exit status counts: a target that does not build, or a
   # libFuzzer run that fails, fails this script.
-  status=0
   (cd "$REPO_ROOT/$dir" && "$REPO_ROOT/bin/cargo-fuzz" run "$target" "$corpus" "$seeds" -- \
-      -max_total_time="$seconds" -timeout=10 -seed=1 -print_final_stats=1) >"$out" 2>&1 || status=$?
-  grep -E '^(Done|stat::number_of_executed_units|INFO: seed corpus)|panicked|SUMMARY|crash|timeout|^error' "$out" || true
+      -max_total_time="$seconds" -timeout=10 -seed=1 -print_final_stats=1) >"$work/$i.out" 2>&1 &
+  pids[$i]=$!
+done
+
+failed=0
+for i in "${!TARGETS[@]}"; do
+  IFS=: read -r dir target seeds <<<"${TARGETS[$i]}"
+  out="$work/$i.out"
+  status=0
+  wait "${pids[$i]}" || status=$?
+  grep -E '^(Done|stat::number_of_executed_units|INFO: seed corpus)|panicked|SUMMARY|crash|timeout|^error' "$out" | sed "s/^/$target: /" || true
   if [[ $status -ne 0 ]]; then
     tail -n 40 "$out" >&2
-    rm -f "$out"
-    die "$target: cargo fuzz run failed with exit status $status"
+    log "$target: cargo fuzz run failed with exit status $status"
+    failed=1
+    continue
   fi
   # A run that executed nothing (no inputs, an instant exit) proves nothing.
   executed=$(sed -n 's/^stat::number_of_executed_units: *\([0-9]*\).*/\1/p' "$out" | tail -n 1)
-  rm -f "$out"
-  [[ "${executed:-0}" -gt 0 ]] || die "$target: libFuzzer reported no executed inputs"
+  if [[ "${executed:-0}" -le 0 ]]; then
+    log "$target: libFuzzer reported no executed inputs"
+    failed=1
+    continue
+  fi
   log "$target: $executed inputs executed"
   found=$(shopt -s nullglob; echo "$REPO_ROOT/$dir/artifacts/$target"/{crash,timeout,oom}-*)
-  [[ -z "$found" ]] || die "$target found a crash or hang: $found"
+  if [[ -n "$found" ]]; then
+    log "$target found a crash or hang: $found"
+    failed=1
+  fi
 done
+[[ $failed = 0 ]] || die "a fuzz target failed (see above)"

@@ -157,8 +157,8 @@ work="$(mktemp -d "$RACKCACHE_CACHE/images/.work-XXXXXX")"
 # --- binaries ---------------------------------------------------------------
 # The Rust build runs beside the Go builds: each leaves a core idle part of
 # the time (linking, the last crates), and cold they take minutes each.
-log "building rackcache-dataplane (cargo --release; cold: ~3 min), beside the Go builds"
-(cd "$REPO_ROOT/dataplane" && cargo build --release --locked -q -p rackcache-dataplane --bin rackcache-dataplane) >&2 &
+log "building rackcache-dataplane (cargo --profile image: release without debug info; cold: ~3 min), beside the Go builds"
+(cd "$REPO_ROOT/dataplane" && cargo build --profile image --locked -q -p rackcache-dataplane --bin rackcache-dataplane) >&2 &
 cargo_pid=$!
 go_tool ociimage; ociimage="$TOOL_BIN"
 go_tool pause; pause="$TOOL_BIN"
@@ -166,9 +166,9 @@ log "building rackcache-operator (static) and rackcache-csi (cgo)"
 CGO_ENABLED=0 go build -C "$REPO_ROOT" -trimpath -ldflags "-s -w" -o "$work/bin/rackcache-operator" ./cmd/operator >&2
 CGO_ENABLED=1 go build -C "$REPO_ROOT" -trimpath -ldflags "-s -w" -o "$work/bin/rackcache-csi" ./cmd/rackcache-csi >&2
 build_sidecars
-wait "$cargo_pid" || die "cargo build --release -p rackcache-dataplane failed (see above)"
-# The release profile keeps debug info (~50 MB); the image keeps the symbols.
-objcopy --strip-debug "$REPO_ROOT/dataplane/target/release/rackcache-dataplane" "$work/bin/rackcache-dataplane"
+wait "$cargo_pid" || die "cargo build --profile image -p rackcache-dataplane failed (see above)"
+# The image keeps the symbols (backtraces name functions), no debug info.
+objcopy --strip-debug "$REPO_ROOT/dataplane/target/image/rackcache-dataplane" "$work/bin/rackcache-dataplane"
 
 # --- root filesystems; specs: "name|refs (comma-separated)|entrypoint|user|cmd"
 specs=()

@@ -10,9 +10,9 @@
 #           (hack/cluster/assets.sh: envtest's too), then the local
 #           cluster's compute node (debootstrap; it needs the kubelet)
 # Every step is idempotent and cached outside the clone (see README), so a
-# warm run takes seconds. Each line of output carries its lane's name; a
-# failing step stops its lane, the other lane finishes, and the script
-# fails naming the step.
+# warm run takes seconds. Each line of output starts with its lane's name
+# and the seconds since the set-up began; a failing step stops its lane,
+# the other lane finishes, and the script fails naming the step.
 #
 # Usage: hack/setup.sh [--help]
 source "$(dirname "$0")/lib.sh"
@@ -28,10 +28,17 @@ lane_run() {
     label="${step%%=*}"
     start=$(date +%s)
     rc=0
-    eval "${step#*=}" 2>&1 | sed -u "s/^/[$name] /" || rc=$?
+    eval "${step#*=}" 2>&1 | stamp "$name" || rc=$?
     echo "$label $(( $(date +%s) - start )) $rc" >>"$dir/$name"
     [ "$rc" = 0 ] || { echo "[$name] $label failed" >&2; return "$rc"; }
   done
+}
+
+# stamp NAME: prefixes each line with the lane's name and the seconds since
+# the set-up started, so a log shows what ran when beside what.
+stamp() {
+  local line
+  while IFS= read -r line; do printf '[%s %4ds] %s\n' "$1" "$SECONDS" "$line"; done
 }
 
 # lane_report DIR NAME...: print each lane's steps, seconds and failures.

@@ -650,9 +650,21 @@ impl Connection {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
-    use crate::tcp::tests::conn;
+    use crate::{SubsystemConfig, Target, TransportOptions};
+
+    /// A connection of a target with one subsystem, before its ICReq.
+    pub(in crate::tcp) fn conn() -> Connection {
+        let t = Target::new(TransportOptions::default(), metrics::Registry::new()).unwrap();
+        t.add_subsystem(SubsystemConfig::new("nqn.2016-06.io.spdk:cnode1"))
+            .unwrap();
+        Connection::new(
+            t.state(),
+            "127.0.0.1:1".parse().unwrap(),
+            "127.0.0.1:4420".parse().unwrap(),
+        )
+    }
 
     #[test]
     fn request_slot_states_are_counted() {

@@ -3,17 +3,38 @@
 //! capsules, H2CData).
 
 use nvmf::digest::{self, DIGEST_LEN};
-use nvmf::pdu::{self, CommonHeader, DataHeader, FatalError, Specific, TermStatus, CH_LEN};
+use nvmf::pdu::{
+    self, CommonHeader, DataHeader, FatalError, PduType, Specific, TermStatus, CH_LEN,
+};
 use nvmf::sqe::Sqe;
 
 use super::qpair::{ConnState, Connection, ReqState};
 use crate::ctrlr::status;
 
-/// The receive buffer: complete PDUs are processed in place.
+/// The receive buffer: complete PDUs are processed in place. An H2CData
+/// payload that has not all arrived when its header has is read straight
+/// into its request's buffer instead ([`Direct`]): a large write's data
+/// then crosses memory once on its way from the socket, not twice.
 pub(super) struct RecvBuf {
     pub(super) buf: Vec<u8>,
     pub(super) start: usize,
     pub(super) end: usize,
+    /// The payload being read into a request's buffer, if one is.
+    pub(super) direct: Option<Direct>,
+}
+
+/// An H2CData payload being read from the socket into its request's
+/// buffer. While one is, every byte read belongs to it (the host sends a
+/// PDU whole before the next), so nothing goes through the receive buffer.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Direct {
+    slot: u16,
+    /// Where in the request's buffer the next byte goes.
+    at: usize,
+    /// Payload bytes still to come.
+    remaining: usize,
+    /// The PDU's DATAL, counted as received once all of it is in.
+    datal: u32,
 }
 
 impl RecvBuf {
@@ -23,6 +44,7 @@ impl RecvBuf {
             buf: vec![0; len],
             start: 0,
             end: 0,
+            direct: None,
         }
     }
 
@@ -71,8 +93,24 @@ impl Fatal {
 }
 
 impl Connection {
-    /// Bytes (or the end, or an error) from the socket: every complete PDU
-    /// is processed. False when the queue pair must end at once.
+    /// Where the next bytes from the socket go: the rest of the payload
+    /// being read directly ([`Direct`]), else the receive buffer.
+    pub(super) fn recv_dest<'a>(&'a mut self, rb: &'a mut RecvBuf) -> &'a mut [u8] {
+        if let Some(d) = rb.direct {
+            let r = &mut self.slots[d.slot as usize];
+            // The request waits for this payload until it is all in: only
+            // the end of the queue pair ends that wait.
+            debug_assert_eq!(r.state, ReqState::AwaitingH2cData);
+            if let Some(buf) = r.buf.as_mut() {
+                return &mut buf[d.at..d.at + d.remaining];
+            }
+        }
+        rb.spare()
+    }
+
+    /// Bytes (or the end, or an error) from the socket, read into
+    /// [`Connection::recv_dest`]: every complete PDU is processed. False
+    /// when the queue pair must end at once.
     pub(super) fn received(&mut self, r: std::io::Result<usize>, rb: &mut RecvBuf) -> bool {
         match r {
             Ok(0) => self.state = ConnState::HostClosed,
@@ -80,12 +118,22 @@ impl Connection {
                 tracing::debug!(peer = %self.peer, "read: {e}");
                 return false;
             }
-            Ok(n) => {
-                rb.end += n;
-                if let Err(f) = self.process(rb) {
-                    self.terminate(&f);
+            Ok(n) => match rb.direct.as_mut() {
+                Some(d) => {
+                    d.at += n;
+                    d.remaining -= n;
+                    if d.remaining == 0 {
+                        let d = rb.direct.take().expect("direct payload");
+                        self.h2c_received(d.slot, d.datal, true);
+                    }
                 }
-            }
+                None => {
+                    rb.end += n;
+                    if let Err(f) = self.process(rb) {
+                        self.terminate(&f);
+                    }
+                }
+            },
         }
         true
     }
@@ -121,6 +169,17 @@ impl Connection {
                 .validate(&self.tx.neg, true)
                 .map_err(|e| Fatal::new(e, &rb.buf[at..rb.end.min(at + 128)]))?;
             if rb.end - at < layout.plen {
+                if layout.pdu_type == PduType::H2cData
+                    && !layout.data_digest
+                    && rb.end >= at + layout.data_offset
+                {
+                    // The header is in, the payload is not: the rest of it
+                    // goes straight to its request.
+                    self.start_direct(rb, &layout, ch.flags)?;
+                    if rb.direct.is_some() {
+                        return Ok(());
+                    }
+                }
                 rb.compact(layout.plen);
                 return Ok(());
             }
@@ -184,37 +243,102 @@ impl Connection {
         }
     }
 
-    fn h2c_data(&mut self, d: &DataHeader, data: &[u8], data_ok: bool) -> Result<(), FatalError> {
+    /// Starts reading the payload of the H2CData PDU at `rb.start`, whose
+    /// header (with its digest and padding) is in `rb` and whose payload is
+    /// not all there, straight into its request's buffer: the part already
+    /// received is copied there, the rest is read there
+    /// ([`Connection::recv_dest`]). Leaves `rb.direct` unset (the PDU is
+    /// then received whole as any other) when the request has no buffer.
+    fn start_direct(
+        &mut self,
+        rb: &mut RecvBuf,
+        layout: &pdu::Layout,
+        flags: u8,
+    ) -> Result<(), Box<Fatal>> {
+        let at = rb.start;
+        let hlen = layout.pdu_type.hlen();
+        let header = &rb.buf[at..at + layout.data_offset];
+        if layout.header_digest
+            && !digest::verify(
+                &header[..hlen],
+                header[hlen..hlen + DIGEST_LEN].try_into().expect("4"),
+            )
+        {
+            return Err(Fatal::new(
+                FatalError::new(TermStatus::HeaderDigestError, "header digest mismatch"),
+                &header[..hlen],
+            ));
+        }
+        // parse_specific reads only the header of a data PDU.
+        let Specific::Data(d) = pdu::parse_specific(layout, flags, &rb.buf[at..at + hlen])
+            .map_err(|e| Fatal::new(e, &rb.buf[at..at + hlen]))?
+        else {
+            unreachable!("an H2CData layout parses as data");
+        };
+        let slot = self
+            .h2c_slot(&d)
+            .map_err(|e| Fatal::new(e, &rb.buf[at..at + hlen]))?;
+        let Some(buf) = self.slots[slot as usize].buf.as_mut() else {
+            return Ok(());
+        };
+        let payload = &rb.buf[at + layout.data_offset..rb.end];
+        let to = d.datao as usize;
+        buf[to..to + payload.len()].copy_from_slice(payload);
+        rb.direct = Some(Direct {
+            slot,
+            at: to + payload.len(),
+            remaining: layout.data_len - payload.len(),
+            datal: d.datal,
+        });
+        rb.start = rb.end;
+        rb.compact(CH_LEN);
+        Ok(())
+    }
+
+    /// The slot of the request `d` carries data for, if `d` is the data it
+    /// waits for next.
+    fn h2c_slot(&self, d: &DataHeader) -> Result<u16, FatalError> {
         let slot = d.ttag;
-        let ok = self
+        let Some(r) = self
             .slots
             .get(slot as usize)
-            .is_some_and(|r| r.state == ReqState::AwaitingH2cData && r.cid == d.cccid);
-        if !ok {
+            .filter(|r| r.state == ReqState::AwaitingH2cData && r.cid == d.cccid)
+        else {
             return Err(FatalError {
                 status: TermStatus::InvalidHeaderField,
                 field_offset: 10,
                 reason: "H2CData for no outstanding R2T",
             });
-        }
-        let r = &mut self.slots[slot as usize];
+        };
         if d.datao != r.received || d.datao as u64 + d.datal as u64 > r.len as u64 {
             return Err(FatalError::new(
                 TermStatus::DataTransferOutOfRange,
                 "H2CData outside the solicited range or out of order",
             ));
         }
-        if let Some(buf) = r.buf.as_mut() {
+        Ok(slot)
+    }
+
+    fn h2c_data(&mut self, d: &DataHeader, data: &[u8], data_ok: bool) -> Result<(), FatalError> {
+        let slot = self.h2c_slot(d)?;
+        if let Some(buf) = self.slots[slot as usize].buf.as_mut() {
             let at = d.datao as usize;
             buf[at..at + data.len()].copy_from_slice(data);
         }
-        r.received += d.datal;
+        self.h2c_received(slot, d.datal, data_ok);
+        Ok(())
+    }
+
+    /// Counts `datal` more bytes of `slot`'s data in (damaged unless
+    /// `data_ok`); the request runs once all of them are.
+    fn h2c_received(&mut self, slot: u16, datal: u32, data_ok: bool) {
+        let r = &mut self.slots[slot as usize];
+        r.received += datal;
         if !data_ok {
             r.failed = Some(status::TRANSIENT_TRANSPORT_ERROR);
         }
         if r.received == r.len {
             self.data_complete(slot);
         }
-        Ok(())
     }
 }

@@ -299,7 +299,7 @@ pub(crate) async fn serve<R, W>(
                 }
                 conn.start_waiting();
             }
-            r = rd.read(rb.spare()), if reading => {
+            r = rd.read(conn.recv_dest(&mut rb)), if reading => {
                 if !conn.received(r, &mut rb) {
                     break;
                 }

@@ -3,21 +3,10 @@
 use nvmf::pdu::{encode_capsule_cmd_header, encode_ic_req, IcReq, TermStatus};
 use nvmf::sqe::opcode;
 
+use super::qpair::tests::conn;
 use super::qpair::{ConnState, Connection};
 use super::recv::{Fatal, RecvBuf};
 use crate::{SubsystemConfig, Target, TransportOptions};
-
-/// A connection of a target with one subsystem, before its ICReq.
-pub(super) fn conn() -> Connection {
-    let t = Target::new(TransportOptions::default(), metrics::Registry::new()).unwrap();
-    t.add_subsystem(SubsystemConfig::new("nqn.2016-06.io.spdk:cnode1"))
-        .unwrap();
-    Connection::new(
-        t.state(),
-        "127.0.0.1:1".parse().unwrap(),
-        "127.0.0.1:4420".parse().unwrap(),
-    )
-}
 
 fn feed(c: &mut Connection, bytes: &[u8]) -> Result<(), Box<Fatal>> {
     let mut rb = RecvBuf::new(1 << 20);
