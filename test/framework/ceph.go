@@ -131,15 +131,42 @@ func parseCephEnv(dir, env string) (*Ceph, error) {
 	return c, nil
 }
 
-// freePortRange finds n consecutive free loopback ports and returns the first.
+// freePortRange finds n consecutive free loopback ports and returns the
+// first. They lie below the kernel's ephemeral range: a port in it can be
+// taken by any outgoing connection between this check and Ceph's bind (a
+// monitor that then cannot listen was seen under `make test`'s load).
 func freePortRange(n int) (int, error) {
+	const low = 20000
+	span := ephemeralPortStart() - n - low
+	if span < 1000 {
+		// An unusual ephemeral range: fall back to the old, racier spread.
+		span = 30000
+	}
 	for attempt := 0; attempt < 50; attempt++ {
-		base := 20000 + rand.IntN(30000)
+		base := low + rand.IntN(span)
 		if rangeFree(base, n) {
 			return base, nil
 		}
 	}
 	return 0, fmt.Errorf("no %d consecutive free ports on 127.0.0.1", n)
+}
+
+// ephemeralPortStart is the first port the kernel hands to outgoing
+// connections (net.ipv4.ip_local_port_range; Linux's default 32768).
+func ephemeralPortStart() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 32768
+	}
+	p, err := strconv.Atoi(f[0])
+	if err != nil {
+		return 32768
+	}
+	return p
 }
 
 func rangeFree(base, n int) bool {

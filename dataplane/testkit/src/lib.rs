@@ -76,6 +76,15 @@ impl Drop for TempDir {
     }
 }
 
+/// The first port the kernel hands to outgoing connections
+/// (net.ipv4.ip_local_port_range; Linux's default 32768).
+fn ephemeral_port_start() -> u16 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32768)
+}
+
 fn port_range_free(base: u16, n: u16) -> bool {
     (base..base + n).all(|p| TcpListener::bind(("127.0.0.1", p)).is_ok())
 }
@@ -104,7 +113,9 @@ impl Ceph {
                 .map(|d| d.subsec_nanos())
                 .unwrap_or(0)
         ));
-        // hack/ceph.sh uses PORT..PORT+40; probe pseudo-random bases.
+        // hack/ceph.sh uses PORT..PORT+40; probe pseudo-random bases below
+        // the kernel's ephemeral range, where no outgoing connection can
+        // take a port between the probe and Ceph's bind.
         let seed = std::process::id() as u64
             ^ u64::from(
                 std::time::SystemTime::now()
@@ -112,10 +123,9 @@ impl Ceph {
                     .map(|d| d.subsec_nanos())
                     .unwrap_or(0),
             );
+        let span = u64::from(ephemeral_port_start().saturating_sub(20000 + 41)).max(1000);
         let port = (0..64)
-            .map(|i| {
-                20000 + ((seed.wrapping_mul(2654435761).wrapping_add(i * 7919)) % 29000) as u16
-            })
+            .map(|i| 20000 + ((seed.wrapping_mul(2654435761).wrapping_add(i * 7919)) % span) as u16)
             .find(|&p| port_range_free(p, 41))
             .expect("41 free consecutive loopback ports");
         let mut up = Command::new(repo_root().join("hack/ceph.sh"));
