@@ -65,18 +65,24 @@ pub(crate) fn daemon_binary() -> Result<PathBuf, String> {
 /// SPDK's `nvmf_tgt` in `$RACKCACHE_BENCH_SPDK` (the binary, or a build
 /// directory holding `build/bin/nvmf_tgt` or `bin/nvmf_tgt`), if set.
 pub(crate) fn spdk_binary() -> Result<Option<PathBuf>, String> {
-    let Some(p) = std::env::var_os("RACKCACHE_BENCH_SPDK").map(PathBuf::from) else {
+    spdk_program("RACKCACHE_BENCH_SPDK", "nvmf_tgt")
+}
+
+/// The SPDK program `name` that `$var` names: the binary itself, or an
+/// SPDK tree (or its `build`) holding `build/bin/NAME` or `bin/NAME`.
+pub(crate) fn spdk_program(var: &str, name: &str) -> Result<Option<PathBuf>, String> {
+    let Some(p) = std::env::var_os(var).map(PathBuf::from) else {
         return Ok(None);
     };
     if p.is_file() {
         return Ok(Some(p));
     }
-    ["build/bin/nvmf_tgt", "bin/nvmf_tgt"]
+    [format!("build/bin/{name}"), format!("bin/{name}")]
         .iter()
         .map(|b| p.join(b))
         .find(|b| b.is_file())
         .map(Some)
-        .ok_or_else(|| format!("RACKCACHE_BENCH_SPDK={}: no nvmf_tgt there", p.display()))
+        .ok_or_else(|| format!("{var}={}: no {name} there", p.display()))
 }
 
 /// A target under test, stopped by PID (SIGTERM, then SIGKILL) on drop.

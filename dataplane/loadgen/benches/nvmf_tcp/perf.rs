@@ -20,28 +20,10 @@ use crate::{Workload, LOADGEN_CPU};
 /// `$RACKCACHE_BENCH_SPDK_PERF` resolved once, if set.
 pub(crate) fn perf_binary() -> Result<Option<&'static PathBuf>, String> {
     static BIN: OnceLock<Result<Option<PathBuf>, String>> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let Some(p) = std::env::var_os("RACKCACHE_BENCH_SPDK_PERF").map(PathBuf::from) else {
-            return Ok(None);
-        };
-        if p.is_file() {
-            return Ok(Some(p));
-        }
-        ["build/bin/spdk_nvme_perf", "bin/spdk_nvme_perf"]
-            .iter()
-            .map(|b| p.join(b))
-            .find(|b| b.is_file())
-            .map(Some)
-            .ok_or_else(|| {
-                format!(
-                    "RACKCACHE_BENCH_SPDK_PERF={}: no spdk_nvme_perf there",
-                    p.display()
-                )
-            })
-    })
-    .as_ref()
-    .map(Option::as_ref)
-    .map_err(Clone::clone)
+    BIN.get_or_init(|| crate::daemon::spdk_program("RACKCACHE_BENCH_SPDK_PERF", "spdk_nvme_perf"))
+        .as_ref()
+        .map(Option::as_ref)
+        .map_err(Clone::clone)
 }
 
 /// Runs `w` with SPDK's perf on [`LOADGEN_CPU`] against `addr`

@@ -92,6 +92,24 @@ impl Fatal {
     }
 }
 
+/// Checks the header digest of the PDU whose header (with its digest) starts
+/// `pdu`, when digests were negotiated.
+fn check_header_digest(layout: &pdu::Layout, pdu: &[u8]) -> Result<(), Box<Fatal>> {
+    let hlen = layout.pdu_type.hlen();
+    if layout.header_digest
+        && !digest::verify(
+            &pdu[..hlen],
+            pdu[hlen..hlen + DIGEST_LEN].try_into().expect("4"),
+        )
+    {
+        return Err(Fatal::new(
+            FatalError::new(TermStatus::HeaderDigestError, "header digest mismatch"),
+            &pdu[..hlen],
+        ));
+    }
+    Ok(())
+}
+
 impl Connection {
     /// Where the next bytes from the socket go: the rest of the payload
     /// being read directly ([`Direct`]), else the receive buffer.
@@ -185,17 +203,7 @@ impl Connection {
             }
             let pdu = &rb.buf[at..at + layout.plen];
             let hlen = layout.pdu_type.hlen();
-            if layout.header_digest
-                && !digest::verify(
-                    &pdu[..hlen],
-                    pdu[hlen..hlen + DIGEST_LEN].try_into().expect("4"),
-                )
-            {
-                return Err(Fatal::new(
-                    FatalError::new(TermStatus::HeaderDigestError, "header digest mismatch"),
-                    &pdu[..hlen],
-                ));
-            }
+            check_header_digest(&layout, pdu)?;
             let spec = pdu::parse_specific(&layout, ch.flags, pdu)
                 .map_err(|e| Fatal::new(e, &pdu[..hlen]))?;
             let data = &pdu[layout.data_offset..layout.data_offset + layout.data_len];
@@ -257,18 +265,7 @@ impl Connection {
     ) -> Result<(), Box<Fatal>> {
         let at = rb.start;
         let hlen = layout.pdu_type.hlen();
-        let header = &rb.buf[at..at + layout.data_offset];
-        if layout.header_digest
-            && !digest::verify(
-                &header[..hlen],
-                header[hlen..hlen + DIGEST_LEN].try_into().expect("4"),
-            )
-        {
-            return Err(Fatal::new(
-                FatalError::new(TermStatus::HeaderDigestError, "header digest mismatch"),
-                &header[..hlen],
-            ));
-        }
+        check_header_digest(layout, &rb.buf[at..at + layout.data_offset])?;
         // parse_specific reads only the header of a data PDU.
         let Specific::Data(d) = pdu::parse_specific(layout, flags, &rb.buf[at..at + hlen])
             .map_err(|e| Fatal::new(e, &rb.buf[at..at + hlen]))?
