@@ -116,12 +116,16 @@ impl Connection {
     pub(super) fn recv_dest<'a>(&'a mut self, rb: &'a mut RecvBuf) -> &'a mut [u8] {
         if let Some(d) = rb.direct {
             let r = &mut self.slots[d.slot as usize];
-            // The request waits for this payload until it is all in: only
-            // the end of the queue pair ends that wait.
+            // The request waits for this payload, with its buffer, until
+            // it is all in ([`Connection::start_direct`] sets it only for a
+            // request that has one): only the end of the queue pair ends
+            // that wait. [`Connection::received`] counts what is read here.
             debug_assert_eq!(r.state, ReqState::AwaitingH2cData);
-            if let Some(buf) = r.buf.as_mut() {
-                return &mut buf[d.at..d.at + d.remaining];
-            }
+            let buf = r
+                .buf
+                .as_mut()
+                .expect("a direct payload's request keeps its buffer");
+            return &mut buf[d.at..d.at + d.remaining];
         }
         rb.spare()
     }
