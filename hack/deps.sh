@@ -10,7 +10,8 @@
 #             libCacheSim (libcachesim: the simulator benchmark's baseline and
 #             rackcache-sim --compare-peers) and
 #             prometheus-client (its parser checks our /metrics output)
-#   go-tools  ginkgo, csi-sanity, golangci-lint; and kubectl, helm,
+#   go-tools  csi-sanity, golangci-lint (the ginkgo suites run under `go
+#             test`: no ginkgo CLI is needed); and kubectl, helm,
 #             controller-gen, kustomize from one module (hack/tools/kube)
 #   rust      checks rustfmt and clippy (installed with the toolchain)
 #   cargo-fuzz  cargo-fuzz, built from crates.io into the cache
@@ -47,7 +48,6 @@ PROMETHEUS_CLIENT_VERSION="0.21.1"
 # name|package@version[|static]; static tools are built without cgo (no
 # shared libraries), into a cache directory of their own.
 GO_TOOLS=(
-  "ginkgo|github.com/onsi/ginkgo/v2/ginkgo@v2.34.0"
   # static: it also runs inside the qemu guest (test/csi)
   "csi-sanity|github.com/kubernetes-csi/csi-test/v5/cmd/csi-sanity@v5.4.0|static"
   "golangci-lint|github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0"

@@ -12,17 +12,38 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 )
 
-// RepoRoot returns the root of the rackcache checkout.
+// RepoRoot returns the root of the rackcache checkout: from this file's
+// path when it was compiled in, else (a `-trimpath` build, as `make test`
+// does so that tests share the images' compiled packages) the nearest
+// directory above the working directory whose go.mod is this module's;
+// `go test` runs each package in its own directory.
 func RepoRoot() string {
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		panic("framework: cannot locate source file")
+	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
+		return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 	}
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+	dir, err := os.Getwd()
+	if err != nil {
+		panic(fmt.Sprintf("framework: locating the checkout: %v", err))
+	}
+	for {
+		mod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && strings.HasPrefix(string(mod), "module "+modulePath+"\n") {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			panic("framework: no go.mod of " + modulePath + " above the working directory")
+		}
+		dir = parent
+	}
 }
+
+// modulePath is the checkout's Go module.
+const modulePath = "github.com/rackcache/rackcache"
 
 // HackScript returns the path of a script under hack/.
 func HackScript(name string) string {
