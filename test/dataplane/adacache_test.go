@@ -15,6 +15,7 @@ import (
 // inspected, flushed, tuned and deleted; refusals carry the dataplane's
 // codes.
 func TestGoClientCachedBdevs(t *testing.T) {
+	t.Parallel() // shares nothing with the other tests: see the package comment
 	dp := framework.StartDataplane(t)
 	c := dp.Client
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

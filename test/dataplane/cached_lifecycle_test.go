@@ -83,6 +83,7 @@ detach b
 // cache device keeps all its hot set cached while the first one runs an
 // eviction storm.
 func TestCachedVolumeLifecycle(t *testing.T) {
+	t.Parallel() // shares nothing with the other tests: see the package comment
 	ceph := framework.StartCeph(t)
 	dp := framework.StartDataplane(t)
 	port := framework.FreeLoopbackPort(t)

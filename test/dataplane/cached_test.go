@@ -154,6 +154,7 @@ var integrityCases = []cachedCase{
 // ranges) with a working set four times the cache; after a flush Ceph's
 // own copy of each image holds every byte.
 func TestCachedVolumeIntegrity(t *testing.T) {
+	t.Parallel() // shares nothing with the other tests: see the package comment
 	ceph := framework.StartCeph(t)
 	dp := framework.StartDataplane(t)
 	port := framework.FreeLoopbackPort(t)

@@ -135,6 +135,7 @@ func stampFile(t *testing.T, path string, n int) {
 // block holds its last acknowledged stamp or a later one. Prints the lost
 // writes (must be 0) and the read hit ratio after each restart.
 func TestCachedCrashConsistency(t *testing.T) {
+	t.Parallel() // shares nothing with the other tests: see the package comment
 	cycles := crashCycles(t)
 	ceph := framework.StartCeph(t)
 	for attempt := 1; ; attempt++ {

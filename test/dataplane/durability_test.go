@@ -129,6 +129,7 @@ func bdevIostat(t *testing.T, dp *framework.Dataplane, name string) iostat {
 // write is durable; deallocated blocks read back as zeroes on malloc, file
 // and rbd bdevs.
 func TestKernelInitiatorDurability(t *testing.T) {
+	t.Parallel() // shares nothing with the other tests: see the package comment
 	ceph := framework.StartCeph(t)
 	image := "durability"
 	if out, err := ceph.Admin(t.Context(), "rbd", "create", "--size", "64M", ceph.Pool+"/"+image); err != nil {

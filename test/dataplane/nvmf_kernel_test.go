@@ -2,6 +2,13 @@
 // counterparts: the Linux kernel's NVMe/TCP initiator (nvme-cli in the qemu
 // guest) and a one-node Ceph behind the rbd bdev, configured through the
 // operator's Go JSON-RPC client.
+//
+// The long tests call t.Parallel(): each starts its own dataplane (most
+// also a Ceph and a guest) and shares nothing but the machine. One after
+// another they made this package the last one running in `make test`
+// (540 s, 227 of them TestCachedVolumeIntegrity), mostly waiting on Ceph
+// and the guest; `go test` runs GOMAXPROCS of them at a time once the
+// short ones are done.
 package dataplane_test
 
 import (
@@ -154,6 +161,7 @@ func expectedSmall(small []byte) string {
 }
 
 func TestKernelInitiatorAgainstDataplane(t *testing.T) {
+	t.Parallel() // shares nothing with the other tests: see the package comment
 	ceph := framework.StartCeph(t)
 	image := "nvmf-test"
 	if out, err := ceph.Admin(t.Context(), "rbd", "create", "--size", "64M", ceph.Pool+"/"+image); err != nil {

@@ -75,6 +75,7 @@ echo "reconnect-state=$(state)"
 // is empty, the guest's controller leaves the live state and goes away, and
 // its next connect is refused.
 func TestRevokedHostLosesItsKernelController(t *testing.T) {
+	t.Parallel() // shares nothing with the other tests: see the package comment
 	dp := framework.StartDataplane(t)
 	port := framework.FreeLoopbackPort(t)
 	dport := framework.FreeLoopbackPort(t)
