@@ -154,19 +154,13 @@ func freePortRange(n int) (int, error) {
 // ephemeralPortStart is the first port the kernel hands to outgoing
 // connections (net.ipv4.ip_local_port_range; Linux's default 32768).
 func ephemeralPortStart() int {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err != nil {
-		return 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		var first int
+		if _, err := fmt.Sscan(string(b), &first); err == nil {
+			return first
+		}
 	}
-	f := strings.Fields(string(b))
-	if len(f) == 0 {
-		return 32768
-	}
-	p, err := strconv.Atoi(f[0])
-	if err != nil {
-		return 32768
-	}
-	return p
+	return 32768
 }
 
 func rangeFree(base, n int) bool {

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -20,8 +21,9 @@ import (
 // path when it was compiled in, else (a `-trimpath` build, as `make test`
 // does so that tests share the images' compiled packages) the nearest
 // directory above the working directory whose go.mod is this module's;
-// `go test` runs each package in its own directory.
-func RepoRoot() string {
+// `go test` runs each package in its own directory. Found once per test
+// binary: helpers call it for every script and asset they locate.
+var RepoRoot = sync.OnceValue(func() string {
 	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
 		return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 	}
@@ -40,7 +42,7 @@ func RepoRoot() string {
 		}
 		dir = parent
 	}
-}
+})
 
 // modulePath is the checkout's Go module.
 const modulePath = "github.com/rackcache/rackcache"
