@@ -55,7 +55,8 @@ struct Args {
     #[arg(long)]
     metrics_listen: Option<std::net::SocketAddr>,
     /// How the runtime's threads wait for I/O: `off` sleeps whenever
-    /// nothing is ready (no CPU when idle); `on` never sleeps (a busy core
+    /// nothing is ready (no CPU when idle), except for up to 50us while a
+    /// host owes write data the target asked for; `on` never sleeps (a busy core
     /// per runtime thread, as SPDK's reactors: the lowest latency); a
     /// window such as `50us` spins that long after the last NVMe/TCP
     /// activity, then sleeps.

@@ -248,6 +248,7 @@ pub(crate) async fn serve<R, W>(
     let progress = Progress::default();
     let mut grants = GrantWaiter::new();
     let poller = conn.target.poller().clone();
+    let mut owed = poller.owed();
     loop {
         poller.note_activity();
         for (slot, op) in conn.submit.drain(..) {
@@ -287,6 +288,7 @@ pub(crate) async fn serve<R, W>(
         let draining = conn.state == ConnState::Draining;
         let reading = conn.state != ConnState::HostClosed && !conn.is_parked();
         let h2c_deadline = conn.h2c_deadline(h2c_timeout);
+        owed.set(h2c_deadline.is_some());
         let buffer_deadline = conn.buffer_deadline(h2c_timeout);
         grants.follow(&conn);
         let parked = conn.parked.as_ref().map(|p| p.released.clone());
