@@ -52,9 +52,24 @@ pub struct TransportOptions {
     /// A socket write that makes no progress for this long (the host does
     /// not read) ends the queue pair.
     pub write_timeout: Duration,
-    /// Connections accepted at once on one listener; more are closed at
-    /// once.
+    /// Hosts connected at once through one listener (queue pairs past
+    /// their Fabrics Connect); a Connect beyond it is answered Controller
+    /// Busy.
     pub max_connections_per_listener: u32,
+    /// Sockets of one listener that have not yet identified themselves
+    /// (ICReq and a successful Connect); more are closed when accepted.
+    pub max_unidentified_per_listener: u32,
+    /// The same, per peer address.
+    pub max_unidentified_per_peer: u32,
+    /// A socket that has not sent its ICReq and a successful Connect this
+    /// long after it was accepted is closed.
+    pub identify_timeout: Duration,
+    /// A connection whose peer stops answering TCP keep-alive probes (sent
+    /// after this long without traffic, then every third of it, three
+    /// times), or leaves sent data unacknowledged this long, is closed: a
+    /// host that vanished with keep-alive (KATO) 0 does not hold its
+    /// controller forever.
+    pub tcp_keepalive: Duration,
 }
 
 impl Default for TransportOptions {
@@ -74,6 +89,10 @@ impl Default for TransportOptions {
             h2c_data_timeout: Duration::from_secs(10),
             write_timeout: Duration::from_secs(10),
             max_connections_per_listener: 1024,
+            max_unidentified_per_listener: 128,
+            max_unidentified_per_peer: 32,
+            identify_timeout: Duration::from_secs(10),
+            tcp_keepalive: Duration::from_secs(30),
         }
     }
 }
@@ -136,13 +155,27 @@ impl TransportOptions {
                 self.num_shared_buffers
             ));
         }
-        if self.max_connections_per_listener == 0 {
-            return bad("max_connections_per_listener must be at least 1".into());
+        for (what, n) in [
+            (
+                "max_connections_per_listener",
+                self.max_connections_per_listener,
+            ),
+            (
+                "max_unidentified_per_listener",
+                self.max_unidentified_per_listener,
+            ),
+            ("max_unidentified_per_peer", self.max_unidentified_per_peer),
+        ] {
+            if n == 0 {
+                return bad(format!("{what} must be at least 1"));
+            }
         }
         for (what, d) in [
             ("h2c_data_timeout", self.h2c_data_timeout),
             ("write_timeout", self.write_timeout),
             ("drain_timeout", self.drain_timeout),
+            ("identify_timeout", self.identify_timeout),
+            ("tcp_keepalive", self.tcp_keepalive),
         ] {
             if d.is_zero() || d > MAX_TIMEOUT {
                 return bad(format!(

@@ -21,6 +21,7 @@ use crate::stats::SubsystemStats;
 use crate::subsystem::{Subsystem, SubsystemConfig, DISCOVERY_NQN};
 use crate::tcp::bufpool::SharedBuffers;
 use crate::TargetError;
+use gate::PeerLog;
 
 /// A bound listener.
 struct Listener {
@@ -56,6 +57,8 @@ pub(crate) struct TargetState {
     releasing: Mutex<Vec<Releasing>>,
     /// Told of every connection's activity (busy polling's window).
     poller: Poller,
+    /// The budget of log lines each peer address can cause.
+    peer_log: PeerLog,
 }
 
 /// I/O commands a subsystem completed successfully.
@@ -139,6 +142,7 @@ impl TargetState {
             abandoned,
             releasing: Mutex::new(Vec::new()),
             poller,
+            peer_log: PeerLog::default(),
         })
     }
 
@@ -155,6 +159,11 @@ impl TargetState {
     /// The data buffer budget.
     pub(crate) fn buffers(&self) -> &Arc<SharedBuffers> {
         &self.buffers
+    }
+
+    /// The budget of log lines each peer address can cause.
+    pub(crate) fn peer_log(&self) -> &PeerLog {
+        &self.peer_log
     }
 
     /// What connections report their activity to.

@@ -291,7 +291,16 @@ impl Target {
             return;
         };
         let (rd, wr) = tokio::io::split(stream);
-        crate::tcp::serve(rd, wr, peer, listen, self.inner.clone(), drain).await;
+        crate::tcp::serve(
+            rd,
+            wr,
+            peer,
+            listen,
+            self.inner.clone(),
+            drain,
+            crate::tcp::admission::Admission::unlimited(),
+        )
+        .await;
     }
 
     /// Graceful shutdown: stop accepting, let queues finish their in-flight

@@ -101,7 +101,9 @@ impl Queue {
                 ..Cqe::new(cid, Status::SUCCESS)
             }),
             Err((status, dw0)) => {
-                tracing::info!(peer = %self.path.peer, sc = status.sc, dw0, "Connect refused");
+                if self.target.peer_log().allow(self.path.peer.ip()) {
+                    tracing::info!(peer = %self.path.peer, sc = status.sc, dw0, "Connect refused");
+                }
                 Outcome::Complete(Cqe {
                     dw0,
                     ..Cqe::new(cid, status)

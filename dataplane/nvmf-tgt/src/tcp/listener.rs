@@ -1,13 +1,15 @@
 //! A listener's accept loop: every accepted socket becomes one queue pair
-//! task, up to the listener's connection cap.
+//! task, within the listener's caps ([`super::admission`]).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::TcpListener;
-use tokio::sync::{mpsc, watch, Semaphore};
+use socket2::{SockRef, TcpKeepalive};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch};
 
+use super::admission::ListenerSlots;
 use crate::state::{until_true, TargetState};
 
 /// Accepts connections on `sock` (bound at `bound`) until the listener is
@@ -20,32 +22,33 @@ pub(crate) async fn accept_loop(
     drain: mpsc::Sender<()>,
 ) {
     let mut shutdown = state.shutdown_signal();
-    let max = state.opts().max_connections_per_listener;
-    let open = Arc::new(Semaphore::new(max as usize));
+    let slots = ListenerSlots::new(state.opts());
     loop {
         tokio::select! {
             r = sock.accept() => match r {
                 Ok((stream, peer)) => {
-                    // Over the cap the connection is closed before any
-                    // memory is set aside for it.
-                    let Ok(slot) = open.clone().try_acquire_owned() else {
-                        tracing::warn!(%bound, %peer, max, "connection refused: listener at max_connections_per_listener");
-                        continue;
+                    // Over a cap the socket is closed before any memory is
+                    // set aside for it.
+                    let admission = match slots.admit(peer.ip()) {
+                        Ok(a) => a,
+                        Err(why) => {
+                            if state.peer_log().allow(peer.ip()) {
+                                tracing::warn!(%bound, %peer, "connection refused: {why}");
+                            }
+                            continue;
+                        }
                     };
-                    let _ = stream.set_nodelay(true);
+                    tune(&stream, state.opts().tcp_keepalive);
                     let (rd, wr) = stream.into_split();
-                    let serve = super::serve(
+                    tokio::spawn(super::serve(
                         rd,
                         wr,
                         peer,
                         bound,
                         state.clone(),
                         drain.clone(),
-                    );
-                    tokio::spawn(async move {
-                        serve.await;
-                        drop(slot);
-                    });
+                        admission,
+                    ));
                 }
                 Err(e) => {
                     tracing::warn!(%bound, "accept: {e}");
@@ -57,4 +60,23 @@ pub(crate) async fn accept_loop(
         }
     }
     tracing::info!(%bound, "NVMe/TCP listener stopped");
+}
+
+/// No Nagle delay on PDUs; TCP keep-alive probes after `keepalive` without
+/// traffic (then every third of it, three times) and the same bound on
+/// unacknowledged data, so that a peer that vanished (a host with
+/// keep-alive timeout 0 included) ends its queue pair.
+fn tune(stream: &TcpStream, keepalive: Duration) {
+    let sock = SockRef::from(stream);
+    let probes = TcpKeepalive::new()
+        .with_time(keepalive)
+        .with_interval((keepalive / 3).max(Duration::from_secs(1)))
+        .with_retries(3);
+    let r = stream
+        .set_nodelay(true)
+        .and_then(|()| sock.set_tcp_keepalive(&probes))
+        .and_then(|()| sock.set_tcp_user_timeout(Some(keepalive)));
+    if let Err(e) = r {
+        tracing::debug!("socket options: {e}");
+    }
 }

@@ -3,6 +3,8 @@
 //! mean.
 //!
 //! - `listener`: accept loops, one task per accepted connection;
+//! - `admission`: the listener's caps on hosts and on sockets that have
+//!   not identified themselves yet;
 //! - `serve`: that task's loop (socket, in-flight bdev operations,
 //!   timers, shutdown);
 //! - [`qpair`]: the queue pair's state: connection state, request slots
@@ -13,6 +15,7 @@
 //! - [`bufpool`] (the data buffer budget and per-queue buffer reuse) and
 //!   [`outbox`] (the output batch and its writer).
 
+pub(crate) mod admission;
 pub mod bufpool;
 pub(crate) mod listener;
 pub mod outbox;

@@ -17,6 +17,7 @@ use nvmf::sqe::Sqe;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use super::admission::Admission;
 use super::bufpool::{BufPool, Grant, QueueBuffers};
 use super::outbox::INLINE_DATA_MAX;
 use super::send::Tx;
@@ -151,6 +152,8 @@ pub(super) struct Connection {
     next_seq: u64,
     /// A Connect waiting for the host's previous controller to drain.
     pub(super) parked: Option<Parked>,
+    /// The listener slots this connection holds.
+    pub(super) admission: Admission,
     /// Operations to hand to the in-flight set, with their slots.
     pub(super) submit: Vec<(u16, Op)>,
     /// Operations that change data (writes, zeroing, deallocation) handed
@@ -192,6 +195,7 @@ impl Connection {
             h2c_order: VecDeque::new(),
             next_seq: 0,
             parked: None,
+            admission: Admission::unlimited(),
             submit: Vec::new(),
             changing: 0,
         }
@@ -291,15 +295,23 @@ impl Connection {
         let cid = sqe.cid();
         match self.state {
             ConnState::AwaitingConnect | ConnState::Serving => {
-                if self.state == ConnState::Serving {
+                let connecting = self.state == ConnState::AwaitingConnect;
+                if !connecting {
                     self.ctrlr.command_arrived();
                 }
                 if !data_ok {
                     return self.complete(cid, status::TRANSIENT_TRANSPORT_ERROR);
                 }
+                // A Connect needs one of the listener's host slots.
+                if connecting && !self.admission.reserve_host() {
+                    return self.complete(cid, status::CONNECT_CONTROLLER_BUSY);
+                }
                 let outcome = self.ctrlr.exec(&sqe, data);
                 self.send_completions();
                 self.outcome(&sqe, data, outcome);
+                if connecting {
+                    self.connect_settled();
+                }
             }
             ConnState::Draining => self.complete(cid, status::ABORTED_SQ_DELETION),
             ConnState::AwaitingIcReq
@@ -578,6 +590,18 @@ impl Connection {
         } else {
             tracing::warn!(peer = %self.peer, "the host's previous controller still has commands running: Connect refused with Controller Busy");
             self.respond(Cqe::new(p.sqe.cid(), status::CONNECT_CONTROLLER_BUSY));
+        }
+        self.connect_settled();
+    }
+
+    /// After a Connect ran: a host keeps its host slot and gives back its
+    /// unidentified ones; a refused Connect gives back the host slot; a
+    /// parked one keeps it while it waits.
+    fn connect_settled(&mut self) {
+        match self.state {
+            ConnState::Serving => self.admission.connected(),
+            _ if self.is_parked() => {}
+            _ => self.admission.release_host(),
         }
     }
 

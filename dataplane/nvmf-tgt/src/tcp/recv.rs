@@ -176,7 +176,9 @@ impl Connection {
 
     /// Queues the TermReq for `f` and ends the connection.
     pub(super) fn terminate(&mut self, f: &Fatal) {
-        tracing::warn!(peer = %self.peer, "fatal NVMe/TCP error, sending TermReq: {}", f.err);
+        if self.target.peer_log().allow(self.peer.ip()) {
+            tracing::warn!(peer = %self.peer, "fatal NVMe/TCP error, sending TermReq: {}", f.err);
+        }
         self.ctrlr.count_protocol_error();
         self.tx.term_req(&f.err, f.header());
         self.state = ConnState::Terminating;
@@ -236,7 +238,9 @@ impl Connection {
                 Ok(())
             }
             Specific::TermReq(t) => {
-                tracing::info!(peer = %self.peer, fes = t.fes, fei = t.fei, "host terminated the connection");
+                if self.target.peer_log().allow(self.peer.ip()) {
+                    tracing::info!(peer = %self.peer, fes = t.fes, fei = t.fei, "host terminated the connection");
+                }
                 self.state = ConnState::Closing;
                 Ok(())
             }

@@ -36,6 +36,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
+use super::admission::Admission;
 use super::bufpool::{Grant, QueueBuffers};
 use super::outbox::{Progress, Tracked};
 use super::qpair::{ConnState, Connection};
@@ -58,6 +59,13 @@ async fn wait_torn_down(rx: &mut Option<watch::Receiver<bool>>) {
 async fn sleep_until(deadline: Option<Instant>) {
     match deadline {
         Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn notified_opt(n: Option<&tokio::sync::Notify>) {
+    match n {
+        Some(n) => n.notified().await,
         None => std::future::pending().await,
     }
 }
@@ -229,12 +237,15 @@ pub(crate) async fn serve<R, W>(
     listen: SocketAddr,
     target: Arc<TargetState>,
     _drain: mpsc::Sender<()>,
+    admission: Admission,
 ) where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
     let opts = target.opts();
     let h2c_timeout = opts.h2c_data_timeout;
+    // Until its ICReq and a Connect are through, the socket is no host.
+    let identify_deadline = Instant::now() + opts.identify_timeout;
     let mut w = Watch {
         shutdown: target.shutdown_signal(),
         teardown: None,
@@ -243,6 +254,7 @@ pub(crate) async fn serve<R, W>(
         write_timeout: opts.write_timeout,
     };
     let mut conn = Connection::new(target, peer, listen);
+    conn.admission = admission;
     let mut rb = RecvBuf::new(2 * conn.tx.neg.max_plen as usize);
     let mut inflight = FuturesUnordered::new();
     let progress = Progress::default();
@@ -275,7 +287,9 @@ pub(crate) async fn serve<R, W>(
             )
             .await;
             if let Some(why) = ended {
-                tracing::info!(%peer, "queue pair ends: {why}");
+                if conn.target.peer_log().allow(peer.ip()) {
+                    tracing::info!(%peer, "queue pair ends: {why}");
+                }
                 break;
             }
         }
@@ -293,6 +307,13 @@ pub(crate) async fn serve<R, W>(
         grants.follow(&conn);
         let parked = conn.parked.as_ref().map(|p| p.released.clone());
         let events = conn.ctrlr.awaits_events().is_some();
+        // A parked Connect waits for the host's old controller, with its
+        // own bound.
+        let identifying = matches!(
+            conn.state,
+            ConnState::AwaitingIcReq | ConnState::AwaitingConnect
+        ) && parked.is_none();
+        let eviction = conn.admission.eviction().filter(|_| identifying);
         tokio::select! {
             Some((slot, done)) = inflight.next(), if !inflight.is_empty() => {
                 conn.finish(slot, done);
@@ -332,6 +353,18 @@ pub(crate) async fn serve<R, W>(
             _ = sleep_until(h2c_deadline) => conn.h2c_timed_out(h2c_deadline, h2c_timeout),
             ok = released(parked, w.drain_timeout + w.drain_timeout) => conn.unpark(ok, &mut rb),
             _ = sleep_until(w.drain_deadline) => break,
+            _ = notified_opt(eviction.as_deref()) => {
+                if conn.target.peer_log().allow(peer.ip()) {
+                    tracing::info!(%peer, "socket closed before it identified itself: the listener is at max_unidentified_per_listener and this socket was the oldest");
+                }
+                break;
+            }
+            _ = tokio::time::sleep_until(identify_deadline), if identifying => {
+                if conn.target.peer_log().allow(peer.ip()) {
+                    tracing::info!(%peer, "socket closed: no ICReq and Connect within identify_timeout");
+                }
+                break;
+            }
         }
     }
     drop(grants);

@@ -33,11 +33,16 @@ pub(crate) struct CreateTransport {
     /// Freed buffers a queue pair keeps for reuse.
     buf_cache_size: Option<u32>,
     /// Extensions (not SPDK's): how long a solicited write's data may
-    /// stall, how long a socket write may block, and how many connections
-    /// one listener serves at once.
+    /// stall, how long a socket write may block, how many hosts one
+    /// listener serves at once, the caps and deadline of sockets that have
+    /// not identified themselves yet, and TCP keep-alive.
     rackcache_h2c_data_timeout_ms: Option<u64>,
     rackcache_write_timeout_ms: Option<u64>,
     rackcache_max_connections_per_listener: Option<u32>,
+    rackcache_max_unidentified_per_listener: Option<u32>,
+    rackcache_max_unidentified_per_peer: Option<u32>,
+    rackcache_identify_timeout_ms: Option<u64>,
+    rackcache_tcp_keepalive_ms: Option<u64>,
     // SPDK's iobuf caches, sockets, pollers and timeouts, and knobs of
     // its RDMA and vfio-user transports: no counterpart here.
     #[serde(rename = "iobuf_small_cache_size")]
@@ -139,6 +144,14 @@ pub(crate) async fn create_transport(app: &App, p: CreateTransport) -> Result<Va
         max_connections_per_listener: p
             .rackcache_max_connections_per_listener
             .unwrap_or(ours.max_connections_per_listener),
+        max_unidentified_per_listener: p
+            .rackcache_max_unidentified_per_listener
+            .unwrap_or(ours.max_unidentified_per_listener),
+        max_unidentified_per_peer: p
+            .rackcache_max_unidentified_per_peer
+            .unwrap_or(ours.max_unidentified_per_peer),
+        identify_timeout: ms(p.rackcache_identify_timeout_ms, ours.identify_timeout),
+        tcp_keepalive: ms(p.rackcache_tcp_keepalive_ms, ours.tcp_keepalive),
         ..ours
     };
     if opts.io_unit_size > opts.max_io_size {
@@ -168,6 +181,10 @@ pub(crate) async fn create_transport(app: &App, p: CreateTransport) -> Result<Va
         "rackcache_h2c_data_timeout_ms": opts.h2c_data_timeout.as_millis() as u64,
         "rackcache_write_timeout_ms": opts.write_timeout.as_millis() as u64,
         "rackcache_max_connections_per_listener": opts.max_connections_per_listener,
+        "rackcache_max_unidentified_per_listener": opts.max_unidentified_per_listener,
+        "rackcache_max_unidentified_per_peer": opts.max_unidentified_per_peer,
+        "rackcache_identify_timeout_ms": opts.identify_timeout.as_millis() as u64,
+        "rackcache_tcp_keepalive_ms": opts.tcp_keepalive.as_millis() as u64,
     });
     let target = Target::with_poller(opts, Arc::clone(&app.metrics), app.poller.clone())?;
     state.nvmf.target = Some(target);
