@@ -1,6 +1,7 @@
 //! What bounds a TCP JSON-RPC caller, in process: the time to send a
-//! request head (tokio's paused clock, so no wall-clock waits) and the
-//! number of connections served at once.
+//! request head (tokio's paused clock, so no wall-clock waits), the caps
+//! on connections that have not authenticated (per peer address: each
+//! test peer is another 127.0.0.x), and the authenticated slots.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,17 +9,24 @@ use std::time::Duration;
 use rackcache_dataplane::app::App;
 use rackcache_dataplane::rpc::http::{serve_tcp, TcpOptions};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::watch;
 
 const TOKEN: &str = "0123456789abcdef-test-token";
 
 async fn start(max_connections: usize, header_timeout: Duration) -> (u16, watch::Sender<bool>) {
+    start_with(|o| {
+        o.max_connections = max_connections;
+        o.header_timeout = header_timeout;
+    })
+    .await
+}
+
+async fn start_with(set: impl FnOnce(&mut TcpOptions)) -> (u16, watch::Sender<bool>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let mut o = TcpOptions::new(TOKEN.to_owned(), None);
-    o.max_connections = max_connections;
-    o.header_timeout = header_timeout;
+    set(&mut o);
     let (stop, stopped) = watch::channel(false);
     tokio::spawn(serve_tcp(listener, o, Arc::new(App::new()), stopped));
     (port, stop)
@@ -80,40 +88,112 @@ async fn a_request_head_that_never_completes_is_dropped_after_the_timeout() {
     assert!(read_to_end(&mut s).await.starts_with(b"HTTP/1.1 401 "));
 }
 
-#[tokio::test]
-async fn connections_over_the_cap_are_closed_and_slots_come_back() {
-    // A head timeout far beyond the test: only the cap is at work here.
-    let (port, _stop) = start(2, Duration::from_secs(3600)).await;
-    let mut idle = Vec::new();
-    for _ in 0..2 {
-        let mut s = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-        // Half a head: the server holds the slot waiting for the rest.
-        s.write_all(b"POST / HTTP/1.1\r\n").await.unwrap();
-        idle.push(s);
-    }
-    // Accepted in order, so the third is over the cap: closed, no answer.
-    let mut third = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-    let _ = third.write_all(PROBE).await;
-    let answer = tokio::time::timeout(Duration::from_secs(60), read_to_end(&mut third))
+/// A connection from `source` (a loopback address: each is another peer).
+async fn connect_from(source: &str, port: u16) -> TcpStream {
+    let s = TcpSocket::new_v4().unwrap();
+    s.bind(format!("{source}:0").parse().unwrap()).unwrap();
+    s.connect(format!("127.0.0.1:{port}").parse().unwrap())
         .await
-        .expect("the connection over the cap was closed");
-    assert!(
-        answer.is_empty(),
-        "served over the cap: {}",
-        String::from_utf8_lossy(&answer)
-    );
+        .unwrap()
+}
 
-    // Closing an idle connection frees its slot (the server sees EOF).
-    drop(idle.pop());
+/// An authenticated call's whole answer.
+async fn call(port: u16, body: &str) -> Vec<u8> {
+    let mut s = connect_from("127.0.0.1", port).await;
+    let req = format!(
+        "POST / HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(60), read_to_end(&mut s))
+        .await
+        .expect("answered")
+}
+
+const GET_VERSION: &str = r#"{"jsonrpc":"2.0","id":1,"method":"spdk_get_version"}"#;
+
+#[tokio::test]
+async fn unauthenticated_connections_cannot_keep_the_operator_out() {
+    // A head timeout far beyond the test: only the caps are at work here.
+    let (port, _stop) = start_with(|o| {
+        o.max_connections = 2;
+        o.max_unauthenticated = 16;
+        o.max_unauthenticated_per_peer = 4;
+        o.header_timeout = Duration::from_secs(3600);
+    })
+    .await;
+    // 64 connections from 16 addresses, each with half a request head.
+    let mut idle = Vec::new();
+    for a in 2..18 {
+        for _ in 0..4 {
+            let mut s = connect_from(&format!("127.0.0.{a}"), port).await;
+            s.write_all(b"POST / HTTP/1.1\r\n").await.unwrap();
+            idle.push(s);
+        }
+    }
+    // Only the newest 16 still wait (the older ones made room). A fifth
+    // from the newest address is closed at once, without an answer.
+    let mut fifth = connect_from("127.0.0.17", port).await;
+    let _ = fifth.write_all(PROBE).await;
+    let answer = tokio::time::timeout(Duration::from_secs(60), read_to_end(&mut fifth))
+        .await
+        .expect("closed");
+    assert!(answer.is_empty(), "{}", String::from_utf8_lossy(&answer));
+    // Twelve authenticated calls in a row are all served: each one's
+    // connection made the oldest waiting one give way, and none of the
+    // waiting ones ever held an authenticated slot.
+    for i in 0..12 {
+        let answer = call(port, GET_VERSION).await;
+        assert!(
+            answer.starts_with(b"HTTP/1.1 200 ") && answer.ends_with(b"}"),
+            "call {i}: {}",
+            String::from_utf8_lossy(&answer)
+        );
+    }
+}
+
+#[tokio::test]
+async fn only_an_authenticated_request_takes_a_slot_and_past_them_is_answered_503() {
+    let (port, _stop) = start_with(|o| {
+        o.max_connections = 1;
+        o.header_timeout = Duration::from_secs(3600);
+    })
+    .await;
+    // Unauthenticated callers take no slot: each is answered 401.
+    for _ in 0..3 {
+        let mut s = connect_from("127.0.0.1", port).await;
+        s.write_all(PROBE).await.unwrap();
+        assert!(read_to_end(&mut s).await.starts_with(b"HTTP/1.1 401 "));
+    }
+    // An authenticated request whose body never comes holds the one slot.
+    let mut holder = connect_from("127.0.0.1", port).await;
+    let head = format!(
+        "POST / HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\nContent-Length: 100\r\n\r\n"
+    );
+    holder.write_all(head.as_bytes()).await.unwrap();
+    let mut busy = None;
+    for _ in 0..100 {
+        let answer = call(port, GET_VERSION).await;
+        if answer.starts_with(b"HTTP/1.1 503 ") {
+            busy = Some(answer);
+            break;
+        }
+        // The holder's head may not have been read yet.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        busy.is_some(),
+        "a second authenticated request while the slot is held: 503"
+    );
+    // Its slot comes back when it goes.
+    drop(holder);
     let mut served = false;
-    for _ in 0..600 {
-        let mut s = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-        let _ = s.write_all(PROBE).await;
-        if read_to_end(&mut s).await.starts_with(b"HTTP/1.1 401 ") {
+    for _ in 0..100 {
+        if call(port, GET_VERSION).await.starts_with(b"HTTP/1.1 200 ") {
             served = true;
             break;
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(served, "a slot freed by a closed connection was not reused");
+    assert!(served, "the slot of a closed connection was not reused");
 }

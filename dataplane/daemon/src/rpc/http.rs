@@ -3,27 +3,36 @@
 //! operator explicitly chose plain HTTP (`--rpc-insecure`, for tests). The
 //! Unix socket needs no token (filesystem permissions guard it).
 //!
-//! What bounds a caller: the token is checked from the request head before
-//! a byte of the body is read; the head must arrive within
-//! [`TcpOptions::header_timeout`] (the TLS handshake too); at most
-//! [`TcpOptions::max_connections`] connections are served at once (more are
-//! closed at accept); the body is limited to [`MAX_BODY`].
+//! What bounds a caller: until its token is checked (from the request
+//! head, before a byte of the body is read) a connection only holds a
+//! place at the port's [`Gate`]: at most
+//! [`TcpOptions::max_unauthenticated_per_peer`] per peer address (more are
+//! closed at accept) and [`TcpOptions::max_unauthenticated`] in all (at
+//! which the oldest is closed to make room). The head must arrive within
+//! [`TcpOptions::header_timeout`] (the TLS handshake too). Only an
+//! authenticated request takes one of [`TcpOptions::max_connections`]
+//! slots (503 when all are taken), so no one without the token can keep
+//! the operator out. The body is limited to [`MAX_BODY`].
 
 use std::convert::Infallible;
-use std::sync::Arc;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
+use gate::{Gate, Pass, PeerLog};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
-use hyper::header::{ALLOW, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, WWW_AUTHENTICATE};
+use hyper::header::{
+    ALLOW, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE,
+};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use serde_json::Value;
 use subtle::ConstantTimeEq;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use super::error::{ErrorKind, RpcError};
 use super::server::{handle_value, Dispatch};
@@ -42,8 +51,14 @@ pub struct TcpOptions {
     /// TLS (the certificate follows its files); `None` serves plain HTTP
     /// (only with `--rpc-insecure`).
     pub tls: Option<ServerTls>,
-    /// Connections served at once; more are closed when accepted.
+    /// Authenticated requests served at once; more are answered 503.
     pub max_connections: usize,
+    /// Connections not yet authenticated, in all; at the cap the oldest
+    /// is closed to make room.
+    pub max_unauthenticated: u32,
+    /// Connections not yet authenticated from one peer address; more are
+    /// closed when accepted.
+    pub max_unauthenticated_per_peer: u32,
     /// Time for the TLS handshake and for the request head.
     pub header_timeout: Duration,
 }
@@ -55,6 +70,8 @@ impl TcpOptions {
             token: Arc::new(token),
             tls,
             max_connections: 64,
+            max_unauthenticated: 64,
+            max_unauthenticated_per_peer: 8,
             header_timeout: Duration::from_secs(10),
         }
     }
@@ -71,6 +88,11 @@ pub async fn serve_tcp<D: Dispatch>(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let slots = Arc::new(Semaphore::new(options.max_connections));
+    let gate = Gate::new(
+        options.max_unauthenticated,
+        options.max_unauthenticated_per_peer,
+    );
+    let log = Arc::new(PeerLog::default());
     loop {
         tokio::select! {
             accepted = listener.accept() => {
@@ -85,25 +107,45 @@ pub async fn serve_tcp<D: Dispatch>(
                         continue;
                     }
                 };
-                // Over the cap: close now rather than queue without bound.
-                let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
-                    tracing::warn!(peer = %peer, limit = options.max_connections, "rpc over tcp: connection limit reached, closing");
-                    continue;
+                // Over the peer's cap: close now rather than queue.
+                let pass = match gate.admit(peer.ip()) {
+                    Ok(p) => p,
+                    Err(why) => {
+                        if log.allow(peer.ip()) {
+                            tracing::warn!(peer = %peer, "rpc over tcp: connection refused: {why}");
+                        }
+                        continue;
+                    }
                 };
+                let evicted = pass.eviction();
+                let conn = Arc::new(Caller {
+                    peer,
+                    pass: Mutex::new(Some(pass)),
+                    slot: Mutex::new(None),
+                    slots: Arc::clone(&slots),
+                    log: Arc::clone(&log),
+                });
                 let (o, d) = (options.clone(), Arc::clone(&dispatcher));
                 tokio::spawn(async move {
-                    let r = match &o.tls {
-                        Some(tls) => match tokio::time::timeout(o.header_timeout, tls.accept(stream)).await {
-                            Ok(Ok(s)) => serve_connection(s, &o, d).await,
-                            Ok(Err(e)) => Err(format!("TLS handshake: {e}")),
-                            Err(_) => Err("TLS handshake timed out".to_owned()),
-                        },
-                        None => serve_connection(stream, &o, d).await,
+                    let served = async {
+                        match &o.tls {
+                            Some(tls) => match tokio::time::timeout(o.header_timeout, tls.accept(stream)).await {
+                                Ok(Ok(s)) => serve_connection(s, &o, d, Arc::clone(&conn)).await,
+                                Ok(Err(e)) => Err(format!("TLS handshake: {e}")),
+                                Err(_) => Err("TLS handshake timed out".to_owned()),
+                            },
+                            None => serve_connection(stream, &o, d, Arc::clone(&conn)).await,
+                        }
+                    };
+                    // A caller told to make room before it authenticated
+                    // is closed; once authenticated it is never told.
+                    let r = tokio::select! {
+                        r = served => r,
+                        _ = evicted.notified() => Err("closed to make room: max_unauthenticated connections wait to authenticate".to_owned()),
                     };
                     if let Err(e) = r {
                         tracing::debug!(peer = %peer, error = %e, "rpc over tcp: connection ended");
                     }
-                    drop(slot);
                 });
             }
             _ = shutdown.changed() => return,
@@ -111,15 +153,43 @@ pub async fn serve_tcp<D: Dispatch>(
     }
 }
 
-async fn serve_connection<S, D>(stream: S, o: &TcpOptions, d: Arc<D>) -> Result<(), String>
+/// One TCP caller: its place at the gate until its token checks out, then
+/// one of the authenticated slots.
+struct Caller {
+    peer: SocketAddr,
+    pass: Mutex<Option<Pass>>,
+    slot: Mutex<Option<OwnedSemaphorePermit>>,
+    slots: Arc<Semaphore>,
+    log: Arc<PeerLog>,
+}
+
+impl Caller {
+    /// Trades the place at the gate for an authenticated slot; false when
+    /// all are taken.
+    fn authenticated(&self) -> bool {
+        let Ok(slot) = Arc::clone(&self.slots).try_acquire_owned() else {
+            return false;
+        };
+        *self.slot.lock().expect("caller slot") = Some(slot);
+        self.pass.lock().expect("caller pass").take();
+        true
+    }
+}
+
+async fn serve_connection<S, D>(
+    stream: S,
+    o: &TcpOptions,
+    d: Arc<D>,
+    caller: Arc<Caller>,
+) -> Result<(), String>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     D: Dispatch,
 {
     let token = Arc::clone(&o.token);
     let service = hyper::service::service_fn(move |req| {
-        let (t, d) = (Arc::clone(&token), Arc::clone(&d));
-        async move { Ok::<_, Infallible>(handle(req, &t, d.as_ref()).await) }
+        let (t, d, c) = (Arc::clone(&token), Arc::clone(&d), Arc::clone(&caller));
+        async move { Ok::<_, Infallible>(handle(req, &t, d.as_ref(), &c).await) }
     });
     hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
@@ -147,7 +217,12 @@ fn reply(status: StatusCode, content_type: &str, body: Vec<u8>) -> Response<Full
     r
 }
 
-async fn handle<D: Dispatch>(req: Request<Incoming>, token: &str, d: &D) -> Response<Full<Bytes>> {
+async fn handle<D: Dispatch>(
+    req: Request<Incoming>,
+    token: &str,
+    d: &D,
+    caller: &Caller,
+) -> Response<Full<Bytes>> {
     // Only the head has been read so far: refuse before reading the body.
     let authorized = req
         .headers()
@@ -156,7 +231,9 @@ async fn handle<D: Dispatch>(req: Request<Incoming>, token: &str, d: &D) -> Resp
         .and_then(|v| v.strip_prefix("Bearer "))
         .is_some_and(|t| token_matches(t.trim().as_bytes(), token.as_bytes()));
     if !authorized {
-        tracing::warn!(path = %req.uri().path(), "rpc over tcp: request without a valid token refused");
+        if caller.log.allow(caller.peer.ip()) {
+            tracing::warn!(peer = %caller.peer, path = %req.uri().path(), "rpc over tcp: request without a valid token refused");
+        }
         let mut r = reply(
             StatusCode::UNAUTHORIZED,
             "text/plain",
@@ -164,6 +241,17 @@ async fn handle<D: Dispatch>(req: Request<Incoming>, token: &str, d: &D) -> Resp
         );
         r.headers_mut()
             .insert(WWW_AUTHENTICATE, "Bearer".parse().expect("valid header"));
+        return r;
+    }
+    if !caller.authenticated() {
+        tracing::warn!(peer = %caller.peer, "rpc over tcp: all authenticated slots busy, answered 503");
+        let mut r = reply(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "text/plain",
+            b"all request slots are busy; retry\n".to_vec(),
+        );
+        r.headers_mut()
+            .insert(RETRY_AFTER, "1".parse().expect("valid header"));
         return r;
     }
     if req.method() != Method::POST || req.uri().path() != "/" {
