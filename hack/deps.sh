@@ -28,6 +28,9 @@ APT_PACKAGES=(
   curl
   # promtool checks and unit-tests the chart's alerting rules
   prometheus
+  # nvmf-tgt's admission test cuts a loopback port with iptables (a real
+  # partition for TCP keep-alive)
+  iptables
   # build helpers; jq reads cargo's build messages (hack/rust-tests.sh)
   pkg-config jq
   # the CSI image's node tools (hack/images.sh copies them with their libraries)
