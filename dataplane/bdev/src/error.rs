@@ -34,6 +34,9 @@ pub enum BdevError {
     /// A creation parameter is invalid.
     #[error("{0}")]
     InvalidArgument(String),
+    /// The memory a bdev needs cannot be had.
+    #[error("{0}")]
+    OutOfMemory(String),
     /// The operating system refused an operation.
     #[error("{op} {path}: {source}")]
     Os {

@@ -14,7 +14,7 @@
 //! sparsely (the replay tests lay traces out over tens of GiB) costs what
 //! it holds, not its size.
 
-use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
+use std::alloc::{alloc, dealloc, Layout};
 use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
 
@@ -38,28 +38,35 @@ unsafe impl Sync for HugeChunk {}
 
 impl HugeChunk {
     /// `len` zeroed bytes (`len` > 0).
+    #[cfg(test)]
     pub(crate) fn zeroed(len: usize) -> Self {
+        Self::try_zeroed(len).expect("test memory")
+    }
+
+    /// [`HugeChunk::zeroed`], or the error of an allocation or mapping the
+    /// system refused (a malloc bdev's size comes from a caller).
+    pub(crate) fn try_zeroed(len: usize) -> std::io::Result<Self> {
         if len >= HUGE_PAGE {
             return Self::mapped(len);
         }
         let layout = Layout::from_size_align(len.max(1).next_multiple_of(4096), 4096)
-            .expect("chunk size overflows");
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::OutOfMemory, e))?;
         // SAFETY: the layout's size is non-zero.
         let ptr = unsafe { alloc(layout) };
-        let ptr = NonNull::new(ptr).unwrap_or_else(|| handle_alloc_error(layout));
+        let ptr = NonNull::new(ptr).ok_or(std::io::ErrorKind::OutOfMemory)?;
         // SAFETY: the allocation holds at least `len` writable bytes.
         unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, layout.size()) };
-        Self {
+        Ok(Self {
             ptr,
             layout: Some(layout),
             len,
-        }
+        })
     }
 
     /// A fresh anonymous mapping, huge-page aligned: a huge page more is
     /// mapped and the unaligned ends unmapped again. Its pages read as
     /// zeroes and are backed on first write.
-    fn mapped(len: usize) -> Self {
+    fn mapped(len: usize) -> std::io::Result<Self> {
         let size = len.next_multiple_of(HUGE_PAGE);
         let span = size + HUGE_PAGE;
         // SAFETY: a new private anonymous mapping; no existing memory.
@@ -74,7 +81,7 @@ impl HugeChunk {
             )
         };
         if p == libc::MAP_FAILED {
-            handle_alloc_error(Layout::from_size_align(size, HUGE_PAGE).expect("chunk size"));
+            return Err(std::io::Error::last_os_error());
         }
         let start = p as usize;
         let head = start.next_multiple_of(HUGE_PAGE) - start;
@@ -94,11 +101,11 @@ impl HugeChunk {
         // Advice only: where THP is off the memory works as before.
         // SAFETY: [ptr, ptr + size) is our mapping, huge-page aligned.
         unsafe { libc::madvise(ptr.as_ptr().cast(), size, libc::MADV_HUGEPAGE) };
-        Self {
+        Ok(Self {
             ptr,
             layout: None,
             len,
-        }
+        })
     }
 }
 

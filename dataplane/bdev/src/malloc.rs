@@ -38,9 +38,14 @@ impl MallocBdev {
         let chunks = (0..n_chunks)
             .map(|i| {
                 let len = CHUNK.min(size - i * CHUNK) as usize;
-                RwLock::new(HugeChunk::zeroed(len))
+                HugeChunk::try_zeroed(len).map(RwLock::new)
             })
-            .collect();
+            .collect::<std::io::Result<_>>()
+            .map_err(|e| {
+                BdevError::OutOfMemory(format!(
+                    "malloc bdev {name}: cannot map its {size} bytes: {e} (memory limits, or vm.max_map_count: one mapping per {CHUNK} bytes)"
+                ))
+            })?;
         Ok(Self {
             info: BdevInfo {
                 name: name.to_owned(),
@@ -147,4 +152,13 @@ impl MallocBdev {
     pub async fn unmap(&self, offset: u64, len: u64) -> Result<()> {
         self.write_zeroes(offset, len).await
     }
+}
+
+/// Bytes of memory the kernel reckons available for new allocations
+/// (`MemAvailable` in `/proc/meminfo`), if it says.
+pub fn memory_available() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
 }

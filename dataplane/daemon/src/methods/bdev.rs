@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::registry::{check_name, exists, register};
-use crate::app::{App, IoStats, RegisteredCluster};
+use crate::app::{App, IoStats, RegisteredCluster, State};
 use crate::rpc::error::{libc_errno, RpcError};
 
 #[derive(Deserialize, Serialize)]
@@ -31,6 +31,37 @@ pub(crate) struct MallocCreate {
     dif_is_head_of_md: bool,
 }
 
+/// A malloc bdev's memory is taken as it is written, so a size past what
+/// the machine has would be accepted and kill the daemon later: refused
+/// unless it fits in the memory available now, less what the daemon's
+/// other malloc bdevs may still take.
+fn check_memory(state: &State, name: &str, blocks: u64, block_size: u32) -> Result<(), RpcError> {
+    let Some(size) = blocks.checked_mul(u64::from(block_size)) else {
+        return Err(RpcError::invalid_params(format!(
+            "malloc bdev {name}: num_blocks * block_size overflows"
+        )));
+    };
+    let Some(available) = bdev::malloc::memory_available() else {
+        return Ok(());
+    };
+    let held: u64 = state
+        .bdevs
+        .values()
+        .map(|(_, b)| b)
+        .filter(|b| matches!(b.bdev.as_ref(), Bdev::Malloc(_)))
+        .map(|b| b.bdev.info().size_bytes())
+        .sum();
+    if size > available.saturating_sub(held) {
+        return Err(RpcError::errno(
+            libc_errno::ENOMEM,
+            format!(
+                "malloc bdev {name} of {size} bytes: {available} bytes of memory are available (MemAvailable), {held} of them set aside for the other malloc bdevs"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 pub(crate) async fn malloc_create(app: &App, mut p: MallocCreate) -> Result<Value, RpcError> {
     if p.md_interleave || p.dif_is_head_of_md {
         return Err(RpcError::invalid_params(
@@ -44,6 +75,7 @@ pub(crate) async fn malloc_create(app: &App, mut p: MallocCreate) -> Result<Valu
         .unwrap_or_else(|| state.default_name("Malloc"));
     check_name(&name)?;
     exists(&state, &name)?;
+    check_memory(&state, &name, p.num_blocks, p.block_size)?;
     let b = MallocBdev::new(&name, p.num_blocks, p.block_size)?;
     p.name = Some(name.clone());
     register(

@@ -10,13 +10,47 @@ use serde_json::Value;
 use crate::app::{App, IoStats, RegisteredBdev, State};
 use crate::rpc::error::{libc_errno, RpcError};
 
+/// A bdev name: 1-255 printable ASCII characters (letters, digits,
+/// punctuation and space), no '/'. No control characters, and nothing
+/// outside ASCII: a name is shown in logs, metrics labels and `kubectl`
+/// output, where Unicode direction overrides or look-alike letters could
+/// make one bdev pass for another.
 pub(crate) fn check_name(name: &str) -> Result<(), RpcError> {
-    if name.is_empty() || name.len() > 255 || name.chars().any(|c| c.is_control() || c == '/') {
+    let printable = |b: u8| b == b' ' || b.is_ascii_graphic();
+    if name.is_empty() || name.len() > 255 || !name.bytes().all(|b| printable(b) && b != b'/') {
         return Err(RpcError::invalid_params(format!(
-            "bdev name {name:?} must be 1-255 characters without '/' or control characters"
+            "bdev name {name:?} must be 1-255 printable ASCII characters (letters, digits, punctuation, space) without '/'"
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_name;
+
+    #[test]
+    fn bdev_names_are_printable_ascii_without_a_slash() {
+        for ok in [
+            "Malloc0",
+            "rbd-pool/img".replace('/', "_").as_str(),
+            "a b",
+            "x.y:z@1",
+        ] {
+            assert!(check_name(ok).is_ok(), "{ok}");
+        }
+        let long = "n".repeat(256);
+        for bad in [
+            "",
+            "a/b",
+            "tab\there",
+            "evil\u{202e}gpj.exe",
+            "\u{430}dmin",
+            long.as_str(),
+        ] {
+            assert!(check_name(bad).is_err(), "{bad:?}");
+        }
+    }
 }
 
 pub(crate) fn exists(state: &State, name: &str) -> Result<(), RpcError> {

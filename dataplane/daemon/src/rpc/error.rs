@@ -117,6 +117,7 @@ impl From<bdev::BdevError> for RpcError {
                 Self::errno(libc_errno::EINVAL, &e)
             }
             E::Unsupported(_) => Self::errno(libc_errno::ENOTSUP, &e),
+            E::OutOfMemory(_) => Self::errno(libc_errno::ENOMEM, &e),
             E::Os { source, .. } => {
                 Self::errno(source.raw_os_error().unwrap_or(libc_errno::EIO), &e)
             }
@@ -176,6 +177,8 @@ pub mod libc_errno {
     pub const ENOENT: i32 = 2;
     /// I/O error.
     pub const EIO: i32 = 5;
+    /// Cannot allocate memory.
+    pub const ENOMEM: i32 = 12;
     /// Device or resource busy.
     pub const EBUSY: i32 = 16;
     /// File exists.

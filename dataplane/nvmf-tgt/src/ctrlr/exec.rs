@@ -66,6 +66,7 @@ fn bdev_status(e: &BdevError, read: bool) -> Status {
         BdevError::OutOfRange { .. } => Status::LBA_OUT_OF_RANGE,
         BdevError::Misaligned { .. } | BdevError::InvalidArgument(_) => Status::INVALID_FIELD,
         BdevError::Unsupported(_) => Status::INVALID_OPCODE,
+        BdevError::OutOfMemory(_) => Status::INTERNAL_ERROR,
         _ if read => Status::UNRECOVERED_READ_ERROR,
         BdevError::Os { .. } | BdevError::Ceph { .. } => Status::WRITE_FAULT,
     }
