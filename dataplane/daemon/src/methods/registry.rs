@@ -25,34 +25,6 @@ pub(crate) fn check_name(name: &str) -> Result<(), RpcError> {
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::check_name;
-
-    #[test]
-    fn bdev_names_are_printable_ascii_without_a_slash() {
-        for ok in [
-            "Malloc0",
-            "rbd-pool/img".replace('/', "_").as_str(),
-            "a b",
-            "x.y:z@1",
-        ] {
-            assert!(check_name(ok).is_ok(), "{ok}");
-        }
-        let long = "n".repeat(256);
-        for bad in [
-            "",
-            "a/b",
-            "tab\there",
-            "evil\u{202e}gpj.exe",
-            "\u{430}dmin",
-            long.as_str(),
-        ] {
-            assert!(check_name(bad).is_err(), "{bad:?}");
-        }
-    }
-}
-
 pub(crate) fn exists(state: &State, name: &str) -> Result<(), RpcError> {
     if state.bdevs.contains_key(name) {
         return Err(RpcError::errno(
@@ -92,4 +64,32 @@ pub(crate) fn uuid_string(u: &[u8; 16]) -> String {
         &h[16..20],
         &h[20..32]
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_name;
+
+    #[test]
+    fn bdev_names_are_printable_ascii_without_a_slash() {
+        for ok in [
+            "Malloc0",
+            "rbd-pool/img".replace('/', "_").as_str(),
+            "a b",
+            "x.y:z@1",
+        ] {
+            assert!(check_name(ok).is_ok(), "{ok}");
+        }
+        let long = "n".repeat(256);
+        for bad in [
+            "",
+            "a/b",
+            "tab\there",
+            "evil\u{202e}gpj.exe",
+            "\u{430}dmin",
+            long.as_str(),
+        ] {
+            assert!(check_name(bad).is_err(), "{bad:?}");
+        }
+    }
 }
