@@ -37,14 +37,45 @@ k8s_version_ldflags() {
   echo "-X k8s.io/component-base/version.gitVersion=v$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(cut -d. -f2 <<<"$K8S_VERSION")"
 }
 
+# The Debian release of the test guest (hack/guest): trixie's kernel 6.12
+# has NVMe in-band authentication (DH-HMAC-CHAP) and NVMe/TCP TLS, which
+# bookworm's 6.1 lacks. Its packages are read through a package list of
+# their own in the cache (guest_apt), never installed on this machine.
+GUEST_SUITE="${RACKCACHE_GUEST_SUITE:-trixie}"
+APT_OPTS=()
+
+# guest_apt sets APT_OPTS to apt options that read GUEST_SUITE's package
+# lists from the cache, from the same mirrors as this machine's apt (and
+# its apt.conf: proxies), fetching them when absent or a day old.
+guest_apt() {
+  local dir="$RACKCACHE_CACHE/apt/$GUEST_SUITE" main security
+  mkdir -p "$dir/lists/partial" "$dir/archives/partial" "$dir/sources.list.d"
+  main="$(apt-get indextargets --format '$(REPO_URI)' 2>/dev/null | grep -v -- '-security/' | head -1)"
+  security="$(apt-get indextargets --format '$(REPO_URI)' 2>/dev/null | grep -- '-security/' | head -1)"
+  main="${main:-http://deb.debian.org/debian/}"
+  security="${security:-http://deb.debian.org/debian-security/}"
+  local key=/usr/share/keyrings/debian-archive-keyring.gpg
+  printf 'deb [signed-by=%s] %s %s main\ndeb [signed-by=%s] %s %s-security main\n' \
+    "$key" "$main" "$GUEST_SUITE" "$key" "$security" "$GUEST_SUITE" >"$dir/sources.list"
+  APT_OPTS=(-o "Dir::Etc::SourceList=$dir/sources.list" -o "Dir::Etc::SourceParts=$dir/sources.list.d"
+    -o "Dir::State::Lists=$dir/lists" -o "Dir::State::status=/dev/null"
+    -o "Dir::Cache=$dir" -o "APT::Architecture=amd64")
+  if [ -z "$(find "$dir/lists" -maxdepth 1 -name '*_Packages*' -mtime -1 2>/dev/null | head -1)" ]; then
+    log "fetching $GUEST_SUITE's package lists"
+    apt-get "${APT_OPTS[@]}" update -q >/dev/null || die "apt-get update of $GUEST_SUITE failed"
+  fi
+}
+
 # debian_kernel sets kernel_pkg, kernel_version and kver to Debian's stock
 # kernel package (linux-image-amd64 is a metapackage; the kernel is the
-# package it depends on), the version apt would install and its release.
+# package it depends on), the version apt would install and its release;
+# of this machine's release, or of the one APT_OPTS selects (guest_apt).
 debian_kernel() {
-  kernel_pkg="$(apt-cache depends linux-image-amd64 2>/dev/null \
+  local opts=("${APT_OPTS[@]}")
+  kernel_pkg="$(apt-cache "${opts[@]}" depends linux-image-amd64 2>/dev/null \
     | awk '$1 == "Depends:" && $2 ~ /^linux-image-[0-9]/ { print $2; exit }')"
   [ -n "$kernel_pkg" ] || die "cannot resolve linux-image-amd64 (run apt-get update)"
-  kernel_version="$(apt-cache policy "$kernel_pkg" | awk '$1 == "Candidate:" { print $2 }')"
+  kernel_version="$(apt-cache "${opts[@]}" policy "$kernel_pkg" | awk '$1 == "Candidate:" { print $2 }')"
   [ -n "$kernel_version" ] && [ "$kernel_version" != "(none)" ] \
     || die "no installable version of $kernel_pkg (run apt-get update)"
   kver="${kernel_pkg#linux-image-}"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the qemu test guest: Debian's stock kernel and a small initramfs with
+# Builds the qemu test guest: Debian's stock kernel (of GUEST_SUITE, trixie:
+# 6.12, with NVMe in-band authentication and TLS) and a small initramfs with
 # busybox, nvme-cli and the kernel modules of the NVMe/TCP initiator (and of a
 # guest-local nvmet-tcp reference target), whose /init runs a job appended by
 # hack/guest/run.sh.
@@ -19,7 +20,7 @@ source "$(dirname "$0")/../lib.sh"
 
 # Bump when this script or hack/guest/init changes what goes into the guest,
 # so that every clone rebuilds instead of reusing a stale cache entry.
-GUEST_RECIPE=2
+GUEST_RECIPE=4
 
 # Loaded by /init at boot: the NIC and the NVMe/TCP initiator; configfs is
 # mounted at boot (nvmet needs it, and it is cheap).
@@ -48,6 +49,7 @@ for tool in apt-get apt-cache dpkg-deb depmod cpio gzip; do
   command -v "$tool" >/dev/null || die "$tool not found: run hack/deps.sh apt"
 done
 
+guest_apt
 debian_kernel
 
 key="${kver}_${kernel_version}_r${GUEST_RECIPE}"
@@ -64,7 +66,7 @@ lib_closure() {
     for p in "${queue[@]}"; do seen[$p]=1; done
     while read -r p; do
       [ -n "${seen[$p]:-}" ] || next+=("$p")
-    done < <(apt-cache depends --no-recommends --no-suggests --no-conflicts \
+    done < <(apt-cache "${APT_OPTS[@]}" depends --no-recommends --no-suggests --no-conflicts \
       --no-breaks --no-replaces --no-enhances "${queue[@]}" | awk '
         /^[^ ]/ { alt = 0; next }
         /^ \|(Pre)?Depends:/ { if (!alt) print $2; alt = 1; next }
@@ -103,6 +105,15 @@ module_order() {
       }
       exit bad
     }' "$moddir/modules.dep"
+}
+
+# without_builtin MODDIR MODULE...: the MODULEs that are not built into the
+# kernel (modules.builtin), one per line.
+without_builtin() {
+  local moddir="$1" m; shift
+  for m in "$@"; do
+    grep -qE "/${m//[-_]/[-_]}\.ko$" "$moddir/modules.builtin" || echo "$m"
+  done
 }
 
 # copy_with_libs ROOT BIN STAGE: copy ROOT/BIN to STAGE/BIN plus the shared
@@ -150,9 +161,21 @@ build() {
   pkgs+=("$kernel_pkg=$kernel_version" busybox-static)
   log "downloading ${pkgs[*]}"
   if [ "$(id -u)" -eq 0 ] && id _apt >/dev/null 2>&1; then chown _apt "$dl"; fi
-  (cd "$dl" && apt-get download -q "${pkgs[@]}" >/dev/null) || die "apt-get download failed (stale package lists? run apt-get update)"
+  (cd "$dl" && apt-get "${APT_OPTS[@]}" download -q "${pkgs[@]}" >/dev/null) || die "apt-get download from $GUEST_SUITE failed"
   local deb
   for deb in "$dl"/*.deb; do dpkg-deb -x "$deb" "$root"; done
+  # Debian 12 on shipped /lib and /bin, 13 ships /usr only (merged /usr,
+  # whose /lib -> usr/lib links come from base-files, not downloaded):
+  # link the top-level names into usr/ so both layouts read the same.
+  local d
+  for d in bin sbin lib lib64; do
+    mkdir -p "$root/usr/$d"
+    if [ -d "$root/$d" ] && [ ! -L "$root/$d" ]; then
+      cp -a "$root/$d/." "$root/usr/$d/"
+      rm -rf "${root:?}/$d"
+    fi
+    ln -sfn "usr/$d" "$root/$d"
+  done
 
   local moddir="$root/lib/modules/$kver"
   [ -f "$root/boot/vmlinuz-$kver" ] && [ -d "$moddir" ] || die "$kernel_pkg has no kernel or modules"
@@ -171,6 +194,9 @@ build() {
 
   # Kernel modules: the boot set in load order, plus the extras for modprobe.
   local list boot extra m
+  # Built into this kernel (virtio_pci is in 6.12): nothing to load.
+  mapfile -t BOOT_MODULES < <(without_builtin "$moddir" "${BOOT_MODULES[@]}")
+  mapfile -t EXTRA_MODULES < <(without_builtin "$moddir" "${EXTRA_MODULES[@]}")
   list="$(module_order "$moddir" "${BOOT_MODULES[@]}")" || die "modules missing from $kernel_pkg"
   mapfile -t boot <<<"$list"
   list="$(module_order "$moddir" "${EXTRA_MODULES[@]}")" || die "modules missing from $kernel_pkg"
@@ -197,6 +223,10 @@ build() {
 
   # Sorted names and root ownership make the archive independent of who
   # built it and in which order the file system lists it.
+  # What the image holds, for run.sh --bin: a host binary's library that
+  # the guest already has (glibc above all) is not copied over it, since a
+  # newer glibc runs binaries built against an older one, not the reverse.
+  (cd "$stage" && find . -mindepth 1 ! -type d | sed 's|^\.||' | LC_ALL=C sort) >"$result/files"
   (cd "$stage" && find . -mindepth 1 | LC_ALL=C sort \
     | cpio --quiet -o -H newc -R 0:0 --reproducible) | gzip -9n >"$result/initrd.gz"
   install -m 0644 "$root/boot/vmlinuz-$kver" "$result/vmlinuz"

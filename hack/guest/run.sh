@@ -144,11 +144,14 @@ for spec in "${bins[@]}"; do
   install -D -m 0755 "$src" "$(guest_path --bin "$dest")"
   # ldd names each library (and the loader) by its path on the host; put
   # them at the same paths so the guest's loader finds them the same way. A
-  # static binary has none ("not a dynamic executable").
+  # static binary has none ("not a dynamic executable"). Libraries the
+  # guest image has (its glibc and loader, newer than this machine's) stay
+  # the guest's: they run the host's binaries too, the reverse is not true.
   if libs="$(ldd "$src" 2>/dev/null)"; then
     while read -r lib; do
       [ -n "$lib" ] || continue
       [ -e "$lib" ] || die "--bin $src: library $lib not found on the host"
+      grep -qxF "$lib" "$guest/files" 2>/dev/null && continue
       install -D -m 0755 "$(readlink -f "$lib")" "$stage$lib"
     done < <(awk '$2 == "=>" && $3 == "not" { print "/missing/" $1; next }
                  $2 == "=>" && $3 ~ /^\// { print $3; next }
