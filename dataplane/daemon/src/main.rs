@@ -37,7 +37,9 @@ struct Args {
     /// --rpc-tls-key, or --rpc-insecure.
     #[arg(long, requires = "rpc_token_file")]
     rpc_listen: Option<std::net::SocketAddr>,
-    /// File holding the bearer token that TCP JSON-RPC callers must present.
+    /// File holding the bearer token that TCP JSON-RPC callers must present;
+    /// read again when it changes (at most every 3 s), so a rotated token
+    /// takes over without a restart.
     #[arg(long)]
     rpc_token_file: Option<PathBuf>,
     /// PEM certificate chain of the TCP JSON-RPC endpoint.
@@ -65,20 +67,6 @@ struct Args {
     /// Log format.
     #[arg(long, value_enum, default_value = "text")]
     log_format: LogFormat,
-}
-
-/// Reads the RPC token; an empty token would let anyone in, so it is refused.
-fn read_token(path: &std::path::Path) -> Result<String, String> {
-    let t = std::fs::read_to_string(path)
-        .map_err(|e| format!("read token file {}: {e}", path.display()))?;
-    let t = t.trim().to_owned();
-    if t.len() < 16 {
-        return Err(format!(
-            "token in {} is shorter than 16 characters",
-            path.display()
-        ));
-    }
-    Ok(t)
 }
 
 /// The runtime for the CPUs this process may use. Pinned to one core (the
@@ -145,7 +133,7 @@ fn tcp_options(args: &Args) -> Result<Option<rpc::http::TcpOptions>, String> {
     let (Some(_), Some(token_file)) = (args.rpc_listen, &args.rpc_token_file) else {
         return Ok(None);
     };
-    let token = read_token(token_file)?;
+    let token = rpc::token::Token::from_file(token_file)?;
     let tls = match (&args.rpc_tls_cert, &args.rpc_tls_key) {
         (Some(cert), Some(key)) => Some(rpc::tls::ServerTls::load(cert, key)?),
         _ if args.rpc_insecure => None,
@@ -158,7 +146,7 @@ fn tcp_options(args: &Args) -> Result<Option<rpc::http::TcpOptions>, String> {
             )
         }
     };
-    Ok(Some(rpc::http::TcpOptions::new(token, tls)))
+    Ok(Some(rpc::http::TcpOptions::with_token(token, tls)))
 }
 
 /// Applies the persisted configuration if it exists, else `--config`.

@@ -37,6 +37,7 @@ use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use super::error::{ErrorKind, RpcError};
 use super::server::{handle_value, Dispatch};
 use super::tls::ServerTls;
+use super::token::Token;
 
 /// Largest request body (a `load_subsystem_config` of many subsystems fits).
 pub const MAX_BODY: usize = 32 << 20;
@@ -46,8 +47,8 @@ const BODY_TIMEOUT: Duration = Duration::from_secs(60);
 /// How the TCP endpoint serves.
 #[derive(Clone)]
 pub struct TcpOptions {
-    /// The bearer token callers must present.
-    pub token: Arc<String>,
+    /// The bearer token callers must present (it may follow a file).
+    pub token: Arc<Token>,
     /// TLS (the certificate follows its files); `None` serves plain HTTP
     /// (only with `--rpc-insecure`).
     pub tls: Option<ServerTls>,
@@ -66,6 +67,11 @@ pub struct TcpOptions {
 impl TcpOptions {
     /// The daemon's defaults: the operator opens a handful of connections.
     pub fn new(token: String, tls: Option<ServerTls>) -> Self {
+        Self::with_token(Token::fixed(token), tls)
+    }
+
+    /// The daemon's defaults with `token` (e.g. [`Token::from_file`]).
+    pub fn with_token(token: Token, tls: Option<ServerTls>) -> Self {
         Self {
             token: Arc::new(token),
             tls,
@@ -189,7 +195,7 @@ where
     let token = Arc::clone(&o.token);
     let service = hyper::service::service_fn(move |req| {
         let (t, d, c) = (Arc::clone(&token), Arc::clone(&d), Arc::clone(&caller));
-        async move { Ok::<_, Infallible>(handle(req, &t, d.as_ref(), &c).await) }
+        async move { Ok::<_, Infallible>(handle(req, &t.current(), d.as_ref(), &c).await) }
     });
     hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
