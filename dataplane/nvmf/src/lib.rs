@@ -16,5 +16,6 @@
 
 pub mod cqe;
 pub mod digest;
+pub mod keys;
 pub mod pdu;
 pub mod sqe;
