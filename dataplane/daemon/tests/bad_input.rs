@@ -10,8 +10,8 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::{rpc, Daemon};
-use serde_json::json;
+use common::cached::bdev_names;
+use common::Daemon;
 use testkit::{repo_root, TempDir};
 
 /// `spdk-rpc -s SOCKET ARGS...`: stdout on success, stdout and stderr on
@@ -34,15 +34,6 @@ fn spdk_rpc(socket: &Path, args: &[&str]) -> Result<String, String> {
     } else {
         Err(text(&out.stdout) + &text(&out.stderr))
     }
-}
-
-fn bdev_names(socket: &Path) -> Vec<String> {
-    rpc(socket, "bdev_get_bdevs", json!({}))
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|b| b["name"].as_str().unwrap().to_owned())
-        .collect()
 }
 
 #[test]

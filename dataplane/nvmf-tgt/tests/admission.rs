@@ -44,9 +44,7 @@ impl Harness {
             MallocBdev::new("Malloc0", 2048, BS as u32).unwrap(),
         ));
         sub.add_namespace(Some(1), bdev, None, None).unwrap();
-        let addr = rt
-            .block_on(target.add_listener(NQN, "127.0.0.1:0".parse().unwrap(), None, None))
-            .unwrap();
+        let addr = common::listen_loopback(&rt, &target, NQN);
         Self {
             rt,
             target,

@@ -45,9 +45,7 @@ impl Harness {
         let stats = IoStats::register(&registry, &name);
         let counted = CountedBdev::new(Arc::new(bdev), Arc::clone(&stats));
         sub.add_namespace(Some(1), counted, None, None).unwrap();
-        let addr = rt
-            .block_on(target.add_listener(NQN, "127.0.0.1:0".parse().unwrap(), None, None))
-            .unwrap();
+        let addr = common::listen_loopback(&rt, &target, NQN);
         Self {
             rt,
             target,

@@ -266,7 +266,10 @@ mod tests {
             // transformed for the NQN: ours must compute the same.
             let want = match Hash::from_id(hmac) {
                 None => secret.clone(),
-                Some(h) => h.hmac(&secret[..h.digest_len()], &[NQN.as_bytes(), b"NVMe-over-Fabrics"]),
+                Some(h) => h.hmac(
+                    &secret[..h.digest_len()],
+                    &[NQN.as_bytes(), b"NVMe-over-Fabrics"],
+                ),
             };
             assert_eq!(*s.key, want, "{key}");
             assert_eq!(*s.encode(), key, "re-encoded as nvme-cli writes it");

@@ -223,6 +223,18 @@ fn reply(status: StatusCode, content_type: &str, body: Vec<u8>) -> Response<Full
     r
 }
 
+/// A plain-text refusal with one header that says what to do next.
+fn refusal(
+    status: StatusCode,
+    text: &str,
+    (name, value): (hyper::header::HeaderName, &'static str),
+) -> Response<Full<Bytes>> {
+    let mut r = reply(status, "text/plain", format!("{text}\n").into_bytes());
+    r.headers_mut()
+        .insert(name, hyper::header::HeaderValue::from_static(value));
+    r
+}
+
 async fn handle<D: Dispatch>(
     req: Request<Incoming>,
     token: &str,
@@ -240,25 +252,19 @@ async fn handle<D: Dispatch>(
         if caller.log.allow(caller.peer.ip()) {
             tracing::warn!(peer = %caller.peer, path = %req.uri().path(), "rpc over tcp: request without a valid token refused");
         }
-        let mut r = reply(
+        return refusal(
             StatusCode::UNAUTHORIZED,
-            "text/plain",
-            b"a valid bearer token is required\n".to_vec(),
+            "a valid bearer token is required",
+            (WWW_AUTHENTICATE, "Bearer"),
         );
-        r.headers_mut()
-            .insert(WWW_AUTHENTICATE, "Bearer".parse().expect("valid header"));
-        return r;
     }
     if !caller.authenticated() {
         tracing::warn!(peer = %caller.peer, "rpc over tcp: all authenticated slots busy, answered 503");
-        let mut r = reply(
+        return refusal(
             StatusCode::SERVICE_UNAVAILABLE,
-            "text/plain",
-            b"all request slots are busy; retry\n".to_vec(),
+            "all request slots are busy; retry",
+            (RETRY_AFTER, "1"),
         );
-        r.headers_mut()
-            .insert(RETRY_AFTER, "1".parse().expect("valid header"));
-        return r;
     }
     if req.method() != Method::POST || req.uri().path() != "/" {
         let mut r = reply(

@@ -36,3 +36,10 @@ pub fn status_of(e: HostError) -> Status {
         other => panic!("expected a status, got {other}"),
     }
 }
+
+/// Starts a listener of `nqn` on an ephemeral 127.0.0.1 port; its address.
+#[allow(dead_code)] // each test binary compiles this module; not all use this
+pub fn listen_loopback(rt: &Runtime, target: &Target, nqn: &str) -> std::net::SocketAddr {
+    rt.block_on(target.add_listener(nqn, "127.0.0.1:0".parse().unwrap(), None, None))
+        .unwrap()
+}
