@@ -20,6 +20,7 @@
 source "$(dirname "$0")/lib.sh"
 
 case "${1:-}" in --help|-h|"") usage; exit 0 ;; esac
+[ -x "$REPO_ROOT/bin/venv/bin/spdk-rpc" ] || die "no bin/venv/bin/spdk-rpc: run hack/deps.sh python"
 target="$1" kills="${2:?KILLS needed (see --help)}"
 [[ "$kills" =~ ^[0-9]+$ ]] || die "KILLS must be a number"
 case "$target" in
@@ -42,21 +43,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-rpc() {
-  python3 - "$sock" "$1" "$2" <<'PY'
-import json, socket, sys
-s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
-s.sendall(json.dumps({"jsonrpc": "2.0", "id": 1, "method": sys.argv[2], "params": json.loads(sys.argv[3])}).encode())
-buf = b""
-while True:
-    c = s.recv(65536)
-    if not c: break
-    buf += c
-    try: r = json.loads(buf); break
-    except ValueError: pass
-if "error" in r: sys.exit(f"{sys.argv[2]}: {r['error']}")
-PY
-}
+# SPDK's stock command line drives both targets (the project's venv).
+rpc() { "$REPO_ROOT/bin/venv/bin/spdk-rpc" -s "$sock" "$@" >/dev/null; }
 
 start_target() {
   rm -f "$sock"
@@ -68,11 +56,11 @@ start_target() {
   echo $! >"$pid_file"
   local i
   for i in $(seq 200); do [ -S "$sock" ] && break; sleep 0.05; done
-  rpc nvmf_create_transport '{"trtype":"TCP"}'
-  rpc bdev_malloc_create '{"name":"Malloc0","num_blocks":16384,"block_size":4096}'
-  rpc nvmf_create_subsystem "{\"nqn\":\"$NQN\",\"serial_number\":\"KILLS\",\"allow_any_host\":true}"
-  rpc nvmf_subsystem_add_ns "{\"nqn\":\"$NQN\",\"namespace\":{\"bdev_name\":\"Malloc0\"}}"
-  rpc nvmf_subsystem_add_listener "{\"nqn\":\"$NQN\",\"listen_address\":{\"trtype\":\"TCP\",\"adrfam\":\"IPv4\",\"traddr\":\"127.0.0.1\",\"trsvcid\":\"$port\"}}"
+  rpc nvmf_create_transport -t TCP
+  rpc bdev_malloc_create -b Malloc0 64 4096
+  rpc nvmf_create_subsystem "$NQN" -s KILLS -a
+  rpc nvmf_subsystem_add_ns "$NQN" Malloc0
+  rpc nvmf_subsystem_add_listener "$NQN" -t tcp -f ipv4 -a 127.0.0.1 -s "$port"
 }
 
 seconds=$(( kills * 5 + 40 ))

@@ -50,8 +50,10 @@ APT_OPTS=()
 guest_apt() {
   local dir="$RACKCACHE_CACHE/apt/$GUEST_SUITE" main security
   mkdir -p "$dir/lists/partial" "$dir/archives/partial" "$dir/sources.list.d"
-  main="$(apt-get indextargets --format '$(REPO_URI)' 2>/dev/null | grep -v -- '-security/' | head -1)"
-  security="$(apt-get indextargets --format '$(REPO_URI)' 2>/dev/null | grep -- '-security/' | head -1)"
+  local repos
+  repos="$(apt-get indextargets --format '$(REPO_URI)' 2>/dev/null | sort -u)"
+  main="$(grep -v -- '-security/' <<<"$repos" | head -1 || true)"
+  security="$(grep -- '-security/' <<<"$repos" | head -1 || true)"
   main="${main:-http://deb.debian.org/debian/}"
   security="${security:-http://deb.debian.org/debian-security/}"
   local key=/usr/share/keyrings/debian-archive-keyring.gpg

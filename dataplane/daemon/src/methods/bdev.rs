@@ -36,12 +36,11 @@ pub(crate) struct MallocCreate {
 /// unless it fits in the memory available now, less what the daemon's
 /// other malloc bdevs may still take.
 fn check_memory(state: &State, name: &str, blocks: u64, block_size: u32) -> Result<(), RpcError> {
-    let Some(size) = blocks.checked_mul(u64::from(block_size)) else {
-        return Err(RpcError::invalid_params(format!(
-            "malloc bdev {name}: num_blocks * block_size overflows"
-        )));
-    };
-    let Some(available) = bdev::malloc::memory_available() else {
+    // A size that overflows is refused by MallocBdev::new.
+    let (Some(size), Some(available)) = (
+        blocks.checked_mul(u64::from(block_size)),
+        bdev::malloc::memory_available(),
+    ) else {
         return Ok(());
     };
     let held: u64 = state
