@@ -68,9 +68,23 @@ fn a_rotated_token_takes_over_without_a_restart() {
     std::fs::write(&token_file, NEW).unwrap();
     until(port, NEW, 200);
     assert_eq!(status(port, OLD), 401, "the old token is refused");
-    // An unusable replacement keeps the last good token.
+    // An unusable replacement keeps the last good token: once the daemon
+    // has looked at it (its log says so; calls make it look), NEW still
+    // works.
     std::fs::write(&token_file, "short").unwrap();
-    std::thread::sleep(Duration::from_secs(4));
+    let log = dir.path().join("rpc.log");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .contains("RPC token file unusable")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the daemon never read the short token"
+        );
+        assert_eq!(status(port, NEW), 200);
+        std::thread::sleep(Duration::from_millis(200));
+    }
     assert_eq!(status(port, NEW), 200);
     assert_eq!(status(port, "short"), 401);
 }
