@@ -71,6 +71,14 @@ pub struct RegisteredCluster {
     pub params: Value,
 }
 
+/// A key of the keyring: where its file is (read when a method uses it).
+pub struct KeyFile {
+    /// Creation order, for `save_config`.
+    pub seq: u64,
+    /// The file's absolute path.
+    pub path: String,
+}
+
 /// Everything the control plane manages.
 #[derive(Default)]
 pub struct State {
@@ -82,6 +90,8 @@ pub struct State {
     pub next_seq: u64,
     /// The NVMe-oF target.
     pub nvmf: NvmfState,
+    /// Named keys in files (`keyring_file_add_key`).
+    pub keyring: BTreeMap<String, KeyFile>,
     /// Cache devices by their bdev's name, opened by the first
     /// `bdev_adacache_create` on them and shared by every cached volume
     /// on the bdev (dropped with the bdev).
@@ -98,6 +108,9 @@ pub struct NvmfState {
     /// The transport's parameters with every default filled in, as
     /// `nvmf_get_transports` and `save_config` show them.
     pub transport: Option<Value>,
+    /// `nvmf_set_config`'s DH-HMAC-CHAP hashes and groups (None: all),
+    /// applied to the target when it is made.
+    pub dhchap: Option<(Vec<nvmf::keys::Hash>, Vec<nvmf::auth::DhGroup>)>,
 }
 
 impl NvmfState {

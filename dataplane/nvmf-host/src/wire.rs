@@ -143,6 +143,27 @@ pub fn property_get(cid: u16, offset: u32, wide: bool) -> Sqe {
     Sqe(raw)
 }
 
+/// Fabrics Authentication Send or Receive (`fctype`) of DH-HMAC-CHAP:
+/// SECP and SPSP0/1 in CDW10, `len` (the message's length, or the
+/// receive buffer's) in CDW11 and in the SGL (in the capsule for a send).
+pub fn auth(fctype_value: u8, cid: u16, len: usize) -> Sqe {
+    let mut raw = [0u8; 64];
+    raw[0] = opcode::FABRICS;
+    raw[2..4].copy_from_slice(&cid.to_le_bytes());
+    raw[4] = fctype_value;
+    raw[32..36].copy_from_slice(&(len as u32).to_le_bytes());
+    raw[39] = if fctype_value == fctype::AUTH_SEND {
+        sgl::IN_CAPSULE
+    } else {
+        sgl::TRANSPORT
+    };
+    raw[41] = nvmf::auth::SPSP;
+    raw[42] = nvmf::auth::SPSP;
+    raw[43] = nvmf::auth::SECP;
+    raw[44..48].copy_from_slice(&(len as u32).to_le_bytes());
+    Sqe(raw)
+}
+
 /// A transport SGL of `len` bytes (data by C2HData or R2T).
 pub fn transport(len: u32) -> SglDescriptor {
     SglDescriptor {

@@ -56,6 +56,7 @@
 //! The in-memory host for tests and the fuzzer is the `nvmf-harness`
 //! crate, outside the daemon.
 
+pub mod auth;
 pub mod ctrlr;
 mod options;
 pub mod poller;
@@ -65,6 +66,7 @@ pub mod subsystem;
 mod target;
 pub mod tcp;
 
+pub use auth::{AuthPolicy, HostKeys, NamedKey};
 pub use ctrlr::controller::{Controller, QpairCountsSnapshot, QpairPath, Revocation};
 pub use options::{TransportOptions, MAX_TIMEOUT};
 pub use poller::{PollMode, Poller};

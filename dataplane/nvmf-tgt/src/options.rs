@@ -61,8 +61,9 @@ pub struct TransportOptions {
     pub max_unidentified_per_listener: u32,
     /// The same, per peer address.
     pub max_unidentified_per_peer: u32,
-    /// A socket that has not sent its ICReq and a successful Connect this
-    /// long after it was accepted is closed.
+    /// A socket that has not sent its ICReq and a successful Connect (and,
+    /// for a host with a DH-HMAC-CHAP key, authenticated) this long after
+    /// it was accepted is closed.
     pub identify_timeout: Duration,
     /// A connection whose peer stops answering TCP keep-alive probes (sent
     /// after this long without traffic, then every third of it, three

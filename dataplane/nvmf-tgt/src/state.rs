@@ -13,6 +13,7 @@ use std::time::Duration;
 use metrics::{Counter, Registry};
 use tokio::sync::{mpsc, watch};
 
+use crate::auth::AuthPolicy;
 use crate::ctrlr::controller::{Controller, QpairCounts, QpairCountsSnapshot};
 use crate::ctrlr::log_page::DiscoveryEntry;
 use crate::options::TransportOptions;
@@ -59,6 +60,8 @@ pub(crate) struct TargetState {
     poller: Poller,
     /// The budget of log lines each peer address can cause.
     peer_log: PeerLog,
+    /// The hashes and groups DH-HMAC-CHAP accepts.
+    auth_policy: AuthPolicy,
 }
 
 /// I/O commands a subsystem completed successfully.
@@ -143,6 +146,7 @@ impl TargetState {
             releasing: Mutex::new(Vec::new()),
             poller,
             peer_log: PeerLog::default(),
+            auth_policy: AuthPolicy::default(),
         })
     }
 
@@ -167,6 +171,10 @@ impl TargetState {
     }
 
     /// What connections report their activity to.
+    pub(crate) fn auth_policy(&self) -> &AuthPolicy {
+        &self.auth_policy
+    }
+
     pub(crate) fn poller(&self) -> &Poller {
         &self.poller
     }

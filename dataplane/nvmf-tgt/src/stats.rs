@@ -12,7 +12,7 @@ use std::sync::Arc;
 use metrics::{Counter, Gauge, Histogram, Registry};
 
 /// Names of the per-subsystem families, for removal on delete.
-const FAMILIES: [&str; 13] = [
+const FAMILIES: [&str; 15] = [
     "rackcache_nvmf_connections_total",
     "rackcache_nvmf_connections",
     "rackcache_nvmf_commands_total",
@@ -26,6 +26,8 @@ const FAMILIES: [&str; 13] = [
     "rackcache_nvmf_flush_ops_total",
     "rackcache_nvmf_read_latency_seconds",
     "rackcache_nvmf_write_latency_seconds",
+    "rackcache_nvmf_auth_successes_total",
+    "rackcache_nvmf_auth_failures_total",
 ];
 
 /// Counters of one subsystem.
@@ -57,6 +59,11 @@ pub struct SubsystemStats {
     pub read_latency: Arc<Histogram>,
     /// Latency of successful writes.
     pub write_latency: Arc<Histogram>,
+    /// DH-HMAC-CHAP transactions that ended in success (re-authentication
+    /// included).
+    pub auth_successes: Arc<Counter>,
+    /// DH-HMAC-CHAP transactions that failed.
+    pub auth_failures: Arc<Counter>,
 }
 
 impl SubsystemStats {
@@ -95,6 +102,14 @@ impl SubsystemStats {
             write_latency: h(
                 FAMILIES[12],
                 "Write command latency, capsule received to completion sent.",
+            ),
+            auth_successes: c(
+                FAMILIES[13],
+                "DH-HMAC-CHAP authentications of queue pairs that succeeded.",
+            ),
+            auth_failures: c(
+                FAMILIES[14],
+                "DH-HMAC-CHAP authentications of queue pairs that failed.",
             ),
         }
     }

@@ -7,13 +7,14 @@
 //! refreshes only when [`Subsystem::ns_generation`] moves (one relaxed atomic
 //! load per command, no lock).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use bdev::CountedBdev;
 
+use crate::auth::HostKeys;
 use crate::ctrlr::controller::{
     Controller, ControllerTable, NewController, QpairCounts, QpairPath, RegisterError, Revocation,
 };
@@ -187,7 +188,8 @@ impl SubsystemConfig {
 #[derive(Default)]
 struct Access {
     allow_any_host: bool,
-    hosts: BTreeSet<String>,
+    /// The listed hosts and their DH-HMAC-CHAP keys.
+    hosts: BTreeMap<String, HostKeys>,
 }
 
 /// An NVM subsystem.
@@ -233,7 +235,7 @@ impl Subsystem {
             is_discovery,
             access: RwLock::new(Access {
                 allow_any_host: cfg.allow_any_host,
-                hosts: BTreeSet::new(),
+                hosts: BTreeMap::new(),
             }),
             namespaces: RwLock::new(Arc::new(NamespaceMap::new())),
             ns_generation: AtomicU64::new(0),
@@ -257,7 +259,27 @@ impl Subsystem {
     /// Whether `hostnqn` may connect.
     pub fn host_allowed(&self, hostnqn: &str) -> bool {
         let a = self.access.read().unwrap_or_else(|p| p.into_inner());
-        a.allow_any_host || a.hosts.contains(hostnqn)
+        a.allow_any_host || a.hosts.contains_key(hostnqn)
+    }
+
+    /// The DH-HMAC-CHAP keys of `hostnqn` (none for a host that is not
+    /// listed, let in by `allow_any_host`).
+    pub fn host_keys(&self, hostnqn: &str) -> HostKeys {
+        let a = self.access.read().unwrap_or_else(|p| p.into_inner());
+        a.hosts.get(hostnqn).cloned().unwrap_or_default()
+    }
+
+    /// Replaces the keys of listed host `hostnqn`. Connected queues keep
+    /// their authentication; the next one (a new queue, or the host's
+    /// re-authentication) needs the new keys.
+    pub fn set_host_keys(&self, hostnqn: &str, keys: HostKeys) -> Result<(), TargetError> {
+        let mut a = self.access.write().unwrap_or_else(|p| p.into_inner());
+        let k = a
+            .hosts
+            .get_mut(hostnqn)
+            .ok_or_else(|| TargetError::NotFound(format!("host {hostnqn}")))?;
+        *k = keys;
+        Ok(())
     }
 
     /// Whether any host may connect.
@@ -283,13 +305,15 @@ impl Subsystem {
         self.revoke(|c| !self.host_allowed(&c.hostnqn), "host no longer allowed")
     }
 
-    /// Allows `hostnqn`.
-    pub fn add_host(&self, hostnqn: &str) -> Result<(), TargetError> {
+    /// Allows `hostnqn`, which must authenticate with `keys` when they
+    /// hold a host key.
+    pub fn add_host(&self, hostnqn: &str, keys: HostKeys) -> Result<(), TargetError> {
         validate_nqn(hostnqn)?;
         let mut a = self.access.write().unwrap_or_else(|p| p.into_inner());
-        if !a.hosts.insert(hostnqn.to_owned()) {
+        if a.hosts.contains_key(hostnqn) {
             return Err(TargetError::Exists(format!("host {hostnqn}")));
         }
+        a.hosts.insert(hostnqn.to_owned(), keys);
         Ok(())
     }
 
@@ -298,7 +322,7 @@ impl Subsystem {
     pub fn remove_host(&self, hostnqn: &str) -> Result<Revocation, TargetError> {
         {
             let mut a = self.access.write().unwrap_or_else(|p| p.into_inner());
-            if !a.hosts.remove(hostnqn) {
+            if a.hosts.remove(hostnqn).is_none() {
                 return Err(TargetError::NotFound(format!("host {hostnqn}")));
             }
         }
@@ -322,7 +346,16 @@ impl Subsystem {
     /// The allowed hosts.
     pub fn hosts(&self) -> Vec<String> {
         let a = self.access.read().unwrap_or_else(|p| p.into_inner());
-        a.hosts.iter().cloned().collect()
+        a.hosts.keys().cloned().collect()
+    }
+
+    /// The allowed hosts with their keys.
+    pub fn hosts_with_keys(&self) -> Vec<(String, HostKeys)> {
+        let a = self.access.read().unwrap_or_else(|p| p.into_inner());
+        a.hosts
+            .iter()
+            .map(|(h, k)| (h.clone(), k.clone()))
+            .collect()
     }
 
     /// The current namespace table.
@@ -557,7 +590,7 @@ mod tests {
             Arc::new(QpairCounts::default()),
         ));
         let host = "nqn.2014-08.org.example:h";
-        sub.add_host(host).unwrap();
+        sub.add_host(host, HostKeys::default()).unwrap();
         let path = QpairPath {
             listen: "127.0.0.1:4420".parse().unwrap(),
             peer: "127.0.0.1:5000".parse().unwrap(),
@@ -591,7 +624,7 @@ mod tests {
         assert_eq!(sub.qpair_counts().snapshot().admin_current, 0);
 
         // The same for a listener removed, and for the subsystem deleted.
-        sub.add_host(host).unwrap();
+        sub.add_host(host, HostKeys::default()).unwrap();
         let c = sub.register_controller(listen, make()).unwrap();
         assert!(sub.attach_io_queue(&c, 1, path));
         assert_eq!(sub.remove_listener(listen).unwrap().len(), 1);

@@ -10,6 +10,7 @@ use metrics::Registry;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::auth::{AuthPolicy, HostKeys};
 use crate::ctrlr::controller::{QpairCountsSnapshot, Revocation};
 use crate::options::TransportOptions;
 use crate::poller::Poller;
@@ -154,11 +155,28 @@ impl Target {
         self.inner.subsystems()
     }
 
-    /// Adds a host to a subsystem's allow list.
-    pub fn add_host(&self, nqn: &str, hostnqn: &str) -> Result<(), TargetError> {
-        self.existing(nqn)?.add_host(hostnqn)?;
+    /// Adds a host to a subsystem's allow list; with a host key in
+    /// `keys` it must authenticate (DH-HMAC-CHAP) on every queue.
+    pub fn add_host(&self, nqn: &str, hostnqn: &str, keys: HostKeys) -> Result<(), TargetError> {
+        self.existing(nqn)?.add_host(hostnqn, keys)?;
         self.inner.discovery_changed();
         Ok(())
+    }
+
+    /// Replaces a listed host's DH-HMAC-CHAP keys (rotation): connected
+    /// queues stay, the next authentication needs the new keys.
+    pub fn set_host_keys(
+        &self,
+        nqn: &str,
+        hostnqn: &str,
+        keys: HostKeys,
+    ) -> Result<(), TargetError> {
+        self.existing(nqn)?.set_host_keys(hostnqn, keys)
+    }
+
+    /// The hashes and groups DH-HMAC-CHAP accepts.
+    pub fn auth_policy(&self) -> &AuthPolicy {
+        self.inner.auth_policy()
     }
 
     /// Removes a host from a subsystem's allow list and tears down its

@@ -39,7 +39,7 @@ impl Harness {
         let rt = common::runtime();
         let target = Target::new(opts, Registry::new()).unwrap();
         let sub = target.add_subsystem(SubsystemConfig::new(NQN)).unwrap();
-        sub.add_host(HOST).unwrap();
+        sub.add_host(HOST, Default::default()).unwrap();
         let bdev = Arc::new(Bdev::Malloc(
             MallocBdev::new("Malloc0", 2048, BS as u32).unwrap(),
         ));

@@ -40,7 +40,7 @@ impl Harness {
         let registry = Registry::new();
         let target = Target::new(TransportOptions::default(), registry.clone()).unwrap();
         let sub = target.add_subsystem(SubsystemConfig::new(NQN)).unwrap();
-        sub.add_host(HOST).unwrap();
+        sub.add_host(HOST, Default::default()).unwrap();
         let name = bdev.info().name.clone();
         let stats = IoStats::register(&registry, &name);
         let counted = CountedBdev::new(Arc::new(bdev), Arc::clone(&stats));

@@ -292,7 +292,7 @@ async fn revocation_waits_for_a_draining_controller(
     let f = fixture(options(), Duration::from_secs(2)).await;
     let sub = f.target.subsystem(NQN).unwrap();
     if listed {
-        sub.add_host(HOST).unwrap();
+        sub.add_host(HOST, Default::default()).unwrap();
     } else {
         f.target.set_allow_any_host(NQN, true).unwrap();
     }

@@ -39,7 +39,7 @@ impl Harness {
         cfg.serial = "RC0001".into();
         let sub = target.add_subsystem(cfg).unwrap();
         for h in allowed {
-            sub.add_host(h).unwrap();
+            sub.add_host(h, Default::default()).unwrap();
         }
         let bdev = Arc::new(Bdev::Malloc(
             MallocBdev::new("Malloc0", BLOCKS, BS as u32).unwrap(),

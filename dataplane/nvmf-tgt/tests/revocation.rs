@@ -49,7 +49,7 @@ impl Harness {
             .add_subsystem(SubsystemConfig::new(nqn))
             .unwrap();
         for h in hosts {
-            sub.add_host(h).unwrap();
+            sub.add_host(h, Default::default()).unwrap();
         }
         let bdev = Arc::new(Bdev::Malloc(MallocBdev::new("m", 2048, BS as u32).unwrap()));
         sub.add_namespace(Some(1), bdev, None, None).unwrap();

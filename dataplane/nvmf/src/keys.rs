@@ -57,6 +57,16 @@ impl Hash {
         }
     }
 
+    /// The digest of `data`.
+    pub fn digest(self, data: &[u8]) -> Vec<u8> {
+        use sha2::Digest;
+        match self {
+            Self::Sha256 => Sha256::digest(data).to_vec(),
+            Self::Sha384 => Sha384::digest(data).to_vec(),
+            Self::Sha512 => Sha512::digest(data).to_vec(),
+        }
+    }
+
     /// HMAC of `parts` (concatenated) under `key`.
     pub fn hmac(self, key: &[u8], parts: &[&[u8]]) -> Vec<u8> {
         fn run<M: Mac + hmac::digest::KeyInit>(key: &[u8], parts: &[&[u8]]) -> Vec<u8> {
@@ -119,13 +129,21 @@ impl DhchapSecret {
                 ))
             })?),
         };
+        Self::from_key(transform, &key)
+    }
+
+    /// The secret of `key` (32, 48 or 64 bytes) with `transform`.
+    pub fn from_key(transform: Option<Hash>, key: &[u8]) -> Result<Self, KeyError> {
         if ![32, 48, 64].contains(&key.len()) {
             return Err(KeyError(format!(
                 "DH-HMAC-CHAP secret: a key of {} bytes (32, 48 or 64 expected)",
                 key.len()
             )));
         }
-        Ok(Self { transform, key })
+        Ok(Self {
+            transform,
+            key: Zeroizing::new(key.to_vec()),
+        })
     }
 
     /// The secret as its string.

@@ -13,7 +13,10 @@
 //! - [`sqe`] / [`cqe`]: the 64-byte submission and 16-byte completion queue
 //!   entries carried in command and response capsules.
 //! - [`digest`]: CRC32C header and data digests.
+//! - [`keys`] and [`auth`]: the secrets of in-band authentication and TLS,
+//!   and DH-HMAC-CHAP's messages and computations.
 
+pub mod auth;
 pub mod cqe;
 pub mod digest;
 pub mod keys;

@@ -24,8 +24,9 @@ pub(crate) async fn spdk_get_version(_app: &App, _: NoParams) -> Result<Value, R
 /// `framework_get_subsystems`; its Python `save_config` walks this list).
 pub(crate) async fn framework_get_subsystems(_app: &App, _: NoParams) -> Result<Value, RpcError> {
     Ok(json!([
+        { "subsystem": "keyring", "depends_on": [] },
         { "subsystem": "bdev", "depends_on": [] },
-        { "subsystem": "nvmf", "depends_on": ["bdev"] }
+        { "subsystem": "nvmf", "depends_on": ["bdev", "keyring"] }
     ]))
 }
 
@@ -43,6 +44,7 @@ pub(crate) async fn framework_get_config(
     GetConfig { name, .. }: GetConfig,
 ) -> Result<Value, RpcError> {
     match name.as_str() {
+        "keyring" => Ok(super::keyring::config(&app.state.lock().await.keyring)),
         "bdev" => Ok(bdev_config(&*app.state.lock().await)),
         "nvmf" => Ok(nvmf_section(&*app.state.lock().await)),
         _ => Err(RpcError::errno(

@@ -8,6 +8,7 @@ mod bdev;
 mod bdev_inspect;
 mod fault;
 mod framework;
+mod keyring;
 mod nvmf;
 mod params;
 mod registry;

@@ -37,6 +37,7 @@ pub(crate) fn nvmf_section(state: &State) -> Value {
 /// bdev the bdev section lacks.
 pub(crate) fn snapshot(state: &State) -> Value {
     json!({ "subsystems": [
+        { "subsystem": "keyring", "config": super::keyring::config(&state.keyring) },
         { "subsystem": "bdev", "config": bdev_config(state) },
         { "subsystem": "nvmf", "config": nvmf_section(state) }
     ] })

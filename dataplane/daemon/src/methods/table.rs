@@ -12,9 +12,9 @@ use std::pin::Pin;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::nvmf::{host, inspect, listener, namespace, subsystem, transport};
+use super::nvmf::{host, inspect, listener, namespace, set_config, subsystem, transport};
 use super::params::{parse, NoParams};
-use super::{adacache, bdev, bdev_inspect, fault, framework, resize, saved_config};
+use super::{adacache, bdev, bdev_inspect, fault, framework, keyring, resize, saved_config};
 use crate::app::App;
 use crate::rpc::error::{ErrorKind, RpcError};
 use crate::rpc::server::Dispatch;
@@ -117,6 +117,11 @@ pub static METHODS: &[Method] = &[
     method!("nvmf_subsystem_remove_ns",       Changes, namespace::remove_ns,                namespace::RemoveNs),
     method!("nvmf_subsystem_add_host",        Changes, host::add_host,                      host::AddHost),
     method!("nvmf_subsystem_remove_host",     Changes, host::remove_host,                   host::RemoveHost),
+    method!("nvmf_subsystem_set_keys",        Changes, host::set_keys,                      host::SetKeys),
+    method!("nvmf_set_config",                Changes, set_config::set_config,              set_config::SetConfig),
+    method!("keyring_file_add_key",           Changes, keyring::add_key,                    keyring::AddKey),
+    method!("keyring_file_remove_key",        Changes, keyring::remove_key,                 keyring::RemoveKey),
+    method!("keyring_get_keys",               Reads,   keyring::get_keys,                   NoParams),
     method!("nvmf_subsystem_allow_any_host",  Changes, subsystem::allow_any_host,           subsystem::AllowAnyHost),
     method!("nvmf_subsystem_get_controllers", Reads,   inspect::get_controllers,            inspect::ByNqn),
     method!("nvmf_subsystem_get_qpairs",      Reads,   inspect::get_qpairs,                 inspect::ByNqn),

@@ -191,6 +191,8 @@ pub mod libc_errno {
     pub const ENOSPC: i32 = 28;
     /// Operation not supported.
     pub const ENOTSUP: i32 = 95;
+    /// Required key not available.
+    pub const ENOKEY: i32 = 126;
 }
 
 #[cfg(test)]

@@ -77,7 +77,7 @@ impl Queue {
 
     /// Answers `sqe` with the first `len` bytes of `self.reply` (no more
     /// than the host's buffer holds), checking its data pointer.
-    fn reply_data(&mut self, sqe: &Sqe, len: usize) -> Outcome {
+    pub(super) fn reply_data(&mut self, sqe: &Sqe, len: usize) -> Outcome {
         let cid = sqe.cid();
         let d = sqe.sgl();
         if d.kind != sgl::TRANSPORT {

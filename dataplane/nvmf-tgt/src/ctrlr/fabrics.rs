@@ -2,6 +2,7 @@
 //! controller), Property Get/Set (the controller registers, CC transitions
 //! included) and Disconnect.
 
+use nvmf::auth;
 use nvmf::cqe::{Cqe, Status};
 use nvmf::sqe::{fctype, sgl, ConnectCmd, ConnectData, ConnectDataError, PropertyCmd, Sqe};
 
@@ -9,15 +10,22 @@ use super::controller::{prop, CcTransition, NewController, RegisterError};
 use super::{identify, status, Binding, Op, Outcome, Queue};
 
 impl Queue {
-    /// Fabrics commands after Connect.
-    pub(super) fn fabrics(&mut self, sqe: &Sqe) -> Outcome {
+    /// Fabrics commands after Connect. Before the queue authenticated,
+    /// only authentication and Disconnect.
+    pub(super) fn fabrics(&mut self, sqe: &Sqe, data: &[u8]) -> Outcome {
         let cid = sqe.cid();
         let admin = self.qid() == 0;
+        match sqe.fctype() {
+            fctype::AUTH_SEND => return self.auth_send(sqe, data),
+            fctype::AUTH_RECV => return self.auth_recv(sqe),
+            fctype::DISCONNECT => return Outcome::Disconnect(Cqe::new(cid, Status::SUCCESS)),
+            _ if self.awaits_authentication() => return super::auth::required(cid),
+            _ => {}
+        }
         match sqe.fctype() {
             fctype::PROPERTY_GET if admin => self.property_get(sqe),
             fctype::PROPERTY_SET if admin => self.property_set(sqe),
             fctype::CONNECT => Outcome::Complete(Cqe::new(cid, Status::SEQUENCE_ERROR)),
-            fctype::DISCONNECT => Outcome::Disconnect(Cqe::new(cid, Status::SUCCESS)),
             _ => Outcome::Complete(Cqe::new(cid, Status::INVALID_OPCODE)),
         }
     }
@@ -96,10 +104,18 @@ impl Queue {
             }
         }
         match self.try_connect(sqe, data) {
-            Ok(cntlid) => Outcome::Connected(Cqe {
-                dw0: u32::from(cntlid),
-                ..Cqe::new(cid, Status::SUCCESS)
-            }),
+            Ok(cntlid) => {
+                // AUTHREQ.ATR: the host authenticates before anything else.
+                let atr = if self.awaits_authentication() {
+                    auth::CONNECT_AUTHREQ_ATR
+                } else {
+                    0
+                };
+                Outcome::Connected(Cqe {
+                    dw0: u32::from(cntlid) | atr,
+                    ..Cqe::new(cid, Status::SUCCESS)
+                })
+            }
             Err((status, dw0)) => {
                 if self.target.peer_log().allow(self.path.peer.ip()) {
                     tracing::info!(peer = %self.path.peer, sc = status.sc, dw0, "Connect refused");
@@ -192,6 +208,11 @@ impl Queue {
         };
         let cntlid = ctrl.cntlid;
         let stats = sub.stats.clone();
+        // A host with a key authenticates every queue (an I/O queue joins
+        // a controller whose admin queue already did: only an enabled
+        // controller takes I/O queues, and enabling it took a Property Set
+        // after authentication).
+        let authenticated = sub.is_discovery || !sub.host_keys(&d.hostnqn).required();
         self.target.queue_opened(&ctrl);
         stats.connections_total.inc();
         stats.connections.add(1);
@@ -202,6 +223,7 @@ impl Queue {
             ctrl,
             sub,
             stats,
+            authenticated,
         });
         Ok(cntlid)
     }

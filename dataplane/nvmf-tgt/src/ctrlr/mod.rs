@@ -28,6 +28,7 @@
 //! share), [`identify`] and [`log_page`] (data structures), [`status`].
 
 mod admin;
+mod auth;
 pub mod controller;
 mod exec;
 mod fabrics;
@@ -93,6 +94,9 @@ struct Binding {
     ctrl: Arc<Controller>,
     sub: Arc<Subsystem>,
     stats: SubsystemStats,
+    /// Whether the queue may carry commands: true at Connect when the host
+    /// has no DH-HMAC-CHAP key, else once it authenticated.
+    authenticated: bool,
 }
 
 /// One queue pair as the controller sees it: the binding Connect made,
@@ -113,6 +117,8 @@ pub(crate) struct Queue {
     /// Data an admin command returns: its first `reply_len` bytes.
     reply: Vec<u8>,
     reply_len: usize,
+    /// The DH-HMAC-CHAP transaction under way.
+    auth: Option<Box<auth::Transaction>>,
 }
 
 impl Queue {
@@ -129,6 +135,7 @@ impl Queue {
             ns_generation: u64::MAX,
             reply: vec![0; identify::IDENTIFY_LEN],
             reply_len: 0,
+            auth: None,
         }
     }
 
@@ -142,7 +149,9 @@ impl Queue {
             return Outcome::Complete(Cqe::new(sqe.cid(), Status::SEQUENCE_ERROR));
         };
         if sqe.opcode() == opcode::FABRICS {
-            self.fabrics(sqe)
+            self.fabrics(sqe, data)
+        } else if !b.authenticated {
+            auth::required(sqe.cid())
         } else if b.qid == 0 {
             self.admin(sqe)
         } else {
@@ -273,6 +282,22 @@ impl Queue {
     /// The queue id (0 before Connect).
     pub(crate) fn qid(&self) -> u16 {
         self.bound.as_ref().map_or(0, |b| b.qid)
+    }
+
+    /// Whether the queue is connected and still owes its authentication:
+    /// the transport bounds that time as it bounds ICReq and Connect.
+    pub(crate) fn awaits_authentication(&self) -> bool {
+        self.bound.as_ref().is_some_and(|b| !b.authenticated)
+    }
+
+    fn is_authenticated(&self) -> bool {
+        self.bound.as_ref().is_some_and(|b| b.authenticated)
+    }
+
+    fn set_authenticated(&mut self, yes: bool) {
+        if let Some(b) = &mut self.bound {
+            b.authenticated = yes;
+        }
     }
 
     /// Whether this is a connected admin queue.

@@ -39,3 +39,10 @@ pub const NAMESPACE_WRITE_PROTECTED: Status = Status {
     sc: 0x20,
     dnr: true,
 };
+/// Fabrics: Authentication Required (a command before the queue
+/// authenticated).
+pub const AUTH_REQUIRED: Status = Status {
+    sct: sct::COMMAND_SPECIFIC,
+    sc: 0x91,
+    dnr: true,
+};

@@ -467,3 +467,5 @@ async fn disconnect_and_unbind_release_the_controller() {
     assert!(ctrl.is_torn_down(), "the admin queue's end tears it down");
     assert!(r.sub.live_controllers().iter().all(|c| c.is_torn_down()));
 }
+
+mod auth;

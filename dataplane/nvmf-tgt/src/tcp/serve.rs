@@ -309,11 +309,15 @@ pub(crate) async fn serve<R, W>(
         let events = conn.ctrlr.awaits_events().is_some();
         // A parked Connect waits for the host's old controller, with its
         // own bound.
-        let identifying = matches!(
+        let unidentified = matches!(
             conn.state,
             ConnState::AwaitingIcReq | ConnState::AwaitingConnect
         ) && parked.is_none();
-        let eviction = conn.admission.eviction().filter(|_| identifying);
+        // A host with a DH-HMAC-CHAP key authenticates within the same
+        // deadline; a queue whose authentication failed (now or on
+        // re-authentication) closes once its answer is out.
+        let identifying = unidentified || conn.ctrlr.awaits_authentication();
+        let eviction = conn.admission.eviction().filter(|_| unidentified);
         tokio::select! {
             Some((slot, done)) = inflight.next(), if !inflight.is_empty() => {
                 conn.finish(slot, done);
@@ -361,7 +365,7 @@ pub(crate) async fn serve<R, W>(
             }
             _ = tokio::time::sleep_until(identify_deadline), if identifying => {
                 if conn.target.peer_log().allow(peer.ip()) {
-                    tracing::info!(%peer, "socket closed: no ICReq and Connect within identify_timeout");
+                    tracing::info!(%peer, "socket closed: no ICReq, Connect and authentication within identify_timeout");
                 }
                 break;
             }

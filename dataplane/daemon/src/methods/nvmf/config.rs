@@ -5,20 +5,21 @@ use nvmf_tgt::{ListenAddress, DISCOVERY_NQN};
 use serde_json::{json, Value};
 
 use super::super::registry::uuid_string;
-use super::json::{advertised_json, hex_upper, listener_json};
+use super::json::{advertised_json, hex_upper, host_json, listener_json};
 use crate::app::NvmfState;
 
 /// The nvmf subsystem's configuration in SPDK's order: the transport, then
 /// subsystems, their hosts, their namespaces (with their identifiers, so a
 /// restart keeps them), their listeners.
 pub(crate) fn config(nvmf: &NvmfState) -> Vec<Value> {
+    let mut out: Vec<Value> = super::set_config::config_call(nvmf).into_iter().collect();
     let (Some(t), Some(transport)) = (&nvmf.target, &nvmf.transport) else {
-        return Vec::new();
+        return out;
     };
     let subs = t.subsystems();
     let discovery = t.subsystem(DISCOVERY_NQN);
     let call = |method: &str, params: Value| json!({ "method": method, "params": params });
-    let mut out = vec![call("nvmf_create_transport", transport.clone())];
+    out.push(call("nvmf_create_transport", transport.clone()));
     for s in &subs {
         out.push(call(
             "nvmf_create_subsystem",
@@ -32,10 +33,10 @@ pub(crate) fn config(nvmf: &NvmfState) -> Vec<Value> {
         ));
     }
     for s in &subs {
-        for h in s.hosts() {
+        for (h, keys) in s.hosts_with_keys() {
             out.push(call(
                 "nvmf_subsystem_add_host",
-                json!({ "nqn": s.nqn, "host": h }),
+                host_json(&s.nqn, &h, &keys),
             ));
         }
     }

@@ -1,14 +1,20 @@
-//! Allowed hosts: `nvmf_subsystem_add_host` and
+//! Allowed hosts: `nvmf_subsystem_add_host` (with the keyring names of
+//! its DH-HMAC-CHAP keys), `nvmf_subsystem_set_keys` (rotation) and
 //! `nvmf_subsystem_remove_host` (which ends the host's controllers).
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
+
+use nvmf_tgt::{HostKeys, NamedKey};
 
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::revoke::{persist_then_wait, REVOKE_TIMEOUT};
 use super::target::{check_tgt_name, subsystem, target, unsupported};
-use crate::app::App;
+use crate::app::{App, KeyFile};
+use crate::methods::keyring::dhchap_secret;
 use crate::rpc::error::{ErrorKind, RpcError};
 
 #[derive(Deserialize)]
@@ -27,13 +33,63 @@ pub(crate) async fn add_host(app: &App, p: AddHost) -> Result<Value, RpcError> {
     if p.psk.is_some() {
         return Err(unsupported("psk (TLS)"));
     }
-    if p.dhchap_key.is_some() || p.dhchap_ctrlr_key.is_some() {
-        return Err(unsupported("DH-HMAC-CHAP authentication"));
-    }
     let state = app.state.lock().await;
     subsystem(&state.nvmf, &p.nqn)?;
-    target(&state.nvmf)?.add_host(&p.nqn, &p.host)?;
-    tracing::info!(subnqn = %p.nqn, hostnqn = %p.host, "NVMe-oF host allowed");
+    let keys = host_keys(&state.keyring, &p.dhchap_key, &p.dhchap_ctrlr_key)?;
+    let authenticated = keys.required();
+    target(&state.nvmf)?.add_host(&p.nqn, &p.host, keys)?;
+    tracing::info!(subnqn = %p.nqn, hostnqn = %p.host, dhchap = authenticated, "NVMe-oF host allowed");
+    Ok(json!(true))
+}
+
+/// The keys named by `dhchap_key` and `dhchap_ctrlr_key`, read from the
+/// keyring; a controller key needs a host key (SPDK's rule).
+fn host_keys(
+    keyring: &BTreeMap<String, KeyFile>,
+    host: &Option<String>,
+    ctrlr: &Option<String>,
+) -> Result<HostKeys, RpcError> {
+    if ctrlr.is_some() && host.is_none() {
+        return Err(RpcError::invalid_params(
+            "dhchap_ctrlr_key needs dhchap_key: a controller authenticates only to a host that authenticates",
+        ));
+    }
+    let named = |name: &Option<String>| -> Result<Option<Arc<NamedKey>>, RpcError> {
+        name.as_ref()
+            .map(|n| {
+                Ok(Arc::new(NamedKey {
+                    name: n.clone(),
+                    secret: dhchap_secret(keyring, n)?,
+                }))
+            })
+            .transpose()
+    };
+    Ok(HostKeys {
+        host: named(host)?,
+        ctrlr: named(ctrlr)?,
+    })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SetKeys {
+    nqn: String,
+    host: String,
+    tgt_name: Option<String>,
+    dhchap_key: Option<String>,
+    dhchap_ctrlr_key: Option<String>,
+}
+
+/// `nvmf_subsystem_set_keys`: rotation. Connected queues keep running;
+/// the host's next authentication (a new queue, or re-authentication)
+/// needs the new keys. Without keys, the host no longer authenticates.
+pub(crate) async fn set_keys(app: &App, p: SetKeys) -> Result<Value, RpcError> {
+    check_tgt_name(&p.tgt_name)?;
+    let state = app.state.lock().await;
+    subsystem(&state.nvmf, &p.nqn)?;
+    let keys = host_keys(&state.keyring, &p.dhchap_key, &p.dhchap_ctrlr_key)?;
+    target(&state.nvmf)?.set_host_keys(&p.nqn, &p.host, keys)?;
+    tracing::info!(subnqn = %p.nqn, hostnqn = %p.host, dhchap_key = ?p.dhchap_key, dhchap_ctrlr_key = ?p.dhchap_ctrlr_key, "NVMe-oF host keys set");
     Ok(json!(true))
 }
 

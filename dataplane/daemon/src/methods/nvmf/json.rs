@@ -44,7 +44,17 @@ pub(crate) fn subsystem_json(s: &Subsystem) -> Value {
         "subtype": "NVMe",
         "listen_addresses": s.listeners().iter().map(listener_json).collect::<Vec<_>>(),
         "allow_any_host": s.allow_any_host(),
-        "hosts": s.hosts().iter().map(|h| json!({ "nqn": h })).collect::<Vec<_>>(),
+        "hosts": s
+            .hosts_with_keys()
+            .iter()
+            .map(|(h, keys)| {
+                let mut v = host_json(&s.nqn, h, keys);
+                let o = v.as_object_mut().expect("an object");
+                o.remove("host");
+                o.insert("nqn".into(), json!(h));
+                v
+            })
+            .collect::<Vec<_>>(),
         "serial_number": s.serial,
         "model_number": s.model,
         "max_namespaces": s.max_namespaces,
@@ -86,4 +96,17 @@ pub(crate) fn advertised_json(l: &ListenAddress) -> Option<Value> {
         a["trsvcid"] = json!(port.to_string());
     }
     Some(a)
+}
+
+/// `nvmf_subsystem_add_host`'s parameters for host `h` of subsystem
+/// `nqn`: its keys by keyring name, never their value.
+pub(crate) fn host_json(nqn: &str, h: &str, keys: &nvmf_tgt::HostKeys) -> Value {
+    let mut v = json!({ "nqn": nqn, "host": h });
+    if let Some(k) = &keys.host {
+        v["dhchap_key"] = json!(k.name);
+    }
+    if let Some(k) = &keys.ctrlr {
+        v["dhchap_ctrlr_key"] = json!(k.name);
+    }
+    v
 }

@@ -39,6 +39,7 @@ mod json;
 pub(crate) mod listener;
 pub(crate) mod namespace;
 mod revoke;
+pub(crate) mod set_config;
 pub(crate) mod subsystem;
 mod target;
 pub(crate) mod transport;

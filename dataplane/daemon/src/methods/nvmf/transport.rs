@@ -187,6 +187,9 @@ pub(crate) async fn create_transport(app: &App, p: CreateTransport) -> Result<Va
         "rackcache_tcp_keepalive_ms": opts.tcp_keepalive.as_millis() as u64,
     });
     let target = Target::with_poller(opts, Arc::clone(&app.metrics), app.poller.clone())?;
+    if let Some((digests, groups)) = &state.nvmf.dhchap {
+        target.auth_policy().set(digests, groups);
+    }
     state.nvmf.target = Some(target);
     state.nvmf.transport = Some(saved);
     tracing::info!("NVMe/TCP transport created");

@@ -1,0 +1,172 @@
+//! The keyring (SPDK's `keyring_file` module): named keys kept in files,
+//! `keyring_file_add_key`, `keyring_file_remove_key`, `keyring_get_keys`.
+//! Other methods name keys, never carry them: `nvmf_subsystem_add_host
+//! --dhchap-key key0` reads key0's file then. So secrets stay out of RPC
+//! traffic, logs and the saved configuration, which records names and
+//! paths only.
+//!
+//! As SPDK's: a path must be absolute and its file readable by its owner
+//! only (mode 0600 or 0400). Unlike SPDK, a key that a host still uses
+//! cannot be removed: the saved configuration would name a key that no
+//! longer exists and fail to load.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use nvmf::keys::DhchapSecret;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::app::{App, KeyFile};
+use crate::rpc::error::{libc_errno, RpcError};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AddKey {
+    name: String,
+    path: String,
+}
+
+/// Checks that `path` is absolute, a regular file, and private to its
+/// owner; returns its content.
+fn read_key_file(path: &str) -> Result<String, RpcError> {
+    if !Path::new(path).is_absolute() {
+        return Err(RpcError::invalid_params(format!(
+            "key file path '{path}' is not absolute"
+        )));
+    }
+    let meta = std::fs::metadata(path)
+        .map_err(|e| RpcError::invalid_params(format!("key file '{path}': {e}")))?;
+    let mode = meta.permissions().mode() & 0o777;
+    if !meta.is_file() || mode & 0o077 != 0 {
+        return Err(RpcError::invalid_params(format!(
+            "Invalid permissions for key file '{path}': 0{mode:o} (it must be a file only its owner may read: 0600 or 0400)"
+        )));
+    }
+    std::fs::read_to_string(path)
+        .map_err(|e| RpcError::invalid_params(format!("key file '{path}': {e}")))
+}
+
+pub(crate) async fn add_key(app: &App, p: AddKey) -> Result<Value, RpcError> {
+    if p.name.is_empty() || !p.name.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(RpcError::invalid_params(
+            "key name must be printable ASCII without spaces",
+        ));
+    }
+    read_key_file(&p.path)?;
+    let mut state = app.state.lock().await;
+    if state.keyring.contains_key(&p.name) {
+        return Err(RpcError::errno(
+            libc_errno::EEXIST,
+            format!("Key '{}' already exists", p.name),
+        ));
+    }
+    let seq = state.next_seq;
+    state.next_seq += 1;
+    state.keyring.insert(
+        p.name.clone(),
+        KeyFile {
+            seq,
+            path: p.path.clone(),
+        },
+    );
+    tracing::info!(key = %p.name, path = %p.path, "key added to the keyring");
+    Ok(json!(true))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RemoveKey {
+    name: String,
+}
+
+pub(crate) async fn remove_key(app: &App, p: RemoveKey) -> Result<Value, RpcError> {
+    let mut state = app.state.lock().await;
+    if !state.keyring.contains_key(&p.name) {
+        return Err(RpcError::errno(
+            libc_errno::ENOKEY,
+            format!("Key '{}' not found", p.name),
+        ));
+    }
+    if let Some(users) = key_users(&state.nvmf, &p.name) {
+        return Err(RpcError::errno(
+            libc_errno::EBUSY,
+            format!(
+                "Key '{}' is in use by {users}: set other keys first",
+                p.name
+            ),
+        ));
+    }
+    state.keyring.remove(&p.name);
+    tracing::info!(key = %p.name, "key removed from the keyring");
+    Ok(json!(true))
+}
+
+/// The hosts using key `name`, described, or None.
+fn key_users(nvmf: &crate::app::NvmfState, name: &str) -> Option<String> {
+    let t = nvmf.target.as_ref()?;
+    let users: Vec<String> = t
+        .subsystems()
+        .iter()
+        .flat_map(|s| {
+            s.hosts_with_keys()
+                .into_iter()
+                .filter(|(_, k)| {
+                    [&k.host, &k.ctrlr]
+                        .into_iter()
+                        .flatten()
+                        .any(|n| n.name == name)
+                })
+                .map(|(h, _)| format!("host {h} of {}", s.nqn))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    (!users.is_empty()).then(|| users.join(", "))
+}
+
+pub(crate) async fn get_keys(app: &App, _: super::params::NoParams) -> Result<Value, RpcError> {
+    let state = app.state.lock().await;
+    let mut keys: Vec<_> = state.keyring.iter().collect();
+    keys.sort_by_key(|(_, k)| k.seq);
+    Ok(Value::Array(
+        keys.into_iter()
+            .map(|(name, k)| {
+                json!({
+                    "name": name,
+                    "path": k.path,
+                    "removed": false,
+                    "probed": false,
+                    "in_use": key_users(&state.nvmf, name).is_some(),
+                })
+            })
+            .collect(),
+    ))
+}
+
+/// The DH-HMAC-CHAP secret of key `name`, read from its file now.
+pub(crate) fn dhchap_secret(
+    keyring: &std::collections::BTreeMap<String, KeyFile>,
+    name: &str,
+) -> Result<DhchapSecret, RpcError> {
+    let k = keyring.get(name).ok_or_else(|| {
+        RpcError::invalid_params(format!(
+            "Key '{name}' not found: add it with keyring_file_add_key first"
+        ))
+    })?;
+    let text = read_key_file(&k.path)?;
+    DhchapSecret::parse(&text)
+        .map_err(|e| RpcError::invalid_params(format!("key '{name}' ({}): {e}", k.path)))
+}
+
+/// The "keyring" section of a saved configuration: names and paths.
+pub(crate) fn config(keyring: &std::collections::BTreeMap<String, KeyFile>) -> Value {
+    let mut keys: Vec<_> = keyring.iter().collect();
+    keys.sort_by_key(|(_, k)| k.seq);
+    Value::Array(
+        keys.into_iter()
+            .map(|(name, k)| {
+                json!({ "method": "keyring_file_add_key", "params": { "name": name, "path": k.path } })
+            })
+            .collect(),
+    )
+}
