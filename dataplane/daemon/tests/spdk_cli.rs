@@ -82,6 +82,15 @@ fn every_method_through_the_stock_spdk_rpc_command_line() {
         .unwrap()
         .set_len(64 << 20)
         .unwrap();
+    // DH-HMAC-CHAP secrets for the keyring rows, private to their owner as
+    // keyring_file requires.
+    for (name, fill) in [("key0", 1u8), ("ckey0", 2)] {
+        let secret = nvmf::keys::DhchapSecret::from_key(None, &[fill; 32]).unwrap();
+        let path = work.path().join(name);
+        std::fs::write(&path, secret.encode().as_bytes()).unwrap();
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .unwrap();
+    }
     let socket = work.path().join("spdk.sock");
     let daemon = Daemon::start(&socket, None);
 

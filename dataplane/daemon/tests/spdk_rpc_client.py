@@ -341,7 +341,7 @@ if phase == "first":
     spdk_config.save_config(client, buf, indent=2)
     saved = json.loads(buf.getvalue())
     assert saved == call("save_config"), "client-side and server-side save_config differ"
-    assert [s["subsystem"] for s in saved["subsystems"]] == ["bdev", "nvmf"]
+    assert [s["subsystem"] for s in saved["subsystems"]] == ["keyring", "bdev", "nvmf"]
     methods_saved = [c["method"] for s in saved["subsystems"] for c in s["config"]]
     want = ["bdev_malloc_create", "bdev_malloc_create", "bdev_aio_create"]
     if ceph:

@@ -61,10 +61,15 @@ pub struct TransportOptions {
     pub max_unidentified_per_listener: u32,
     /// The same, per peer address.
     pub max_unidentified_per_peer: u32,
-    /// A socket that has not sent its ICReq and a successful Connect (and,
-    /// for a host with a DH-HMAC-CHAP key, authenticated) this long after
-    /// it was accepted is closed.
+    /// A socket that has not sent its ICReq and a successful Connect this
+    /// long after it was accepted is closed.
     pub identify_timeout: Duration,
+    /// A queue whose host has a DH-HMAC-CHAP key and has not authenticated
+    /// this long after its Connect is closed (keep-alive does not run
+    /// before: the host cannot send Keep Alive yet). Generous: a host's
+    /// first FFDHE-8192 exchange, crypto self-tests included, takes
+    /// seconds on a slow CPU.
+    pub auth_timeout: Duration,
     /// A connection whose peer stops answering TCP keep-alive probes (sent
     /// after this long without traffic, then every third of it, three
     /// times), or leaves sent data unacknowledged this long, is closed: a
@@ -93,6 +98,7 @@ impl Default for TransportOptions {
             max_unidentified_per_listener: 128,
             max_unidentified_per_peer: 32,
             identify_timeout: Duration::from_secs(10),
+            auth_timeout: Duration::from_secs(30),
             tcp_keepalive: Duration::from_secs(30),
         }
     }
@@ -176,6 +182,7 @@ impl TransportOptions {
             ("write_timeout", self.write_timeout),
             ("drain_timeout", self.drain_timeout),
             ("identify_timeout", self.identify_timeout),
+            ("auth_timeout", self.auth_timeout),
             ("tcp_keepalive", self.tcp_keepalive),
         ] {
             if d.is_zero() || d > MAX_TIMEOUT {

@@ -105,10 +105,12 @@ pub fn wait_metric(port: u16, name: &str, labels: &str, want: f64) -> String {
 /// The params `save_config` records for cached bdev `name`.
 pub fn saved_params(socket: &Path, name: &str) -> Value {
     let cfg = rpc(socket, "save_config", json!({}));
-    cfg["subsystems"][0]["config"]
+    cfg["subsystems"]
         .as_array()
         .unwrap()
         .iter()
+        .filter(|s| s["subsystem"] == "bdev")
+        .flat_map(|s| s["config"].as_array().unwrap())
         .find(|c| c["method"] == "bdev_adacache_create" && c["params"]["name"] == name)
         .map(|c| c["params"].clone())
         .unwrap_or_else(|| panic!("{name} not saved: {cfg}"))

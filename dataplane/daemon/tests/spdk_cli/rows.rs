@@ -13,6 +13,8 @@ pub const NQN: &str = "nqn.2016-06.io.spdk:cnode1";
 pub const DISCOVERY: &str = "nqn.2014-08.org.nvmexpress.discovery";
 pub const HOST: &str = "nqn.2014-08.org.nvmexpress:uuid:0f8c1f3a-0000-4000-8000-0000000000c1";
 pub const OTHER_HOST: &str = "nqn.2014-08.org.nvmexpress:uuid:0f8c1f3a-0000-4000-8000-0000000000c2";
+/// A host that must authenticate (DH-HMAC-CHAP).
+pub const KEYED_HOST: &str = "nqn.2014-08.org.nvmexpress:uuid:0f8c1f3a-0000-4000-8000-0000000000c3";
 
 /// The NVM subsystem's listener, as added and removed.
 pub const LISTENER: &[&str] = &[
@@ -174,7 +176,7 @@ pub fn rows() -> Vec<Row> {
                 .iter()
                 .map(|s| s["subsystem"].clone())
                 .collect();
-            assert_eq!(names, [json!("bdev"), json!("nvmf")]);
+            assert_eq!(names, [json!("keyring"), json!("bdev"), json!("nvmf")]);
         }),
         row(
             "bdev_malloc_create",
@@ -293,6 +295,83 @@ pub fn rows() -> Vec<Row> {
         }),
         row("nvmf_subsystem_add_host", &[NQN, HOST], |c, _| {
             assert_eq!(c.subsystem(NQN)["hosts"], json!([{ "nqn": HOST }]));
+        }),
+        row("keyring_file_add_key", &["key0", "{work}/key0"], |c, _| {
+            assert_eq!(c.rpc("keyring_get_keys", json!(null))[0]["name"], "key0");
+        }),
+        row(
+            "keyring_file_add_key",
+            &["ckey0", "{work}/ckey0"],
+            |_, _| {},
+        ),
+        row("keyring_get_keys", &[], |c, out| {
+            let keys = parse(out);
+            let names: Vec<&Value> = keys
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|k| &k["name"])
+                .collect();
+            assert_eq!(names, [&json!("key0"), &json!("ckey0")]);
+            assert_eq!(keys[1]["path"], json!(format!("{}/ckey0", c.var("work"))));
+        }),
+        row(
+            "nvmf_set_config",
+            &[
+                "--dhchap-digests",
+                "sha256,sha512",
+                "--dhchap-dhgroups",
+                "null,ffdhe2048",
+            ],
+            |c, _| {
+                let nvmf = c.rpc("framework_get_config", json!({ "name": "nvmf" }));
+                assert_eq!(
+                    nvmf[0],
+                    json!({ "method": "nvmf_set_config", "params": {
+                        "dhchap_digests": ["sha256", "sha512"],
+                        "dhchap_dhgroups": ["null", "ffdhe2048"],
+                    }})
+                );
+            },
+        ),
+        row(
+            "nvmf_subsystem_add_host",
+            &[
+                NQN,
+                KEYED_HOST,
+                "--dhchap-key",
+                "key0",
+                "--dhchap-ctrlr-key",
+                "ckey0",
+            ],
+            |c, _| {
+                assert_eq!(
+                    c.subsystem(NQN)["hosts"][1],
+                    json!({ "nqn": KEYED_HOST, "dhchap_key": "key0", "dhchap_ctrlr_key": "ckey0" })
+                );
+            },
+        ),
+        row(
+            "nvmf_subsystem_set_keys",
+            &[NQN, KEYED_HOST, "--dhchap-key", "ckey0"],
+            |c, _| {
+                assert_eq!(
+                    c.subsystem(NQN)["hosts"][1],
+                    json!({ "nqn": KEYED_HOST, "dhchap_key": "ckey0" })
+                );
+                // A key a host uses stays.
+                let e = crate::common::unix_rpc(
+                    &c.socket,
+                    "keyring_file_remove_key",
+                    json!({ "name": "ckey0" }),
+                )
+                .expect_err("a key in use was removed");
+                assert!(e.to_string().contains("in use"), "{e}");
+            },
+        ),
+        row("keyring_file_remove_key", &["key0"], |c, _| {
+            let keys = c.rpc("keyring_get_keys", json!(null));
+            assert_eq!(keys.as_array().unwrap().len(), 1);
         }),
         row("nvmf_subsystem_add_listener", LISTENER, |c, _| {
             assert_eq!(listen_ports(&c.subsystem(NQN)), [c.var("port")]);

@@ -3,11 +3,11 @@
 //!
 //! A queue whose host has a key is connected but not authenticated: until
 //! a transaction ends in success, every command but Authentication
-//! Send/Receive and Disconnect gets Authentication Required, and the
-//! transport closes the socket at its identify deadline. A failed
-//! transaction answers the host's next Authentication Receive with
-//! AUTH_Failure1 and leaves the queue unauthenticated, so the transport
-//! closes it once that answer is out. A host may authenticate again at any
+//! Send/Receive and Disconnect gets Authentication Required, keep-alive
+//! does not run, and the transport closes the socket at `auth_timeout`
+//! after Connect. A failed transaction answers the host's next
+//! Authentication Receive with AUTH_Failure1 and marks the queue failed,
+//! so the transport closes it once that answer is out. A host may authenticate again at any
 //! time (re-authentication, after a key rotation); the queue keeps serving
 //! I/O meanwhile and stays authenticated unless that transaction fails.
 //!
@@ -309,6 +309,10 @@ impl Queue {
         let first = !self.is_authenticated();
         self.set_authenticated(true);
         if let Some(b) = &self.bound {
+            // Keep-alive starts now: the host could send none before.
+            if b.qid == 0 {
+                b.ctrl.keep_alive();
+            }
             b.stats.auth_successes.inc();
             tracing::info!(subnqn = %b.sub.nqn, hostnqn = %b.ctrl.hostnqn, cntlid = b.ctrl.cntlid, qid = b.qid, digest = auth::hash_name(hash), dhgroup = group.name(), reauthentication = !first, "host authenticated (DH-HMAC-CHAP)");
         }

@@ -224,6 +224,7 @@ impl Queue {
             sub,
             stats,
             authenticated,
+            auth_failed: false,
         });
         Ok(cntlid)
     }

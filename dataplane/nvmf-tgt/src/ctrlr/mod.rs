@@ -97,6 +97,8 @@ struct Binding {
     /// Whether the queue may carry commands: true at Connect when the host
     /// has no DH-HMAC-CHAP key, else once it authenticated.
     authenticated: bool,
+    /// A transaction failed: the queue closes once its answer is out.
+    auth_failed: bool,
 }
 
 /// One queue pair as the controller sees it: the binding Connect made,
@@ -290,6 +292,12 @@ impl Queue {
         self.bound.as_ref().is_some_and(|b| !b.authenticated)
     }
 
+    /// Whether an authentication failed: the transport closes the queue
+    /// once the answer saying so is out.
+    pub(crate) fn auth_failed(&self) -> bool {
+        self.bound.as_ref().is_some_and(|b| b.auth_failed)
+    }
+
     fn is_authenticated(&self) -> bool {
         self.bound.as_ref().is_some_and(|b| b.authenticated)
     }
@@ -297,6 +305,7 @@ impl Queue {
     fn set_authenticated(&mut self, yes: bool) {
         if let Some(b) = &mut self.bound {
             b.authenticated = yes;
+            b.auth_failed = !yes;
         }
     }
 

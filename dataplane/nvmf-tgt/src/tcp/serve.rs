@@ -246,6 +246,10 @@ pub(crate) async fn serve<R, W>(
     let h2c_timeout = opts.h2c_data_timeout;
     // Until its ICReq and a Connect are through, the socket is no host.
     let identify_deadline = Instant::now() + opts.identify_timeout;
+    let auth_timeout = opts.auth_timeout;
+    // Set at Connect for a host that must authenticate, cleared once it
+    // did.
+    let mut auth_deadline: Option<Instant> = None;
     let mut w = Watch {
         shutdown: target.shutdown_signal(),
         teardown: None,
@@ -270,7 +274,13 @@ pub(crate) async fn serve<R, W>(
         if w.teardown.is_none() {
             w.teardown = ctrl.as_ref().map(|c| c.teardown_signal());
         }
-        let ka_deadline = if conn.ctrlr.is_admin() {
+        let authenticating = conn.ctrlr.awaits_authentication();
+        if authenticating {
+            auth_deadline.get_or_insert_with(|| Instant::now() + auth_timeout);
+        } else {
+            auth_deadline = None;
+        }
+        let ka_deadline = if conn.ctrlr.is_admin() && !authenticating {
             ctrl.as_ref().and_then(|c| c.keep_alive_deadline())
         } else {
             None
@@ -293,6 +303,12 @@ pub(crate) async fn serve<R, W>(
                 break;
             }
         }
+        if conn.ctrlr.auth_failed() && conn.tx.out.is_empty() {
+            if conn.target.peer_log().allow(peer.ip()) {
+                tracing::info!(%peer, "queue pair closed: its host failed DH-HMAC-CHAP authentication");
+            }
+            break;
+        }
         match conn.state {
             ConnState::Terminating | ConnState::Closing => break,
             ConnState::Draining if conn.busy() == 0 && inflight.is_empty() => break,
@@ -313,10 +329,7 @@ pub(crate) async fn serve<R, W>(
             conn.state,
             ConnState::AwaitingIcReq | ConnState::AwaitingConnect
         ) && parked.is_none();
-        // A host with a DH-HMAC-CHAP key authenticates within the same
-        // deadline; a queue whose authentication failed (now or on
-        // re-authentication) closes once its answer is out.
-        let identifying = unidentified || conn.ctrlr.awaits_authentication();
+        let identifying = unidentified;
         let eviction = conn.admission.eviction().filter(|_| unidentified);
         tokio::select! {
             Some((slot, done)) = inflight.next(), if !inflight.is_empty() => {
@@ -365,7 +378,13 @@ pub(crate) async fn serve<R, W>(
             }
             _ = tokio::time::sleep_until(identify_deadline), if identifying => {
                 if conn.target.peer_log().allow(peer.ip()) {
-                    tracing::info!(%peer, "socket closed: no ICReq, Connect and authentication within identify_timeout");
+                    tracing::info!(%peer, "socket closed: no ICReq and Connect within identify_timeout");
+                }
+                break;
+            }
+            _ = sleep_until(auth_deadline) => {
+                if conn.target.peer_log().allow(peer.ip()) {
+                    tracing::info!(%peer, "queue pair closed: no DH-HMAC-CHAP authentication within auth_timeout");
                 }
                 break;
             }

@@ -42,6 +42,7 @@ pub(crate) struct CreateTransport {
     rackcache_max_unidentified_per_listener: Option<u32>,
     rackcache_max_unidentified_per_peer: Option<u32>,
     rackcache_identify_timeout_ms: Option<u64>,
+    rackcache_auth_timeout_ms: Option<u64>,
     rackcache_tcp_keepalive_ms: Option<u64>,
     // SPDK's iobuf caches, sockets, pollers and timeouts, and knobs of
     // its RDMA and vfio-user transports: no counterpart here.
@@ -151,6 +152,7 @@ pub(crate) async fn create_transport(app: &App, p: CreateTransport) -> Result<Va
             .rackcache_max_unidentified_per_peer
             .unwrap_or(ours.max_unidentified_per_peer),
         identify_timeout: ms(p.rackcache_identify_timeout_ms, ours.identify_timeout),
+        auth_timeout: ms(p.rackcache_auth_timeout_ms, ours.auth_timeout),
         tcp_keepalive: ms(p.rackcache_tcp_keepalive_ms, ours.tcp_keepalive),
         ..ours
     };
@@ -184,6 +186,7 @@ pub(crate) async fn create_transport(app: &App, p: CreateTransport) -> Result<Va
         "rackcache_max_unidentified_per_listener": opts.max_unidentified_per_listener,
         "rackcache_max_unidentified_per_peer": opts.max_unidentified_per_peer,
         "rackcache_identify_timeout_ms": opts.identify_timeout.as_millis() as u64,
+        "rackcache_auth_timeout_ms": opts.auth_timeout.as_millis() as u64,
         "rackcache_tcp_keepalive_ms": opts.tcp_keepalive.as_millis() as u64,
     });
     let target = Target::with_poller(opts, Arc::clone(&app.metrics), app.poller.clone())?;
