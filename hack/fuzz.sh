@@ -26,6 +26,7 @@ fi
 TARGETS=(
   "dataplane/nvmf/fuzz:pdu_stream:seeds/pdu"
   "dataplane/nvmf/fuzz:connection:seeds/connection"
+  "dataplane/nvmf/fuzz:auth_messages:seeds/auth"
 )
 if [[ -n "${RACKCACHE_FUZZ_TARGETS:-}" ]]; then
   read -r -a TARGETS <<<"$RACKCACHE_FUZZ_TARGETS"
