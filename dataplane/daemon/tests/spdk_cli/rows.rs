@@ -486,7 +486,10 @@ pub fn rows() -> Vec<Row> {
             },
         ),
         row("nvmf_subsystem_remove_host", &[NQN, HOST], |c, _| {
-            assert_eq!(c.subsystem(NQN)["hosts"], json!([]));
+            assert_eq!(
+                c.subsystem(NQN)["hosts"],
+                json!([{ "nqn": KEYED_HOST, "dhchap_key": "ckey0" }])
+            );
             // Revoked: the controller list shrank, the queues are gone and
             // the host cannot come back.
             assert_eq!(c.controllers(), Vec::<Value>::new());
