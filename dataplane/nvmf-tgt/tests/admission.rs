@@ -3,7 +3,9 @@
 //! themselves neither keep a host out nor stay past `identify_timeout`; a
 //! Connect past the host cap is answered Controller Busy; and a host that
 //! vanishes with keep-alive timeout 0 (its packets dropped by an iptables
-//! rule, a real partition) does not hold its controller forever.
+//! rule, a real partition) does not hold its controller forever; and a
+//! Connect with an allowed NQN that must authenticate (DH-HMAC-CHAP) and
+//! never does is served nothing and closed at `auth_timeout`.
 
 mod common;
 
@@ -17,8 +19,9 @@ use bdev::malloc::MallocBdev;
 use bdev::Bdev;
 use metrics::Registry;
 use nvmf::cqe::Status;
+use nvmf::keys::DhchapSecret;
 use nvmf_host::host::{ConnectParams, HostController, HostQueue};
-use nvmf_tgt::{Subsystem, SubsystemConfig, Target, TransportOptions};
+use nvmf_tgt::{HostKeys, NamedKey, Subsystem, SubsystemConfig, Target, TransportOptions};
 use socket2::{Domain, Socket, Type};
 
 use common::status_of;
@@ -290,4 +293,47 @@ fn a_vanished_host_with_keep_alive_zero_does_not_hold_its_controller() {
     }
     drop(cut);
     drop(c);
+}
+
+#[test]
+fn a_host_that_never_authenticates_is_served_nothing_and_closed_at_auth_timeout() {
+    let h = Harness::start(TransportOptions {
+        auth_timeout: Duration::from_secs(3),
+        ..TransportOptions::default()
+    });
+    let secret = DhchapSecret::from_key(None, &[7; 32]).unwrap();
+    let keys = HostKeys {
+        host: Some(Arc::new(NamedKey {
+            name: "key0".into(),
+            secret,
+        })),
+        ctrlr: None,
+    };
+    h.sub.set_host_keys(HOST, keys).unwrap();
+    // The allowed NQN with keep-alive 1 s, and no key.
+    let mut q = HostQueue::connect(&h.params(1000), 0, 0).expect("Connect itself succeeds");
+    let e = q
+        .property_get(0x00, true)
+        .expect_err("CAP before authentication");
+    assert_eq!(status_of(e).sc, 0x91, "Authentication Required");
+    assert_eq!(h.sub.live_controllers().len(), 1);
+    // Keep-alive does not run before authentication (the host could not
+    // send Keep Alive): past twice the KATO the queue still answers.
+    std::thread::sleep(Duration::from_millis(2000));
+    let e = q.property_get(0x00, true).expect_err("still refused");
+    assert_eq!(status_of(e).sc, 0x91);
+    // At auth_timeout the target closes it, and the controller goes.
+    q.set_read_timeout(Duration::from_secs(10)).unwrap();
+    assert!(q.recv().is_err(), "the target closed the queue");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !h.sub.live_controllers().is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        h.sub.live_controllers().is_empty(),
+        "the controller is gone"
+    );
+    // A host without keys is unaffected.
+    h.sub.set_host_keys(HOST, HostKeys::default()).unwrap();
+    h.host_io(0);
 }
