@@ -4,6 +4,9 @@ package v1alpha1
 // (per-volume overrides). They mirror the dataplane's bdev_adacache_create
 // parameters (docs/dataplane.md, "Cached volumes"); enum values are spelled
 // the Kubernetes way and mapped to the dataplane's names by the controller.
+// The admission and eviction strings have one grammar here and in the
+// dataplane's parser (dataplane/engine/src/names.rs): both are tested
+// against test/testdata/policy-strings.tsv.
 
 // WriteMode says when a write reaches Ceph. Dataplane: wt, wb, wa, pt.
 // +kubebuilder:validation:Enum=WriteThrough;WriteBack;WriteAround;PassThrough
@@ -140,7 +143,7 @@ type CachePolicy struct {
 	// Admission is the admission policy in the dataplane's syntax: always,
 	// nhit[:N], tinylfu[:strict] or size-aware.
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="self.matches('^(always|nhit(:[1-9][0-9]*)?|tinylfu(:strict)?|size-aware)$')",message="admission must be one of always, nhit, nhit:N (N >= 1), tinylfu, tinylfu:strict, size-aware"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(always|nhit(:[1-9][0-9]{0,8})?|tinylfu(:strict)?|size-aware)$')",message="admission must be one of always, nhit, nhit:N (N a whole number from 1 to 999999999), tinylfu, tinylfu:strict, size-aware"
 	Admission string `json:"admission,omitempty"`
 
 	// The Eviction rule mirrors the dataplane's parse_eviction
@@ -159,7 +162,7 @@ type CachePolicy struct {
 	// when sampled shadow caches show a lasting lead.
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
-	// +kubebuilder:validation:XValidation:rule="self.matches('^(auto(:(lru2|s3fifo|sieve|arc|wtinylfu)([+](lru2|s3fifo|sieve|arc|wtinylfu))*)?|lru2|s3fifo|sieve|arc|wtinylfu|lazy(:[0-9]+(:[0-9]+)?)?)$')",message="eviction must be auto, auto:P+P... with each P one of lru2, s3fifo, sieve, arc, wtinylfu, or one of lru2, s3fifo, sieve, arc, wtinylfu, lazy, lazy:PARA, lazy:PARA:K with integer PARA and K"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(auto(:(lru2|s3fifo|sieve|arc|wtinylfu)([+](lru2|s3fifo|sieve|arc|wtinylfu))*)?|lru2|s3fifo|sieve|arc|wtinylfu|lazy(:[1-9][0-9]{0,8}(:(0[.][0-9]*[1-9][0-9]*|[1-9][0-9]*([.][0-9]+)?))?)?)$')",message="eviction must be auto, auto:P+P... with each P one of lru2, s3fifo, sieve, arc, wtinylfu, or one of lru2, s3fifo, sieve, arc, wtinylfu, lazy, lazy:PARA, lazy:PARA:K with PARA a whole number from 1 to 999999999 and K a positive decimal such as 1 or 0.5"
 	Eviction string `json:"eviction,omitempty"`
 	// Cleaning configures write-back of dirty blocks.
 	// +optional

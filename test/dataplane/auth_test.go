@@ -125,6 +125,30 @@ func TestKernelHostAuthenticatesWithDHHMACCHAP(t *testing.T) {
 			return
 		}
 		defer func() { _ = c.Close() }()
+		// Before the rotation every queue shows its authentication as
+		// SPDK's nvmf_subsystem_get_qpairs does.
+		var qpairs []struct {
+			Qid  int `json:"qid"`
+			Auth struct {
+				State   string `json:"state"`
+				Digest  string `json:"digest"`
+				DHGroup string `json:"dhgroup"`
+			} `json:"auth"`
+		}
+		if err := dp.Client.Call(t.Context(), "nvmf_subsystem_get_qpairs", map[string]any{"nqn": mallocNQN}, &qpairs); err != nil {
+			rotated <- err
+			return
+		}
+		for _, q := range qpairs {
+			if q.Auth.State != "completed" || q.Auth.Digest != "sha512" || q.Auth.DHGroup != "ffdhe8192" {
+				rotated <- fmt.Errorf("qpair %d: auth %+v, want completed with sha512 and ffdhe8192", q.Qid, q.Auth)
+				return
+			}
+		}
+		if len(qpairs) != 3 {
+			rotated <- fmt.Errorf("%d qpairs, want 3", len(qpairs))
+			return
+		}
 		err = dp.Client.Call(t.Context(), "nvmf_subsystem_set_keys", map[string]any{
 			"nqn": mallocNQN, "host": hostNQN, "dhchap_key": "key1", "dhchap_ctrlr_key": "ckey0",
 		}, nil)

@@ -4,6 +4,40 @@
 
 use crate::{AdmissionConfig, EvictionConfig, FillSize, SizeAwareConfig, WriteMissFill, WriteMode};
 
+/// The grammar is the CRDs' too (their CEL rules in
+/// api/v1alpha1/policy_types.go): whole numbers are 1 to 999999999
+/// without a leading zero, K a plain positive decimal (`2`, `0.5`, `1.25`),
+/// an eviction string at most 64 characters; test/testdata/policy-strings.tsv
+/// holds the examples both sides are tested against.
+
+/// A whole number as the grammar writes it: 1 to 9 digits, no leading 0.
+fn count(s: &str) -> Option<u32> {
+    let ok =
+        (1..=9).contains(&s.len()) && !s.starts_with('0') && s.bytes().all(|b| b.is_ascii_digit());
+    ok.then(|| s.parse().expect("at most 9 digits"))
+}
+
+/// A positive plain decimal: `0.` and a fraction that is not all zeros,
+/// or digits without a leading 0 and an optional fraction.
+fn positive_decimal(s: &str) -> Option<f64> {
+    let (int, frac) = match s.split_once('.') {
+        Some((i, f)) => (i, Some(f)),
+        None => (s, None),
+    };
+    let digits = |d: &str| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit());
+    let ok = digits(int)
+        && frac.is_none_or(digits)
+        && if int == "0" {
+            frac.is_some_and(|f| f.bytes().any(|b| b != b'0'))
+        } else {
+            !int.starts_with('0')
+        };
+    ok.then(|| s.parse().expect("a plain decimal"))
+}
+
+/// The longest eviction string (the CRD's MaxLength).
+const MAX_EVICTION_LEN: usize = 64;
+
 /// Parses an admission policy: `always`, `nhit[:N]` (default N 2),
 /// `tinylfu[:strict]` (`strict` rejects ties), `size-aware`.
 pub fn parse_admission(s: &str) -> Result<AdmissionConfig, String> {
@@ -13,11 +47,9 @@ pub fn parse_admission(s: &str) -> Result<AdmissionConfig, String> {
         ("nhit", arg) => {
             let n = match arg {
                 None => 2,
-                Some(a) => a
-                    .parse()
-                    .ok()
-                    .filter(|&n: &u32| n >= 1)
-                    .ok_or_else(|| format!("admission '{s}': N must be a whole number >= 1"))?,
+                Some(a) => count(a).ok_or_else(|| {
+                    format!("admission '{s}': N must be a whole number from 1 to 999999999")
+                })?,
             };
             Ok(AdmissionConfig::NHit {
                 n,
@@ -41,6 +73,12 @@ pub fn parse_admission(s: &str) -> Result<AdmissionConfig, String> {
 /// `auto[:P+P...]` (online choice among the listed policies, by default
 /// S3-FIFO and the two-level LRU).
 pub fn parse_eviction(s: &str) -> Result<EvictionConfig, String> {
+    if s.len() > MAX_EVICTION_LEN {
+        return Err(format!(
+            "eviction policy of {} characters: at most {MAX_EVICTION_LEN}",
+            s.len()
+        ));
+    }
     let mut parts = s.split(':');
     match parts.next() {
         Some("lru2") if parts.next().is_none() => Ok(EvictionConfig::TwoLevelLru),
@@ -66,15 +104,16 @@ pub fn parse_eviction(s: &str) -> Result<EvictionConfig, String> {
             Ok(EvictionConfig::Auto { candidates })
         }
         Some("lazy") => {
-            let bad =
-                || format!("eviction '{s}': expected lazy[:PARA[:K]] with PARA >= 1 and K > 0");
+            let bad = || {
+                format!("eviction '{s}': expected lazy[:PARA[:K]] with PARA a whole number from 1 to 999999999 and K a positive decimal such as 1 or 0.5")
+            };
             let para = match parts.next() {
                 None => 2,
-                Some(p) => p.parse().ok().filter(|&p: &u32| p >= 1).ok_or_else(bad)?,
+                Some(p) => count(p).ok_or_else(bad)?,
             };
             let k = match parts.next() {
                 None => 1.0,
-                Some(k) => k.parse().ok().filter(|&k: &f64| k > 0.0).ok_or_else(bad)?,
+                Some(k) => positive_decimal(k).ok_or_else(bad)?,
             };
             if parts.next().is_some() {
                 return Err(bad());
@@ -165,7 +204,9 @@ mod tests {
             parse_admission("nhit:3"),
             Ok(AdmissionConfig::NHit { n: 3, .. })
         ));
-        assert!(parse_admission("nhit:0").unwrap_err().contains(">= 1"));
+        assert!(parse_admission("nhit:0")
+            .unwrap_err()
+            .contains("from 1 to 999999999"));
         assert!(matches!(
             parse_admission("tinylfu"),
             Ok(AdmissionConfig::TinyLfu {

@@ -22,6 +22,7 @@ use nvmf::keys::Hash;
 use nvmf::sqe::{sgl, Sqe};
 use zeroize::Zeroizing;
 
+use super::controller::QueueAuth;
 use super::{status, Outcome, Queue};
 
 /// Where a queue's transaction stands: what the host must send next.
@@ -140,6 +141,7 @@ impl Queue {
                 // there is no Failure1 to send.
                 self.note_auth_failure(Failure::Failed);
                 self.set_authenticated(false);
+                self.note_auth_state("failed");
                 None
             }
             _ => out_of_turn(t_id),
@@ -279,6 +281,7 @@ impl Queue {
     /// closes it once this answer is out).
     fn failure1(&mut self, t_id: u16, why: Failure) -> (Vec<u8>, Option<Transaction>) {
         self.set_authenticated(false);
+        self.note_auth_state("failed");
         (auth::encode_failure1(t_id, why), None)
     }
 
@@ -309,12 +312,36 @@ impl Queue {
         let first = !self.is_authenticated();
         self.set_authenticated(true);
         if let Some(b) = &self.bound {
+            b.ctrl.note_auth(
+                b.qid,
+                QueueAuth {
+                    state: "completed",
+                    digest: Some(auth::hash_name(hash)),
+                    dhgroup: Some(group.name()),
+                },
+            );
             // Keep-alive starts now: the host could send none before.
             if b.qid == 0 {
                 b.ctrl.keep_alive();
             }
             b.stats.auth_successes.inc();
             tracing::info!(subnqn = %b.sub.nqn, hostnqn = %b.ctrl.hostnqn, cntlid = b.ctrl.cntlid, qid = b.qid, digest = auth::hash_name(hash), dhgroup = group.name(), reauthentication = !first, "host authenticated (DH-HMAC-CHAP)");
+        }
+    }
+
+    /// Records a state without a new hash and group (those of the last
+    /// success stay).
+    pub(super) fn note_auth_state(&self, state: &'static str) {
+        if let Some(b) = &self.bound {
+            let last = b.ctrl.auth_of(b.qid);
+            b.ctrl.note_auth(
+                b.qid,
+                QueueAuth {
+                    state,
+                    digest: last.and_then(|a| a.digest),
+                    dhgroup: last.and_then(|a| a.dhgroup),
+                },
+            );
         }
     }
 

@@ -176,6 +176,19 @@ pub struct Controller {
     /// Volatile write cache enable (feature 0x06, bit 0 WCE). Off: every
     /// write is made durable before it completes.
     write_cache: AtomicU32,
+    /// The DH-HMAC-CHAP state of each queue that authenticates, by queue
+    /// id (what `nvmf_subsystem_get_qpairs` shows as `auth`).
+    auth: Mutex<BTreeMap<u16, QueueAuth>>,
+}
+
+/// Where a queue's DH-HMAC-CHAP authentication stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueueAuth {
+    /// "negotiate" (not authenticated yet), "completed" or "failed".
+    pub state: &'static str,
+    /// The hash and group of the last successful transaction.
+    pub digest: Option<&'static str>,
+    pub dhgroup: Option<&'static str>,
 }
 
 /// What the admin queue's Connect gives a new controller.
@@ -211,6 +224,7 @@ impl Controller {
             teardown_tx: watch::channel(false).0,
             gone_tx: watch::channel(()).0,
             write_cache: AtomicU32::new(1),
+            auth: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -363,6 +377,27 @@ impl Controller {
         if removed.is_some() {
             self.table.qpair_counts.io_closed();
         }
+        self.auth
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&qid);
+    }
+
+    /// Records queue `qid`'s authentication state.
+    pub(crate) fn note_auth(&self, qid: u16, a: QueueAuth) {
+        self.auth
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(qid, a);
+    }
+
+    /// Queue `qid`'s authentication state, if it authenticates.
+    pub fn auth_of(&self, qid: u16) -> Option<QueueAuth> {
+        self.auth
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&qid)
+            .copied()
     }
 
     /// The connected I/O queues and their paths, by queue id.

@@ -226,6 +226,9 @@ impl Queue {
             authenticated,
             auth_failed: false,
         });
+        if !authenticated {
+            self.note_auth_state("negotiate");
+        }
         Ok(cntlid)
     }
 }

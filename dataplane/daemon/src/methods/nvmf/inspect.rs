@@ -76,7 +76,7 @@ pub(crate) async fn get_qpairs(app: &App, p: ByNqn) -> Result<Value, RpcError> {
     for c in &ctrls {
         let queues = std::iter::once((0, c.admin_path)).chain(c.io_queues());
         for (qid, path) in queues {
-            out.push(json!({
+            let mut q = json!({
                 "cntlid": c.cntlid,
                 "qid": qid,
                 "state": "enabled",
@@ -84,7 +84,16 @@ pub(crate) async fn get_qpairs(app: &App, p: ByNqn) -> Result<Value, RpcError> {
                 "hostnqn": c.hostnqn,
                 "listen_address": trid_json(&path.listen),
                 "peer_address": trid_json(&path.peer),
-            }));
+            });
+            // SPDK's "auth" object, for queues whose host authenticates.
+            if let Some(a) = c.auth_of(qid) {
+                q["auth"] = json!({
+                    "state": a.state,
+                    "digest": a.digest.unwrap_or("unknown"),
+                    "dhgroup": a.dhgroup.unwrap_or("unknown"),
+                });
+            }
+            out.push(q);
         }
     }
     Ok(Value::Array(out))

@@ -171,6 +171,16 @@ async fn a_keyed_host_authenticates_every_queue_before_any_command() {
     assert_eq!(st, Status::SUCCESS);
     assert_eq!(sub.stats.auth_successes.get(), 2);
     assert_eq!(sub.stats.auth_failures.get(), 0);
+    let ctrl = &sub.live_controllers()[0];
+    let completed = |digest, dhgroup| {
+        Some(crate::ctrlr::controller::QueueAuth {
+            state: "completed",
+            digest: Some(digest),
+            dhgroup: Some(dhgroup),
+        })
+    };
+    assert_eq!(ctrl.auth_of(0), completed("sha512", "ffdhe8192"));
+    assert_eq!(ctrl.auth_of(1), completed("sha256", "ffdhe2048"));
 }
 
 #[tokio::test]
