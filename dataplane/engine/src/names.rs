@@ -1,14 +1,14 @@
 //! Policy names as written on the simulator's command line, in the
-//! dataplane's `bdev_adacache_*` RPCs (and, later, in CachePool
-//! specs): `nhit:2`, `tinylfu`, `lazy:2:1.0`, `write-back`, ...
+//! dataplane's `bdev_adacache_*` RPCs and in CachePool specs: `nhit:2`,
+//! `tinylfu`, `lazy:2:1.0`, `write-back`, ...
+//!
+//! The grammar is the CRDs' too (their CEL rules in
+//! api/v1alpha1/policy_types.go): whole numbers are 1 to 999999999
+//! without a leading zero, K a plain positive decimal (`2`, `0.5`, `1.25`),
+//! an eviction string at most 64 characters; test/testdata/policy-strings.tsv
+//! holds the examples both sides are tested against.
 
 use crate::{AdmissionConfig, EvictionConfig, FillSize, SizeAwareConfig, WriteMissFill, WriteMode};
-
-/// The grammar is the CRDs' too (their CEL rules in
-/// api/v1alpha1/policy_types.go): whole numbers are 1 to 999999999
-/// without a leading zero, K a plain positive decimal (`2`, `0.5`, `1.25`),
-/// an eviction string at most 64 characters; test/testdata/policy-strings.tsv
-/// holds the examples both sides are tested against.
 
 /// A whole number as the grammar writes it: 1 to 9 digits, no leading 0.
 fn count(s: &str) -> Option<u32> {
