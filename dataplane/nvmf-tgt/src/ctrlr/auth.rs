@@ -114,15 +114,16 @@ impl Queue {
         let t_id = current.as_ref().map_or(0, |t| t.t_id);
         let out_of_turn = |t_id| Some(Transaction::failed(t_id, Failure::IncorrectProtocolMessage));
         match (m, current) {
-            // A new transaction: the first, or re-authentication after one
-            // that ended.
+            // A new transaction: the first, re-authentication, or a host
+            // starting over (an unfinished transaction is dropped: only a
+            // whole one that succeeds changes anything).
             (
                 HostMessage::Negotiate {
                     t_id,
                     concat,
                     dhchap,
                 },
-                None,
+                _,
             ) => Some(self.negotiate(t_id, concat, dhchap)),
             (HostMessage::Reply(r), Some(t)) if r.t_id == t.t_id => match t.step {
                 Step::Challenged(ref c) => Some(self.check_reply(&t, c, &r)),

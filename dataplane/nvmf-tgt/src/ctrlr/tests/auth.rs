@@ -339,3 +339,22 @@ async fn malformed_authentication_commands_are_refused() {
         }
     );
 }
+
+#[tokio::test]
+async fn a_host_that_starts_over_mid_transaction_can_still_authenticate() {
+    let hk = secret(1, None);
+    let (target, _sub, listen) = auth_rig(keys(&hk, None));
+    let mut q = queue(&target, listen);
+    connect_dw0(&mut q, 0, 0);
+    send(
+        &mut q,
+        &auth::encode_negotiate(1, &ALL_HASHES, &[DhGroup::Null]),
+    );
+    let _challenge = recv(&mut q);
+    // No reply: the host negotiates again (its own timeout, a restart).
+    assert_eq!(
+        authenticate(&mut q, &hk, None, &ALL_HASHES, &[DhGroup::Null]),
+        Ok((Hash::Sha512, DhGroup::Null))
+    );
+    assert!(!q.awaits_authentication());
+}
