@@ -62,7 +62,16 @@ pub(crate) struct TargetState {
     peer_log: PeerLog,
     /// The hashes and groups DH-HMAC-CHAP accepts.
     auth_policy: AuthPolicy,
+    /// DH key pairs for DH-HMAC-CHAP challenges, per peer address: each
+    /// costs a modular exponentiation, and a party that has not
+    /// authenticated can ask for them.
+    dh_budget: PeerLog,
 }
+
+/// DH-HMAC-CHAP challenges with a DH group per peer address: a burst as
+/// large as a host reconnecting every queue at once, then this many a
+/// minute (an 8192-bit key pair takes a few milliseconds).
+const DH_CHALLENGES_PER_MINUTE: u32 = 256;
 
 /// I/O commands a subsystem completed successfully.
 pub(crate) fn completed_io(st: &SubsystemStats) -> u64 {
@@ -147,6 +156,7 @@ impl TargetState {
             poller,
             peer_log: PeerLog::default(),
             auth_policy: AuthPolicy::default(),
+            dh_budget: PeerLog::with_rate(DH_CHALLENGES_PER_MINUTE, DH_CHALLENGES_PER_MINUTE),
         })
     }
 
@@ -173,6 +183,12 @@ impl TargetState {
     /// What connections report their activity to.
     pub(crate) fn auth_policy(&self) -> &AuthPolicy {
         &self.auth_policy
+    }
+
+    /// Whether `peer` may have another DH-HMAC-CHAP challenge with a DH
+    /// key pair now.
+    pub(crate) fn allow_dh_challenge(&self, peer: std::net::IpAddr) -> bool {
+        self.dh_budget.allow(peer)
     }
 
     pub(crate) fn poller(&self) -> &Poller {

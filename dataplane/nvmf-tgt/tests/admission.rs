@@ -337,3 +337,48 @@ fn a_host_that_never_authenticates_is_served_nothing_and_closed_at_auth_timeout(
     h.sub.set_host_keys(HOST, HostKeys::default()).unwrap();
     h.host_io(0);
 }
+
+#[test]
+fn connects_that_owe_authentication_take_no_host_slot() {
+    // Two host slots: a host's admin and one I/O queue.
+    let h = Harness::start(TransportOptions {
+        max_connections_per_listener: 2,
+        ..TransportOptions::default()
+    });
+    const OTHER: &str = "nqn.2014-08.org.nvmexpress:uuid:0f8c1f3a-0000-4000-8000-0000000000a2";
+    h.sub.add_host(OTHER, HostKeys::default()).unwrap();
+    let secret = DhchapSecret::from_key(None, &[7; 32]).unwrap();
+    let keys = HostKeys {
+        host: Some(Arc::new(NamedKey {
+            name: "key0".into(),
+            secret,
+        })),
+        ctrlr: None,
+    };
+    h.sub.set_host_keys(HOST, keys).unwrap();
+    // Two Connects with the keyed host's NQN and no key: had they taken
+    // host slots, none would be left.
+    let mut squatters: Vec<HostQueue> = (0..2)
+        .map(|_| {
+            HostQueue::connect(&h.params(0), 0, 0)
+                .expect("Connect succeeds, authentication pending")
+        })
+        .collect();
+    // Both slots are still there for a host that needs no key.
+    let mut other = HostController::connect(
+        &ConnectParams {
+            hostnqn: OTHER.into(),
+            ..h.params(0)
+        },
+        1,
+    )
+    .expect("the keyless host takes the free slot");
+    let data = vec![0x3c; BS];
+    other.io[0].write_blocks(1, 3, BS, &data, 8192).unwrap();
+    for q in &mut squatters {
+        let e = q
+            .property_get(0x00, true)
+            .expect_err("nothing before authentication");
+        assert_eq!(status_of(e).sc, 0x91);
+    }
+}

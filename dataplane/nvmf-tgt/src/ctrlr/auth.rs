@@ -25,6 +25,9 @@ use zeroize::Zeroizing;
 use super::controller::QueueAuth;
 use super::{status, Outcome, Queue};
 
+/// Transactions a queue may start before one succeeds.
+const MAX_UNAUTHENTICATED_TRANSACTIONS: u8 = 3;
+
 /// Where a queue's transaction stands: what the host must send next.
 enum Step {
     /// AUTH_Negotiate chose a hash and group: the host receives the
@@ -151,6 +154,14 @@ impl Queue {
 
     fn negotiate(&mut self, t_id: u16, concat: u8, dhchap: Option<Offer>) -> Transaction {
         let fail = |why| Transaction::failed(t_id, why);
+        // A queue that has not authenticated gets a few tries, not an
+        // endless supply of challenges.
+        if !self.is_authenticated() {
+            self.auth_attempts += 1;
+            if self.auth_attempts > MAX_UNAUTHENTICATED_TRANSACTIONS {
+                return fail(Failure::IncorrectProtocolMessage);
+            }
+        }
         if concat != 0 {
             return fail(Failure::ConcatMismatch);
         }
@@ -295,6 +306,12 @@ impl Queue {
         let seqnum = getrandom::u32().map_err(|_| Failure::Failed)?.max(1);
         let dh = match t.group {
             DhGroup::Null => None,
+            _ if !self.target.allow_dh_challenge(self.path.peer.ip()) => {
+                if self.target.peer_log().allow(self.path.peer.ip()) {
+                    tracing::warn!(peer = %self.path.peer, "DH-HMAC-CHAP challenge refused: the peer is over its budget of DH key pairs");
+                }
+                return Err(Failure::Failed);
+            }
             g => Some(KeyPair::generate(g).map_err(|_| Failure::Failed)?),
         };
         let dh_value = dh.as_ref().map_or(&[][..], KeyPair::public);

@@ -121,6 +121,8 @@ pub(crate) struct Queue {
     reply_len: usize,
     /// The DH-HMAC-CHAP transaction under way.
     auth: Option<Box<auth::Transaction>>,
+    /// Transactions started before the queue authenticated.
+    auth_attempts: u8,
 }
 
 impl Queue {
@@ -138,6 +140,7 @@ impl Queue {
             reply: vec![0; identify::IDENTIFY_LEN],
             reply_len: 0,
             auth: None,
+            auth_attempts: 0,
         }
     }
 

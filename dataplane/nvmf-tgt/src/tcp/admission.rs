@@ -4,7 +4,10 @@
 //! at which the oldest gives way) and must identify itself within
 //! `identify_timeout`. Only a Connect takes one of the listener's host
 //! slots (`max_connections_per_listener`), so idle sockets, however many,
-//! never take a host's place.
+//! never take a host's place. A Connect whose host must authenticate
+//! (DH-HMAC-CHAP) keeps its place at the gate instead, and trades it for a
+//! host slot once it has authenticated: an allowed NQN without its key
+//! takes no host's place either.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -81,6 +84,12 @@ impl Admission {
     /// The Connect succeeded: the place at the gate is given back.
     pub(crate) fn connected(&mut self) {
         self.unidentified = None;
+    }
+
+    /// Whether the socket still holds a place at the gate (it has not
+    /// connected, or not authenticated).
+    pub(crate) fn is_unidentified(&self) -> bool {
+        self.unidentified.is_some()
     }
 
     /// The Connect failed: its host slot is given back.

@@ -599,6 +599,11 @@ impl Connection {
     /// parked one keeps it while it waits.
     fn connect_settled(&mut self) {
         match self.state {
+            // Until it authenticates, a host keeps its place at the gate
+            // and no host slot (see `serve`).
+            ConnState::Serving if self.ctrlr.awaits_authentication() => {
+                self.admission.release_host()
+            }
             ConnState::Serving => self.admission.connected(),
             _ if self.is_parked() => {}
             _ => self.admission.release_host(),

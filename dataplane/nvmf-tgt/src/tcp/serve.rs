@@ -280,6 +280,16 @@ pub(crate) async fn serve<R, W>(
         } else {
             auth_deadline = None;
         }
+        // Authenticated: the place at the gate becomes a host slot.
+        if !authenticating && ctrl.is_some() && conn.admission.is_unidentified() {
+            if !conn.admission.reserve_host() {
+                if conn.target.peer_log().allow(peer.ip()) {
+                    tracing::info!(%peer, "queue pair closed: authenticated, but the listener is at max_connections_per_listener");
+                }
+                break;
+            }
+            conn.admission.connected();
+        }
         let ka_deadline = if conn.ctrlr.is_admin() && !authenticating {
             ctrl.as_ref().and_then(|c| c.keep_alive_deadline())
         } else {
@@ -330,7 +340,10 @@ pub(crate) async fn serve<R, W>(
             ConnState::AwaitingIcReq | ConnState::AwaitingConnect
         ) && parked.is_none();
         let identifying = unidentified;
-        let eviction = conn.admission.eviction().filter(|_| unidentified);
+        let eviction = conn
+            .admission
+            .eviction()
+            .filter(|_| unidentified || authenticating);
         tokio::select! {
             Some((slot, done)) = inflight.next(), if !inflight.is_empty() => {
                 conn.finish(slot, done);
@@ -372,7 +385,7 @@ pub(crate) async fn serve<R, W>(
             _ = sleep_until(w.drain_deadline) => break,
             _ = notified_opt(eviction.as_deref()) => {
                 if conn.target.peer_log().allow(peer.ip()) {
-                    tracing::info!(%peer, "socket closed before it identified itself: the listener is at max_unidentified_per_listener and this socket was the oldest");
+                    tracing::info!(%peer, "socket closed before it identified (or authenticated) itself: the listener is at max_unidentified_per_listener and this socket was the oldest");
                 }
                 break;
             }

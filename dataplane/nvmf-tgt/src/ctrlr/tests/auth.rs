@@ -358,3 +358,33 @@ async fn a_host_that_starts_over_mid_transaction_can_still_authenticate() {
     );
     assert!(!q.awaits_authentication());
 }
+
+#[tokio::test]
+async fn a_queue_that_never_authenticates_gets_a_few_challenges_not_endless_ones() {
+    let hk = secret(1, None);
+    let (target, _sub, listen) = auth_rig(keys(&hk, None));
+    let mut q = queue(&target, listen);
+    connect_dw0(&mut q, 0, 0);
+    for _ in 0..3 {
+        send(
+            &mut q,
+            &auth::encode_negotiate(1, &ALL_HASHES, &[DhGroup::Ffdhe2048]),
+        );
+        assert!(matches!(
+            ControllerMessage::parse(&recv(&mut q)).unwrap(),
+            ControllerMessage::Challenge { .. }
+        ));
+    }
+    send(
+        &mut q,
+        &auth::encode_negotiate(1, &ALL_HASHES, &[DhGroup::Ffdhe2048]),
+    );
+    assert_eq!(
+        ControllerMessage::parse(&recv(&mut q)).unwrap(),
+        ControllerMessage::Failure1 {
+            t_id: 1,
+            explanation: Failure::IncorrectProtocolMessage as u8
+        }
+    );
+    assert!(q.auth_failed(), "the queue closes");
+}
