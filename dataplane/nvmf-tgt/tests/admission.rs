@@ -67,6 +67,20 @@ impl Harness {
         }
     }
 
+    /// HOST must authenticate from now on (with a key this file never
+    /// uses: no host here authenticates).
+    fn require_key(&self) {
+        let secret = DhchapSecret::from_key(None, &[7; 32]).unwrap();
+        let keys = HostKeys {
+            host: Some(Arc::new(NamedKey {
+                name: "key0".into(),
+                secret,
+            })),
+            ctrlr: None,
+        };
+        self.sub.set_host_keys(HOST, keys).unwrap();
+    }
+
     /// A host that connects, writes a block and reads it back.
     fn host_io(&self, kato_ms: u32) -> HostController {
         let mut c = HostController::connect(&self.params(kato_ms), 1).expect("the host connects");
@@ -301,15 +315,7 @@ fn a_host_that_never_authenticates_is_served_nothing_and_closed_at_auth_timeout(
         auth_timeout: Duration::from_secs(3),
         ..TransportOptions::default()
     });
-    let secret = DhchapSecret::from_key(None, &[7; 32]).unwrap();
-    let keys = HostKeys {
-        host: Some(Arc::new(NamedKey {
-            name: "key0".into(),
-            secret,
-        })),
-        ctrlr: None,
-    };
-    h.sub.set_host_keys(HOST, keys).unwrap();
+    h.require_key();
     // The allowed NQN with keep-alive 1 s, and no key.
     let mut q = HostQueue::connect(&h.params(1000), 0, 0).expect("Connect itself succeeds");
     let e = q
@@ -347,15 +353,7 @@ fn connects_that_owe_authentication_take_no_host_slot() {
     });
     const OTHER: &str = "nqn.2014-08.org.nvmexpress:uuid:0f8c1f3a-0000-4000-8000-0000000000a2";
     h.sub.add_host(OTHER, HostKeys::default()).unwrap();
-    let secret = DhchapSecret::from_key(None, &[7; 32]).unwrap();
-    let keys = HostKeys {
-        host: Some(Arc::new(NamedKey {
-            name: "key0".into(),
-            secret,
-        })),
-        ctrlr: None,
-    };
-    h.sub.set_host_keys(HOST, keys).unwrap();
+    h.require_key();
     // Two Connects with the keyed host's NQN and no key: had they taken
     // host slots, none would be left.
     let mut squatters: Vec<HostQueue> = (0..2)

@@ -70,10 +70,10 @@ fn connect(q: &mut Queue, qid: u16, cntlid: u16) -> u16 {
     }
 }
 
-fn rig() -> Rig {
+/// A target with subsystem `cfg` on a malloc bdev, listening (on paper)
+/// at 127.0.0.1:4420.
+fn target_with(cfg: SubsystemConfig) -> (Target, Arc<Subsystem>, SocketAddr) {
     let target = Target::new(TransportOptions::default(), metrics::Registry::new()).unwrap();
-    let mut cfg = SubsystemConfig::new(NQN);
-    cfg.allow_any_host = true;
     let sub = target.add_subsystem(cfg).unwrap();
     let b = MallocBdev::new("Malloc0", BLOCKS, BS as u32).unwrap();
     sub.add_namespace(Some(1), Arc::new(Bdev::Malloc(b)), None, None)
@@ -85,6 +85,13 @@ fn rig() -> Rig {
         advertised_port: None,
     })
     .unwrap();
+    (target, sub, listen)
+}
+
+fn rig() -> Rig {
+    let mut cfg = SubsystemConfig::new(NQN);
+    cfg.allow_any_host = true;
+    let (target, sub, listen) = target_with(cfg);
     let mut admin = queue(&target, listen);
     let cntlid = connect(&mut admin, 0, 0);
     let enable = admin.exec(&wire::property_set(2, prop::CC, CC_EN), &[]);

@@ -32,18 +32,7 @@ fn keys(host: &DhchapSecret, ctrlr: Option<&DhchapSecret>) -> HostKeys {
 
 /// A target whose subsystem lists HOST with `k`.
 fn auth_rig(k: HostKeys) -> (Target, Arc<Subsystem>, SocketAddr) {
-    let target = Target::new(TransportOptions::default(), metrics::Registry::new()).unwrap();
-    let sub = target.add_subsystem(SubsystemConfig::new(NQN)).unwrap();
-    let b = MallocBdev::new("Malloc0", BLOCKS, BS as u32).unwrap();
-    sub.add_namespace(Some(1), Arc::new(Bdev::Malloc(b)), None, None)
-        .unwrap();
-    let listen: SocketAddr = "127.0.0.1:4420".parse().unwrap();
-    sub.add_listener(ListenAddress {
-        listen,
-        advertised_addr: None,
-        advertised_port: None,
-    })
-    .unwrap();
+    let (target, sub, listen) = target_with(SubsystemConfig::new(NQN));
     sub.add_host(HOST, k).unwrap();
     (target, sub, listen)
 }
