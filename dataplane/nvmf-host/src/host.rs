@@ -12,6 +12,7 @@ use nvmf::cqe::Cqe;
 use nvmf::pdu::{self, CommonHeader, Negotiated, Specific, CH_LEN};
 use nvmf::sqe::{opcode, sgl, SglDescriptor, Sqe};
 
+use crate::auth::DhchapKeys;
 use crate::wire;
 
 /// Errors of the host side.
@@ -110,6 +111,8 @@ pub struct HostQueue {
     pub qid: u16,
     /// Largest H2CData the target accepts.
     pub maxh2cdata: u32,
+    /// Connect's answer asked for authentication (AUTHREQ.ATR).
+    pub auth_required: bool,
     next_cid: u16,
     /// Spin on a non-blocking socket instead of sleeping in `read`.
     busy_poll: bool,
@@ -142,6 +145,7 @@ impl HostQueue {
             cntlid: 0,
             qid: 0,
             maxh2cdata: 0,
+            auth_required: false,
             next_cid: 0,
             busy_poll: false,
             read_timeout: Duration::from_secs(30),
@@ -192,6 +196,7 @@ impl HostQueue {
         );
         let cqe = q.execute_raw(sqe, Some(&data), None, "Connect")?;
         q.cntlid = cqe.dw0 as u16;
+        q.auth_required = cqe.dw0 & nvmf::auth::CONNECT_AUTHREQ_ATR != 0;
         Ok(())
     }
 
@@ -680,7 +685,24 @@ impl HostController {
     /// Connects the admin queue, enables the controller, asks for
     /// `io_queues` I/O queues and connects them (as Linux does).
     pub fn connect(p: &ConnectParams, io_queues: u16) -> Result<Self> {
-        let mut admin = HostQueue::connect(p, 0, 0)?;
+        Self::connect_with_keys(p, io_queues, None)
+    }
+
+    /// [`HostController::connect`], authenticating every queue whose
+    /// Connect asks for it with `keys` (DH-HMAC-CHAP).
+    pub fn connect_with_keys(
+        p: &ConnectParams,
+        io_queues: u16,
+        keys: Option<&DhchapKeys>,
+    ) -> Result<Self> {
+        let connect = |qid, cntlid| -> Result<HostQueue> {
+            let mut q = HostQueue::connect(p, qid, cntlid)?;
+            if let (true, Some(k)) = (q.auth_required, keys) {
+                q.authenticate(p, k)?;
+            }
+            Ok(q)
+        };
+        let mut admin = connect(0, 0)?;
         admin.property_get(0, true)?; // CAP
         admin.enable()?;
         admin.identify(0x01, 0)?;
@@ -691,7 +713,7 @@ impl HostController {
         };
         let mut io = Vec::new();
         for qid in 1..=granted {
-            io.push(HostQueue::connect(p, qid, admin.cntlid)?);
+            io.push(connect(qid, admin.cntlid)?);
         }
         Ok(Self { admin, io })
     }

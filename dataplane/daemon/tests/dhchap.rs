@@ -1,0 +1,164 @@
+//! DH-HMAC-CHAP through the daemon, configured only over JSON-RPC with
+//! SPDK's methods (keys in 0600 files named in the keyring), against the
+//! repository's own host over real TCP: the right keys (both ways) do I/O,
+//! no key and a wrong key get nothing, `nvmf_subsystem_set_keys` rotates
+//! the key for new connections while connected queues keep working, and
+//! no secret shows in `save_config`. (The Linux host's side is
+//! test/dataplane/auth_test.go.)
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use common::{free_port, rpc, tcp_listen_address, unix_rpc, Daemon};
+use nvmf::keys::DhchapSecret;
+use nvmf_host::auth::DhchapKeys;
+use nvmf_host::host::{ConnectParams, HostController};
+use serde_json::json;
+use testkit::TempDir;
+
+const NQN: &str = "nqn.2016-06.io.rackcache:dhchap";
+const HOST: &str = "nqn.2014-08.org.nvmexpress:uuid:8a1c0e2e-0000-4000-8000-0000000000d1";
+const BS: usize = 512;
+
+fn secret(fill: u8) -> DhchapSecret {
+    DhchapSecret::from_key(Some(nvmf::keys::Hash::Sha256), &[fill; 32]).unwrap()
+}
+
+/// Writes `s` to `dir/name`, mode `mode`; returns the path.
+fn key_file(dir: &Path, name: &str, s: &DhchapSecret, mode: u32) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, s.encode().as_bytes()).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn keyed_hosts_authenticate_rotate_and_keep_their_secrets_out_of_the_config() {
+    let work = TempDir::new("rackcache-dhchap");
+    let socket = work.path().join("spdk.sock");
+    let _daemon = Daemon::start(&socket, None);
+    let (hk, ck, hk2) = (secret(1), secret(2), secret(3));
+    // A key file others may read is refused, as SPDK's keyring_file does.
+    let loose = key_file(work.path(), "loose", &hk, 0o644);
+    let e = unix_rpc(
+        &socket,
+        "keyring_file_add_key",
+        json!({"name": "loose", "path": loose}),
+    )
+    .expect_err("a 0644 key file");
+    assert!(e.to_string().contains("Invalid permissions"), "{e}");
+    for (name, s) in [("key0", &hk), ("ckey0", &ck), ("key1", &hk2)] {
+        let path = key_file(work.path(), name, s, 0o600);
+        rpc(
+            &socket,
+            "keyring_file_add_key",
+            json!({"name": name, "path": path}),
+        );
+    }
+    let port = free_port();
+    rpc(
+        &socket,
+        "bdev_malloc_create",
+        json!({"name": "Malloc0", "num_blocks": 2048, "block_size": BS}),
+    );
+    rpc(&socket, "nvmf_create_transport", json!({"trtype": "TCP"}));
+    rpc(&socket, "nvmf_create_subsystem", json!({"nqn": NQN}));
+    rpc(
+        &socket,
+        "nvmf_subsystem_add_ns",
+        json!({"nqn": NQN, "namespace": {"bdev_name": "Malloc0"}}),
+    );
+    rpc(
+        &socket,
+        "nvmf_subsystem_add_host",
+        json!({"nqn": NQN, "host": HOST, "dhchap_key": "key0", "dhchap_ctrlr_key": "ckey0"}),
+    );
+    rpc(
+        &socket,
+        "nvmf_subsystem_add_listener",
+        json!({"nqn": NQN, "listen_address": tcp_listen_address(port)}),
+    );
+    let params = ConnectParams {
+        addr: format!("127.0.0.1:{port}"),
+        subnqn: NQN.into(),
+        hostnqn: HOST.into(),
+        host_id: [0xd1; 16],
+        queue_size: 32,
+        kato_ms: 0,
+    };
+    let both = DhchapKeys {
+        host: hk.clone(),
+        ctrlr: Some(ck.clone()),
+    };
+    let mut c = HostController::connect_with_keys(&params, 1, Some(&both)).expect("the right keys");
+    let data = vec![0xd1; BS];
+    c.io[0].write_blocks(1, 9, BS, &data, 8192).unwrap();
+    let qpairs = rpc(&socket, "nvmf_subsystem_get_qpairs", json!({"nqn": NQN}));
+    for q in qpairs.as_array().unwrap() {
+        assert_eq!(
+            q["auth"],
+            json!({"state": "completed", "digest": "sha512", "dhgroup": "ffdhe8192"}),
+            "{q}"
+        );
+    }
+    // The NQN alone, or with another key, gets nothing.
+    assert!(HostController::connect(&params, 1).is_err(), "no key");
+    let wrong = DhchapKeys {
+        host: secret(9),
+        ctrlr: None,
+    };
+    assert!(
+        HostController::connect_with_keys(&params, 1, Some(&wrong)).is_err(),
+        "a wrong key"
+    );
+    // A controller that proves itself with another key is refused by the host.
+    let fake_ctrlr = DhchapKeys {
+        host: hk.clone(),
+        ctrlr: Some(secret(8)),
+    };
+    assert!(
+        HostController::connect_with_keys(&params, 1, Some(&fake_ctrlr)).is_err(),
+        "a wrong controller key"
+    );
+
+    // Rotation: new connections need key1; the connected queues go on.
+    rpc(
+        &socket,
+        "nvmf_subsystem_set_keys",
+        json!({"nqn": NQN, "host": HOST, "dhchap_key": "key1", "dhchap_ctrlr_key": "ckey0"}),
+    );
+    assert!(
+        HostController::connect_with_keys(&params, 1, Some(&both)).is_err(),
+        "the old key"
+    );
+    let rotated = DhchapKeys {
+        host: hk2.clone(),
+        ctrlr: Some(ck.clone()),
+    };
+    let mut c2 =
+        HostController::connect_with_keys(&params, 1, Some(&rotated)).expect("the new key");
+    let mut back = vec![0; BS];
+    c.io[0].read_blocks(1, 9, BS, &mut back).unwrap();
+    assert_eq!(back, data, "the first controller still does I/O");
+    c2.io[0].read_blocks(1, 9, BS, &mut back).unwrap();
+    assert_eq!(back, data);
+    // key0 is no longer used and may go; ckey0 is and may not.
+    rpc(&socket, "keyring_file_remove_key", json!({"name": "key0"}));
+    let e =
+        unix_rpc(&socket, "keyring_file_remove_key", json!({"name": "ckey0"})).expect_err("in use");
+    assert!(e.to_string().contains("in use"), "{e}");
+
+    // The saved configuration names keys and their files, never a secret.
+    let saved = rpc(&socket, "save_config", json!({})).to_string();
+    assert!(
+        saved.contains("\"keyring_file_add_key\"") && saved.contains("\"dhchap_key\":\"key1\""),
+        "{saved}"
+    );
+    for s in [&hk, &ck, &hk2] {
+        let text = s.encode();
+        let b64 = text.split(':').nth(2).unwrap();
+        assert!(!saved.contains(b64), "a secret in save_config");
+    }
+}
