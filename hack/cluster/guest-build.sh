@@ -3,12 +3,11 @@
 # that boots Debian's stock kernel from a small busybox initramfs into a
 # debootstrap'ed root file system holding containerd, runc, nvme-cli, the
 # file system tools and the kubelet. It is the only kernel here that can
-# `nvme connect`, so pods that mount cached volumes run on it. Debian 12
-# (bookworm) by default; RACKCACHE_CLUSTER_GUEST_SUITE=trixie builds Debian
-# 13's (kernel 6.12 with NVMe in-band authentication, as the test guest),
-# which crashed at its first boot under TCG (an int3 Oops in
-# secure_tcp_seq_and_ts_off while the kubelet connected: a live code
-# patch racing the other vCPU; docs/development.md).
+# `nvme connect`, so pods that mount cached volumes run on it. Debian 13
+# (trixie: kernel 6.12 with NVMe in-band authentication, nvme-cli 2.13), as
+# the test guest; RACKCACHE_CLUSTER_GUEST_SUITE=bookworm builds Debian 12's.
+# hack/cluster/nodes.sh runs it on single-threaded TCG (docs/development.md:
+# its kernel crashed on multi-threaded TCG).
 #
 # Usage: hack/cluster/guest-build.sh KUBELET [--help]
 #   KUBELET   the kubelet binary to put into the root file system
@@ -21,7 +20,7 @@
 #   rootfs.img  ext4, booted with snapshot=on (every boot starts clean)
 # Needs root (debootstrap, chroot) and the Debian mirror of /etc/apt.
 source "$(dirname "$0")/../lib.sh"
-GUEST_SUITE="${RACKCACHE_CLUSTER_GUEST_SUITE:-bookworm}"
+GUEST_SUITE="${RACKCACHE_CLUSTER_GUEST_SUITE:-trixie}"
 
 # Bump when this script or hack/cluster/guest-init changes the guest.
 GUEST_RECIPE=2
