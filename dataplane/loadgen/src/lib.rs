@@ -7,6 +7,7 @@
 //! - [`replay`]: a block I/O trace replayed against a namespace, laid out
 //!   as the simulator lays it out, and the simulator's prediction for it.
 
+pub mod keys;
 pub mod replay;
 pub mod run;
 pub mod spdk_perf;

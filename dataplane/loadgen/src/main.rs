@@ -77,6 +77,15 @@ struct Args {
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
+    /// DH-HMAC-CHAP: a file holding the host's secret (DHHC-1:..., as
+    /// `nvme gen-dhchap-key` writes it), for a target that asks the host
+    /// to authenticate; kept off the command line.
+    #[arg(long)]
+    dhchap_key_file: Option<std::path::PathBuf>,
+    /// DH-HMAC-CHAP: a file holding the controller's secret, to
+    /// authenticate the target too (needs --dhchap-key-file).
+    #[arg(long, requires = "dhchap_key_file")]
+    dhchap_ctrl_key_file: Option<std::path::PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -124,6 +133,10 @@ fn run(args: &Args) -> Result<Report, RunError> {
         PatternArg::Read => Pattern::Read,
         PatternArg::Write => Pattern::Write,
     };
+    let dhchap = loadgen::keys::dhchap_keys(
+        args.dhchap_key_file.as_deref(),
+        args.dhchap_ctrl_key_file.as_deref(),
+    )?;
     loadgen::run::run(&RunParams {
         addr: args.addr.clone(),
         nqn: args.nqn.clone(),
@@ -135,6 +148,7 @@ fn run(args: &Args) -> Result<Report, RunError> {
         queue_depth: args.qd,
         duration: Duration::from_secs_f64(args.seconds),
         busy_poll: args.busy_poll,
+        dhchap,
     })
 }
 

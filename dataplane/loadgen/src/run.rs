@@ -8,6 +8,7 @@ use nvmf::sqe::opcode;
 use serde::Serialize;
 
 use crate::workload::{run_queue, summarize, Job, LatencySummary, Pattern};
+use nvmf_host::auth::DhchapKeys;
 use nvmf_host::host::{ConnectParams, HostQueue};
 
 /// The host NQN `rackcache-loadgen` connects as unless told otherwise.
@@ -37,6 +38,8 @@ pub struct RunParams {
     pub duration: Duration,
     /// Busy-poll the I/O queues' sockets (see [`HostQueue::set_busy_poll`]).
     pub busy_poll: bool,
+    /// DH-HMAC-CHAP keys, for a target that asks the host to authenticate.
+    pub dhchap: Option<DhchapKeys>,
 }
 
 /// What a run measured.
@@ -131,7 +134,7 @@ pub fn run(p: &RunParams) -> Result<Report, RunError> {
         queue_size: 32,
         kato_ms: 0,
     };
-    let mut admin = HostQueue::connect(&params, 0, 0)?;
+    let mut admin = HostQueue::connect_with_keys(&params, 0, 0, p.dhchap.as_ref())?;
     admin.enable()?;
     let granted = admin.set_queue_count(p.queues)?;
     if granted < p.queues {
@@ -168,6 +171,7 @@ pub fn run(p: &RunParams) -> Result<Report, RunError> {
     };
     let cntlid = admin.cntlid;
     let busy_poll = p.busy_poll;
+    let keys = p.dhchap.clone();
     let workers: Vec<_> = (1..=p.queues)
         .map(|qid| {
             let cp = ConnectParams {
@@ -178,8 +182,10 @@ pub fn run(p: &RunParams) -> Result<Report, RunError> {
                 seed: 0x9e37_79b9_7f4a_7c15 ^ u64::from(qid),
                 ..job.clone()
             };
+            let keys = keys.clone();
             std::thread::spawn(move || -> Result<_, String> {
-                let mut q = HostQueue::connect(&cp, qid, cntlid).map_err(|e| e.to_string())?;
+                let mut q = HostQueue::connect_with_keys(&cp, qid, cntlid, keys.as_ref())
+                    .map_err(|e| e.to_string())?;
                 q.set_busy_poll(busy_poll).map_err(|e| e.to_string())?;
                 run_queue(&mut q, &job).map_err(|e| e.to_string())
             })

@@ -68,7 +68,9 @@ impl HostQueue {
                 ..
             }) => (hash, group, seqnum, challenge.to_vec(), dh_value.to_vec()),
             Ok(ControllerMessage::Failure1 { explanation, .. }) => {
-                return Err(refused(format!("the controller refused (explanation {explanation})")))
+                return Err(refused(format!(
+                    "the controller refused (explanation {explanation})"
+                )))
             }
             other => return Err(refused(format!("expected a challenge, got {other:?}"))),
         };
@@ -79,7 +81,10 @@ impl HostQueue {
             g => Some(KeyPair::generate(g).map_err(|e| refused(e.to_string()))?),
         };
         let session = match &dh {
-            Some(k) => Some(k.shared_secret(&dh_value).map_err(|e| refused(e.to_string()))?),
+            Some(k) => Some(
+                k.shared_secret(&dh_value)
+                    .map_err(|e| refused(e.to_string()))?,
+            ),
             None => None,
         };
         let exchange = |challenge, seqnum| Exchange {
@@ -115,9 +120,9 @@ impl HostQueue {
                 }
                 Ok(Authenticated { hash, group })
             }
-            Ok(ControllerMessage::Failure1 { explanation, .. }) => {
-                Err(refused(format!("the controller refused (explanation {explanation})")))
-            }
+            Ok(ControllerMessage::Failure1 { explanation, .. }) => Err(refused(format!(
+                "the controller refused (explanation {explanation})"
+            ))),
             other => Err(refused(format!("expected success1, got {other:?}"))),
         }
     }

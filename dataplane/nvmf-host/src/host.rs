@@ -128,6 +128,21 @@ impl HostQueue {
         Ok(q)
     }
 
+    /// [`HostQueue::connect`], then DH-HMAC-CHAP with `keys` when the
+    /// Connect's answer asks for it.
+    pub fn connect_with_keys(
+        p: &ConnectParams,
+        qid: u16,
+        cntlid: u16,
+        keys: Option<&DhchapKeys>,
+    ) -> Result<Self> {
+        let mut q = Self::connect(p, qid, cntlid)?;
+        if let (true, Some(k)) = (q.auth_required, keys) {
+            q.authenticate(p, k)?;
+        }
+        Ok(q)
+    }
+
     /// Opens a TCP connection and exchanges ICReq/ICResp, asking for header
     /// and data digests as given; no Connect yet.
     pub fn initialize(addr: &str, header_digest: bool, data_digest: bool) -> Result<Self> {
@@ -695,14 +710,7 @@ impl HostController {
         io_queues: u16,
         keys: Option<&DhchapKeys>,
     ) -> Result<Self> {
-        let connect = |qid, cntlid| -> Result<HostQueue> {
-            let mut q = HostQueue::connect(p, qid, cntlid)?;
-            if let (true, Some(k)) = (q.auth_required, keys) {
-                q.authenticate(p, k)?;
-            }
-            Ok(q)
-        };
-        let mut admin = connect(0, 0)?;
+        let mut admin = HostQueue::connect_with_keys(p, 0, 0, keys)?;
         admin.property_get(0, true)?; // CAP
         admin.enable()?;
         admin.identify(0x01, 0)?;
@@ -713,7 +721,7 @@ impl HostController {
         };
         let mut io = Vec::new();
         for qid in 1..=granted {
-            io.push(connect(qid, admin.cntlid)?);
+            io.push(HostQueue::connect_with_keys(p, qid, admin.cntlid, keys)?);
         }
         Ok(Self { admin, io })
     }

@@ -311,6 +311,7 @@ pub fn measure(
         // As the NVMe/TCP bench: the host's core spins, so the figures are
         // the target's, not the host's wake-up latency.
         busy_poll: true,
+        dhchap: None,
     };
     on_loadgen_cpu(|| run(&p).map_err(|err| format!("{pattern:?} QD{queue_depth}: {err}")))
 }

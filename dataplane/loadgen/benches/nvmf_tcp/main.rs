@@ -154,6 +154,7 @@ fn measure_with(
         queue_depth: w.queue_depth,
         duration,
         busy_poll,
+        dhchap: None,
     };
     on_cpus(cpus, || run(&p).map_err(|e| e.to_string())).map_err(|e| format!("{}: {e}", w.name))
 }
