@@ -25,7 +25,9 @@ fuzz_target!(|data: &[u8]| {
             }
         }
         Ok(HostMessage::Success2 { .. }) => assert_eq!(data.len(), 16),
-        Ok(HostMessage::Negotiate { dhchap: Some(o), .. }) => {
+        Ok(HostMessage::Negotiate {
+            dhchap: Some(o), ..
+        }) => {
             assert!(o.hashes.len() <= 30 && o.groups.len() <= 30);
         }
         _ => {}
