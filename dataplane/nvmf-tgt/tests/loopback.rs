@@ -259,10 +259,11 @@ fn host_not_allowed_is_refused() {
     let err = HostQueue::connect(&p, 0, 0).err().expect("refused");
     let st = status_of(err);
     assert_eq!((st.sct, st.sc), (1, 0x84), "Connect Invalid Host");
-    // Unknown subsystem: invalid parameters.
+    // An unknown subsystem is answered the same way: the status tells an
+    // unauthenticated party nothing about which NQNs exist.
     let p = h.params("nqn.2016-06.io.spdk:nope", HOST, 0);
-    let st = status_of(HostQueue::connect(&p, 0, 0).err().unwrap());
-    assert_eq!((st.sct, st.sc), (1, 0x82));
+    let unknown = status_of(HostQueue::connect(&p, 0, 0).err().unwrap());
+    assert_eq!(unknown, st, "the same status as a refused host");
     // An I/O queue of someone else's controller with another host NQN.
     let good = HostController::connect(&h.params(NQN, HOST, 0), 1).unwrap();
     h.target.subsystem(NQN).unwrap().set_allow_any_host(true);

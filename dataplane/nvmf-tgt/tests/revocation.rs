@@ -193,7 +193,7 @@ fn remove_listener_ends_only_that_subsystems_queues_on_that_listener() {
             .err()
             .unwrap(),
     );
-    assert_eq!((st.sct, st.sc), (1, 0x82), "Connect Invalid Parameters");
+    assert_eq!((st.sct, st.sc), (1, 0x84), "answered as a refused host");
     HostController::connect(&params(l2, NQN, HOST_A), 1).unwrap();
     drop((on_l1, on_l2, other));
     h.stop();
@@ -270,7 +270,7 @@ fn discovery_listener_serves_discovery_only_and_is_listed_as_current() {
             .err()
             .unwrap(),
     );
-    assert_eq!((st.sct, st.sc), (1, 0x82));
+    assert_eq!((st.sct, st.sc), (1, 0x84), "answered as a refused host");
     let mut d_on_nvm = HostQueue::connect(&dparams(nvm), 0, 0).unwrap();
     d_on_nvm.enable().unwrap();
 

@@ -146,14 +146,26 @@ impl Queue {
             ConnectDataError::BadNqn(at) => invalid(IN_DATA | u32::from(at)),
         })?;
         let listen = self.path.listen;
-        let sub = self
+        // A subsystem that does not exist (or is not reachable here) is
+        // answered as a host it does not allow: the status must not tell
+        // an unauthenticated party which subsystem NQNs exist (SPDK
+        // answers Invalid Parameters). The log says which it was.
+        let refused = (Status::CONNECT_INVALID_HOST, IN_DATA | 512);
+        let Some(sub) = self
             .target
             .subsystem(&d.subnqn)
             .filter(|s| s.listens_on(listen))
-            .ok_or(invalid(IN_DATA | 256))?;
+        else {
+            if self.target.peer_log().allow(self.path.peer.ip()) {
+                tracing::info!(peer = %self.path.peer, subnqn = %d.subnqn, "Connect to a subsystem that does not exist or does not listen here (answered Connect Invalid Host)");
+            }
+            return Err(refused);
+        };
         if !sub.host_allowed(&d.hostnqn) {
-            tracing::warn!(subnqn = %d.subnqn, hostnqn = %d.hostnqn, "host not allowed");
-            return Err((Status::CONNECT_INVALID_HOST, IN_DATA | 512));
+            if self.target.peer_log().allow(self.path.peer.ip()) {
+                tracing::warn!(subnqn = %d.subnqn, hostnqn = %d.hostnqn, "host not allowed");
+            }
+            return Err(refused);
         }
         let opts = self.target.opts();
         let max_entries = if cmd.qid == 0 {
@@ -183,7 +195,7 @@ impl Queue {
             };
             let ctrl = sub.register_controller(listen, new).map_err(|e| match e {
                 RegisterError::NotAllowed => (Status::CONNECT_INVALID_HOST, IN_DATA | 512),
-                RegisterError::Unreachable => invalid(IN_DATA | 256),
+                RegisterError::Unreachable => refused,
                 RegisterError::Busy => (status::CONNECT_CONTROLLER_BUSY, 0),
             })?;
             ctrl.keep_alive();
