@@ -22,7 +22,7 @@ use nvmf::keys::Hash;
 use nvmf::sqe::{sgl, Sqe};
 use zeroize::Zeroizing;
 
-use super::controller::QueueAuth;
+use super::controller::{AuthState, QueueAuth};
 use super::{status, Outcome, Queue};
 
 /// Transactions a queue may start before one succeeds.
@@ -144,8 +144,7 @@ impl Queue {
                 // The host refused our response and tears the queue down;
                 // there is no Failure1 to send.
                 self.note_auth_failure(Failure::Failed);
-                self.set_authenticated(false);
-                self.note_auth_state("failed");
+                self.set_auth_state(AuthState::Failed);
                 None
             }
             _ => out_of_turn(t_id),
@@ -156,7 +155,7 @@ impl Queue {
         let fail = |why| Transaction::failed(t_id, why);
         // A queue that has not authenticated gets a few tries, not an
         // endless supply of challenges.
-        if !self.is_authenticated() {
+        if self.awaits_authentication() {
             self.auth_attempts += 1;
             if self.auth_attempts > MAX_UNAUTHENTICATED_TRANSACTIONS {
                 return fail(Failure::IncorrectProtocolMessage);
@@ -292,8 +291,7 @@ impl Queue {
     /// Failure1: the queue is no longer authenticated (the transport
     /// closes it once this answer is out).
     fn failure1(&mut self, t_id: u16, why: Failure) -> (Vec<u8>, Option<Transaction>) {
-        self.set_authenticated(false);
-        self.note_auth_state("failed");
+        self.set_auth_state(AuthState::Failed);
         (auth::encode_failure1(t_id, why), None)
     }
 
@@ -327,13 +325,13 @@ impl Queue {
     }
 
     fn auth_succeeded(&mut self, hash: Hash, group: DhGroup) {
-        let first = !self.is_authenticated();
-        self.set_authenticated(true);
-        if let Some(b) = &self.bound {
+        let first = self.awaits_authentication();
+        if let Some(b) = &mut self.bound {
+            b.auth = AuthState::Completed;
             b.ctrl.note_auth(
                 b.qid,
                 QueueAuth {
-                    state: "completed",
+                    state: AuthState::Completed,
                     digest: Some(auth::hash_name(hash)),
                     dhgroup: Some(group.name()),
                 },
@@ -347,10 +345,12 @@ impl Queue {
         }
     }
 
-    /// Records a state without a new hash and group (those of the last
-    /// success stay).
-    pub(super) fn note_auth_state(&self, state: &'static str) {
-        if let Some(b) = &self.bound {
+    /// Moves the queue to `state` (not `Completed`: see
+    /// `auth_succeeded`), for the queue and the controller's record; the
+    /// hash and group of the last success stay.
+    pub(super) fn set_auth_state(&mut self, state: AuthState) {
+        if let Some(b) = &mut self.bound {
+            b.auth = state;
             let last = b.ctrl.auth_of(b.qid);
             b.ctrl.note_auth(
                 b.qid,

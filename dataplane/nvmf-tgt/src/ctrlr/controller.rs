@@ -183,9 +183,30 @@ pub struct Controller {
 
 /// Where a queue's DH-HMAC-CHAP authentication stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AuthState {
+    /// Not authenticated yet: only authentication and Disconnect.
+    Negotiate,
+    /// Authenticated (or, for a host without keys, nothing to do).
+    Completed,
+    /// A transaction failed: the queue closes once the answer is out.
+    Failed,
+}
+
+impl AuthState {
+    /// SPDK's name (`nvmf_subsystem_get_qpairs`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Negotiate => "negotiate",
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+        }
+    }
+}
+
+/// A queue's authentication as `nvmf_subsystem_get_qpairs` shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QueueAuth {
-    /// "negotiate" (not authenticated yet), "completed" or "failed".
-    pub state: &'static str,
+    pub state: AuthState,
     /// The hash and group of the last successful transaction.
     pub digest: Option<&'static str>,
     pub dhgroup: Option<&'static str>,

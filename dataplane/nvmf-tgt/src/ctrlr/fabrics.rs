@@ -6,7 +6,7 @@ use nvmf::auth;
 use nvmf::cqe::{Cqe, Status};
 use nvmf::sqe::{fctype, sgl, ConnectCmd, ConnectData, ConnectDataError, PropertyCmd, Sqe};
 
-use super::controller::{prop, CcTransition, NewController, RegisterError};
+use super::controller::{prop, AuthState, CcTransition, NewController, RegisterError};
 use super::{identify, status, Binding, Op, Outcome, Queue};
 
 impl Queue {
@@ -194,7 +194,7 @@ impl Queue {
                 admin_path: self.path,
             };
             let ctrl = sub.register_controller(listen, new).map_err(|e| match e {
-                RegisterError::NotAllowed => (Status::CONNECT_INVALID_HOST, IN_DATA | 512),
+                RegisterError::NotAllowed => refused,
                 RegisterError::Unreachable => refused,
                 RegisterError::Busy => (status::CONNECT_CONTROLLER_BUSY, 0),
             })?;
@@ -224,7 +224,11 @@ impl Queue {
         // a controller whose admin queue already did: only an enabled
         // controller takes I/O queues, and enabling it took a Property Set
         // after authentication).
-        let authenticated = sub.is_discovery || !sub.host_keys(&d.hostnqn).required();
+        let auth = if sub.is_discovery || !sub.host_keys(&d.hostnqn).required() {
+            AuthState::Completed
+        } else {
+            AuthState::Negotiate
+        };
         self.target.queue_opened(&ctrl);
         stats.connections_total.inc();
         stats.connections.add(1);
@@ -235,11 +239,10 @@ impl Queue {
             ctrl,
             sub,
             stats,
-            authenticated,
-            auth_failed: false,
+            auth,
         });
-        if !authenticated {
-            self.note_auth_state("negotiate");
+        if auth == AuthState::Negotiate {
+            self.set_auth_state(AuthState::Negotiate);
         }
         Ok(cntlid)
     }

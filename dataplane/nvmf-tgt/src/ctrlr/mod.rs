@@ -49,7 +49,7 @@ use nvmf::sqe::{fctype, opcode, Sqe};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use self::controller::{Controller, QpairPath};
+use self::controller::{AuthState, Controller, QpairPath};
 use crate::state::TargetState;
 use crate::stats::SubsystemStats;
 use crate::subsystem::{Namespace, NamespaceMap, Subsystem};
@@ -94,11 +94,9 @@ struct Binding {
     ctrl: Arc<Controller>,
     sub: Arc<Subsystem>,
     stats: SubsystemStats,
-    /// Whether the queue may carry commands: true at Connect when the host
-    /// has no DH-HMAC-CHAP key, else once it authenticated.
-    authenticated: bool,
-    /// A transaction failed: the queue closes once its answer is out.
-    auth_failed: bool,
+    /// Whether the queue may carry commands: `Completed` at Connect when
+    /// the host has no DH-HMAC-CHAP key, else once it authenticated.
+    auth: AuthState,
 }
 
 /// One queue pair as the controller sees it: the binding Connect made,
@@ -155,7 +153,7 @@ impl Queue {
         };
         if sqe.opcode() == opcode::FABRICS {
             self.fabrics(sqe, data)
-        } else if !b.authenticated {
+        } else if b.auth != AuthState::Completed {
             auth::required(sqe.cid())
         } else if b.qid == 0 {
             self.admin(sqe)
@@ -292,24 +290,17 @@ impl Queue {
     /// Whether the queue is connected and still owes its authentication:
     /// the transport bounds that time as it bounds ICReq and Connect.
     pub(crate) fn awaits_authentication(&self) -> bool {
-        self.bound.as_ref().is_some_and(|b| !b.authenticated)
+        self.bound
+            .as_ref()
+            .is_some_and(|b| b.auth != AuthState::Completed)
     }
 
     /// Whether an authentication failed: the transport closes the queue
     /// once the answer saying so is out.
     pub(crate) fn auth_failed(&self) -> bool {
-        self.bound.as_ref().is_some_and(|b| b.auth_failed)
-    }
-
-    fn is_authenticated(&self) -> bool {
-        self.bound.as_ref().is_some_and(|b| b.authenticated)
-    }
-
-    fn set_authenticated(&mut self, yes: bool) {
-        if let Some(b) = &mut self.bound {
-            b.authenticated = yes;
-            b.auth_failed = !yes;
-        }
+        self.bound
+            .as_ref()
+            .is_some_and(|b| b.auth == AuthState::Failed)
     }
 
     /// Whether this is a connected admin queue.

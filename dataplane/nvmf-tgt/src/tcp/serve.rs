@@ -339,7 +339,6 @@ pub(crate) async fn serve<R, W>(
             conn.state,
             ConnState::AwaitingIcReq | ConnState::AwaitingConnect
         ) && parked.is_none();
-        let identifying = unidentified;
         let eviction = conn
             .admission
             .eviction()
@@ -389,7 +388,7 @@ pub(crate) async fn serve<R, W>(
                 }
                 break;
             }
-            _ = tokio::time::sleep_until(identify_deadline), if identifying => {
+            _ = tokio::time::sleep_until(identify_deadline), if unidentified => {
                 if conn.target.peer_log().allow(peer.ip()) {
                     tracing::info!(%peer, "socket closed: no ICReq and Connect within identify_timeout");
                 }

@@ -88,7 +88,7 @@ pub(crate) async fn get_qpairs(app: &App, p: ByNqn) -> Result<Value, RpcError> {
             // SPDK's "auth" object, for queues whose host authenticates.
             if let Some(a) = c.auth_of(qid) {
                 q["auth"] = json!({
-                    "state": a.state,
+                    "state": a.state.name(),
                     "digest": a.digest.unwrap_or("unknown"),
                     "dhgroup": a.dhgroup.unwrap_or("unknown"),
                 });

@@ -163,7 +163,7 @@ async fn a_keyed_host_authenticates_every_queue_before_any_command() {
     let ctrl = &sub.live_controllers()[0];
     let completed = |digest, dhgroup| {
         Some(crate::ctrlr::controller::QueueAuth {
-            state: "completed",
+            state: crate::ctrlr::controller::AuthState::Completed,
             digest: Some(digest),
             dhgroup: Some(dhgroup),
         })
