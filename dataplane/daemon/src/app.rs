@@ -71,12 +71,23 @@ pub struct RegisteredCluster {
     pub params: Value,
 }
 
-/// A key of the keyring: where its file is (read when a method uses it).
-pub struct KeyFile {
+/// A key of the keyring.
+pub struct Key {
     /// Creation order, for `save_config`.
     pub seq: u64,
-    /// The file's absolute path.
-    pub path: String,
+    /// Where its secret is.
+    pub source: KeySource,
+}
+
+/// Where a key's secret is kept.
+pub enum KeySource {
+    /// A file's absolute path (`keyring_file_add_key`), read when a method
+    /// uses the key: the file is the key, and is saved by path.
+    File(String),
+    /// The secret itself, held in memory only (`keyring_memory_add_key`):
+    /// never saved, so a restarted daemon has no such key until its
+    /// control plane delivers it again.
+    Memory(String),
 }
 
 /// Everything the control plane manages.
@@ -90,8 +101,8 @@ pub struct State {
     pub next_seq: u64,
     /// The NVMe-oF target.
     pub nvmf: NvmfState,
-    /// Named keys in files (`keyring_file_add_key`).
-    pub keyring: BTreeMap<String, KeyFile>,
+    /// Named keys (`keyring_file_add_key`, `keyring_memory_add_key`).
+    pub keyring: BTreeMap<String, Key>,
     /// Cache devices by their bdev's name, opened by the first
     /// `bdev_adacache_create` on them and shared by every cached volume
     /// on the bdev (dropped with the bdev).

@@ -162,3 +162,115 @@ fn keyed_hosts_authenticate_rotate_and_keep_their_secrets_out_of_the_config() {
         assert!(!saved.contains(b64), "a secret in save_config");
     }
 }
+
+/// Keys a control plane delivers over the RPC (`keyring_memory_add_key`)
+/// authenticate like file keys, but neither they nor the hosts that use
+/// them are saved: a daemon restarted from its saved configuration
+/// refuses such a host (with or without its key) until the keys come
+/// again, never lets it in keyless.
+#[test]
+fn memory_keys_authenticate_and_are_never_saved() {
+    let work = TempDir::new("rackcache-dhchap-memory");
+    let socket = work.path().join("spdk.sock");
+    let persist = work.path().join("config.json");
+    let daemon = Daemon::start_with(
+        &socket,
+        None,
+        &["--config-persist", persist.to_str().unwrap()],
+    );
+    let (hk, ck) = (secret(4), secret(5));
+    let e = unix_rpc(
+        &socket,
+        "keyring_memory_add_key",
+        json!({"name": "bad", "secret": "DHHC-1:00:notbase64:"}),
+    )
+    .expect_err("a malformed secret");
+    assert!(e.to_string().contains("key 'bad'"), "{e}");
+    for (name, s) in [("mem-host", &hk), ("mem-ctrl", &ck)] {
+        rpc(
+            &socket,
+            "keyring_memory_add_key",
+            json!({"name": name, "secret": s.encode().as_str()}),
+        );
+    }
+    let keys = rpc(&socket, "keyring_get_keys", json!(null));
+    assert_eq!(keys[0]["module"], "memory", "{keys}");
+    assert!(keys[0].get("path").is_none(), "{keys}");
+    let port = free_port();
+    rpc(
+        &socket,
+        "bdev_malloc_create",
+        json!({"name": "Malloc0", "num_blocks": 2048, "block_size": BS}),
+    );
+    rpc(&socket, "nvmf_create_transport", json!({"trtype": "TCP"}));
+    rpc(&socket, "nvmf_create_subsystem", json!({"nqn": NQN}));
+    rpc(
+        &socket,
+        "nvmf_subsystem_add_ns",
+        json!({"nqn": NQN, "namespace": {"bdev_name": "Malloc0"}}),
+    );
+    rpc(
+        &socket,
+        "nvmf_subsystem_add_host",
+        json!({"nqn": NQN, "host": HOST, "dhchap_key": "mem-host", "dhchap_ctrlr_key": "mem-ctrl"}),
+    );
+    rpc(
+        &socket,
+        "nvmf_subsystem_add_listener",
+        json!({"nqn": NQN, "listen_address": tcp_listen_address(port)}),
+    );
+    let params = ConnectParams {
+        addr: format!("127.0.0.1:{port}"),
+        subnqn: NQN.into(),
+        hostnqn: HOST.into(),
+        host_id: [0xd2; 16],
+        queue_size: 32,
+        kato_ms: 0,
+    };
+    let keys = DhchapKeys {
+        host: hk.clone(),
+        ctrlr: Some(ck.clone()),
+    };
+    let c = HostController::connect_with_keys(&params, 1, Some(&keys)).expect("memory keys");
+    drop(c);
+    assert!(HostController::connect(&params, 1).is_err(), "no key");
+    let e = unix_rpc(
+        &socket,
+        "keyring_memory_remove_key",
+        json!({"name": "mem-host"}),
+    )
+    .expect_err("a key in use");
+    assert!(e.to_string().contains("in use"), "{e}");
+
+    let saved = std::fs::read_to_string(&persist).unwrap();
+    assert!(saved.contains("nvmf_create_subsystem"), "{saved}");
+    assert!(
+        !saved.contains("mem-host") && !saved.contains(HOST),
+        "{saved}"
+    );
+    for s in [&hk, &ck] {
+        let b64 = s.encode().split(':').nth(2).unwrap().to_owned();
+        assert!(!saved.contains(&b64), "a secret in the persisted config");
+    }
+
+    // Restarted from that file: the subsystem is back, the host is not.
+    assert!(daemon.stop().success());
+    let _daemon = Daemon::start_with(
+        &socket,
+        Some(&persist),
+        &["--config-persist", persist.to_str().unwrap()],
+    );
+    let subs = rpc(&socket, "nvmf_get_subsystems", json!({}));
+    let sub = subs
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["nqn"] == NQN)
+        .expect("the subsystem is restored");
+    assert_eq!(sub["hosts"], json!([]), "{sub}");
+    assert!(
+        HostController::connect_with_keys(&params, 1, Some(&keys)).is_err(),
+        "the host before its keys come again"
+    );
+    assert!(HostController::connect(&params, 1).is_err(), "keyless");
+}

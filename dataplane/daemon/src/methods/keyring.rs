@@ -1,9 +1,13 @@
-//! The keyring (SPDK's `keyring_file` module): named keys kept in files,
-//! `keyring_file_add_key`, `keyring_file_remove_key`, `keyring_get_keys`.
-//! Other methods name keys, never carry them: `nvmf_subsystem_add_host
-//! --dhchap-key key0` reads key0's file then. So secrets stay out of RPC
-//! traffic, logs and the saved configuration, which records names and
-//! paths only.
+//! The keyring: named keys. SPDK's `keyring_file` module keeps them in
+//! files (`keyring_file_add_key`, `keyring_file_remove_key`,
+//! `keyring_get_keys`); rackcache's `keyring_memory_add_key` and
+//! `keyring_memory_remove_key` hold a secret in memory only, for a control
+//! plane that delivers keys over the authenticated RPC and must not leave
+//! them on the server's disk. Other methods name keys, never carry them:
+//! `nvmf_subsystem_add_host --dhchap-key key0` reads key0 then. So secrets
+//! stay out of logs and the saved configuration, which records names and
+//! paths only: memory keys, and the hosts that use them, are not saved, so
+//! a restarted daemon refuses those hosts until the keys come again.
 //!
 //! As SPDK's: a path must be absolute and its file readable by its owner
 //! only (mode 0600 or 0400). Unlike SPDK, a key that a host still uses
@@ -17,7 +21,9 @@ use nvmf::keys::DhchapSecret;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::app::{App, KeyFile};
+use std::collections::BTreeMap;
+
+use crate::app::{App, Key, KeySource};
 use crate::rpc::error::{libc_errno, RpcError};
 
 #[derive(Deserialize)]
@@ -47,30 +53,55 @@ fn read_key_file(path: &str) -> Result<String, RpcError> {
         .map_err(|e| RpcError::invalid_params(format!("key file '{path}': {e}")))
 }
 
-pub(crate) async fn add_key(app: &App, p: AddKey) -> Result<Value, RpcError> {
-    if p.name.is_empty() || !p.name.bytes().all(|b| b.is_ascii_graphic()) {
+fn check_name(name: &str) -> Result<(), RpcError> {
+    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_graphic()) {
         return Err(RpcError::invalid_params(
             "key name must be printable ASCII without spaces",
         ));
     }
-    read_key_file(&p.path)?;
+    Ok(())
+}
+
+/// Adds key `name` unless the keyring has one by that name.
+async fn insert(app: &App, name: &str, source: KeySource) -> Result<(), RpcError> {
     let mut state = app.state.lock().await;
-    if state.keyring.contains_key(&p.name) {
+    if state.keyring.contains_key(name) {
         return Err(RpcError::errno(
             libc_errno::EEXIST,
-            format!("Key '{}' already exists", p.name),
+            format!("Key '{name}' already exists"),
         ));
     }
     let seq = state.next_seq;
     state.next_seq += 1;
-    state.keyring.insert(
-        p.name.clone(),
-        KeyFile {
-            seq,
-            path: p.path.clone(),
-        },
-    );
+    state.keyring.insert(name.to_owned(), Key { seq, source });
+    Ok(())
+}
+
+pub(crate) async fn add_key(app: &App, p: AddKey) -> Result<Value, RpcError> {
+    check_name(&p.name)?;
+    read_key_file(&p.path)?;
+    insert(app, &p.name, KeySource::File(p.path.clone())).await?;
     tracing::info!(key = %p.name, path = %p.path, "key added to the keyring");
+    Ok(json!(true))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AddMemoryKey {
+    name: String,
+    /// The secret in its interchange format (`DHHC-1:...`).
+    secret: String,
+}
+
+/// `keyring_memory_add_key`: the secret must parse as a DH-HMAC-CHAP
+/// secret, so a bad one is refused here rather than at the host's Connect.
+pub(crate) async fn add_memory_key(app: &App, p: AddMemoryKey) -> Result<Value, RpcError> {
+    check_name(&p.name)?;
+    // The parse error names the format's fault, never the secret's bytes.
+    DhchapSecret::parse(&p.secret)
+        .map_err(|e| RpcError::invalid_params(format!("key '{}': {e}", p.name)))?;
+    insert(app, &p.name, KeySource::Memory(p.secret)).await?;
+    tracing::info!(key = %p.name, "key added to the keyring (memory)");
     Ok(json!(true))
 }
 
@@ -83,6 +114,7 @@ pub(crate) struct RemoveKey {
 pub(crate) async fn remove_key(app: &App, p: RemoveKey) -> Result<Value, RpcError> {
     let mut state = app.state.lock().await;
     if !state.keyring.contains_key(&p.name) {
+        // Either method removes either kind: a name is one key.
         return Err(RpcError::errno(
             libc_errno::ENOKEY,
             format!("Key '{}' not found", p.name),
@@ -131,21 +163,26 @@ pub(crate) async fn get_keys(app: &App, _: super::params::NoParams) -> Result<Va
     Ok(Value::Array(
         keys.into_iter()
             .map(|(name, k)| {
-                json!({
+                let mut v = json!({
                     "name": name,
-                    "path": k.path,
                     "removed": false,
                     "probed": false,
                     "in_use": key_users(&state.nvmf, name).is_some(),
-                })
+                });
+                match &k.source {
+                    KeySource::File(path) => v["path"] = json!(path),
+                    KeySource::Memory(_) => v["module"] = json!("memory"),
+                }
+                v
             })
             .collect(),
     ))
 }
 
-/// The DH-HMAC-CHAP secret of key `name`, read from its file now.
+/// The DH-HMAC-CHAP secret of key `name`, read from its file now (or
+/// from memory).
 pub(crate) fn dhchap_secret(
-    keyring: &std::collections::BTreeMap<String, KeyFile>,
+    keyring: &BTreeMap<String, Key>,
     name: &str,
 ) -> Result<DhchapSecret, RpcError> {
     let k = keyring.get(name).ok_or_else(|| {
@@ -153,19 +190,36 @@ pub(crate) fn dhchap_secret(
             "Key '{name}' not found: add it with keyring_file_add_key first"
         ))
     })?;
-    let text = read_key_file(&k.path)?;
-    DhchapSecret::parse(&text)
-        .map_err(|e| RpcError::invalid_params(format!("key '{name}' ({}): {e}", k.path)))
+    match &k.source {
+        KeySource::File(path) => DhchapSecret::parse(&read_key_file(path)?)
+            .map_err(|e| RpcError::invalid_params(format!("key '{name}' ({path}): {e}"))),
+        KeySource::Memory(text) => DhchapSecret::parse(text)
+            .map_err(|e| RpcError::invalid_params(format!("key '{name}': {e}"))),
+    }
 }
 
-/// The "keyring" section of a saved configuration: names and paths.
-pub(crate) fn config(keyring: &std::collections::BTreeMap<String, KeyFile>) -> Value {
+/// Whether the saved configuration has key `name`: memory keys are never
+/// saved, nor is anything that names them.
+pub(crate) fn saved(keyring: &BTreeMap<String, Key>, name: &str) -> bool {
+    matches!(
+        keyring.get(name).map(|k| &k.source),
+        Some(KeySource::File(_))
+    )
+}
+
+/// The "keyring" section of a saved configuration: names and paths of
+/// file keys.
+pub(crate) fn config(keyring: &BTreeMap<String, Key>) -> Value {
     let mut keys: Vec<_> = keyring.iter().collect();
     keys.sort_by_key(|(_, k)| k.seq);
     Value::Array(
         keys.into_iter()
-            .map(|(name, k)| {
-                json!({ "method": "keyring_file_add_key", "params": { "name": name, "path": k.path } })
+            .filter_map(|(name, k)| match &k.source {
+                KeySource::File(path) => Some(json!({
+                    "method": "keyring_file_add_key",
+                    "params": { "name": name, "path": path }
+                })),
+                KeySource::Memory(_) => None,
             })
             .collect(),
     )

@@ -27,9 +27,12 @@ pub(crate) fn bdev_config(state: &State) -> Value {
     Value::Array(out)
 }
 
-/// The nvmf subsystem's configuration.
+/// The nvmf subsystem's configuration, without the hosts whose keys the
+/// keyring section does not save.
 pub(crate) fn nvmf_section(state: &State) -> Value {
-    Value::Array(nvmf_config(&state.nvmf))
+    Value::Array(nvmf_config(&state.nvmf, |name| {
+        super::keyring::saved(&state.keyring, name)
+    }))
 }
 
 /// The whole configuration (`save_config`'s answer, `--config-persist`'s

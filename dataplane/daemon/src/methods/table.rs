@@ -121,6 +121,8 @@ pub static METHODS: &[Method] = &[
     method!("nvmf_set_config",                Changes, set_config::set_config,              set_config::SetConfig),
     method!("keyring_file_add_key",           Changes, keyring::add_key,                    keyring::AddKey),
     method!("keyring_file_remove_key",        Changes, keyring::remove_key,                 keyring::RemoveKey),
+    method!("keyring_memory_add_key",         Changes, keyring::add_memory_key,             keyring::AddMemoryKey),
+    method!("keyring_memory_remove_key",      Changes, keyring::remove_key,                 keyring::RemoveKey),
     method!("keyring_get_keys",               Reads,   keyring::get_keys,                   NoParams),
     method!("nvmf_subsystem_allow_any_host",  Changes, subsystem::allow_any_host,           subsystem::AllowAnyHost),
     method!("nvmf_subsystem_get_controllers", Reads,   inspect::get_controllers,            inspect::ByNqn),

@@ -34,12 +34,24 @@ pub const DISCOVERY_LISTENER: &[&str] =
 
 /// Methods no stock command sends, with the reason; they are driven
 /// elsewhere.
-pub const NO_CLI_COMMAND: &[(&str, &str)] = &[(
-    "save_config",
-    "spdk-rpc's save_config is client-side (framework_get_subsystems and \
-     framework_get_config, rows below); the server-side method is driven by \
-     spdk_client.rs",
-)];
+pub const NO_CLI_COMMAND: &[(&str, &str)] = &[
+    (
+        "save_config",
+        "spdk-rpc's save_config is client-side (framework_get_subsystems and \
+         framework_get_config, rows below); the server-side method is driven by \
+         spdk_client.rs",
+    ),
+    (
+        "keyring_memory_add_key",
+        "the operator's key delivery: a secret on a command line would show in \
+         ps; the command line's way is keyring_file_add_key. Driven by \
+         dhchap.rs",
+    ),
+    (
+        "keyring_memory_remove_key",
+        "the operator's, with keyring_memory_add_key; driven by dhchap.rs",
+    ),
+];
 
 /// One command of the stock command line.
 pub struct Row {

@@ -10,8 +10,10 @@ use crate::app::NvmfState;
 
 /// The nvmf subsystem's configuration in SPDK's order: the transport, then
 /// subsystems, their hosts, their namespaces (with their identifiers, so a
-/// restart keeps them), their listeners.
-pub(crate) fn config(nvmf: &NvmfState) -> Vec<Value> {
+/// restart keeps them), their listeners. A host with a key that
+/// `key_saved` says is not saved is left out: restored without it, the
+/// host would be refused anyway, and restored keyless it would be let in.
+pub(crate) fn config(nvmf: &NvmfState, key_saved: impl Fn(&str) -> bool) -> Vec<Value> {
     let mut out: Vec<Value> = super::set_config::config_call(nvmf).into_iter().collect();
     let (Some(t), Some(transport)) = (&nvmf.target, &nvmf.transport) else {
         return out;
@@ -34,6 +36,10 @@ pub(crate) fn config(nvmf: &NvmfState) -> Vec<Value> {
     }
     for s in &subs {
         for (h, keys) in s.hosts_with_keys() {
+            let names = [&keys.host, &keys.ctrlr].into_iter().flatten();
+            if !names.clone().all(|k| key_saved(&k.name)) {
+                continue;
+            }
             out.push(call(
                 "nvmf_subsystem_add_host",
                 host_json(&s.nqn, &h, &keys),

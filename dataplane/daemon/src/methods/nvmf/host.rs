@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 
 use super::revoke::{persist_then_wait, REVOKE_TIMEOUT};
 use super::target::{check_tgt_name, subsystem, target, unsupported};
-use crate::app::{App, KeyFile};
+use crate::app::{App, Key};
 use crate::methods::keyring::dhchap_secret;
 use crate::rpc::error::{ErrorKind, RpcError};
 
@@ -45,7 +45,7 @@ pub(crate) async fn add_host(app: &App, p: AddHost) -> Result<Value, RpcError> {
 /// The keys named by `dhchap_key` and `dhchap_ctrlr_key`, read from the
 /// keyring; a controller key needs a host key (SPDK's rule).
 fn host_keys(
-    keyring: &BTreeMap<String, KeyFile>,
+    keyring: &BTreeMap<String, Key>,
     host: &Option<String>,
     ctrlr: &Option<String>,
 ) -> Result<HostKeys, RpcError> {
