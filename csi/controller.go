@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rcv1 "github.com/rackcache/rackcache/api/v1alpha1"
+	"github.com/rackcache/rackcache/controllers/hostkeys"
 )
 
 const (
@@ -215,6 +216,9 @@ func (d *Driver) createCachedVolume(ctx context.Context, id volumeID, p volumePa
 			WriteMode:      p.WriteMode,
 			AllocationMode: p.AllocationMode,
 			Policies:       p.Policies,
+			// Where the operator keeps the hosts' keys: the Secret the
+			// StorageClass's node-stage and node-publish templates name.
+			HostKeysSecret: hostkeys.SecretNameForPV(req.GetName()),
 		},
 	}
 	if n := req.GetParameters()[pvcNameParam]; n != "" {

@@ -61,6 +61,14 @@ type Attachment struct {
 	SubNQN          string
 	HostNQN, HostID string
 	Connect         ConnectDefaults
+	// Keys authenticate the host (and the controller); nil for a pool
+	// that does not authenticate hosts.
+	Keys *HostKeys
+}
+
+// HostKeys are a host's DH-HMAC-CHAP secrets for one volume.
+type HostKeys struct {
+	Host, Ctrl string
 }
 
 // NVMe attaches namespaces with the kernel's initiator.
@@ -78,4 +86,8 @@ type NVMe interface {
 	// Rescan asks the subsystem's controllers to read their namespaces
 	// again (a grown namespace's new size).
 	Rescan(subNQN string) error
+	// SetKeys gives the subsystem's live controllers new keys where theirs
+	// differ (the kernel re-authenticates, I/O going on); it returns how
+	// many changed.
+	SetKeys(subNQN string, keys HostKeys) (int, error)
 }

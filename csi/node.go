@@ -82,16 +82,30 @@ func (d *Driver) targetOf(id volumeID, vc, pc map[string]string) (target, error)
 
 // attach connects to the volume's subsystem and waits for its block
 // device.
-func (d *Driver) attach(ctx context.Context, t target, vc map[string]string) (string, error) {
+func (d *Driver) attach(ctx context.Context, t target, vc, secrets map[string]string) (string, error) {
 	opts, err := connectOptions(vc, d.node.Connect)
 	if err != nil {
 		return "", errorf(ErrInvalidArgument, "%v", err)
 	}
+	keys, err := d.hostKeys(secrets)
+	if err != nil {
+		return "", err
+	}
 	if err := d.node.NVMe.Connect(ctx, Attachment{
 		Address: t.Address, Port: t.Port, SubNQN: t.SubNQN,
-		HostNQN: d.node.HostNQN, HostID: d.node.HostID, Connect: opts,
+		HostNQN: d.node.HostNQN, HostID: d.node.HostID, Connect: opts, Keys: keys,
 	}); err != nil {
-		return "", errorf(ErrUnavailable, "nvme connect to %s at %s:%s: %v", t.SubNQN, t.Address, t.Port, err)
+		hint := ""
+		if keys == nil {
+			hint = " (" + keysHint + ")"
+		}
+		return "", errorf(ErrUnavailable, "nvme connect to %s at %s:%s: %v%s", t.SubNQN, t.Address, t.Port, err, hint)
+	}
+	// A controller left live by an earlier stage keeps the keys it has.
+	if keys != nil {
+		if _, err := d.node.NVMe.SetKeys(t.SubNQN, *keys); err != nil {
+			return "", errorf(ErrUnavailable, "%v", err)
+		}
 	}
 	return d.waitDevice(ctx, t)
 }
@@ -139,7 +153,7 @@ func (d *Driver) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRe
 	}
 	defer unlock()
 	log := logr.FromContextOrDiscard(ctx).WithValues("volume", id.String(), "subnqn", t.SubNQN)
-	dev, err := d.attach(ctx, t, req.GetVolumeContext())
+	dev, err := d.attach(ctx, t, req.GetVolumeContext(), req.GetSecrets())
 	if err != nil {
 		return nil, err
 	}
@@ -216,6 +230,9 @@ func (d *Driver) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 		return nil, err
 	}
 	defer unlock()
+	if err := d.rotateKeys(ctx, cachedvolume.SubsystemNQN(id.Image()), req.GetSecrets()); err != nil {
+		return nil, err
+	}
 	opts := []string{"bind"}
 	if req.GetReadonly() {
 		opts = append(opts, "ro")

@@ -66,7 +66,21 @@ type CachedVolumeSpec struct {
 	// +kubebuilder:validation:MaxItems=256
 	// +kubebuilder:validation:items:XValidation:rule="self.startsWith('nqn.') && size(self) <= 223",message="each allowed host must be an NVMe host NQN (starting with nqn., at most 223 bytes)"
 	AllowedHosts []string `json:"allowedHosts,omitempty"`
+	// HostKeysSecret names the Secret, in the operator's namespace, where
+	// the operator keeps the allowed hosts' DH-HMAC-CHAP keys when the
+	// pool authenticates hosts; "<name>-host-keys" when empty. The CSI
+	// driver sets it to the name its StorageClass's node-stage secret
+	// template gives, rackcache-keys-<PV name>.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$')",message="hostKeysSecret must be a Secret name (lowercase letters, digits, - and .)"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="hostKeysSecret cannot change"
+	HostKeysSecret string `json:"hostKeysSecret,omitempty"`
 }
+
+// RotateHostKeysAnnotation on a CachedVolume asks for new host keys: each
+// new value is one rotation.
+const RotateHostKeysAnnotation = "rackcache.io/rotate-host-keys"
 
 // CachedVolumePhase is a coarse summary of a volume's state.
 // +kubebuilder:validation:Enum=Pending;Placing;Ready;Flushing;Degraded;Deleting;Failed

@@ -164,6 +164,48 @@ type CachePoolSpec struct {
 	// +optional
 	// +kubebuilder:validation:Pattern=`^(off|on|[1-9][0-9]{0,5}us|[1-9][0-9]{0,2}ms|1000ms)$`
 	BusyPoll string `json:"busyPoll,omitempty"`
+	// DataPath says how hosts prove who they are to the pool's servers.
+	// +optional
+	// +kubebuilder:default={}
+	DataPath DataPath `json:"dataPath,omitempty"`
+}
+
+// HostAuthentication is how a host proves itself on the data path.
+// +kubebuilder:validation:Enum=DHHMACCHAP;None
+type HostAuthentication string
+
+const (
+	// HostAuthenticationDHHMACCHAP: every host allowed on a volume gets
+	// its own DH-HMAC-CHAP key pair (NVMe in-band authentication, both
+	// ways); a host that cannot prove its key gets no queue.
+	HostAuthenticationDHHMACCHAP HostAuthentication = "DHHMACCHAP"
+	// HostAuthenticationNone: the host NQN alone admits a host. Anyone who
+	// reaches the servers' port and knows an allowed NQN (it is no secret)
+	// reads and writes the volume.
+	HostAuthenticationNone HostAuthentication = "None"
+)
+
+// DataPath is the pool's NVMe/TCP data path.
+type DataPath struct {
+	// Authentication of hosts: DHHMACCHAP (the default) or None, which
+	// must be chosen explicitly (docs/security.md says what it exposes).
+	// +optional
+	// +kubebuilder:default=DHHMACCHAP
+	Authentication HostAuthentication `json:"authentication,omitempty"`
+	// KeyRotationInterval is how long a host's key pair is used before the
+	// operator replaces it, the volume staying mounted; "0s" turns the
+	// schedule off (annotate a CachedVolume with
+	// rackcache.io/rotate-host-keys to rotate on demand).
+	// +optional
+	// +kubebuilder:default="720h"
+	KeyRotationInterval *metav1.Duration `json:"keyRotationInterval,omitempty"`
+}
+
+// AuthenticatesHosts tells whether the pool's hosts must authenticate
+// (anything but an explicit None: an object that skipped the apiserver's
+// defaulting is not left open).
+func (d DataPath) AuthenticatesHosts() bool {
+	return d.Authentication != HostAuthenticationNone
 }
 
 // ServerStatus is what the operator last read from one cache server.

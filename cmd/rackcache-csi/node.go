@@ -73,12 +73,20 @@ func nodeRack(ctx context.Context, cfg *config) (string, error) {
 type nvmeAttacher struct{ cli *nvme.CLI }
 
 func (a nvmeAttacher) Connect(ctx context.Context, at csi.Attachment) error {
-	return a.cli.Connect(ctx, nvme.ConnectOptions{
+	o := nvme.ConnectOptions{
 		Transport: "tcp", Address: at.Address, Port: at.Port, SubNQN: at.SubNQN,
 		HostNQN: at.HostNQN, HostID: at.HostID,
 		CtrlLossTmo: at.Connect.CtrlLossTmo, ReconnectDelay: at.Connect.ReconnectDelay,
 		KeepAliveTmo: at.Connect.KeepAliveTmo, NrIOQueues: at.Connect.NrIOQueues,
-	})
+	}
+	if at.Keys != nil {
+		o.DHChapSecret, o.DHChapCtrlSecret = at.Keys.Host, at.Keys.Ctrl
+	}
+	return a.cli.Connect(ctx, o)
+}
+
+func (a nvmeAttacher) SetKeys(subNQN string, keys csi.HostKeys) (int, error) {
+	return nvme.SetKeys(sysfsRoot, subNQN, keys.Host, keys.Ctrl)
 }
 
 func (a nvmeAttacher) Disconnect(ctx context.Context, subNQN string) error {

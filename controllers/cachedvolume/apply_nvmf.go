@@ -112,15 +112,17 @@ func ensureListener(ctx context.Context, c *dataplane.Client, d Desired, sub *da
 	return nil
 }
 
-// ensureHosts allows exactly d.Hosts: removing a host also ends its live
-// connections in the dataplane.
+// ensureHosts allows exactly d.Hosts, each with its keys: removing a host
+// also ends its live connections in the dataplane; a host whose keys
+// changed (rotation) gets them with set_keys, its queues going on; keys no
+// host uses any more leave the keyring.
 func ensureHosts(ctx context.Context, c *dataplane.Client, d Desired, sub *dataplane.Subsystem, res *ApplyResult) error {
 	nqn := d.Subsystem.NQN
-	var have []string
+	have := map[string]dataplane.HostKeyNames{}
 	for _, h := range sub.Hosts {
-		have = append(have, h.NQN)
+		have[h.NQN] = h.HostKeyNames
 	}
-	for _, h := range have {
+	for h := range have {
 		if slices.Contains(d.Hosts, h) {
 			continue
 		}
@@ -129,16 +131,32 @@ func ensureHosts(ctx context.Context, c *dataplane.Client, d Desired, sub *datap
 		}
 		res.Changed = append(res.Changed, "removed host "+h)
 	}
-	for _, h := range d.Hosts {
-		if slices.Contains(have, h) {
-			continue
-		}
-		if err := c.AddHost(ctx, nqn, h); err != nil {
-			return fmt.Errorf("allow host %s on subsystem %s: %w", h, nqn, err)
-		}
-		res.Changed = append(res.Changed, "added host "+h)
+	keyring, err := keyringNames(ctx, c, keyPrefix(d.Volume))
+	if err != nil {
+		return err
 	}
-	return nil
+	keep := map[string]bool{}
+	for _, h := range d.Hosts {
+		want := d.HostKeys[h]
+		keep[want.Names.Host], keep[want.Names.Ctrlr] = true, true
+		if err := ensureKeys(ctx, c, keyring, want); err != nil {
+			return err
+		}
+		current, ok := have[h]
+		switch {
+		case !ok:
+			if err := c.AddHostWithKeys(ctx, nqn, h, want.Names); err != nil {
+				return fmt.Errorf("allow host %s on subsystem %s: %w", h, nqn, err)
+			}
+			res.Changed = append(res.Changed, "added host "+h)
+		case current != want.Names:
+			if err := c.SetHostKeys(ctx, nqn, h, want.Names); err != nil {
+				return fmt.Errorf("set the keys of host %s on subsystem %s: %w", h, nqn, err)
+			}
+			res.Changed = append(res.Changed, "new keys for host "+h)
+		}
+	}
+	return dropKeys(ctx, c, d.Volume, keep)
 }
 
 // RevokeHosts removes from subsystem nqn every host not in allowed (the

@@ -18,6 +18,8 @@ const rbdBlockSize = 4096
 
 // Desired is what should exist on the volume's server's dataplane.
 type Desired struct {
+	// Volume is the CachedVolume's name.
+	Volume  string
 	Cluster dataplane.RbdCluster
 	Rbd     dataplane.RbdBdev
 	// SizeBytes is the volume's size: the RBD bdev is grown to it when
@@ -32,6 +34,9 @@ type Desired struct {
 	Listener     dataplane.ListenAddress
 	// Hosts are the allowed host NQNs, sorted.
 	Hosts []string
+	// HostKeys are each host's DH-HMAC-CHAP keys; nil when the pool does
+	// not authenticate hosts (set by the caller from the Secret).
+	HostKeys map[string]HostKeys
 	// MustLoad: the volume ran write-back on this server, so its cache may
 	// hold dirty data: the cached bdev may only be re-attached (load), and
 	// a cache found on no device is an error, never a fresh cache.
@@ -56,6 +61,7 @@ func DesiredState(vol *rcv1.CachedVolume, pool *rcv1.CachePool, backend *ceph.Ba
 		port = 4420
 	}
 	return Desired{
+		Volume: vol.Name,
 		Cluster: dataplane.RbdCluster{
 			Name:    cluster,
 			UserID:  backend.UserID,

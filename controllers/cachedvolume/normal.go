@@ -120,7 +120,13 @@ func (r *Reconciler) serve(ctx context.Context, s *scope, mayReplace bool) (ctrl
 		s.obs.DataplaneError = dialErr.Error()
 		return ctrl.Result{}, dialErr
 	}
+	pairs, err := r.ensureHostKeys(ctx, vol, pool)
+	if err != nil {
+		s.obs.DataplaneError = err.Error()
+		return ctrl.Result{}, err
+	}
 	desired := DesiredState(vol, pool, backend, server.Address, s.cacheSize)
+	desired.HostKeys = desiredHostKeys(vol.Name, pairs)
 	// Served here before (status.address is cleared with the placement) in
 	// a mode that may leave dirty data: its cache must be re-attached,
 	// never replaced by a fresh one on another device.

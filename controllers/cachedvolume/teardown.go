@@ -35,6 +35,10 @@ func Teardown(ctx context.Context, c *dataplane.Client, name, cluster string) (T
 			return res, fmt.Errorf("delete subsystem %s: %w", nqn, err)
 		}
 	}
+	// With the subsystem gone no host uses the volume's keys.
+	if err := dropKeys(ctx, c, name, nil); err != nil {
+		return res, err
+	}
 	cached := CachedBdevName(name)
 	have, err := lookupCachedBdev(ctx, c, cached)
 	if err != nil {

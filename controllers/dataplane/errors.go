@@ -19,15 +19,16 @@ const (
 // Failures of the operation itself come back as a negative errno, as SPDK
 // reports them (Linux numbering; see dataplane/daemon/src/rpc/error.rs).
 const (
-	CodeNotPermitted = -1  // EPERM
-	CodeNoEntry      = -2  // ENOENT: no such cluster, subsystem of a config
-	CodeIO           = -5  // EIO: the device or a flush failed
-	CodeBusy         = -16 // EBUSY: in use (claimed bdev, cluster with bdevs)
-	CodeExists       = -17 // EEXIST: name already taken
-	CodeNoDevice     = -19 // ENODEV: no such bdev
-	CodeInvalid      = -22 // EINVAL: bad argument for the operation
-	CodeNoSpace      = -28 // ENOSPC: the cache device is full
-	CodeNotSupported = -95 // ENOTSUP
+	CodeNotPermitted = -1   // EPERM
+	CodeNoEntry      = -2   // ENOENT: no such cluster, subsystem of a config
+	CodeIO           = -5   // EIO: the device or a flush failed
+	CodeBusy         = -16  // EBUSY: in use (claimed bdev, cluster with bdevs)
+	CodeExists       = -17  // EEXIST: name already taken
+	CodeNoDevice     = -19  // ENODEV: no such bdev
+	CodeInvalid      = -22  // EINVAL: bad argument for the operation
+	CodeNoSpace      = -28  // ENOSPC: the cache device is full
+	CodeNotSupported = -95  // ENOTSUP
+	CodeNoKey        = -126 // ENOKEY: no such key in the keyring
 )
 
 // RPCError is an error answer from the dataplane: Code is the JSON-RPC or
@@ -60,7 +61,7 @@ func IsCode(err error, codes ...int) bool {
 // clusters ENOENT). The nvmf methods answer unknown subsystems, namespaces
 // and hosts as SPDK does, with CodeInvalidParams, which this does not match:
 // read the subsystem (Subsystems) to tell.
-func IsNotFound(err error) bool { return IsCode(err, CodeNoDevice, CodeNoEntry) }
+func IsNotFound(err error) bool { return IsCode(err, CodeNoDevice, CodeNoEntry, CodeNoKey) }
 
 // IsExists: the name is taken (bdevs, clusters, cached volumes). As with
 // IsNotFound, the nvmf methods answer duplicates with CodeInvalidParams.

@@ -71,9 +71,10 @@ type ListenAddress struct {
 	Advertised *Advertised `json:"rackcache_advertised,omitempty"`
 }
 
-// Host is an allowed host of a subsystem.
+// Host is an allowed host of a subsystem, with the names of its keys.
 type Host struct {
 	NQN string `json:"nqn"`
+	HostKeyNames
 }
 
 // Namespace is a namespace of a subsystem, as added and as listed. NGUID
@@ -143,9 +144,9 @@ func (c *Client) RemoveNamespace(ctx context.Context, nqn string, nsid uint32) e
 	return c.call(ctx, "nvmf_subsystem_remove_ns", map[string]any{"nqn": nqn, "nsid": nsid}, nil)
 }
 
-// AddHost allows the host NQN to connect.
+// AddHost allows the host NQN to connect without authenticating.
 func (c *Client) AddHost(ctx context.Context, nqn, host string) error {
-	return c.call(ctx, "nvmf_subsystem_add_host", map[string]string{"nqn": nqn, "host": host}, nil)
+	return c.AddHostWithKeys(ctx, nqn, host, HostKeyNames{})
 }
 
 // RemoveHost revokes the host, disconnecting its controllers.

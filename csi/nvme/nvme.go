@@ -25,6 +25,9 @@ type ConnectOptions struct {
 	KeepAliveTmo             int
 	// NrIOQueues: 0 leaves the choice to the kernel.
 	NrIOQueues int
+	// DHChapSecret and DHChapCtrlSecret (DHHC-1 secrets, optional)
+	// authenticate the host and, with the second, the controller.
+	DHChapSecret, DHChapCtrlSecret string
 }
 
 // Exec runs a program (csi/exec.Run).
@@ -79,6 +82,13 @@ func connectArgs(o ConnectOptions) []string {
 	}
 	if o.NrIOQueues > 0 {
 		args = append(args, "--nr-io-queues", strconv.Itoa(o.NrIOQueues))
+	}
+	// exec.Run redacts the values of these flags in logs and errors.
+	if o.DHChapSecret != "" {
+		args = append(args, "--dhchap-secret", o.DHChapSecret)
+	}
+	if o.DHChapCtrlSecret != "" {
+		args = append(args, "--dhchap-ctrl-secret", o.DHChapCtrlSecret)
 	}
 	return args
 }

@@ -95,3 +95,34 @@ func readAttr(path string) string {
 	}
 	return strings.TrimSpace(string(b))
 }
+
+// SetKeys gives every controller of subNQN the DH-HMAC-CHAP secrets host
+// and ctrl where they differ from the controller's (sysfs dhchap_secret,
+// dhchap_ctrl_secret, root-only): the kernel then re-authenticates every
+// queue while I/O goes on. The controller key is written first, so the
+// re-authentication the host key's write starts checks the controller
+// with the matching key. Returns how many controllers got new keys.
+func SetKeys(sysfsRoot, subNQN, host, ctrl string) (int, error) {
+	ctrls, _ := filepath.Glob(filepath.Join(sysfsRoot, "class", "nvme", "nvme*"))
+	changed := 0
+	for _, c := range ctrls {
+		if readAttr(filepath.Join(c, "subsysnqn")) != subNQN {
+			continue
+		}
+		wrote := false
+		for _, a := range []struct{ attr, secret string }{{"dhchap_ctrl_secret", ctrl}, {"dhchap_secret", host}} {
+			if a.secret == "" || readAttr(filepath.Join(c, a.attr)) == a.secret {
+				continue
+			}
+			if err := os.WriteFile(filepath.Join(c, a.attr), []byte(a.secret), 0); err != nil {
+				// The error names the attribute, never the secret.
+				return changed, fmt.Errorf("give controller %s of %s its new %s: %w", filepath.Base(c), subNQN, a.attr, err)
+			}
+			wrote = true
+		}
+		if wrote {
+			changed++
+		}
+	}
+	return changed, nil
+}

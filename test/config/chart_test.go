@@ -91,6 +91,14 @@ func TestChartAccepted(t *testing.T) {
 		sc.VolumeBindingMode == nil || *sc.VolumeBindingMode != storagev1.VolumeBindingWaitForFirstConsumer {
 		t.Errorf("StorageClass: %+v", sc)
 	}
+	// The node gets the volume's host keys from the Secret the operator
+	// keeps in its namespace, at stage and at every republish.
+	for _, p := range []string{"node-stage", "node-publish"} {
+		if sc.Parameters["csi.storage.k8s.io/"+p+"-secret-name"] != "rackcache-keys-${pv.name}" ||
+			sc.Parameters["csi.storage.k8s.io/"+p+"-secret-namespace"] != namespace {
+			t.Errorf("StorageClass %s secret: %v", p, sc.Parameters)
+		}
+	}
 
 	crds, err := filepath.Glob(filepath.Join(chartDir(), "crds", "*.yaml"))
 	if err != nil || len(crds) != 2 {

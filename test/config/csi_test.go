@@ -25,6 +25,9 @@ func TestCSIOverlay(t *testing.T) {
 	if drv.Spec.AttachRequired == nil || !*drv.Spec.AttachRequired {
 		t.Errorf("CSIDriver attachRequired is not true: ControllerPublishVolume is what lets a node's host NQN connect")
 	}
+	if drv.Spec.RequiresRepublish == nil || !*drv.Spec.RequiresRepublish {
+		t.Errorf("CSIDriver requiresRepublish is not true: republishing is how rotated host keys reach a mounted volume")
+	}
 
 	t.Run("Controller", func(t *testing.T) {
 		dep := typed[appsv1.Deployment](t, find(t, objs, "Deployment", "rackcache-csi-controller"))

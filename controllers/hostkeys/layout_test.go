@@ -1,0 +1,78 @@
+package hostkeys
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestPairsRoundTripThroughSecretDataAndCSISecrets(t *testing.T) {
+	now := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
+	a, err := NewPair("nqn.2014-08.org.nvmexpress:uuid:aaaa", 3, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := NewPair("nqn.2014-08.org.nvmexpress:uuid:bbbb", 1, now)
+	data := map[string][]byte{}
+	Put(data, a)
+	Put(data, b)
+	got := Pairs(data)
+	if len(got) != 2 || got[a.HostNQN] != a || got[b.HostNQN] != b {
+		t.Fatalf("Pairs = %+v", got)
+	}
+	csi := map[string]string{}
+	for k, v := range data {
+		csi[k] = string(v)
+	}
+	p, found, err := ForHost(csi, b.HostNQN)
+	if err != nil || !found || p != b {
+		t.Fatalf("ForHost = %+v %v %v", p, found, err)
+	}
+	if _, found, _ := ForHost(csi, "nqn.2014-08.org.nvmexpress:uuid:cccc"); found {
+		t.Fatal("a host without an entry found one")
+	}
+	Remove(data, a.HostNQN)
+	if got := Pairs(data); len(got) != 1 || got[b.HostNQN] != b {
+		t.Fatalf("after Remove: %+v", got)
+	}
+}
+
+func TestMalformedEntriesAreRefusedOrSkipped(t *testing.T) {
+	p, _ := NewPair("nqn.2014-08.org.nvmexpress:uuid:aaaa", 1, time.Now())
+	data := map[string][]byte{}
+	Put(data, p)
+	id := EntryID(p.HostNQN)
+	data[id+".dhchap-secret"] = []byte(strings.Replace(p.Host, "A", "B", 1) + "x")
+	if got := Pairs(data); len(got) != 0 {
+		t.Fatalf("a corrupt secret was read: %+v", got)
+	}
+	csi := map[string]string{}
+	for k, v := range data {
+		csi[k] = string(v)
+	}
+	if _, found, err := ForHost(csi, p.HostNQN); !found || err == nil {
+		t.Fatalf("ForHost of a corrupt entry: found %v err %v", found, err)
+	}
+}
+
+func TestNewSecretsAreWellFormedAndDistinct(t *testing.T) {
+	seen := map[string]bool{}
+	for range 16 {
+		s, err := NewSecret()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := CheckSecret(s); err != nil {
+			t.Fatalf("%v", err)
+		}
+		if !strings.HasPrefix(s, "DHHC-1:01:") || seen[s] {
+			t.Fatalf("secret %d bytes, prefix %q, repeated %v", len(s), s[:10], seen[s])
+		}
+		seen[s] = true
+	}
+	for _, bad := range []string{"", "DHHC-1:01:AAAA:", "DHHC-1:01:" + strings.Repeat("A", 48) + ":", "DHHC-2:01:x:"} {
+		if CheckSecret(bad) == nil {
+			t.Errorf("CheckSecret(%q) = nil", bad)
+		}
+	}
+}
