@@ -17,6 +17,7 @@ import (
 	rcv1 "github.com/rackcache/rackcache/api/v1alpha1"
 	"github.com/rackcache/rackcache/controllers/ceph"
 	"github.com/rackcache/rackcache/controllers/dataplane"
+	"github.com/rackcache/rackcache/controllers/hostkeys"
 	"github.com/rackcache/rackcache/controllers/servers"
 	"github.com/rackcache/rackcache/test/framework"
 )
@@ -306,7 +307,7 @@ func dirtyBytes(ctx context.Context, t *testing.T, c *dataplane.Client, name str
 
 // runLoad writes random 4 KiB blocks for a second through rackcache-loadgen
 // (the repository's NVMe/TCP host), connecting as loadgenHostNQN.
-func runLoad(t *testing.T, port int, nqn string) error {
+func runLoad(t *testing.T, port int, nqn string, keys ...hostkeys.Pair) error {
 	t.Helper()
 	bin := filepath.Join(filepath.Dir(framework.DataplaneBinary(t)), "rackcache-loadgen")
 	if _, err := os.Stat(bin); err != nil {
@@ -314,8 +315,20 @@ func runLoad(t *testing.T, port int, nqn string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, bin, "--addr", "127.0.0.1:"+strconv.Itoa(port), "--nqn", nqn,
-		"--pattern", "randwrite", "--qd", "8", "--seconds", "1").CombinedOutput()
+	args := []string{"--addr", "127.0.0.1:" + strconv.Itoa(port), "--nqn", nqn,
+		"--pattern", "randwrite", "--qd", "8", "--seconds", "1"}
+	// With keys: the host authenticates (and checks the controller).
+	for _, k := range keys {
+		dir := t.TempDir()
+		for flag, secret := range map[string]string{"--dhchap-key-file": k.Host, "--dhchap-ctrl-key-file": k.Ctrl} {
+			path := filepath.Join(dir, strings.TrimPrefix(flag, "--"))
+			if err := os.WriteFile(path, []byte(secret), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			args = append(args, flag, path)
+		}
+	}
+	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
 	t.Logf("loadgen: %v\n%s", err, out)
 	return err
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -46,6 +47,11 @@ func newReconcilerRig(t *testing.T) *reconcilerRig {
 	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
+		t.Fatal(err)
+	}
+	// The operator's namespace, where it keeps the volumes' host keys.
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "rackcache-system"}}
+	if err := c.Create(context.Background(), ns); err != nil {
 		t.Fatal(err)
 	}
 	rig := &reconcilerRig{t: t, c: c, events: record.NewFakeRecorder(100), now: time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)}

@@ -16,6 +16,7 @@ import (
 	rcv1 "github.com/rackcache/rackcache/api/v1alpha1"
 	"github.com/rackcache/rackcache/controllers/ceph"
 	"github.com/rackcache/rackcache/controllers/dataplane"
+	"github.com/rackcache/rackcache/controllers/hostkeys"
 	"github.com/rackcache/rackcache/test/framework"
 )
 
@@ -97,7 +98,14 @@ func TestReconcilerServesVolume(t *testing.T) {
 		t.Errorf("cache size metric %v (present %v), want 16 MiB", v, ok)
 	}
 
-	if err := runLoad(t, port, st.NQN); err != nil {
+	// The pool authenticates hosts (the CRD's default): the operator made
+	// the allowed host a key pair in the volume's Secret, and the
+	// dataplane serves the host only when it proves it.
+	keys := g.hostKeys("e2e-host-keys", loadgenHostNQN, 1)
+	if err := runLoad(t, port, st.NQN); err == nil {
+		t.Fatal("the allowed host NQN without its key wrote to the volume")
+	}
+	if err := runLoad(t, port, st.NQN, keys); err != nil {
 		t.Fatalf("write load: %v", err)
 	}
 	got, _, _ = g.pass("e2e")
@@ -118,10 +126,37 @@ func TestReconcilerServesVolume(t *testing.T) {
 	}
 	g.event("Recovered")
 
+	// Rotation on demand: the next generation replaces the pair in the
+	// Secret and in the dataplane, whose keyring keeps only keys in use.
+	patch := client.MergeFrom(got.DeepCopy())
+	got.Annotations = map[string]string{rcv1.RotateHostKeysAnnotation: "now"}
+	if err := g.c.Patch(ctx, got, patch); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err = g.pass("e2e"); err != nil {
+		t.Fatalf("pass after the rotation request: %v", err)
+	}
+	rotated := g.hostKeys("e2e-host-keys", loadgenHostNQN, 2)
+	if rotated.Host == keys.Host || rotated.Ctrl == keys.Ctrl {
+		t.Fatal("rotation kept a key")
+	}
+	if err := runLoad(t, port, st.NQN, keys); err == nil {
+		t.Fatal("the replaced keys still authenticate")
+	}
+	if err := runLoad(t, port, st.NQN, rotated); err != nil {
+		t.Fatalf("write load with the rotated keys: %v", err)
+	}
+	if names, err := keyringNames(ctx, dp.Client, keyPrefix("e2e")); err != nil || len(names) != 2 {
+		t.Fatalf("the dataplane's keys of the volume after rotation: %v, %v", names, err)
+	}
+	got, _, _ = g.pass("e2e") // the same request again rotates nothing
+	g.hostKeys("e2e-host-keys", loadgenHostNQN, 2)
+	keys = rotated
+
 	// A flush request (the CSI driver's, before a snapshot): answered in
 	// status.flushedRequest only once the dataplane holds no dirty data.
-	patch := client.MergeFrom(got.DeepCopy())
-	got.Annotations = map[string]string{rcv1.FlushRequestAnnotation: "snap-1"}
+	patch = client.MergeFrom(got.DeepCopy())
+	got.Annotations = map[string]string{rcv1.RotateHostKeysAnnotation: "now", rcv1.FlushRequestAnnotation: "snap-1"}
 	if err := g.c.Patch(ctx, got, patch); err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +171,7 @@ func TestReconcilerServesVolume(t *testing.T) {
 	if fs, err := dp.Client.CachedBdevFlushStatus(ctx, CachedBdevName("e2e")); err != nil || fs.DirtyBytes != 0 {
 		t.Fatalf("flush request answered, but the dataplane reports %+v, %v", fs, err)
 	}
-	if err := runLoad(t, port, st.NQN); err != nil { // dirty again for the switch below
+	if err := runLoad(t, port, st.NQN, keys); err != nil { // dirty again for the switch below
 		t.Fatalf("write load: %v", err)
 	}
 
@@ -176,6 +211,27 @@ func TestReconcilerServesVolume(t *testing.T) {
 	if _, ok := gauge("rackcache_volume_cache_size_bytes", "e2e"); ok {
 		t.Errorf("metrics of the deleted volume remain")
 	}
+	if names, err := keyringNames(ctx, dp.Client, keyPrefix("e2e")); err != nil || len(names) != 0 {
+		t.Errorf("the deleted volume's keys remain in the dataplane: %v, %v", names, err)
+	}
+}
+
+// hostKeys reads host's pair from the operator's Secret name and checks
+// its generation and that the Secret goes with its volume.
+func (g *reconcilerRig) hostKeys(name, host string, generation int64) hostkeys.Pair {
+	g.t.Helper()
+	sec := &corev1.Secret{}
+	if err := g.c.Get(context.Background(), client.ObjectKey{Namespace: "rackcache-system", Name: name}, sec); err != nil {
+		g.t.Fatalf("the host keys Secret: %v", err)
+	}
+	if len(sec.OwnerReferences) != 1 || sec.OwnerReferences[0].Kind != "CachedVolume" {
+		g.t.Errorf("host keys Secret owners: %+v", sec.OwnerReferences)
+	}
+	p, ok := hostkeys.Pairs(sec.Data)[host]
+	if !ok || p.Generation != generation {
+		g.t.Fatalf("host %s in the Secret: present %v, generation %d, want %d", host, ok, p.Generation, generation)
+	}
+	return p
 }
 
 // gauge reads a volume's series from controller-runtime's registry.

@@ -82,6 +82,8 @@ var _ = Describe("CachedVolume", func() {
 			"size must be a positive byte quantity"),
 		volumeRejects("host not an NQN", func(v *rcv1.CachedVolume) { v.Spec.AllowedHosts = []string{"node-1"} },
 			"each allowed host must be an NVMe host NQN"),
+		volumeRejects("host keys Secret not a name", func(v *rcv1.CachedVolume) { v.Spec.HostKeysSecret = "Keys_Of_Vol" },
+			"hostKeysSecret must be a Secret name"),
 		volumeRejects("bad write mode", func(v *rcv1.CachedVolume) { v.Spec.WriteMode = "wt" },
 			`Unsupported value: "wt"`),
 		volumeRejects("bad admission override", func(v *rcv1.CachedVolume) { v.Spec.Policies.Admission = "lfu" },
@@ -106,6 +108,7 @@ var _ = Describe("CachedVolume", func() {
 		BeforeEach(func(ctx context.Context) {
 			v = validVolume("immutable")
 			v.Spec.WriteMode = rcv1.WriteBack
+			v.Spec.HostKeysSecret = "rackcache-keys-pvc-1"
 			create(ctx, v)
 		})
 
@@ -116,6 +119,7 @@ var _ = Describe("CachedVolume", func() {
 			volumeUpdateRejects("poolName", func(w *rcv1.CachedVolume) { w.Spec.PoolName = "other" }, "poolName is immutable"),
 			volumeUpdateRejects("rbd.image", func(w *rcv1.CachedVolume) { w.Spec.RBD.Image = "other" }, "rbd (pool and image) is immutable"),
 			volumeUpdateRejects("rbd.pool", func(w *rcv1.CachedVolume) { w.Spec.RBD.Pool = "other" }, "rbd (pool and image) is immutable"),
+			volumeUpdateRejects("hostKeysSecret", func(w *rcv1.CachedVolume) { w.Spec.HostKeysSecret = "other" }, "hostKeysSecret cannot change"),
 			volumeUpdateRejects("size shrinking", func(w *rcv1.CachedVolume) { w.Spec.Size = resource.MustParse("50Gi") }, "size cannot shrink"),
 		)
 

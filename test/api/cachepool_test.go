@@ -2,7 +2,9 @@ package api
 
 import (
 	"context"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"strings"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -33,6 +35,9 @@ var _ = Describe("CachePool", func() {
 		Expect(s.Port).To(BeEquivalentTo(4420))
 		Expect(s.Placement.RackLabel).To(Equal(rcv1.DefaultRackLabel))
 		Expect(s.Placement.AllowCrossRack).To(Equal(ptr.To(true)))
+		// Hosts authenticate unless the pool says None.
+		Expect(s.DataPath.Authentication).To(Equal(rcv1.HostAuthenticationDHHMACCHAP))
+		Expect(s.DataPath.KeyRotationInterval).To(Equal(&metav1.Duration{Duration: 720 * time.Hour}))
 	})
 
 	It("accepts a fixed-size write-back pool in front of Rook with every policy set", func(ctx context.Context) {
@@ -93,6 +98,8 @@ var _ = Describe("CachePool", func() {
 			mutate(p)
 			expectCreateRejected(ctx, p, want)
 		},
+		poolRejects("unknown host authentication", func(p *rcv1.CachePool) { p.Spec.DataPath.Authentication = "NQN" },
+			`Unsupported value: "NQN"`),
 		poolRejects("block size not a power of two", func(p *rcv1.CachePool) { p.Spec.BlockSizesKiB = []rcv1.BlockSizeKiB{32, 48} },
 			"block sizes are in KiB and must be a power of two from 4 (4 KiB) to 1024 (1 MiB)"),
 		poolRejects("block size below 4 KiB", func(p *rcv1.CachePool) { p.Spec.BlockSizesKiB = []rcv1.BlockSizeKiB{2} },

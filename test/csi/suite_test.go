@@ -158,6 +158,13 @@ func createPool(ctx context.Context) *rcv1.CachePool {
 				SecretRef: &rcv1.SecretReference{Name: cephSecret, Namespace: operatorNamespace},
 			},
 			Image: "rackcache/dataplane:test",
+			// csi-sanity can pass only fixed secrets, not each volume's
+			// host keys, and no kubelet runs here to fetch them: this suite
+			// attaches by host NQN. The kubelet's path (node-stage and
+			// node-publish secrets, rotation on republish) is the e2e
+			// suite's, and DH-HMAC-CHAP in the guest's kernel is
+			// test/operator's and test/dataplane's.
+			DataPath: rcv1.DataPath{Authentication: rcv1.HostAuthenticationNone},
 		},
 	}
 	Expect(k8s.Create(ctx, p)).To(Succeed())

@@ -62,6 +62,8 @@ var _ = Describe("rackcache on a cluster", Ordered, func() {
 		}))
 		fsSum = specs.WriteAndVerify(ctx, env, fsWT, fileMiB)
 		specs.ExpectSubsystem(ctx, env, poolName, fsWT)
+		specs.ExpectHostAuthenticated(ctx, env, poolName, fsWT)
+		specs.RotateHostKeys(ctx, env, poolName, fsWT)
 		specs.ExpectHitRatio(ctx, env, fsWT)
 		specs.ExpectHitRatioInPrometheus(ctx, env, fsWT)
 		specs.ExpectReadBack(ctx, env, fsWT, fileMiB, fsSum)

@@ -35,7 +35,10 @@ const lifecycleJob = `set -u
 A=10.0.3.100; S=%[1]d; NQN=%[2]s; MIB=%[3]d
 # Kernel messages stay in dmesg: on the console they could split our lines.
 echo 1 > /proc/sys/kernel/printk
-nvme connect -t tcp -a $A -s $S -n $NQN --nr-io-queues=2 --reconnect-delay=1 --ctrl-loss-tmo=600
+# The pool authenticates hosts: the host's keys, read from the operator's
+# Secret by the test, as the kubelet hands them to the CSI node plugin.
+nvme connect -t tcp -a $A -s $S -n $NQN --nr-io-queues=2 --reconnect-delay=1 --ctrl-loss-tmo=600 \
+  --dhchap-secret="$(cat /job/host.key)" --dhchap-ctrl-secret="$(cat /job/ctrl.key)"
 echo "connect=$?"
 dev="$(wait_dev $NQN)"
 echo "device=$dev"
@@ -116,6 +119,9 @@ func writeBackLifeCycle(ctx SpecContext, n lifeCycleName) string {
 	}).WithContext(ctx).WithTimeout(convergeTimeout).WithPolling(poll).Should(Succeed())
 
 	dir := GinkgoT().TempDir()
+	keys := hostKeysOf(ctx, vol.Name, hostNQN)
+	Expect(os.WriteFile(filepath.Join(dir, "host.key"), []byte(keys.Host), 0o600)).To(Succeed())
+	Expect(os.WriteFile(filepath.Join(dir, "ctrl.key"), []byte(keys.Ctrl), 0o600)).To(Succeed())
 	data := make([]byte, writtenMiB<<20)
 	_, err := rand.Read(data)
 	Expect(err).NotTo(HaveOccurred())
@@ -150,6 +156,7 @@ func writeBackLifeCycle(ctx SpecContext, n lifeCycleName) string {
 		defer func() { GinkgoWriter.Printf("step %s took %s\n", step, elapsedSince(start)) }()
 		switch step {
 		case "written":
+			expectAuthenticated(ctx, srv, nqn)
 			Expect(dirty(Default)).To(BeNumerically(">", 0), "the guest's writes are dirty in the cache")
 			Expect(bytes.HasPrefix(rbdExport(ctx, vol.Name), data)).To(BeFalse(),
 				"Ceph already holds the guest's data: write-back with cleaning off must keep it in the cache")
@@ -166,6 +173,9 @@ func writeBackLifeCycle(ctx SpecContext, n lifeCycleName) string {
 			srv.Kill(ctx)
 			srv.Restart(ctx, true)
 			servedAgain("kill -9 and a restart without the persisted configuration")
+			// The restarted dataplane had no keys until the operator gave
+			// them again; the guest's queues authenticated anew.
+			expectAuthenticated(ctx, srv, nqn)
 		case "delete":
 			deleteAndWait(ctx, vol)
 			Eventually(func(g Gomega) {
@@ -182,7 +192,11 @@ func writeBackLifeCycle(ctx SpecContext, n lifeCycleName) string {
 	}
 	res := framework.RunGuestWithSteps(GinkgoTB(), framework.GuestOptions{
 		Script:              framework.GuestNVMeFunctions + framework.GuestStepFunctions + fmt.Sprintf(lifecycleJob, guestTargetPort, nqn, writtenMiB),
-		Files:               map[string]string{filepath.Join(dir, "data"): "/job/data"},
+		Files: map[string]string{
+			filepath.Join(dir, "data"):     "/job/data",
+			filepath.Join(dir, "host.key"): "/job/host.key",
+			filepath.Join(dir, "ctrl.key"): "/job/ctrl.key",
+		},
 		GuestForwardsTo:     map[int]string{guestTargetPort: fmt.Sprintf("%s:%d", srv.In.IP, nvmePort)},
 		Timeout:             10 * time.Minute,
 		ReturnInitiatorOops: true,
