@@ -191,7 +191,7 @@ func writeBackLifeCycle(ctx SpecContext, n lifeCycleName) string {
 		return nil
 	}
 	res := framework.RunGuestWithSteps(GinkgoTB(), framework.GuestOptions{
-		Script:              framework.GuestNVMeFunctions + framework.GuestStepFunctions + fmt.Sprintf(lifecycleJob, guestTargetPort, nqn, writtenMiB),
+		Script: framework.GuestNVMeFunctions + framework.GuestStepFunctions + fmt.Sprintf(lifecycleJob, guestTargetPort, nqn, writtenMiB),
 		Files: map[string]string{
 			filepath.Join(dir, "data"):     "/job/data",
 			filepath.Join(dir, "host.key"): "/job/host.key",
