@@ -99,3 +99,39 @@ func TestRescanControllersWritesOnlyTheSubsystemsControllers(t *testing.T) {
 		t.Errorf("absent subsystem: %v", err)
 	}
 }
+
+// SetKeys writes only the keys that differ, to the subsystem's own
+// controllers, the controller key first.
+func TestSetKeysWritesChangedKeysOfTheSubsystemsControllers(t *testing.T) {
+	const other = "nqn.2025-01.io.rackcache:vol:other"
+	root := sysfsTree(t, map[string]string{
+		"class/nvme/nvme0/subsysnqn":          captureNQN,
+		"class/nvme/nvme0/dhchap_secret":      "DHHC-1:01:old:",
+		"class/nvme/nvme0/dhchap_ctrl_secret": "DHHC-1:01:ctrl:",
+		"class/nvme/nvme1/subsysnqn":          other,
+		"class/nvme/nvme1/dhchap_secret":      "DHHC-1:01:theirs:",
+	})
+	n, err := SetKeys(root, captureNQN, "DHHC-1:01:new:", "DHHC-1:01:ctrl:")
+	if err != nil || n != 1 {
+		t.Fatalf("SetKeys = %d, %v", n, err)
+	}
+	read := func(p string) string {
+		b, err := os.ReadFile(filepath.Join(root, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	if got := read("class/nvme/nvme0/dhchap_secret"); got != "DHHC-1:01:new:" {
+		t.Errorf("host key %q", got)
+	}
+	if got := read("class/nvme/nvme0/dhchap_ctrl_secret"); got != "DHHC-1:01:ctrl:\n" {
+		t.Errorf("an unchanged controller key was written: %q", got)
+	}
+	if got := read("class/nvme/nvme1/dhchap_secret"); got != "DHHC-1:01:theirs:\n" {
+		t.Errorf("another subsystem's controller got keys: %q", got)
+	}
+	if n, err := SetKeys(root, captureNQN, "DHHC-1:01:new:", "DHHC-1:01:ctrl:"); err != nil || n != 0 {
+		t.Errorf("a second SetKeys changed %d controllers, %v", n, err)
+	}
+}

@@ -185,6 +185,32 @@ YAML
   echo "    $img: $nqn at 127.0.0.1:$nvmf_port, namespace 1 = bdev $cached_bdev (write-back, adaptive, $cache_mib MiB of cache)"
   echo "    $raw_img: $raw_nqn, namespace 1 = bdev $raw_bdev (pass-through: every I/O goes to Ceph)"
   echo "    allowed host: $hostnqn only"
+  # The pool authenticates hosts (the default): the operator made the
+  # guest's host a DH-HMAC-CHAP key pair per volume, in the volume's Secret.
+  for v in "$img" "$raw_img"; do host_keys "$v" "$v-host-keys" "$hostnqn"; done
+  echo "    host keys: Secrets $img-host-keys and $raw_img-host-keys (namespace $ns) hold the guest's DH-HMAC-CHAP"
+  echo "    key pair for each volume; the guest proves its key, and checks the server's, on every queue"
+}
+
+# host_keys VOLUME SECRET HOSTNQN: copies HOSTNQN's keys from the volume's
+# Secret into $demo_dir/keys/VOLUME.host and .ctrl (mode 0600), for the
+# guest's nvme connect, as the kubelet hands them to the CSI node plugin.
+host_keys() {
+  local id dir="$demo_dir/keys" f
+  id="$(printf %s "$3" | sha256sum | cut -c1-16)"
+  (umask 077 && mkdir -p "$dir")
+  for f in host:dhchap-secret ctrl:dhchap-ctrl-secret; do
+    wait_until 60 "the host keys of $1" secret_field "$2" "$id.${f#*:}" || fail "$kube_dir/operator.log"
+    (umask 077 && secret_field "$2" "$id.${f#*:}" >"$dir/$1.${f%%:*}")
+  done
+}
+
+# secret_field SECRET KEY: prints the decoded value of KEY in the
+# namespace's SECRET; fails when there is none.
+secret_field() {
+  local b64
+  b64="$(kubectl -n "$ns" get secret "$1" -o jsonpath="{.data.${2//./\\.}}")" && [ -n "$b64" ] \
+    && printf %s "$b64" | base64 -d
 }
 
 # ns_bdev NQN: the bdev behind namespace 1 of a subsystem on the dataplane.
@@ -212,6 +238,7 @@ kube_summary() {
 # plane, each by the PID it was started with.
 kube_stop() {
   stop_bg csi-controller rackcache-csi
+  stop_bg kube-proxy kubectl
   stop_bg operator rackcache-operator
   stop_bg kubelet demokube
   local f pid

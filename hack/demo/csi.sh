@@ -21,8 +21,19 @@ csi_step() {
   wait_until 60 "the CSI controller's /healthz" curl -sf "http://127.0.0.1:$((csi_port + 1))/healthz" \
     || fail "$kube_dir/csi-controller.log"
   echo "    rackcache-csi --mode controller pid $(cat "$kube_dir/csi-controller.pid") on 127.0.0.1:$csi_port, log $kube_dir/csi-controller.log"
+  # The kubelet's part in the host keys: it reads the Secret the
+  # StorageClass names (rackcache-keys-<PV name>) and hands it to the node
+  # plugin. The guest's stand-in reads it through kubectl proxy, opened to
+  # that GET alone.
+  local proxy_port=$((csi_port + 2))
+  start_bg kube-proxy kubectl proxy --address 127.0.0.1 --port "$proxy_port" \
+    --accept-hosts "^${guest_target//./\\.}\$" --reject-methods '^(POST|PUT|PATCH|DELETE)$' \
+    --accept-paths "^/api/v1/namespaces/$ns/secrets/rackcache-keys-[a-z0-9.-]+\$"
+  wait_until 30 "kubectl proxy" curl -s -o /dev/null "http://127.0.0.1:$proxy_port/" || fail "$kube_dir/kube-proxy.log"
 
-  # The StorageClass's parameters (no secrets: the pool's own Ceph user).
+  # The StorageClass's parameters (no Ceph secrets: the pool's own Ceph
+  # user; the host keys Secret, as csi.storage.k8s.io/node-stage-secret-name
+  # rackcache-keys-${pv.name} gives it, comes through the proxy).
   local params
   params="{\"cachePool\":\"$pool\",\"pool\":\"$RACKCACHE_CEPH_POOL\",\"writeMode\":\"WriteBack\",\"cacheSize\":\"64Mi\"}"
   local job="$demo_dir/csi-job.sh"
@@ -33,7 +44,8 @@ mkdir -p /tmp/csi
 rackcache-csi --mode node --endpoint unix:///tmp/csi/node.sock --node-name demo-compute --rack $rack \
   --registration-dir "" --probe-listen "" --portal-map 127.0.0.1:$nvmf_port=$guest_target:$guest_port >/tmp/node.log 2>&1 &
 i=0; while [ ! -S /tmp/csi/node.sock ] && [ \$i -lt 300 ]; do sleep 0.1; i=\$((i + 1)); done
-democsi -controller $guest_target:9000 -name pvc-demo-app -file-mib $csi_file_mib -params '$params'
+democsi -controller $guest_target:9000 -name pvc-demo-app -file-mib $csi_file_mib -params '$params' \\
+  -secrets-url http://$guest_target:8001/api/v1/namespaces/$ns/secrets/
 echo "DEMO-VAL democsi=\$?"
 JOB
   local tools=() t
@@ -43,7 +55,7 @@ JOB
   rm -f "$console"
   "$REPO_ROOT/hack/guest/run.sh" --script "$job" \
     --bin "$bin/rackcache-csi-node:/usr/local/bin/rackcache-csi" --bin "$bin/democsi" "${tools[@]}" \
-    --guestfwd "9000:$csi_port" --guestfwd "$guest_port:$nvmf_port" \
+    --guestfwd "9000:$csi_port" --guestfwd "$guest_port:$nvmf_port" --guestfwd "8001:$proxy_port" \
     --timeout 600 --log "$console" --quiet 2>/dev/null || die "the CSI guest job failed (console: $console)"
   tr -d '\r' <"$console" | grep '^DEMO: ' | sed 's/^DEMO: /    /'
   [ "$(val democsi)" = 0 ] && [ "$(val verified)" = true ] || die "the CSI workload failed (console: $console)"

@@ -17,8 +17,11 @@ set -eu
 A=$1 S=$2 NQN=$3 RAW_NQN=$4 HOT_MIB=$5 PASSES=$6 DATA_MIB=$7
 # Kernel messages stay in dmesg (the host reads our lines from the console).
 echo 1 >/proc/sys/kernel/printk
-for n in "$NQN" "$RAW_NQN"; do
-  nvme connect -t tcp -a "$A" -s "$S" -n "$n" --reconnect-delay=1 --ctrl-loss-tmo=300 >/dev/null
+# Each volume with its DH-HMAC-CHAP keys (host, and controller: the guest
+# checks the server too).
+for k in cached:"$NQN" raw:"$RAW_NQN"; do
+  nvme connect -t tcp -a "$A" -s "$S" -n "${k#*:}" --reconnect-delay=1 --ctrl-loss-tmo=300 \
+    --dhchap-secret="$(cat "/job/${k%%:*}.host")" --dhchap-ctrl-secret="$(cat "/job/${k%%:*}.ctrl")" >/dev/null
 done
 # ns SUBNQN NSID: the block device of namespace NSID of subsystem SUBNQN.
 ns() {
@@ -35,7 +38,7 @@ ns() {
 i=0 cdev="" rdev=""
 while { [ -z "$cdev" ] || [ -z "$rdev" ]; } && [ $i -lt 50 ]; do cdev="$(ns "$NQN" 1)"; rdev="$(ns "$RAW_NQN" 1)"; sleep 0.2; i=$((i + 1)); done
 [ -n "$cdev" ] && [ -n "$rdev" ] || { echo "DEMO: the namespaces did not appear"; exit 1; }
-echo "DEMO: connected: cached volume $cdev, pass-through (raw rbd) $rdev"
+echo "DEMO: connected and authenticated (DH-HMAC-CHAP, both ways): cached volume $cdev, pass-through (raw rbd) $rdev"
 centis() { cut -d' ' -f1 /proc/uptime | tr -d .; }
 pass() { dd if="$1" bs=64k count=$((HOT_MIB * 16)) iflag=direct of=/dev/null 2>/dev/null; }
 timed() {
@@ -118,6 +121,8 @@ guest_step() {
   rm -f "$console" "$console".hung-*
   "$REPO_ROOT/hack/guest/run.sh" --script "$wrapper" \
     --file "$job:/job/demo.sh" --file "$guest_data:/job/guest-pattern.bin" \
+    --file "$demo_dir/keys/$img.host:/job/cached.host" --file "$demo_dir/keys/$img.ctrl:/job/cached.ctrl" \
+    --file "$demo_dir/keys/$raw_img.host:/job/raw.host" --file "$demo_dir/keys/$raw_img.ctrl:/job/raw.ctrl" \
     --guestfwd "$guest_port:$nvmf_port" --guestfwd "8080:$step_port" \
     --timeout 600 --log "$console" --quiet 2> >(tee "$guest_run_log" | grep --line-buffered -a 'warning' | sed -u 's/^/    /' >&2) &
   guest_pid=$!

@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -32,14 +33,16 @@ func main() {
 	params := flag.String("params", "{}", "StorageClass parameters (JSON)")
 	fileMiB := flag.Int("file-mib", 32, "the application's file")
 	passes := flag.Int("passes", 3, "read passes over the file")
+	secretsURL := flag.String("secrets-url", "", "where Secrets are read (kubectl proxy's /api/v1/namespaces/NS/secrets/), "+
+		"for the volume's host keys the kubelet would hand the node plugin; empty: none")
 	flag.Parse()
-	if err := run(*controller, *node, *name, *params, *fileMiB, *passes); err != nil {
+	if err := run(*controller, *node, *name, *params, *secretsURL, *fileMiB, *passes); err != nil {
 		fmt.Printf("DEMO: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(controllerAddr, nodeSock, name, paramsJSON string, fileMiB, passes int) error {
+func run(controllerAddr, nodeSock, name, paramsJSON, secretsURL string, fileMiB, passes int) error {
 	ctx := context.Background()
 	var params map[string]string
 	if err := json.Unmarshal([]byte(paramsJSON), &params); err != nil {
@@ -81,11 +84,17 @@ func run(controllerAddr, nodeSock, name, paramsJSON string, fileMiB, passes int)
 	if err != nil {
 		return fmt.Errorf("ControllerPublishVolume: %w", err)
 	}
+	// The kubelet's part: the Secret the StorageClass's node-stage and
+	// node-publish templates name (rackcache-keys-${pv.name}).
+	secrets, err := readSecret(ctx, secretsURL, "rackcache-keys-"+name)
+	if err != nil {
+		return err
+	}
 	staging, target := "/tmp/kubelet/staging/"+name, "/tmp/kubelet/pods/app/volumes/"+name
-	if _, err := nodeSvc.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: v.VolumeId, PublishContext: pub.PublishContext, StagingTargetPath: staging, VolumeCapability: vcap, VolumeContext: v.VolumeContext}); err != nil {
+	if _, err := nodeSvc.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: v.VolumeId, PublishContext: pub.PublishContext, StagingTargetPath: staging, VolumeCapability: vcap, VolumeContext: v.VolumeContext, Secrets: secrets}); err != nil {
 		return fmt.Errorf("NodeStageVolume: %w", err)
 	}
-	if _, err := nodeSvc.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{VolumeId: v.VolumeId, PublishContext: pub.PublishContext, StagingTargetPath: staging, TargetPath: target, VolumeCapability: vcap, VolumeContext: v.VolumeContext}); err != nil {
+	if _, err := nodeSvc.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{VolumeId: v.VolumeId, PublishContext: pub.PublishContext, StagingTargetPath: staging, TargetPath: target, VolumeCapability: vcap, VolumeContext: v.VolumeContext, Secrets: secrets}); err != nil {
 		return fmt.Errorf("NodePublishVolume: %w", err)
 	}
 	fmt.Printf("DEMO: mounted at %s (ext4 on the NVMe/TCP namespace)\n", target)
@@ -125,6 +134,39 @@ func run(controllerAddr, nodeSock, name, paramsJSON string, fileMiB, passes int)
 	}
 	fmt.Println("DEMO: unpublished and unstaged; the volume stays")
 	return nil
+}
+
+// readSecret GETs Secret name under base (kubectl proxy's secrets path)
+// and returns its data decoded, as the kubelet passes node-stage secrets;
+// nil when base is empty.
+func readSecret(ctx context.Context, base, name string) (map[string]string, error) {
+	if base == "" {
+		return nil, nil
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+name, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("read Secret %s: %w", name, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("read Secret %s: %s", name, resp.Status)
+	}
+	var sec struct {
+		Data map[string][]byte `json:"data"` // base64 in JSON, decoded here
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&sec); err != nil {
+		return nil, fmt.Errorf("read Secret %s: %w", name, err)
+	}
+	out := make(map[string]string, len(sec.Data))
+	for k, v := range sec.Data {
+		out[k] = string(v)
+	}
+	fmt.Printf("DEMO: host keys: Secret %s (%d fields), handed to NodeStageVolume and NodePublishVolume as the kubelet does\n", name, len(out))
+	return out, nil
 }
 
 // pattern is n bytes of a SHA-256 chain (incompressible, reproducible).
