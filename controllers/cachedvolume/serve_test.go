@@ -133,7 +133,7 @@ func TestReconcilerServesVolume(t *testing.T) {
 	if err := g.c.Patch(ctx, got, patch); err != nil {
 		t.Fatal(err)
 	}
-	if got, _, err = g.pass("e2e"); err != nil {
+	if _, _, err = g.pass("e2e"); err != nil {
 		t.Fatalf("pass after the rotation request: %v", err)
 	}
 	rotated := g.hostKeys("e2e-host-keys", loadgenHostNQN, 2)
