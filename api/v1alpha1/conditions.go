@@ -30,6 +30,9 @@ const (
 	ReasonNoServers = "NoServers"
 	// ReasonRollingOut: the dataplane DaemonSet is updating.
 	ReasonRollingOut = "RollingOut"
+	// ReasonNotAllowed: the pool names a device path or image outside the
+	// operator's allow-lists; nothing of it was applied.
+	ReasonNotAllowed = "NotAllowed"
 	// ReasonCephUnavailable: monitors or credentials cannot be resolved.
 	ReasonCephUnavailable = "CephUnavailable"
 	// ReasonPoolNotFound: the volume's CachePool does not exist.

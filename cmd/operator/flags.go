@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"os"
+	"strings"
 
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -20,6 +21,26 @@ type config struct {
 	dashboard   dashboard.Options
 	operator    operator.Options
 	zap         zap.Options
+}
+
+// prefixList is a comma-separated flag value; an empty entry is dropped.
+type prefixList struct{ list *[]string }
+
+func (p prefixList) String() string {
+	if p.list == nil {
+		return ""
+	}
+	return strings.Join(*p.list, ",")
+}
+
+func (p prefixList) Set(v string) error {
+	*p.list = nil
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			*p.list = append(*p.list, s)
+		}
+	}
+	return nil
 }
 
 // parseFlags reads the command line into a config. The namespace defaults to
@@ -48,6 +69,11 @@ func parseFlags(fs *flag.FlagSet, args []string) (*config, error) {
 		"How long a cache server may be unreachable before its write-through and write-around volumes are re-placed.")
 	fs.DurationVar(&c.operator.DataplaneTimeout, "dataplane-timeout", c.operator.DataplaneTimeout,
 		"Deadline of each JSON-RPC call to a dataplane.")
+	fs.Var(prefixList{&c.operator.Admission.DevicePrefixes}, "allowed-device-prefixes",
+		"Comma-separated path prefixes a CachePool's devices must start with (besides the pool's own /var/lib/rackcache/<pool>/); "+
+			"a pool naming another path is not applied (Ready False, NotAllowed): CachePool write access would otherwise be root on the cache servers.")
+	fs.Var(prefixList{&c.operator.Admission.ImagePrefixes}, "allowed-image-prefixes",
+		"Comma-separated prefixes a CachePool's dataplane image must start with (registries you trust to run as root on the cache servers).")
 	// Production settings by default: JSON lines at info level.
 	c.zap = zap.Options{Development: false}
 	c.zap.BindFlags(fs)

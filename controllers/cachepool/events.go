@@ -23,7 +23,8 @@ type poolEvent struct {
 
 // transitionEvents are the Events between two statuses: a server becoming
 // ready (also a new one), a ready server becoming not ready or vanishing,
-// and deletion becoming blocked (or the number of blocking volumes changing).
+// deletion becoming blocked (or the number of blocking volumes changing),
+// and the pool refused by the operator's admission (or for another reason).
 func transitionEvents(old, cur *rcv1.CachePoolStatus) []poolEvent {
 	var out []poolEvent
 	wasReady := map[string]bool{}
@@ -50,6 +51,10 @@ func transitionEvents(old, cur *rcv1.CachePoolStatus) []poolEvent {
 	}
 	before := meta.FindStatusCondition(old.Conditions, rcv1.ConditionReady)
 	after := meta.FindStatusCondition(cur.Conditions, rcv1.ConditionReady)
+	if after != nil && after.Reason == rcv1.ReasonNotAllowed &&
+		(before == nil || before.Reason != rcv1.ReasonNotAllowed || before.Message != after.Message) {
+		out = append(out, poolEvent{corev1.EventTypeWarning, rcv1.ReasonNotAllowed, after.Message})
+	}
 	if after != nil && after.Reason == rcv1.ReasonDeleting &&
 		(before == nil || before.Reason != rcv1.ReasonDeleting || before.Message != after.Message) {
 		out = append(out, poolEvent{corev1.EventTypeWarning, EventDeletionBlocked, after.Message})

@@ -38,6 +38,9 @@ type Reconciler struct {
 	StatusInterval time.Duration
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// Admission limits the pools' devices and images (DefaultAdmission
+	// when nil).
+	Admission *Admission
 
 	// io keeps each server's previous I/O counters for its IOPS.
 	io ioTracker
@@ -82,8 +85,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 }
 
 func (r *Reconciler) reconcileNormal(ctx context.Context, pool *rcv1.CachePool) (ctrl.Result, error) {
-	applyErr := r.reconcileObjects(ctx, pool)
+	admission := DefaultAdmission()
+	if r.Admission != nil {
+		admission = *r.Admission
+	}
+	notAllowed := admission.Check(pool)
+	var applyErr error
+	if notAllowed == nil {
+		applyErr = r.reconcileObjects(ctx, pool)
+	}
 	o, observeErr := r.observe(ctx, pool)
+	if notAllowed != nil {
+		// Nothing was changed; what runs (if anything) is the last
+		// admitted spec.
+		o.NotAllowed = notAllowed.Error()
+	}
 	o.Succeeded = applyErr == nil && observeErr == nil
 	statusErr := r.writeStatus(ctx, pool, o)
 	err := kerrors.NewAggregate([]error{applyErr, observeErr, statusErr})

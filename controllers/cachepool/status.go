@@ -32,6 +32,9 @@ type observation struct {
 	Volumes int32
 	// Deleting: the pool is being deleted (held while Volumes > 0).
 	Deleting bool
+	// NotAllowed says why the operator's admission refused the pool's
+	// devices or image ("" when it admitted them).
+	NotAllowed string
 	// Succeeded: every step of the pass worked, so ObservedGeneration may
 	// advance.
 	Succeeded bool
@@ -136,6 +139,9 @@ func setReadyCondition(st *rcv1.CachePoolStatus, o *observation, notReady []stri
 	case o.Deleting:
 		c.Reason = rcv1.ReasonDeleting
 		c.Message = fmt.Sprintf("deletion waits for %d CachedVolume(s) using the pool to be deleted", o.Volumes)
+	case o.NotAllowed != "":
+		c.Reason = rcv1.ReasonNotAllowed
+		c.Message = "not applied: " + o.NotAllowed
 	case o.CephError != "":
 		c.Reason = rcv1.ReasonCephUnavailable
 		c.Message = "Ceph backend: " + o.CephError

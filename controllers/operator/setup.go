@@ -26,6 +26,8 @@ type Options struct {
 	DataplaneTimeout time.Duration
 	// RPCPort is the dataplanes' JSON-RPC port (servers.RPCPort when zero).
 	RPCPort int
+	// Admission limits the device paths and images a CachePool may name.
+	Admission cachepool.Admission
 }
 
 // DefaultOptions are the settings cmd/operator starts with.
@@ -35,6 +37,7 @@ func DefaultOptions() Options {
 		StatusInterval:   30 * time.Second,
 		ServerLostGrace:  5 * time.Minute,
 		DataplaneTimeout: 30 * time.Second,
+		Admission:        cachepool.DefaultAdmission(),
 	}
 }
 
@@ -47,6 +50,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		Connector:      conn,
 		Recorder:       mgr.GetEventRecorderFor("cachepool-controller"),
 		StatusInterval: o.StatusInterval,
+		Admission:      &o.Admission,
 	}
 	if err := pools.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the CachePool reconciler: %w", err)

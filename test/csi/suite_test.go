@@ -114,6 +114,8 @@ var _ = BeforeSuite(func() {
 	opts.StatusInterval = 2 * time.Second
 	opts.ServerLostGrace = 10 * time.Second
 	opts.DataplaneTimeout = 20 * time.Second
+	// The stand-in servers run the local build, named by a test image.
+	opts.Admission.ImagePrefixes = append(opts.Admission.ImagePrefixes, standin.TestImage)
 	cluster.StartOperator(cfg, scheme, opts)
 
 	nvmePort = framework.FreeLoopbackPort(tb)
@@ -150,7 +152,7 @@ func createPool(ctx context.Context) *rcv1.CachePool {
 		ObjectMeta: metav1.ObjectMeta{Name: poolName},
 		Spec: rcv1.CachePoolSpec{
 			NodeSelector: map[string]string{standin.PoolNodeLabel: poolName},
-			Devices:      []rcv1.CacheDevice{{Path: "/dev/rackcache-test-cache0"}},
+			Devices:      []rcv1.CacheDevice{{Path: "/dev/disk/by-id/nvme-rackcache-test-cache0"}},
 			Port:         int32(nvmePort),
 			WriteMode:    rcv1.WriteBack,
 			Ceph: rcv1.CephBackend{

@@ -44,12 +44,14 @@ func addKey(t *testing.T, dp *framework.Dataplane, dir, name, secret string) {
 // The guest job: connect without a key and with a wrong one (both
 // refused, no device), then with the right host and controller keys
 // (bidirectional): write and read back; then, with I/O running, wait for
-// the host test's signal that the target rotated the host key, hand the
-// new key to the kernel (which re-authenticates every queue) and read
-// everything back; disconnect.
+// the host test's signal that the target rotated both keys, hand the new
+// keys to the kernel as the CSI node plugin does (the controller key, then
+// the host key: the first re-authentication, with the old host key, fails
+// and leaves the queues as they were; the second re-authenticates every
+// queue) and read everything back; disconnect.
 const authJob = `set -u
 A=%[1]s; S=%[2]d; NQN=%[3]s; SIG=%[4]d
-HK=%[5]s; CK=%[6]s; WRONG=%[7]s; HK2=%[8]s
+HK=%[5]s; CK=%[6]s; WRONG=%[7]s; HK2=%[8]s; CK2=%[9]s
 nvme connect -t tcp -a $A -s $S -n $NQN >/tmp/nokey 2>&1
 echo "nokey-connect=$?"
 echo "nokey-devices=$(find_dev $NQN | wc -l)"
@@ -75,6 +77,9 @@ echo "first=$(dd if="$dev" bs=1M count=4 iflag=direct 2>/dev/null | md5sum | cut
 	i=$((i + 1)); done ) &
 io=$!
 echo "rotate-signal=$(nc $A $SIG </dev/null)"
+# Both keys, in the CSI node plugin's order (csi/nvme SetKeys).
+echo "$CK2" > $ctrl/dhchap_ctrl_secret
+echo "ctrl-secret-write=$?"
 echo "$HK2" > $ctrl/dhchap_secret
 echo "secret-write=$?"
 wait $io
@@ -95,11 +100,12 @@ func TestKernelHostAuthenticatesWithDHHMACCHAP(t *testing.T) {
 	port := framework.FreeLoopbackPort(t)
 	hostNQN := framework.GuestHostNQN(t)
 	dir := t.TempDir()
-	hk, ck, hk2 := dhchapSecret(t, 1, 32), dhchapSecret(t, 3, 64), dhchapSecret(t, 2, 48)
+	hk, ck, hk2, ck2 := dhchapSecret(t, 1, 32), dhchapSecret(t, 3, 64), dhchapSecret(t, 2, 48), dhchapSecret(t, 1, 32)
 	wrong := dhchapSecret(t, 1, 32)
 	addKey(t, dp, dir, "key0", hk)
 	addKey(t, dp, dir, "ckey0", ck)
 	addKey(t, dp, dir, "key1", hk2)
+	addKey(t, dp, dir, "ckey1", ck2)
 
 	dp.Call(t, "bdev_malloc_create", map[string]any{"name": "Malloc0", "num_blocks": 4096, "block_size": 4096}, nil)
 	dp.Call(t, "nvmf_create_transport", map[string]any{"trtype": "TCP"}, nil)
@@ -150,7 +156,7 @@ func TestKernelHostAuthenticatesWithDHHMACCHAP(t *testing.T) {
 			return
 		}
 		err = dp.Client.Call(t.Context(), "nvmf_subsystem_set_keys", map[string]any{
-			"nqn": mallocNQN, "host": hostNQN, "dhchap_key": "key1", "dhchap_ctrlr_key": "ckey0",
+			"nqn": mallocNQN, "host": hostNQN, "dhchap_key": "key1", "dhchap_ctrlr_key": "ckey1",
 		}, nil)
 		if err == nil {
 			_, err = c.Write([]byte("rotated\n"))
@@ -167,7 +173,7 @@ func TestKernelHostAuthenticatesWithDHHMACCHAP(t *testing.T) {
 		t.Fatal(err)
 	}
 	const guestSignalPort = 4421
-	job := fmt.Sprintf(authJob, guestTargetAddr, guestTargetPort, mallocNQN, guestSignalPort, hk, ck, wrong, hk2)
+	job := fmt.Sprintf(authJob, guestTargetAddr, guestTargetPort, mallocNQN, guestSignalPort, hk, ck, wrong, hk2, ck2)
 	res := framework.RunGuest(t, framework.GuestOptions{
 		Script:        framework.GuestNVMeFunctions + job,
 		Files:         map[string]string{dataPath: "/job/data"},
@@ -188,16 +194,17 @@ func TestKernelHostAuthenticatesWithDHHMACCHAP(t *testing.T) {
 	v := framework.GuestValues(t, res.Output)
 	want := expectedMD5(data)
 	for key, expected := range map[string]string{
-		"nokey-devices":    "0",
-		"wrongkey-devices": "0",
-		"connect":          "0",
-		"queues":           "3",
-		"write":            "0",
-		"first":            want,
-		"rotate-signal":    "rotated",
-		"secret-write":     "0",
-		"state":            "live",
-		"disconnect":       "0",
+		"nokey-devices":     "0",
+		"wrongkey-devices":  "0",
+		"connect":           "0",
+		"queues":            "3",
+		"write":             "0",
+		"first":             want,
+		"rotate-signal":     "rotated",
+		"secret-write":      "0",
+		"ctrl-secret-write": "0",
+		"state":             "live",
+		"disconnect":        "0",
 	} {
 		if v[key] != expected {
 			t.Errorf("%s = %q, want %q", key, v[key], expected)

@@ -104,5 +104,7 @@ var _ = BeforeSuite(func() {
 	opts.StatusInterval = statusInterval
 	opts.ServerLostGrace = serverLostGrace
 	opts.DataplaneTimeout = dataplaneTimeout
+	// The stand-in servers run the local build, named by a test image.
+	opts.Admission.ImagePrefixes = append(opts.Admission.ImagePrefixes, standin.TestImage)
 	cluster.StartOperator(cfg, scheme, opts)
 })

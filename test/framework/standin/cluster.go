@@ -39,6 +39,11 @@ type Cluster struct {
 	SetupTimeout, Poll time.Duration
 }
 
+// TestImage is the image the suites' pools name: the stand-in servers run
+// the local dataplane build whatever the pool says, and the operator's
+// admission must let this name through (Options.Admission.ImagePrefixes).
+const TestImage = "rackcache/dataplane:test"
+
 // StartOperator runs the operator in-process as cmd/operator would, with
 // opts (its Namespace and RPCPort set from the cluster), until the suite
 // ends. Its metrics are read from controller-runtime's registry (no

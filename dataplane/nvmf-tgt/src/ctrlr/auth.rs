@@ -7,9 +7,16 @@
 //! does not run, and the transport closes the socket at `auth_timeout`
 //! after Connect. A failed transaction answers the host's next
 //! Authentication Receive with AUTH_Failure1 and marks the queue failed,
-//! so the transport closes it once that answer is out. A host may authenticate again at any
-//! time (re-authentication, after a key rotation); the queue keeps serving
-//! I/O meanwhile and stays authenticated unless that transaction fails.
+//! so the transport closes it once that answer is out. A host may
+//! authenticate again at any time (re-authentication, after a key
+//! rotation); the queue keeps serving I/O meanwhile, and a failed
+//! re-authentication leaves it with its earlier authentication (counted
+//! and logged, Failure1 sent), as SPDK treats a re-authentication that
+//! times out. Closing it would gain nothing (the same TCP stream proved
+//! its key before; revocation is `remove_host`) and wedges the Linux
+//! host: a queue closed under its re-authentication work never reconnects
+//! (6.12, seen when a rotation hands it the controller key a moment
+//! before the host key).
 //!
 //! Keys are read from the subsystem when the host's reply arrives, so a
 //! rotation applies to every transaction that replies after it.
@@ -141,10 +148,10 @@ impl Queue {
             (HostMessage::Failure2 { t_id, .. }, Some(t))
                 if t_id == t.t_id && matches!(t.step, Step::AwaitingSuccess2) =>
             {
-                // The host refused our response and tears the queue down;
-                // there is no Failure1 to send.
+                // The host refused our response; there is no Failure1 to
+                // send.
                 self.note_auth_failure(Failure::Failed);
-                self.set_auth_state(AuthState::Failed);
+                self.transaction_failed();
                 None
             }
             _ => out_of_turn(t_id),
@@ -288,11 +295,19 @@ impl Queue {
         }
     }
 
-    /// Failure1: the queue is no longer authenticated (the transport
-    /// closes it once this answer is out).
+    /// Failure1: a queue that had not authenticated is failed (the
+    /// transport closes it once this answer is out); one that had keeps
+    /// its earlier authentication.
     fn failure1(&mut self, t_id: u16, why: Failure) -> (Vec<u8>, Option<Transaction>) {
-        self.set_auth_state(AuthState::Failed);
+        self.transaction_failed();
         (auth::encode_failure1(t_id, why), None)
+    }
+
+    /// A transaction failed: see the module's comment.
+    fn transaction_failed(&mut self) {
+        if self.awaits_authentication() {
+            self.set_auth_state(AuthState::Failed);
+        }
     }
 
     /// DH-HMAC-CHAP_Challenge: a fresh challenge, sequence number and DH

@@ -275,9 +275,18 @@ async fn rotated_keys_reauthenticate_a_live_queue_and_old_keys_stop_working() {
     send(&mut admin, &auth::encode_success2(4));
     let _ = recv(&mut admin); // Failure1: out of turn
     assert!(
-        admin.awaits_authentication(),
-        "a failed re-authentication ends the queue"
+        !admin.awaits_authentication() && !admin.auth_failed(),
+        "a failed re-authentication leaves the queue its earlier authentication"
     );
+    let get = admin.exec(&wire::property_get(6, prop::CC, false), &[]);
+    assert_eq!(status_of(&get), Status::SUCCESS, "and it serves on");
+    // So does a re-authentication with the replaced key.
+    assert_eq!(
+        authenticate(&mut admin, &old, None, &ALL_HASHES, &[DhGroup::Null]),
+        Err(Failure::Failed as u8)
+    );
+    assert!(!admin.auth_failed());
+    authenticate(&mut admin, &new, None, &ALL_HASHES, &[DhGroup::Null]).unwrap();
 
     let mut admin = queue(&target, listen);
     connect_dw0(&mut admin, 0, 0);
