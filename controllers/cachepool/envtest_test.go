@@ -79,6 +79,12 @@ func startEnv(t *testing.T) *env {
 		Connector:      &servers.Connector{Reader: mgr.GetClient(), Namespace: operatorNS, Timeout: 5 * time.Second, Port: framework.FreeLoopbackPort(t)},
 		Recorder:       mgr.GetEventRecorderFor("cachepool-controller"),
 		StatusInterval: 2 * time.Second,
+		// The default device prefixes, and the test's own directories for
+		// the pools whose devices are files.
+		Admission: &Admission{
+			DevicePrefixes: append(DefaultAdmission().DevicePrefixes, os.TempDir()+"/"),
+			ImagePrefixes:  DefaultAdmission().ImagePrefixes,
+		},
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatalf("set up the reconciler: %v", err)
@@ -280,6 +286,44 @@ func TestCachePoolEnvtest(t *testing.T) {
 		// The servers are still run: they need Ceph only for volumes.
 		_, err := e.ownedObjects("rooky")
 		g.Expect(err).NotTo(HaveOccurred())
+	})
+
+	t.Run("a pool naming a device or image outside the allow-lists is not applied", func(t *testing.T) {
+		g := NewWithT(t)
+		p := testPool("outside")
+		p.UID, p.Generation = "", 0
+		p.Spec.Devices = []rcv1.CacheDevice{{Path: "/etc/kubernetes"}}
+		p.Spec.Image = "registry.example/anything:latest"
+		g.Expect(e.c.Create(e.ctx, p)).To(Succeed())
+		g.Eventually(func(g Gomega) {
+			c := meta.FindStatusCondition(e.pool(g, "outside").Status.Conditions, rcv1.ConditionReady)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(c.Reason).To(Equal(rcv1.ReasonNotAllowed))
+			g.Expect(c.Message).To(And(ContainSubstring("/etc/kubernetes"), ContainSubstring("registry.example/anything:latest")))
+		}).WithTimeout(wait).Should(Succeed())
+		ds := &appsv1.DaemonSet{}
+		err := e.c.Get(e.ctx, client.ObjectKey{Namespace: operatorNS, Name: servers.DaemonSetName("outside")}, ds)
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "a DaemonSet for a refused pool: %v", err)
+
+		// An admitted pool changed to a refused image keeps running what
+		// was admitted.
+		g.Eventually(func() error { _, err := e.ownedObjects("alpha"); return err }).WithTimeout(wait).Should(Succeed())
+		alpha := e.pool(g, "alpha")
+		patch := client.MergeFrom(alpha.DeepCopy())
+		alpha.Spec.Image = "registry.example/anything:latest"
+		g.Expect(e.c.Patch(e.ctx, alpha, patch)).To(Succeed())
+		g.Eventually(func(g Gomega) {
+			c := meta.FindStatusCondition(e.pool(g, "alpha").Status.Conditions, rcv1.ConditionReady)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Reason).To(Equal(rcv1.ReasonNotAllowed))
+		}).WithTimeout(wait).Should(Succeed())
+		g.Expect(e.c.Get(e.ctx, client.ObjectKey{Namespace: operatorNS, Name: servers.DaemonSetName("alpha")}, ds)).To(Succeed())
+		g.Expect(ds.Spec.Template.Spec.Containers[0].Image).To(Equal(testPool("alpha").Spec.Image))
+		alpha = e.pool(g, "alpha")
+		patch = client.MergeFrom(alpha.DeepCopy())
+		alpha.Spec.Image = testPool("alpha").Spec.Image
+		g.Expect(e.c.Patch(e.ctx, alpha, patch)).To(Succeed())
 	})
 
 	t.Run("deletion waits for the pool's CachedVolumes", func(t *testing.T) {

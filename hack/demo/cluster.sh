@@ -79,7 +79,8 @@ control_plane_step() {
   kubectl apply --server-side -f "$REPO_ROOT/config/manager/namespace.yaml" | sed 's/^/    /'
   start_bg operator "$REPO_ROOT/bin/rackcache-operator" --kubeconfig "$kubeconfig" --namespace "$ns" \
     --metrics-bind-address "$operator_metrics" --health-probe-bind-address "$operator_probes" \
-    --status-interval 5s --server-lost-grace 1m --dataplane-timeout 30s
+    --status-interval 5s --server-lost-grace 1m --dataplane-timeout 30s \
+    --allowed-device-prefixes "/dev/disk/by-id/,/dev/nvme,$cache_file"
   wait_until 60 "rackcache-operator's /readyz" curl -sf "http://$operator_probes/readyz" || fail "$kube_dir/operator.log"
   echo "    apiserver $(kubectl config view -o jsonpath='{.clusters[0].cluster.server}') (kubeconfig $kubeconfig)"
   echo "    rackcache-operator pid $(cat "$kube_dir/operator.pid"), metrics http://$operator_metrics/metrics, log $kube_dir/operator.log"

@@ -61,6 +61,12 @@ stringData: {userID: %q, userKey: %q}
 		})
 	}
 	values["storageClasses"] = classes
+	// The cluster's cache device is a file on the cache-server node: the
+	// operator admits it only when told to (the chart's default admits
+	// NVMe devices alone).
+	values["operator"] = map[string]any{
+		"allowedDevicePrefixes": []string{"/dev/disk/by-id/", "/dev/nvme", cfg.CacheDevice},
+	}
 	if in.VolumeSnapshotClass {
 		values["volumeSnapshotClass"] = map[string]any{"create": true, "secretName": CephSecret}
 	}
