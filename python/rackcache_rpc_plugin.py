@@ -117,6 +117,12 @@ def spdk_rpc_plugin_initialize(subparsers):
     p.add_argument('name', nargs='?', help='only this cached bdev')
     p.set_defaults(func=bdev_adacache_get_bdevs)
 
+    def rackcache_get_addresses(args):
+        print_dict(args.client.call('rackcache_get_addresses'))
+    p = subparsers.add_parser('rackcache_get_addresses',
+                              help="The server's interface addresses (for a pool's dataPath.interface or network)")
+    p.set_defaults(func=rackcache_get_addresses)
+
     def by_name(method, help, printer=print_dict):
         def run(args):
             printer(args.client.call(method, {'name': args.name}))

@@ -186,7 +186,21 @@ const (
 )
 
 // DataPath is the pool's NVMe/TCP data path.
+// +kubebuilder:validation:XValidation:rule="!has(self.network) || !has(self.interface)",message="set at most one of dataPath.network (a CIDR) and dataPath.interface (a node interface name)"
 type DataPath struct {
+	// Network is a CIDR (e.g. a storage network's 10.20.0.0/16): each
+	// server serves NVMe/TCP on its address in it, and a server without
+	// one is not ready. Unset (and no interface): the node's primary
+	// address, which the operator also uses for JSON-RPC and metrics.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="isCIDR(self)",message="dataPath.network must be a CIDR such as 10.20.0.0/16"
+	Network string `json:"network,omitempty"`
+	// Interface names the node interface whose address serves NVMe/TCP
+	// (the same name on every server), e.g. a storage network's NIC.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9][a-zA-Z0-9._-]{0,14}$`
+	Interface string `json:"interface,omitempty"`
 	// Authentication of hosts: DHHMACCHAP (the default) or None, which
 	// must be chosen explicitly (docs/security.md says what it exposes).
 	// +optional
@@ -199,6 +213,18 @@ type DataPath struct {
 	// +optional
 	// +kubebuilder:default="720h"
 	KeyRotationInterval *metav1.Duration `json:"keyRotationInterval,omitempty"`
+}
+
+// NamesDataPath tells whether the pool serves NVMe/TCP on an address of
+// its own choosing rather than the node's primary one.
+func (d DataPath) NamesDataPath() bool { return d.Network != "" || d.Interface != "" }
+
+// ServingAddress is where hosts reach s's NVMe/TCP listeners.
+func (s *ServerStatus) ServingAddress() string {
+	if s.DataAddress != "" {
+		return s.DataAddress
+	}
+	return s.Address
 }
 
 // AuthenticatesHosts tells whether the pool's hosts must authenticate
@@ -216,9 +242,15 @@ type ServerStatus struct {
 	// Rack is the node's rack label value, empty when unlabelled.
 	// +optional
 	Rack string `json:"rack,omitempty"`
-	// Address is the NVMe/TCP address hosts connect to.
+	// Address is the node's address: the operator reaches the server's
+	// JSON-RPC there, and hosts its NVMe/TCP listeners unless the pool
+	// names a data path.
 	// +optional
 	Address string `json:"address,omitempty"`
+	// DataAddress is where hosts reach the server's NVMe/TCP listeners
+	// when the pool names a data path (dataPath.network or interface).
+	// +optional
+	DataAddress string `json:"dataAddress,omitempty"`
 	// Ready is true when the server answers and its cache devices are healthy.
 	// +optional
 	Ready bool `json:"ready"`

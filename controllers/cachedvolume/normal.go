@@ -87,8 +87,11 @@ func (r *Reconciler) serve(ctx context.Context, s *scope, mayReplace bool) (ctrl
 	}
 	server := findServer(pool, vol.Status.Server)
 	in := LostInput{
-		Listed:           server != nil,
-		Ready:            server != nil && server.Ready,
+		Listed: server != nil,
+		// A pool that names a data path is served only at the address
+		// the server found for it.
+		Ready: server != nil && server.Ready &&
+			(!pool.Spec.DataPath.NamesDataPath() || server.DataAddress != ""),
 		MayHoldDirtyData: mayHoldDirtyData(vol.Status.WriteMode, EffectiveWriteMode(vol, pool)),
 		LostSince:        lostSince(vol),
 		Now:              r.now(),
@@ -125,7 +128,7 @@ func (r *Reconciler) serve(ctx context.Context, s *scope, mayReplace bool) (ctrl
 		s.obs.DataplaneError = err.Error()
 		return ctrl.Result{}, err
 	}
-	desired := DesiredState(vol, pool, backend, server.Address, s.cacheSize)
+	desired := DesiredState(vol, pool, backend, server.ServingAddress(), s.cacheSize)
 	desired.HostKeys = desiredHostKeys(vol.Name, pairs)
 	// Served here before (status.address is cleared with the placement) in
 	// a mode that may leave dirty data: its cache must be re-attached,
@@ -272,7 +275,7 @@ func (r *Reconciler) recordApplied(ctx context.Context, s *scope, c *dataplane.C
 		r.event(vol, corev1.EventTypeNormal, "Recovered",
 			"re-created %v on cache server %s (cache re-attached: %v)", res.Created, server.NodeName, res.Loaded)
 	}
-	st.Rack, st.Address, st.Port, st.NQN = server.Rack, server.Address, poolPort(s.pool), d.Subsystem.NQN
+	st.Rack, st.Address, st.Port, st.NQN = server.Rack, server.ServingAddress(), poolPort(s.pool), d.Subsystem.NQN
 	st.WriteMode = APIWriteMode(res.WriteMode)
 	st.CacheDevice = res.CacheDevice
 	s.obs.Applied = true

@@ -56,6 +56,10 @@ func TestReconcilerServesVolume(t *testing.T) {
 			Port:         int32(port),
 			Ceph:         rcv1.CephBackend{Monitors: []string{cluster.MonV1}, SecretRef: &rcv1.SecretReference{Name: "ceph-user", Namespace: "default"}},
 			Image:        "rackcache/dataplane:test",
+			// The data path on its own network: listeners and the
+			// volume's address follow the server's address in it, not
+			// the node's (which JSON-RPC uses).
+			DataPath: rcv1.DataPath{Network: "127.0.0.0/8"},
 		},
 	}
 	vol := &rcv1.CachedVolume{
@@ -76,7 +80,7 @@ func TestReconcilerServesVolume(t *testing.T) {
 		}
 	}
 	srv := server("n1", "r1", true, "100Mi")
-	srv.Address = "127.0.0.1"
+	srv.Address, srv.DataAddress = "127.0.0.9", "127.0.0.1"
 	g.setServers(pool, srv)
 
 	if _, _, err := g.pass("e2e"); err != nil { // adds the finalizer

@@ -19,8 +19,11 @@ type serverReading struct {
 	Server servers.Server
 	// Answered: every JSON-RPC call of the pass succeeded; the figures
 	// below are only meaningful then.
-	Answered       bool
-	Version        string
+	Answered bool
+	Version  string
+	// DataAddress is where the server serves NVMe/TCP when the pool names
+	// a data path ("" when it names none).
+	DataAddress    string
 	CapacityBytes  int64
 	AllocatedBytes int64
 	// Devices are the capacities of the cache devices the server has.
@@ -123,6 +126,9 @@ func (r *Reconciler) readInto(ctx context.Context, c *dataplane.Client, pool *rc
 		return err
 	}
 	out.Version = v.Version
+	if out.DataAddress, err = dataAddress(ctx, c, pool.Spec.DataPath); err != nil {
+		return err
+	}
 	bdevs, err := c.Bdevs(ctx, "")
 	if err != nil {
 		return err

@@ -100,12 +100,13 @@ func computeStatus(old *rcv1.CachePoolStatus, o *observation) rcv1.CachePoolStat
 // serverStatus is one server's entry in the pool's status.
 func serverStatus(r *serverReading) rcv1.ServerStatus {
 	s := rcv1.ServerStatus{
-		NodeName: r.Server.NodeName,
-		Rack:     r.Server.Rack,
-		Address:  r.Server.Address,
-		Version:  r.Version,
-		Volumes:  r.Volumes,
-		IOPS:     r.IOPS,
+		NodeName:    r.Server.NodeName,
+		Rack:        r.Server.Rack,
+		Address:     r.Server.Address,
+		DataAddress: r.DataAddress,
+		Version:     r.Version,
+		Volumes:     r.Volumes,
+		IOPS:        r.IOPS,
 	}
 	if r.Answered {
 		s.Capacity = resource.NewQuantity(r.CapacityBytes, resource.BinarySI)

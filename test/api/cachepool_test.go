@@ -98,6 +98,13 @@ var _ = Describe("CachePool", func() {
 			mutate(p)
 			expectCreateRejected(ctx, p, want)
 		},
+		poolRejects("data path network not a CIDR", func(p *rcv1.CachePool) { p.Spec.DataPath.Network = "10.20.0.0" },
+			"dataPath.network must be a CIDR"),
+		poolRejects("data path network and interface", func(p *rcv1.CachePool) {
+			p.Spec.DataPath.Network, p.Spec.DataPath.Interface = "10.20.0.0/16", "eth1"
+		}, "set at most one of dataPath.network"),
+		poolRejects("data path interface not a name", func(p *rcv1.CachePool) { p.Spec.DataPath.Interface = "eth1; reboot" },
+			"spec.dataPath.interface"),
 		poolRejects("unknown host authentication", func(p *rcv1.CachePool) { p.Spec.DataPath.Authentication = "NQN" },
 			`Unsupported value: "NQN"`),
 		poolRejects("block size not a power of two", func(p *rcv1.CachePool) { p.Spec.BlockSizesKiB = []rcv1.BlockSizeKiB{32, 48} },

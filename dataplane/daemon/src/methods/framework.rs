@@ -20,6 +20,31 @@ pub(crate) async fn spdk_get_version(_app: &App, _: NoParams) -> Result<Value, R
     }))
 }
 
+/// `rackcache_get_addresses`: the server's interface addresses, for a
+/// control plane that serves the data path on a chosen interface or
+/// network (a CachePool's `dataPath.interface` or `dataPath.network`).
+/// Loopback addresses are listed too (tests and single-node setups).
+pub(crate) async fn rackcache_get_addresses(_app: &App, _: NoParams) -> Result<Value, RpcError> {
+    let ifaces = if_addrs::get_if_addrs().map_err(|e| {
+        RpcError::new(
+            crate::rpc::error::ErrorKind::Internal,
+            format!("list the interface addresses: {e}"),
+        )
+    })?;
+    Ok(Value::Array(
+        ifaces
+            .into_iter()
+            .map(|i| {
+                json!({
+                    "interface": i.name,
+                    "address": i.ip().to_string(),
+                    "up": i.is_oper_up(),
+                })
+            })
+            .collect(),
+    ))
+}
+
 /// The subsystems `save_config` covers, with their dependencies (SPDK's
 /// `framework_get_subsystems`; its Python `save_config` walks this list).
 pub(crate) async fn framework_get_subsystems(_app: &App, _: NoParams) -> Result<Value, RpcError> {

@@ -72,6 +72,7 @@ macro_rules! method {
 #[rustfmt::skip]
 pub static METHODS: &[Method] = &[
     method!("spdk_get_version",               Reads,   framework::spdk_get_version,         NoParams),
+    method!("rackcache_get_addresses",        Reads,   framework::rackcache_get_addresses,  NoParams),
     method!("rpc_get_methods",                Reads,   rpc_get_methods,                     GetMethods),
     method!("framework_get_subsystems",       Reads,   framework::framework_get_subsystems, NoParams),
     method!("framework_get_config",           Reads,   framework::framework_get_config,     framework::GetConfig),

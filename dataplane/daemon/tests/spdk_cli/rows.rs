@@ -175,6 +175,18 @@ pub fn rows() -> Vec<Row> {
         row("spdk_get_version", &[], |_, out| {
             assert_eq!(parse(out)["fields"]["major"], 26);
         }),
+        row("rackcache_get_addresses", &[], |_, out| {
+            // Every host has its loopback address, up.
+            let addrs = parse(out);
+            assert!(
+                addrs
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|a| a["address"] == "127.0.0.1" && a["up"] == true),
+                "{addrs}"
+            );
+        }),
         row("rpc_get_methods", &[], |_, out| {
             assert!(parse(out)
                 .as_array()
