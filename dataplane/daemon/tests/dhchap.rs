@@ -34,6 +34,43 @@ fn key_file(dir: &Path, name: &str, s: &DhchapSecret, mode: u32) -> String {
     path.display().to_string()
 }
 
+/// Serves a malloc namespace on subsystem NQN to HOST with the keyring's
+/// keys `host_key` and `ctrl_key`, on a free loopback port; returns how
+/// the host (id byte `id`) connects.
+fn serve_malloc(socket: &Path, host_key: &str, ctrl_key: &str, id: u8) -> ConnectParams {
+    let port = free_port();
+    rpc(
+        socket,
+        "bdev_malloc_create",
+        json!({"name": "Malloc0", "num_blocks": 2048, "block_size": BS}),
+    );
+    rpc(socket, "nvmf_create_transport", json!({"trtype": "TCP"}));
+    rpc(socket, "nvmf_create_subsystem", json!({"nqn": NQN}));
+    rpc(
+        socket,
+        "nvmf_subsystem_add_ns",
+        json!({"nqn": NQN, "namespace": {"bdev_name": "Malloc0"}}),
+    );
+    rpc(
+        socket,
+        "nvmf_subsystem_add_host",
+        json!({"nqn": NQN, "host": HOST, "dhchap_key": host_key, "dhchap_ctrlr_key": ctrl_key}),
+    );
+    rpc(
+        socket,
+        "nvmf_subsystem_add_listener",
+        json!({"nqn": NQN, "listen_address": tcp_listen_address(port)}),
+    );
+    ConnectParams {
+        addr: format!("127.0.0.1:{port}"),
+        subnqn: NQN.into(),
+        hostnqn: HOST.into(),
+        host_id: [id; 16],
+        queue_size: 32,
+        kato_ms: 0,
+    }
+}
+
 #[test]
 fn keyed_hosts_authenticate_rotate_and_keep_their_secrets_out_of_the_config() {
     let work = TempDir::new("rackcache-dhchap");
@@ -57,37 +94,7 @@ fn keyed_hosts_authenticate_rotate_and_keep_their_secrets_out_of_the_config() {
             json!({"name": name, "path": path}),
         );
     }
-    let port = free_port();
-    rpc(
-        &socket,
-        "bdev_malloc_create",
-        json!({"name": "Malloc0", "num_blocks": 2048, "block_size": BS}),
-    );
-    rpc(&socket, "nvmf_create_transport", json!({"trtype": "TCP"}));
-    rpc(&socket, "nvmf_create_subsystem", json!({"nqn": NQN}));
-    rpc(
-        &socket,
-        "nvmf_subsystem_add_ns",
-        json!({"nqn": NQN, "namespace": {"bdev_name": "Malloc0"}}),
-    );
-    rpc(
-        &socket,
-        "nvmf_subsystem_add_host",
-        json!({"nqn": NQN, "host": HOST, "dhchap_key": "key0", "dhchap_ctrlr_key": "ckey0"}),
-    );
-    rpc(
-        &socket,
-        "nvmf_subsystem_add_listener",
-        json!({"nqn": NQN, "listen_address": tcp_listen_address(port)}),
-    );
-    let params = ConnectParams {
-        addr: format!("127.0.0.1:{port}"),
-        subnqn: NQN.into(),
-        hostnqn: HOST.into(),
-        host_id: [0xd1; 16],
-        queue_size: 32,
-        kato_ms: 0,
-    };
+    let params = serve_malloc(&socket, "key0", "ckey0", 0xd1);
     let both = DhchapKeys {
         host: hk.clone(),
         ctrlr: Some(ck.clone()),
@@ -196,37 +203,7 @@ fn memory_keys_authenticate_and_are_never_saved() {
     let keys = rpc(&socket, "keyring_get_keys", json!(null));
     assert_eq!(keys[0]["module"], "memory", "{keys}");
     assert!(keys[0].get("path").is_none(), "{keys}");
-    let port = free_port();
-    rpc(
-        &socket,
-        "bdev_malloc_create",
-        json!({"name": "Malloc0", "num_blocks": 2048, "block_size": BS}),
-    );
-    rpc(&socket, "nvmf_create_transport", json!({"trtype": "TCP"}));
-    rpc(&socket, "nvmf_create_subsystem", json!({"nqn": NQN}));
-    rpc(
-        &socket,
-        "nvmf_subsystem_add_ns",
-        json!({"nqn": NQN, "namespace": {"bdev_name": "Malloc0"}}),
-    );
-    rpc(
-        &socket,
-        "nvmf_subsystem_add_host",
-        json!({"nqn": NQN, "host": HOST, "dhchap_key": "mem-host", "dhchap_ctrlr_key": "mem-ctrl"}),
-    );
-    rpc(
-        &socket,
-        "nvmf_subsystem_add_listener",
-        json!({"nqn": NQN, "listen_address": tcp_listen_address(port)}),
-    );
-    let params = ConnectParams {
-        addr: format!("127.0.0.1:{port}"),
-        subnqn: NQN.into(),
-        hostnqn: HOST.into(),
-        host_id: [0xd2; 16],
-        queue_size: 32,
-        kato_ms: 0,
-    };
+    let params = serve_malloc(&socket, "mem-host", "mem-ctrl", 0xd2);
     let keys = DhchapKeys {
         host: hk.clone(),
         ctrlr: Some(ck.clone()),
