@@ -171,10 +171,10 @@ fn keyed_hosts_authenticate_rotate_and_keep_their_secrets_out_of_the_config() {
 }
 
 /// Keys a control plane delivers over the RPC (`keyring_memory_add_key`)
-/// authenticate like file keys, but neither they nor the hosts that use
-/// them are saved: a daemon restarted from its saved configuration
-/// refuses such a host (with or without its key) until the keys come
-/// again, never lets it in keyless.
+/// authenticate like file keys, but are never saved: a daemon restarted
+/// from its saved configuration has the host waiting for its keys, answers
+/// its Connects Controller Busy (retried, not given up on) until the keys
+/// come again, and never lets it in keyless.
 #[test]
 fn memory_keys_authenticate_and_are_never_saved() {
     let work = TempDir::new("rackcache-dhchap-memory");
@@ -221,8 +221,9 @@ fn memory_keys_authenticate_and_are_never_saved() {
 
     let saved = std::fs::read_to_string(&persist).unwrap();
     assert!(saved.contains("nvmf_create_subsystem"), "{saved}");
+    // The host is saved waiting for its keys, which are not saved.
     assert!(
-        !saved.contains("mem-host") && !saved.contains(HOST),
+        !saved.contains("mem-host") && saved.contains("\"rackcache_keys_pending\": true"),
         "{saved}"
     );
     for s in [&hk, &ck] {
@@ -244,10 +245,32 @@ fn memory_keys_authenticate_and_are_never_saved() {
         .iter()
         .find(|s| s["nqn"] == NQN)
         .expect("the subsystem is restored");
-    assert_eq!(sub["hosts"], json!([]), "{sub}");
-    assert!(
-        HostController::connect_with_keys(&params, 1, Some(&keys)).is_err(),
-        "the host before its keys come again"
+    // The host is back waiting for its keys: no key names, and Connects
+    // answered Controller Busy (SCT 1, SC 0x81, no DNR: a host retries),
+    // with its keys or without.
+    assert_eq!(
+        sub["hosts"],
+        json!([{"nqn": HOST, "rackcache_keys_pending": true}]),
+        "{sub}"
     );
-    assert!(HostController::connect(&params, 1).is_err(), "keyless");
+    for (what, k) in [("with its keys", Some(&keys)), ("keyless", None)] {
+        let e = HostController::connect_with_keys(&params, 1, k)
+            .err()
+            .unwrap_or_else(|| panic!("the host got in {what} before its keys came again"));
+        assert!(e.to_string().contains("type 1 code 0x81"), "{what}: {e}");
+    }
+    // The control plane delivers the keys again: the host is back.
+    for (name, s) in [("mem-host", &hk), ("mem-ctrl", &ck)] {
+        rpc(
+            &socket,
+            "keyring_memory_add_key",
+            json!({"name": name, "secret": s.encode().as_str()}),
+        );
+    }
+    rpc(
+        &socket,
+        "nvmf_subsystem_set_keys",
+        json!({"nqn": NQN, "host": HOST, "dhchap_key": "mem-host", "dhchap_ctrlr_key": "mem-ctrl"}),
+    );
+    HostController::connect_with_keys(&params, 1, Some(&keys)).expect("keys delivered again");
 }

@@ -24,6 +24,11 @@ pub struct NamedKey {
 pub struct HostKeys {
     pub host: Option<Arc<NamedKey>>,
     pub ctrlr: Option<Arc<NamedKey>>,
+    /// The host has keys this target does not hold yet (a restarted
+    /// daemon's host whose keys lived in memory only): its Connects are
+    /// answered Controller Busy, which a host retries without giving up,
+    /// until keys are set. Never let in keyless meanwhile.
+    pub pending: bool,
 }
 
 impl HostKeys {

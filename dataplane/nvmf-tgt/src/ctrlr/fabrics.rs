@@ -167,6 +167,12 @@ impl Queue {
             }
             return Err(refused);
         }
+        if sub.host_keys(&d.hostnqn).pending {
+            if self.target.peer_log().allow(self.path.peer.ip()) {
+                tracing::info!(subnqn = %d.subnqn, hostnqn = %d.hostnqn, "host's keys not delivered yet: Connect answered Controller Busy (the host retries)");
+            }
+            return Err((status::CONNECT_CONTROLLER_BUSY, 0));
+        }
         let opts = self.target.opts();
         let max_entries = if cmd.qid == 0 {
             opts.max_aq_depth

@@ -11,8 +11,11 @@ use crate::app::NvmfState;
 /// The nvmf subsystem's configuration in SPDK's order: the transport, then
 /// subsystems, their hosts, their namespaces (with their identifiers, so a
 /// restart keeps them), their listeners. A host with a key that
-/// `key_saved` says is not saved is left out: restored without it, the
-/// host would be refused anyway, and restored keyless it would be let in.
+/// `key_saved` says is not saved is saved as waiting for its keys
+/// (`rackcache_keys_pending`): restored keyless it would be let in, and
+/// left out it would be refused for good (Linux gives up reconnecting on
+/// Connect Invalid Host), while Controller Busy keeps it retrying until
+/// the control plane sets its keys again.
 pub(crate) fn config(nvmf: &NvmfState, key_saved: impl Fn(&str) -> bool) -> Vec<Value> {
     let mut out: Vec<Value> = super::set_config::config_call(nvmf).into_iter().collect();
     let (Some(t), Some(transport)) = (&nvmf.target, &nvmf.transport) else {
@@ -36,10 +39,20 @@ pub(crate) fn config(nvmf: &NvmfState, key_saved: impl Fn(&str) -> bool) -> Vec<
     }
     for s in &subs {
         for (h, keys) in s.hosts_with_keys() {
-            let names = [&keys.host, &keys.ctrlr].into_iter().flatten();
-            if !names.clone().all(|k| key_saved(&k.name)) {
-                continue;
-            }
+            let saved = [&keys.host, &keys.ctrlr]
+                .into_iter()
+                .flatten()
+                .all(|k| key_saved(&k.name));
+            let keys = if saved {
+                keys
+            } else {
+                // Saved without the keys it has only in memory: restored,
+                // the host waits (Controller Busy, retried) for them.
+                nvmf_tgt::HostKeys {
+                    pending: true,
+                    ..Default::default()
+                }
+            };
             out.push(call(
                 "nvmf_subsystem_add_host",
                 host_json(&s.nqn, &h, &keys),

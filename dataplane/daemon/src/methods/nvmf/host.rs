@@ -26,6 +26,10 @@ pub(crate) struct AddHost {
     psk: Option<String>,
     dhchap_key: Option<String>,
     dhchap_ctrlr_key: Option<String>,
+    /// rackcache's: the host has keys the daemon does not hold yet (how a
+    /// saved configuration restores a host whose keys lived in memory):
+    /// its Connects get Controller Busy until `nvmf_subsystem_set_keys`.
+    rackcache_keys_pending: Option<bool>,
 }
 
 pub(crate) async fn add_host(app: &App, p: AddHost) -> Result<Value, RpcError> {
@@ -35,7 +39,15 @@ pub(crate) async fn add_host(app: &App, p: AddHost) -> Result<Value, RpcError> {
     }
     let state = app.state.lock().await;
     subsystem(&state.nvmf, &p.nqn)?;
-    let keys = host_keys(&state.keyring, &p.dhchap_key, &p.dhchap_ctrlr_key)?;
+    let mut keys = host_keys(&state.keyring, &p.dhchap_key, &p.dhchap_ctrlr_key)?;
+    if p.rackcache_keys_pending == Some(true) {
+        if keys.required() {
+            return Err(RpcError::invalid_params(
+                "rackcache_keys_pending is for a host added without keys",
+            ));
+        }
+        keys.pending = true;
+    }
     let authenticated = keys.required();
     target(&state.nvmf)?.add_host(&p.nqn, &p.host, keys)?;
     tracing::info!(subnqn = %p.nqn, hostnqn = %p.host, dhchap = authenticated, "NVMe-oF host allowed");
@@ -67,6 +79,7 @@ fn host_keys(
     Ok(HostKeys {
         host: named(host)?,
         ctrlr: named(ctrlr)?,
+        pending: false,
     })
 }
 

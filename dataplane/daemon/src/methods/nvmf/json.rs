@@ -108,5 +108,8 @@ pub(crate) fn host_json(nqn: &str, h: &str, keys: &nvmf_tgt::HostKeys) -> Value 
     if let Some(k) = &keys.ctrlr {
         v["dhchap_ctrlr_key"] = json!(k.name);
     }
+    if keys.pending {
+        v["rackcache_keys_pending"] = json!(true);
+    }
     v
 }
