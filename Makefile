@@ -90,6 +90,7 @@ fmt: ## Format Go (gofmt) and Rust (rustfmt) code in place.
 	gofmt -w $$(git ls-files -co --exclude-standard '*.go')
 	cd $(DATAPLANE) && $(CARGO) fmt --all
 	cd $(DATAPLANE)/nvmf/fuzz && $(CARGO) fmt
+	cd $(DATAPLANE)/daemon/fuzz && $(CARGO) fmt
 
 .PHONY: fmt-check
 fmt-check: fmt-check-go fmt-check-rust ## Fail when Go or Rust code is not formatted.
@@ -103,6 +104,7 @@ fmt-check-go: ## Fail when Go code is not gofmt'ed.
 fmt-check-rust: ## Fail when Rust code is not rustfmt'ed.
 	cd $(DATAPLANE) && $(CARGO) fmt --all --check
 	cd $(DATAPLANE)/nvmf/fuzz && $(CARGO) fmt --check
+	cd $(DATAPLANE)/daemon/fuzz && $(CARGO) fmt --check
 
 .PHONY: vet
 vet: ## go vet.
@@ -167,7 +169,7 @@ test-rust: ## Rust tests of the dataplane workspace (cargo test --workspace, two
 	CARGO="$(CARGO)" hack/rust-tests.sh
 
 .PHONY: test-fuzz
-test-fuzz: ## Fuzz the NVMe/TCP codec briefly (20 s per target, fixed seed).
+test-fuzz: ## Fuzz the NVMe/TCP codec, authentication and JSON-RPC briefly (20 s per target, fixed seed).
 	hack/fuzz.sh 20
 
 .PHONY: fuzz

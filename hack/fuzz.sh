@@ -27,6 +27,7 @@ TARGETS=(
   "dataplane/nvmf/fuzz:pdu_stream:seeds/pdu"
   "dataplane/nvmf/fuzz:connection:seeds/connection"
   "dataplane/nvmf/fuzz:auth_messages:seeds/auth"
+  "dataplane/daemon/fuzz:rpc_requests:seeds/rpc"
 )
 if [[ -n "${RACKCACHE_FUZZ_TARGETS:-}" ]]; then
   read -r -a TARGETS <<<"$RACKCACHE_FUZZ_TARGETS"

@@ -23,7 +23,7 @@
 #                          a warning comes at half of it, 60 s by default;
 #                          a normal boot is silent for 7-30 s, up to ~50 s
 #                          on a loaded machine)
-#   --boot-attempts N      how many boots a hung boot may take (default 3);
+#   --boot-attempts N      how many boots a hung or panicking boot may take (default 3);
 #                          only boots whose job never started are retried
 #   --append ARGS          more kernel command-line words (e.g. for
 #                          diagnosis: loglevel=8 earlyprintk=serial)
@@ -286,13 +286,27 @@ while :; do
   boot_once
   watch
   stop_qemu
-  [ "$outcome" = boot-hang ] || break
+  # A kernel panic before the job started is a boot that failed, like a
+  # hung one: multi-threaded TCG can race the kernel's live code patching
+  # while modules load (Oops in do_sync_core or an int3 in patched text).
+  # Nothing of the job ran, so booting again is safe; a panic once the job
+  # runs fails the run below.
+  if [ "$outcome" = done ] && ! grep -qaE "^RACKCACHE-GUEST-JOB-START $nonce" "$console" \
+    && grep -qa 'Kernel panic' "$console"; then
+    outcome=boot-panic
+  fi
+  [ "$outcome" = boot-hang ] || [ "$outcome" = boot-panic ] || break
   last_line="$(tr -d '\r' <"$console" | grep -a . | tail -n 1 || true)"
-  printf '[run.sh] warning: boot %s of %s hung: the console was silent for %s s before the job started (%s bytes written; last line: %s)\n' \
-    "$attempt" "$boot_attempts" "$boot_timeout" "$(stat -c %s "$console")" "${last_line:-none}" >&2
+  if [ "$outcome" = boot-panic ]; then
+    printf '[run.sh] warning: boot %s of %s panicked before the job started: %s\n' \
+      "$attempt" "$boot_attempts" "$(grep -a 'Kernel panic' "$console" | head -n 1 | tr -d '\r')" >&2
+  else
+    printf '[run.sh] warning: boot %s of %s hung: the console was silent for %s s before the job started (%s bytes written; last line: %s)\n' \
+      "$attempt" "$boot_attempts" "$boot_timeout" "$(stat -c %s "$console")" "${last_line:-none}" >&2
+  fi
   if [ -n "$log_file" ]; then cp "$console" "$log_file.hung-$attempt"; fi
   if [ "$attempt" -ge "$boot_attempts" ]; then
-    fail 125 "the guest hung in boot $boot_attempts times in a row (console silent for $boot_timeout s each time, before the job started${log_file:+; consoles: $log_file.hung-*})"
+    fail 125 "the guest failed to boot $boot_attempts times in a row (hung: console silent for $boot_timeout s, or a kernel panic, before the job started${log_file:+; consoles: $log_file.hung-*})"
   fi
   attempt=$((attempt + 1))
 done

@@ -51,7 +51,7 @@ func TestGuestBootHangIsReported(t *testing.T) {
 	if n := strings.Count(text, "the console has been silent for 2 s and the job has not started"); n != 2 {
 		t.Errorf("want 2 early warnings at half the boot timeout (one per attempt), got %d:\n%s", n, text)
 	}
-	if !strings.Contains(text, "the guest hung in boot 2 times in a row") {
+	if !strings.Contains(text, "the guest failed to boot 2 times in a row") {
 		t.Errorf("the final error does not say the boot hung:\n%s", text)
 	}
 	for _, f := range []string{log + ".hung-1", log + ".hung-2"} {
@@ -63,4 +63,37 @@ func TestGuestBootHangIsReported(t *testing.T) {
 		t.Errorf("run.sh waited for --timeout instead of noticing the silent boot:\n%s", text)
 	}
 	t.Logf("run.sh reported the hung boot after %s:\n%s", elapsed.Round(time.Second), text)
+}
+
+// TestGuestBootPanicIsRetried makes the guest kernel panic in boot for
+// real (no init to run: "No working init found") and checks that
+// hack/guest/run.sh takes it as a failed boot, as it does a hung one
+// (multi-threaded TCG can race the kernel's live code patching while
+// modules load): each attempt is reported with the panic's line, the
+// boot is retried, and the run fails once the attempts are spent.
+func TestGuestBootPanicIsRetried(t *testing.T) {
+	framework.RequireCommand(t, "qemu-system-x86_64")
+	framework.BuildGuest(t)
+	dir := t.TempDir()
+	job := filepath.Join(dir, "job.sh")
+	if err := os.WriteFile(job, []byte("echo never runs\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, framework.HackScript("guest/run.sh"),
+		"--script", job, "--quiet", "--timeout", "170", "--boot-attempts", "2",
+		"--append", "rdinit=/nonexistent init=/nonexistent")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 125 {
+		t.Fatalf("run.sh: want exit status 125 for a panicking boot, got %v\n%s", err, out)
+	}
+	text := string(out)
+	if n := strings.Count(text, "panicked before the job started: "); n != 2 {
+		t.Errorf("want 2 boot-panic warnings (one per attempt), got %d:\n%s", n, text)
+	}
+	if !strings.Contains(text, "Kernel panic") || !strings.Contains(text, "the guest failed to boot 2 times in a row") {
+		t.Errorf("the report does not name the panic and the failed boots:\n%s", text)
+	}
 }

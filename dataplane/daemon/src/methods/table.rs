@@ -44,6 +44,9 @@ pub struct Method {
     pub params: &'static str,
     /// Parses the parameters into that type and runs the handler.
     pub call: for<'a> fn(&'a App, Option<Value>) -> Call<'a>,
+    /// Only parses the parameters into that type (refusing what `call`
+    /// would refuse before it acts): validation without effects.
+    pub check: fn(Option<Value>) -> Result<(), RpcError>,
 }
 
 /// A table row: `method!(name, effect, handler, ParamsType)`, with extra
@@ -63,6 +66,7 @@ macro_rules! method {
                 }
                 call
             },
+            check: |params| parse::<$params>(params).map(|_| ()),
         }
     };
 }

@@ -101,24 +101,13 @@ async fn serve_connection<D: Dispatch>(
     let mut chunk = [0u8; 8192];
     loop {
         // Answer every complete value already buffered.
-        loop {
-            match next_value(&buf) {
-                Decoded::Value(v, used) => {
-                    buf.drain(..used);
-                    if let Some(resp) = handle_value(dispatcher.as_ref(), v).await {
-                        let mut out = serde_json::to_vec(&resp)?;
-                        out.push(b'\n');
-                        stream.write_all(&out).await?;
-                    }
-                }
-                Decoded::Incomplete => break,
-                Decoded::Invalid(msg) => {
-                    let resp = error_response(Value::Null, &RpcError::new(ErrorKind::Parse, msg));
-                    let _ = stream.write_all(&serde_json::to_vec(&resp)?).await;
-                    // After a parse error the stream cannot be resynchronised.
-                    return Ok(());
-                }
-            }
+        let b = answer_buffered(dispatcher.as_ref(), &mut buf).await;
+        for a in &b.answers {
+            stream.write_all(a).await?;
+        }
+        if b.end {
+            // After a parse error the stream cannot be resynchronised.
+            return Ok(());
         }
         if buf.len() > MAX_REQUEST_BYTES {
             let e = RpcError::new(ErrorKind::InvalidRequest, "request too large");
@@ -136,6 +125,45 @@ async fn serve_connection<D: Dispatch>(
         }
         buf.extend_from_slice(&chunk[..n]);
     }
+}
+
+/// What the bytes buffered on a connection call for.
+pub struct Buffered {
+    /// Answers to write, in order (each one JSON value).
+    pub answers: Vec<Vec<u8>>,
+    /// The last answer was a parse error: the connection ends after it.
+    pub end: bool,
+}
+
+/// Answers every complete JSON-RPC value at the front of `buf` (requests,
+/// notifications, batches) and removes it, leaving an incomplete value's
+/// bytes for more to arrive.
+pub async fn answer_buffered<D: Dispatch>(d: &D, buf: &mut Vec<u8>) -> Buffered {
+    let mut answers = Vec::new();
+    loop {
+        match next_value(buf) {
+            Decoded::Value(v, used) => {
+                buf.drain(..used);
+                if let Some(resp) = handle_value(d, v).await {
+                    answers.push(line(&resp));
+                }
+            }
+            Decoded::Incomplete => return Buffered { answers, end: false },
+            Decoded::Invalid(msg) => {
+                let resp = error_response(Value::Null, &RpcError::new(ErrorKind::Parse, msg));
+                // As before: the parse error goes out without a newline.
+                answers.push(serde_json::to_vec(&resp).unwrap_or_default());
+                return Buffered { answers, end: true };
+            }
+        }
+    }
+}
+
+/// `v` as one line.
+fn line(v: &Value) -> Vec<u8> {
+    let mut out = serde_json::to_vec(v).unwrap_or_default();
+    out.push(b'\n');
+    out
 }
 
 enum Decoded {
