@@ -26,7 +26,8 @@ csi_step() {
   # plugin. The guest's stand-in reads it through kubectl proxy, opened to
   # that GET alone.
   local proxy_port=$((csi_port + 2))
-  start_bg kube-proxy kubectl proxy --address 127.0.0.1 --port "$proxy_port" \
+  # The binary, not the kubectl function: start_bg's PID must be the proxy's.
+  start_bg kube-proxy "$REPO_ROOT/bin/kubectl" proxy --address 127.0.0.1 --port "$proxy_port" \
     --accept-hosts "^${guest_target//./\\.}\$" --reject-methods '^(POST|PUT|PATCH|DELETE)$' \
     --accept-paths "^/api/v1/namespaces/$ns/secrets/rackcache-keys-[a-z0-9.-]+\$"
   wait_until 30 "kubectl proxy" curl -s -o /dev/null "http://127.0.0.1:$proxy_port/" || fail "$kube_dir/kube-proxy.log"
