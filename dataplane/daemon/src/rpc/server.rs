@@ -148,7 +148,12 @@ pub async fn answer_buffered<D: Dispatch>(d: &D, buf: &mut Vec<u8>) -> Buffered 
                     answers.push(line(&resp));
                 }
             }
-            Decoded::Incomplete => return Buffered { answers, end: false },
+            Decoded::Incomplete => {
+                return Buffered {
+                    answers,
+                    end: false,
+                }
+            }
             Decoded::Invalid(msg) => {
                 let resp = error_response(Value::Null, &RpcError::new(ErrorKind::Parse, msg));
                 // As before: the parse error goes out without a newline.
