@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // A volume's Secret holds one entry per allowed host, its data keys
@@ -138,11 +140,12 @@ func read(get func(field string) (string, bool), hostNQN string) (Pair, error) {
 const PVSecretPrefix = "rackcache-keys-"
 
 // SecretNameForPV is the host-keys Secret of the CSI volume whose PV is
-// named pv; "" when the name would be too long for a Secret (the
+// named pv; "" when that is no valid Secret name (a PV name always gives
+// one; a CSI caller other than the kubelet's provisioner may not: the
 // operator's default name is used then, and the StorageClass template
 // cannot reach it).
 func SecretNameForPV(pv string) string {
-	if name := PVSecretPrefix + pv; len(name) <= 253 {
+	if name := PVSecretPrefix + pv; len(validation.IsDNS1123Subdomain(name)) == 0 {
 		return name
 	}
 	return ""

@@ -76,3 +76,14 @@ func TestNewSecretsAreWellFormedAndDistinct(t *testing.T) {
 		}
 	}
 }
+
+func TestSecretNameForPV(t *testing.T) {
+	if got := SecretNameForPV("pvc-0b6d7c1e"); got != "rackcache-keys-pvc-0b6d7c1e" {
+		t.Errorf("a PV name: %q", got)
+	}
+	for _, bad := range []string{"sanity-Node-Volume", strings.Repeat("a", 250), "a_b"} {
+		if got := SecretNameForPV(bad); got != "" {
+			t.Errorf("%q gave %q, want none", bad, got)
+		}
+	}
+}
