@@ -156,7 +156,7 @@ func ensureHosts(ctx context.Context, c *dataplane.Client, d Desired, sub *datap
 			res.Changed = append(res.Changed, "new keys for host "+h)
 		}
 	}
-	return dropKeys(ctx, c, d.Volume, keep)
+	return dropKeys(ctx, c, keyring, keep)
 }
 
 // RevokeHosts removes from subsystem nqn every host not in allowed (the

@@ -199,13 +199,10 @@ func keyringNames(ctx context.Context, c *dataplane.Client, prefix string) (map[
 	return out, nil
 }
 
-// dropKeys removes vol's keys that no host uses any more (replaced or
-// revoked ones): keep names the keys still wanted.
-func dropKeys(ctx context.Context, c *dataplane.Client, vol string, keep map[string]bool) error {
-	have, err := keyringNames(ctx, c, keyPrefix(vol))
-	if err != nil {
-		return err
-	}
+// dropKeys removes the keys in have (vol's keys the dataplane holds) that
+// no host uses any more (replaced or revoked ones): keep names the keys
+// still wanted.
+func dropKeys(ctx context.Context, c *dataplane.Client, have, keep map[string]bool) error {
 	for _, name := range slices.Sorted(maps.Keys(have)) {
 		if keep[name] {
 			continue

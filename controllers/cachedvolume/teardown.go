@@ -36,7 +36,11 @@ func Teardown(ctx context.Context, c *dataplane.Client, name, cluster string) (T
 		}
 	}
 	// With the subsystem gone no host uses the volume's keys.
-	if err := dropKeys(ctx, c, name, nil); err != nil {
+	keys, err := keyringNames(ctx, c, keyPrefix(name))
+	if err != nil {
+		return res, err
+	}
+	if err := dropKeys(ctx, c, keys, nil); err != nil {
 		return res, err
 	}
 	cached := CachedBdevName(name)

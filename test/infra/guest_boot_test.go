@@ -22,13 +22,7 @@ import (
 // 5 s --boot-timeout is shorter than a normal boot (7-30 s): what is checked
 // is the watchdog's report and retry; the hang itself is real all the same.
 func TestGuestBootHangIsReported(t *testing.T) {
-	framework.RequireCommand(t, "qemu-system-x86_64")
-	framework.BuildGuest(t)
-	dir := t.TempDir()
-	job := filepath.Join(dir, "job.sh")
-	if err := os.WriteFile(job, []byte("echo never runs\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir, job := neverRunJob(t)
 	log := filepath.Join(dir, "console")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -72,13 +66,7 @@ func TestGuestBootHangIsReported(t *testing.T) {
 // modules load): each attempt is reported with the panic's line, the
 // boot is retried, and the run fails once the attempts are spent.
 func TestGuestBootPanicIsRetried(t *testing.T) {
-	framework.RequireCommand(t, "qemu-system-x86_64")
-	framework.BuildGuest(t)
-	dir := t.TempDir()
-	job := filepath.Join(dir, "job.sh")
-	if err := os.WriteFile(job, []byte("echo never runs\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	_, job := neverRunJob(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, framework.HackScript("guest/run.sh"),
@@ -96,4 +84,18 @@ func TestGuestBootPanicIsRetried(t *testing.T) {
 	if !strings.Contains(text, "Kernel panic") || !strings.Contains(text, "the guest failed to boot 2 times in a row") {
 		t.Errorf("the report does not name the panic and the failed boots:\n%s", text)
 	}
+}
+
+// neverRunJob builds the guest and writes a job its boot never reaches;
+// it returns the test's directory and the job's path.
+func neverRunJob(t *testing.T) (string, string) {
+	t.Helper()
+	framework.RequireCommand(t, "qemu-system-x86_64")
+	framework.BuildGuest(t)
+	dir := t.TempDir()
+	job := filepath.Join(dir, "job.sh")
+	if err := os.WriteFile(job, []byte("echo never runs\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir, job
 }

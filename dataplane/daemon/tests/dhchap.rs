@@ -11,7 +11,7 @@ mod common;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use common::{free_port, rpc, tcp_listen_address, unix_rpc, Daemon};
+use common::{free_port, host_params, rpc, tcp_listen_address, unix_rpc, Daemon};
 use nvmf::keys::DhchapSecret;
 use nvmf_host::auth::DhchapKeys;
 use nvmf_host::host::{ConnectParams, HostController};
@@ -61,14 +61,7 @@ fn serve_malloc(socket: &Path, host_key: &str, ctrl_key: &str, id: u8) -> Connec
         "nvmf_subsystem_add_listener",
         json!({"nqn": NQN, "listen_address": tcp_listen_address(port)}),
     );
-    ConnectParams {
-        addr: format!("127.0.0.1:{port}"),
-        subnqn: NQN.into(),
-        hostnqn: HOST.into(),
-        host_id: [id; 16],
-        queue_size: 32,
-        kato_ms: 0,
-    }
+    host_params(port, NQN, HOST, id)
 }
 
 #[test]
