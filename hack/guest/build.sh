@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the qemu test guest: Debian's stock kernel (of GUEST_SUITE, trixie:
 # 6.12, with NVMe in-band authentication and TLS) and a small initramfs with
-# busybox, nvme-cli and the kernel modules of the NVMe/TCP initiator (and of a
+# busybox, nvme-cli, tlshd and the kernel modules of the NVMe/TCP initiator (and of a
 # guest-local nvmet-tcp reference target), whose /init runs a job appended by
 # hack/guest/run.sh.
 #
@@ -20,15 +20,17 @@ source "$(dirname "$0")/../lib.sh"
 
 # Bump when this script or hack/guest/init changes what goes into the guest,
 # so that every clone rebuilds instead of reusing a stale cache entry.
-GUEST_RECIPE=4
+GUEST_RECIPE=5
 
 # Loaded by /init at boot: the NIC and the NVMe/TCP initiator; configfs is
 # mounted at boot (nvmet needs it, and it is cheap).
 BOOT_MODULES=(virtio_pci virtio_net nvme-tcp configfs)
 # Shipped for `modprobe` in jobs: a reference target (nvmet-tcp on a brd RAM
 # disk), crc32c for NVMe/TCP header and data digests, ext4 to put a
-# filesystem on an attached namespace (xfs too: the CSI node plugin formats both).
-EXTRA_MODULES=(nvmet nvmet-tcp brd crc32c_generic ext4 xfs)
+# filesystem on an attached namespace (xfs too: the CSI node plugin formats both),
+# and kernel TLS, which NVMe/TCP's secure channel runs on once tlshd has made
+# the handshake.
+EXTRA_MODULES=(nvmet nvmet-tcp brd crc32c_generic ext4 xfs tls)
 
 # A fixed host identity: NVMe/TCP targets allow hosts by NQN and expect the
 # NQN/ID pair to stay the same across connections and boots. Jobs that need
@@ -157,7 +159,7 @@ build() {
   mkdir -p "$root" "$stage" "$result"
 
   local pkgs
-  mapfile -t pkgs < <(lib_closure nvme-cli)
+  mapfile -t pkgs < <(lib_closure nvme-cli ktls-utils)
   pkgs+=("$kernel_pkg=$kernel_version" busybox-static)
   log "downloading ${pkgs[*]}"
   if [ "$(id -u)" -eq 0 ] && id _apt >/dev/null 2>&1; then chown _apt "$dl"; fi
@@ -215,6 +217,13 @@ build() {
   mkdir -p "$stage/etc/nvme"
   echo "$GUEST_HOSTNQN" >"$stage/etc/nvme/hostnqn"
   echo "$GUEST_HOSTID" >"$stage/etc/nvme/hostid"
+
+  # tlshd (ktls-utils): the user-space TLS handshake the kernel's NVMe/TCP
+  # host asks for with `nvme connect --tls`; it reads the PSKs that nvme-cli
+  # puts into the kernel's .nvme keyring. Jobs start it (hack/guest/init
+  # does not: most jobs need no TLS).
+  copy_with_libs "$root" /usr/sbin/tlshd "$stage"
+  install -D -m 0644 "$REPO_ROOT/hack/guest/tlshd.conf" "$stage/etc/tlshd.conf"
 
   mkdir -p "$stage"/{proc,sys,dev,tmp,run,root,job,mnt,etc} "$stage/sys/kernel/config"
   echo "root:x:0:0:root:/root:/bin/sh" >"$stage/etc/passwd"

@@ -40,6 +40,7 @@ fn runs_with_its_key_files_and_is_refused_without() {
         HostKeys {
             host: named("key0", &host),
             ctrlr: named("ckey0", &ctrlr),
+            psk: None,
             pending: false,
         },
     )

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
 use nvmf::auth::DhGroup;
-use nvmf::keys::{DhchapSecret, Hash};
+use nvmf::keys::{DhchapSecret, Hash, TlsPsk};
 
 /// A secret with the keyring name it was configured by (the name is what
 /// configuration dumps show; the secret never leaves the process).
@@ -17,13 +17,22 @@ pub struct NamedKey {
     pub secret: DhchapSecret,
 }
 
-/// One allowed host's DH-HMAC-CHAP keys: with a host key the host must
+/// A TLS PSK with the keyring name it was configured by.
+pub struct NamedPsk {
+    pub name: String,
+    pub psk: TlsPsk,
+}
+
+/// One allowed host's keys. With a DH-HMAC-CHAP host key the host must
 /// authenticate on every queue; with a controller key too, a host that
-/// asks can authenticate the controller (bidirectional).
+/// asks can authenticate the controller (bidirectional). With a TLS PSK
+/// the host connects only through a secure-channel listener, its TLS PSK
+/// identity naming it and the subsystem.
 #[derive(Clone, Default)]
 pub struct HostKeys {
     pub host: Option<Arc<NamedKey>>,
     pub ctrlr: Option<Arc<NamedKey>>,
+    pub psk: Option<Arc<NamedPsk>>,
     /// The host has keys this target does not hold yet (a restarted
     /// daemon's host whose keys lived in memory only): its Connects are
     /// answered Controller Busy, which a host retries without giving up,

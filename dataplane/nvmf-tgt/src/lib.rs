@@ -66,7 +66,7 @@ pub mod subsystem;
 mod target;
 pub mod tcp;
 
-pub use auth::{AuthPolicy, HostKeys, NamedKey};
+pub use auth::{AuthPolicy, HostKeys, NamedKey, NamedPsk};
 pub use ctrlr::controller::{Controller, QpairCountsSnapshot, QpairPath, Revocation};
 pub use options::{TransportOptions, MAX_TIMEOUT};
 pub use poller::{PollMode, Poller};

@@ -28,6 +28,8 @@ use gate::PeerLog;
 struct Listener {
     portid: u16,
     stop: watch::Sender<bool>,
+    /// TLS only (a secure-channel listener).
+    secure: bool,
 }
 
 /// Shared by the target handle and every connection task.
@@ -302,17 +304,24 @@ impl TargetState {
         )
     }
 
-    /// Whether a listener is bound at `addr`.
-    pub(crate) fn has_listener(&self, addr: SocketAddr) -> bool {
+    /// Whether a listener is bound at `addr`: `Some(true)` for a
+    /// secure-channel (TLS) listener.
+    pub(crate) fn listener_secure(&self, addr: SocketAddr) -> Option<bool> {
         self.listeners
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .contains_key(&addr)
+            .get(&addr)
+            .map(|l| l.secure)
     }
 
     /// Records the listener bound at `addr` (stopped through `stop`);
     /// returns its port id.
-    pub(crate) fn add_listener(&self, addr: SocketAddr, stop: watch::Sender<bool>) -> u16 {
+    pub(crate) fn add_listener(
+        &self,
+        addr: SocketAddr,
+        stop: watch::Sender<bool>,
+        secure: bool,
+    ) -> u16 {
         let portid = {
             let mut p = self.next_portid.lock().unwrap_or_else(|p| p.into_inner());
             let id = *p;
@@ -322,7 +331,14 @@ impl TargetState {
         self.listeners
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(addr, Listener { portid, stop });
+            .insert(
+                addr,
+                Listener {
+                    portid,
+                    stop,
+                    secure,
+                },
+            );
         portid
     }
 

@@ -130,6 +130,8 @@ pub struct ListenAddress {
     pub advertised_addr: Option<String>,
     /// Service id hosts should use (TRSVCID); defaults to the listen port.
     pub advertised_port: Option<u16>,
+    /// Hosts must reach this listener through TLS (`--secure-channel`).
+    pub secure_channel: bool,
 }
 
 impl ListenAddress {
@@ -608,6 +610,7 @@ mod tests {
                 listen,
                 advertised_addr: None,
                 advertised_port: None,
+                secure_channel: false,
             })
             .unwrap()
         };
@@ -647,6 +650,7 @@ mod tests {
             listen: "127.0.0.1:4420".parse().unwrap(),
             advertised_addr: Some("10.0.3.100".into()),
             advertised_port: Some(14420),
+            secure_channel: false,
         };
         assert_eq!(
             (l.traddr(), l.trsvcid()),

@@ -17,6 +17,7 @@ use crate::poller::Poller;
 use crate::state::{completed_io, TargetState};
 use crate::subsystem::{validate_nqn, ListenAddress, Subsystem, SubsystemConfig, DISCOVERY_NQN};
 use crate::tcp::listener::accept_loop;
+use crate::tcp::tls::TlsAcceptor;
 use crate::TargetError;
 
 /// What `nvmf_get_stats` reports.
@@ -232,12 +233,31 @@ impl Target {
         advertised_addr: Option<String>,
         advertised_port: Option<u16>,
     ) -> Result<SocketAddr, TargetError> {
+        self.add_listener_at(
+            ListenAddress {
+                listen,
+                advertised_addr,
+                advertised_port,
+                secure_channel: false,
+            },
+            nqn,
+        )
+        .await
+    }
+
+    /// [`Target::add_listener`] with every setting of the listener: with
+    /// `secure_channel`, hosts reach it only through TLS with a PSK
+    /// (`tcp::tls`). Subsystems that share an address share its setting.
+    pub async fn add_listener_at(
+        &self,
+        addr: ListenAddress,
+        nqn: &str,
+    ) -> Result<SocketAddr, TargetError> {
         let sub = self.listenable(nqn)?;
-        let bound = self.listen(listen).await?;
+        let bound = self.listen(addr.listen, addr.secure_channel).await?;
         if let Err(e) = sub.add_listener(ListenAddress {
             listen: bound,
-            advertised_addr,
-            advertised_port,
+            ..addr
         }) {
             self.release_listener_if_unused(bound);
             return Err(e);
@@ -277,10 +297,26 @@ impl Target {
 
     /// Binds `addr` (if not bound yet) and starts its accept loop; returns
     /// the bound address.
-    async fn listen(&self, addr: SocketAddr) -> Result<SocketAddr, TargetError> {
-        if addr.port() != 0 && self.inner.has_listener(addr) {
-            return Ok(addr);
+    async fn listen(&self, addr: SocketAddr, secure: bool) -> Result<SocketAddr, TargetError> {
+        if addr.port() != 0 {
+            match self.inner.listener_secure(addr) {
+                Some(s) if s == secure => return Ok(addr),
+                Some(s) => {
+                    return Err(TargetError::InvalidArgument(format!(
+                        "listener {addr} is already bound {} a secure channel: subsystems on one address share it",
+                        if s { "with" } else { "without" }
+                    )))
+                }
+                None => {}
+            }
         }
+        let tls = if secure {
+            let acceptor = TlsAcceptor::new(Arc::downgrade(&self.inner), addr)
+                .map_err(|e| TargetError::InvalidArgument(format!("TLS for {addr}: {e}")))?;
+            Some(Arc::new(acceptor))
+        } else {
+            None
+        };
         let drain = self.inner.drain_token().ok_or(TargetError::ShuttingDown)?;
         let sock = TcpListener::bind(addr)
             .await
@@ -289,9 +325,16 @@ impl Target {
             .local_addr()
             .map_err(|source| TargetError::Listen { addr, source })?;
         let (stop, stop_rx) = watch::channel(false);
-        let portid = self.inner.add_listener(bound, stop);
-        tokio::spawn(accept_loop(sock, bound, self.inner.clone(), stop_rx, drain));
-        tracing::info!(%bound, portid, "NVMe/TCP listener started");
+        let portid = self.inner.add_listener(bound, stop, secure);
+        tokio::spawn(accept_loop(
+            sock,
+            bound,
+            self.inner.clone(),
+            stop_rx,
+            drain,
+            tls,
+        ));
+        tracing::info!(%bound, portid, secure_channel = secure, "NVMe/TCP listener started");
         Ok(bound)
     }
 
@@ -309,16 +352,13 @@ impl Target {
             return;
         };
         let (rd, wr) = tokio::io::split(stream);
-        crate::tcp::serve(
-            rd,
-            wr,
+        let arrival = crate::tcp::serve::Arrival {
             peer,
             listen,
-            self.inner.clone(),
-            drain,
-            crate::tcp::admission::Admission::unlimited(),
-        )
-        .await;
+            admission: crate::tcp::admission::Admission::unlimited(),
+            secure: None,
+        };
+        crate::tcp::serve(rd, wr, arrival, self.inner.clone(), drain).await;
     }
 
     /// Graceful shutdown: stop accepting, let queues finish their in-flight

@@ -77,6 +77,7 @@ impl Harness {
                 secret,
             })),
             ctrlr: None,
+            psk: None,
             pending: false,
         };
         self.sub.set_host_keys(HOST, keys).unwrap();

@@ -15,6 +15,7 @@
 //! - [`digest`]: CRC32C header and data digests.
 //! - [`keys`] and [`auth`]: the secrets of in-band authentication and TLS,
 //!   and DH-HMAC-CHAP's messages and computations.
+//! - [`tls`]: the secure channel's PSK identities and TLS PSK derivation.
 
 pub mod auth;
 pub mod cqe;
@@ -22,3 +23,4 @@ pub mod digest;
 pub mod keys;
 pub mod pdu;
 pub mod sqe;
+pub mod tls;

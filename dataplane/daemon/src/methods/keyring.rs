@@ -17,7 +17,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use nvmf::keys::DhchapSecret;
+use nvmf::keys::{DhchapSecret, TlsPsk};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -148,6 +148,7 @@ fn key_users(nvmf: &crate::app::NvmfState, name: &str) -> Option<String> {
                         .into_iter()
                         .flatten()
                         .any(|n| n.name == name)
+                        || k.psk.as_ref().is_some_and(|p| p.name == name)
                 })
                 .map(|(h, _)| format!("host {h} of {}", s.nqn))
                 .collect::<Vec<_>>()
@@ -185,17 +186,35 @@ pub(crate) fn dhchap_secret(
     keyring: &BTreeMap<String, Key>,
     name: &str,
 ) -> Result<DhchapSecret, RpcError> {
+    let (text, from) = key_text(keyring, name)?;
+    DhchapSecret::parse(&text)
+        .map_err(|e| RpcError::invalid_params(format!("key '{name}'{from}: {e}")))
+}
+
+/// The TLS PSK (`NVMeTLSkey-1:...`) of key `name`, read from its file now
+/// (or from memory).
+pub(crate) fn tls_psk(keyring: &BTreeMap<String, Key>, name: &str) -> Result<TlsPsk, RpcError> {
+    let (text, from) = key_text(keyring, name)?;
+    TlsPsk::parse(&text).map_err(|e| RpcError::invalid_params(format!("key '{name}'{from}: {e}")))
+}
+
+/// Key `name`'s text, and where it came from for error messages.
+fn key_text(
+    keyring: &BTreeMap<String, Key>,
+    name: &str,
+) -> Result<(zeroize::Zeroizing<String>, String), RpcError> {
     let k = keyring.get(name).ok_or_else(|| {
         RpcError::invalid_params(format!(
             "Key '{name}' not found: add it with keyring_file_add_key first"
         ))
     })?;
-    match &k.source {
-        KeySource::File(path) => DhchapSecret::parse(&read_key_file(path)?)
-            .map_err(|e| RpcError::invalid_params(format!("key '{name}' ({path}): {e}"))),
-        KeySource::Memory(text) => DhchapSecret::parse(text)
-            .map_err(|e| RpcError::invalid_params(format!("key '{name}': {e}"))),
-    }
+    Ok(match &k.source {
+        KeySource::File(path) => (
+            zeroize::Zeroizing::new(read_key_file(path)?),
+            format!(" ({path})"),
+        ),
+        KeySource::Memory(text) => (zeroize::Zeroizing::new(text.to_string()), String::new()),
+    })
 }
 
 /// Whether the saved configuration has key `name`: memory keys are never

@@ -167,6 +167,21 @@ impl Queue {
             }
             return Err(refused);
         }
+        // A secure channel is bound to the host and subsystem of its PSK
+        // identity; a host with a PSK comes only through one.
+        if let Some(id) = &self.secure {
+            if id.hostnqn != d.hostnqn || id.subnqn != d.subnqn {
+                if self.target.peer_log().allow(self.path.peer.ip()) {
+                    tracing::warn!(subnqn = %d.subnqn, hostnqn = %d.hostnqn, tls_hostnqn = %id.hostnqn, tls_subnqn = %id.subnqn, "Connect names another host or subsystem than the TLS PSK identity");
+                }
+                return Err(refused);
+            }
+        } else if sub.host_keys(&d.hostnqn).psk.is_some() {
+            if self.target.peer_log().allow(self.path.peer.ip()) {
+                tracing::warn!(subnqn = %d.subnqn, hostnqn = %d.hostnqn, "host has a TLS PSK but connected without TLS");
+            }
+            return Err(refused);
+        }
         if sub.host_keys(&d.hostnqn).pending {
             if self.target.peer_log().allow(self.path.peer.ip()) {
                 tracing::info!(subnqn = %d.subnqn, hostnqn = %d.hostnqn, "host's keys not delivered yet: Connect answered Controller Busy (the host retries)");

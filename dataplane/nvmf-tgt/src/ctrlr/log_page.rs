@@ -52,6 +52,11 @@ fn put_padded(out: &mut [u8], s: &str, pad: u8) {
     out[..n].copy_from_slice(&s.as_bytes()[..n]);
 }
 
+/// TREQ: a secure channel is required.
+const TREQ_REQUIRED: u8 = 1;
+/// TSAS SECTYPE of TCP: TLS 1.3.
+const SECTYPE_TLS13: u8 = 2;
+
 /// Builds the whole discovery log: header with `genctr`, then one entry
 /// per element of `entries`.
 pub fn discovery_log(genctr: u64, entries: &[DiscoveryEntry]) -> Vec<u8> {
@@ -68,10 +73,15 @@ pub fn discovery_log(genctr: u64, entries: &[DiscoveryEntry]) -> Vec<u8> {
         } else {
             SUBTYPE_NVME
         };
-        // TREQ 0, "not specified" (as Linux's own target sends): "not
-        // required" (2) makes libnvme 1.3 (Debian 12's nvme-cli) ask the
-        // kernel for TLS on `nvme connect-all`, which a 6.1 kernel refuses.
-        r[3] = 0;
+        // TREQ: 1, a secure channel is required, for a TLS listener; else
+        // 0, "not specified" (as Linux's own target sends): "not required"
+        // (2) makes libnvme 1.3 (Debian 12's nvme-cli) ask the kernel for
+        // TLS on `nvme connect-all`, which a 6.1 kernel refuses.
+        r[3] = if e.addr.secure_channel {
+            TREQ_REQUIRED
+        } else {
+            0
+        };
         r[4..6].copy_from_slice(&e.portid.to_le_bytes());
         r[6..8].copy_from_slice(&0xffffu16.to_le_bytes()); // CNTLID: dynamic
         r[8..10].copy_from_slice(&32u16.to_le_bytes()); // ASQSZ
@@ -81,7 +91,12 @@ pub fn discovery_log(genctr: u64, entries: &[DiscoveryEntry]) -> Vec<u8> {
         put_padded(&mut r[32..64], &e.addr.trsvcid(), b' ');
         put_padded(&mut r[256..512], &e.subnqn, 0);
         put_padded(&mut r[512..768], &e.addr.traddr(), b' ');
-        // TSAS for TCP: SECTYPE 0 (no security); the rest is reserved.
+        // TSAS for TCP: SECTYPE, TLS 1.3 or none; the rest is reserved.
+        r[768] = if e.addr.secure_channel {
+            SECTYPE_TLS13
+        } else {
+            0
+        };
     }
     page
 }
@@ -138,6 +153,7 @@ mod tests {
                 listen: "127.0.0.1:4420".parse().unwrap(),
                 advertised_addr: Some("10.0.3.100".into()),
                 advertised_port: None,
+                secure_channel: i == 2,
             },
             portid: i,
             current_discovery: false,
@@ -171,7 +187,11 @@ mod tests {
         assert_eq!(u64::from_le_bytes(p[0..8].try_into().unwrap()), 5);
         assert_eq!(u64::from_le_bytes(p[8..16].try_into().unwrap()), 2);
         let e = &p[2048..3072];
-        assert_eq!(&e[0..4], &[3, 1, 2, 0]);
+        // Entry 2's listener is a secure channel: TREQ required, TLS 1.3.
+        assert_eq!(&e[0..4], &[3, 1, 2, TREQ_REQUIRED]);
+        assert_eq!(e[768], SECTYPE_TLS13);
+        let plain = &p[1024..2048];
+        assert_eq!((plain[3], plain[768]), (0, 0));
         assert_eq!(u16::from_le_bytes([e[4], e[5]]), 2);
         assert_eq!(u16::from_le_bytes([e[6], e[7]]), 0xffff);
         assert_eq!(&e[32..36], b"4420");

@@ -46,6 +46,7 @@ use std::sync::Arc;
 use bdev::IoKind;
 use nvmf::cqe::{Cqe, Status};
 use nvmf::sqe::{fctype, opcode, Sqe};
+use nvmf::tls::PskIdentity;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -121,6 +122,9 @@ pub(crate) struct Queue {
     auth: Option<Box<auth::Transaction>>,
     /// Transactions started before the queue authenticated.
     auth_attempts: u8,
+    /// The PSK identity the queue's TLS handshake proved (a secure
+    /// channel); its Connect must name the same host and subsystem.
+    secure: Option<Arc<PskIdentity>>,
 }
 
 impl Queue {
@@ -139,7 +143,14 @@ impl Queue {
             reply_len: 0,
             auth: None,
             auth_attempts: 0,
+            secure: None,
         }
+    }
+
+    /// The queue arrived through a secure channel that proved `identity`
+    /// (None: plain TCP).
+    pub(crate) fn set_secure_channel(&mut self, identity: Option<Arc<PskIdentity>>) {
+        self.secure = identity;
     }
 
     /// The one entry point for commands: `sqe` with its in-capsule `data`.

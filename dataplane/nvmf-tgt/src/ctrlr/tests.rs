@@ -83,6 +83,7 @@ fn target_with(cfg: SubsystemConfig) -> (Target, Arc<Subsystem>, SocketAddr) {
         listen,
         advertised_addr: None,
         advertised_port: None,
+        secure_channel: false,
     })
     .unwrap();
     (target, sub, listen)

@@ -9,7 +9,9 @@ use socket2::{SockRef, TcpKeepalive};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 
-use super::admission::ListenerSlots;
+use super::admission::{Admission, ListenerSlots};
+use super::serve::Arrival;
+use super::tls::TlsAcceptor;
 use crate::state::{until_true, TargetState};
 
 /// Accepts connections on `sock` (bound at `bound`) until the listener is
@@ -20,6 +22,7 @@ pub(crate) async fn accept_loop(
     state: Arc<TargetState>,
     mut stop: watch::Receiver<bool>,
     drain: mpsc::Sender<()>,
+    tls: Option<Arc<TlsAcceptor>>,
 ) {
     let mut shutdown = state.shutdown_signal();
     let slots = ListenerSlots::new(state.opts());
@@ -39,16 +42,29 @@ pub(crate) async fn accept_loop(
                         }
                     };
                     tune(&stream, state.opts().tcp_keepalive);
-                    let (rd, wr) = stream.into_split();
-                    tokio::spawn(super::serve(
-                        rd,
-                        wr,
-                        peer,
-                        bound,
-                        state.clone(),
-                        drain.clone(),
-                        admission,
-                    ));
+                    match &tls {
+                        None => {
+                            let (rd, wr) = stream.into_split();
+                            let arrival = Arrival {
+                                peer,
+                                listen: bound,
+                                admission,
+                                secure: None,
+                            };
+                            tokio::spawn(super::serve(rd, wr, arrival, state.clone(), drain.clone()));
+                        }
+                        Some(tls) => {
+                            tokio::spawn(serve_secure(
+                                tls.clone(),
+                                stream,
+                                peer,
+                                bound,
+                                state.clone(),
+                                drain.clone(),
+                                admission,
+                            ));
+                        }
+                    }
                 }
                 Err(e) => {
                     tracing::warn!(%bound, "accept: {e}");
@@ -60,6 +76,38 @@ pub(crate) async fn accept_loop(
         }
     }
     tracing::info!(%bound, "NVMe/TCP listener stopped");
+}
+
+/// A secure-channel connection: the TLS handshake (within the identify
+/// timeout, holding only its place at the gate), then the queue pair over
+/// the encrypted stream, bound to the identity the handshake proved.
+async fn serve_secure(
+    tls: Arc<TlsAcceptor>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    bound: SocketAddr,
+    state: Arc<TargetState>,
+    drain: mpsc::Sender<()>,
+    admission: Admission,
+) {
+    match tls.accept(stream, state.opts().identify_timeout).await {
+        Ok((stream, identity)) => {
+            tracing::debug!(%bound, %peer, hostnqn = %identity.hostnqn, subnqn = %identity.subnqn, "TLS secure channel established");
+            let (rd, wr) = tokio::io::split(stream);
+            let arrival = Arrival {
+                peer,
+                listen: bound,
+                admission,
+                secure: Some(identity),
+            };
+            super::serve(rd, wr, arrival, state, drain).await;
+        }
+        Err(why) => {
+            if state.peer_log().allow(peer.ip()) {
+                tracing::warn!(%bound, %peer, "connection closed: {why}");
+            }
+        }
+    }
 }
 
 /// No Nagle delay on PDUs; TCP keep-alive probes after `keepalive` without

@@ -10,6 +10,8 @@
 //! - [`qpair`]: the queue pair's state: connection state, request slots
 //!   indexed by transfer tag, buffers, and what each ctrlr
 //!   `Outcome`(crate::ctrlr::Outcome) means for the wire;
+//! - `tls`: the secure channel (TLS 1.3 with a PSK) of listeners that
+//!   require it;
 //! - `recv` and `send`: PDUs received (framing, digests, H2CData) and
 //!   sent (responses, C2HData, R2T, ICResp, TermReq);
 //! - [`bufpool`] (the data buffer budget and per-queue buffer reuse) and
@@ -25,5 +27,6 @@ pub(crate) mod send;
 pub(crate) mod serve;
 #[cfg(test)]
 mod tests;
+pub(crate) mod tls;
 
 pub(crate) use serve::serve;

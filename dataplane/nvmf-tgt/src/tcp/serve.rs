@@ -36,6 +36,8 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
+use nvmf::tls::PskIdentity;
+
 use super::admission::Admission;
 use super::bufpool::{Grant, QueueBuffers};
 use super::outbox::{Progress, Tracked};
@@ -221,9 +223,21 @@ async fn write_out<W: AsyncWrite + Unpin>(
     ended
 }
 
+/// How a connection arrived.
+pub(crate) struct Arrival {
+    /// The host's address.
+    pub peer: SocketAddr,
+    /// The listener's address.
+    pub listen: SocketAddr,
+    /// Its place at the listener's gate.
+    pub admission: Admission,
+    /// The PSK identity its secure channel proved (None: plain TCP).
+    pub secure: Option<Arc<PskIdentity>>,
+}
+
 /// Serves one accepted connection until it ends: `rd` and `wr` are the two
-/// halves of its byte stream (a TCP socket's, or an in-memory pipe's in
-/// tests and the fuzzer), `listen` the address it arrived on.
+/// halves of its byte stream (a TCP socket's, a TLS session's, or an
+/// in-memory pipe's in tests and the fuzzer).
 ///
 /// However the queue pair ends, the commands it already handed to a bdev
 /// are waited for before its controller is released: librbd, io_uring and
@@ -233,15 +247,19 @@ async fn write_out<W: AsyncWrite + Unpin>(
 pub(crate) async fn serve<R, W>(
     mut rd: R,
     mut wr: W,
-    peer: SocketAddr,
-    listen: SocketAddr,
+    arrival: Arrival,
     target: Arc<TargetState>,
     _drain: mpsc::Sender<()>,
-    admission: Admission,
 ) where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
+    let Arrival {
+        peer,
+        listen,
+        admission,
+        secure,
+    } = arrival;
     let opts = target.opts();
     let h2c_timeout = opts.h2c_data_timeout;
     // Until its ICReq and a Connect are through, the socket is no host.
@@ -259,6 +277,7 @@ pub(crate) async fn serve<R, W>(
     };
     let mut conn = Connection::new(target, peer, listen);
     conn.admission = admission;
+    conn.ctrlr.set_secure_channel(secure);
     let mut rb = RecvBuf::new(2 * conn.tx.neg.max_plen as usize);
     let mut inflight = FuturesUnordered::new();
     let progress = Progress::default();

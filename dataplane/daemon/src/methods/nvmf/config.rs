@@ -42,7 +42,9 @@ pub(crate) fn config(nvmf: &NvmfState, key_saved: impl Fn(&str) -> bool) -> Vec<
             let saved = [&keys.host, &keys.ctrlr]
                 .into_iter()
                 .flatten()
-                .all(|k| key_saved(&k.name));
+                .map(|k| &k.name)
+                .chain(keys.psk.iter().map(|k| &k.name))
+                .all(|name| key_saved(name));
             let keys = if saved {
                 keys
             } else {
@@ -86,7 +88,7 @@ pub(crate) fn config(nvmf: &NvmfState, key_saved: impl Fn(&str) -> bool) -> Vec<
                     advertised_port: None,
                     ..l.clone()
                 }),
-                "secure_channel": false,
+                "secure_channel": l.secure_channel,
             });
             if let Some(a) = advertised_json(&l) {
                 params["rackcache_advertised"] = a;

@@ -6,15 +6,16 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use nvmf_tgt::{HostKeys, NamedKey};
+use nvmf::keys::Hash;
+use nvmf_tgt::{HostKeys, NamedKey, NamedPsk};
 
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::revoke::{persist_then_wait, REVOKE_TIMEOUT};
-use super::target::{check_tgt_name, subsystem, target, unsupported};
+use super::target::{check_tgt_name, subsystem, target};
 use crate::app::{App, Key};
-use crate::methods::keyring::dhchap_secret;
+use crate::methods::keyring::{dhchap_secret, tls_psk};
 use crate::rpc::error::{ErrorKind, RpcError};
 
 #[derive(Deserialize)]
@@ -34,14 +35,12 @@ pub(crate) struct AddHost {
 
 pub(crate) async fn add_host(app: &App, p: AddHost) -> Result<Value, RpcError> {
     check_tgt_name(&p.tgt_name)?;
-    if p.psk.is_some() {
-        return Err(unsupported("psk (TLS)"));
-    }
     let state = app.state.lock().await;
     subsystem(&state.nvmf, &p.nqn)?;
     let mut keys = host_keys(&state.keyring, &p.dhchap_key, &p.dhchap_ctrlr_key)?;
+    keys.psk = named_psk(&state.keyring, &p.psk)?;
     if p.rackcache_keys_pending == Some(true) {
-        if keys.required() {
+        if keys.required() || keys.psk.is_some() {
             return Err(RpcError::invalid_params(
                 "rackcache_keys_pending is for a host added without keys",
             ));
@@ -49,8 +48,9 @@ pub(crate) async fn add_host(app: &App, p: AddHost) -> Result<Value, RpcError> {
         keys.pending = true;
     }
     let authenticated = keys.required();
+    let tls = keys.psk.is_some();
     target(&state.nvmf)?.add_host(&p.nqn, &p.host, keys)?;
-    tracing::info!(subnqn = %p.nqn, hostnqn = %p.host, dhchap = authenticated, "NVMe-oF host allowed");
+    tracing::info!(subnqn = %p.nqn, hostnqn = %p.host, dhchap = authenticated, tls, "NVMe-oF host allowed");
     Ok(json!(true))
 }
 
@@ -79,8 +79,31 @@ fn host_keys(
     Ok(HostKeys {
         host: named(host)?,
         ctrlr: named(ctrlr)?,
+        psk: None,
         pending: false,
     })
+}
+
+/// The TLS PSK named `name`, read from the keyring. Only SHA-256 PSKs
+/// (hash 01): the target's TLS library serves TLS 1.3 PSKs with SHA-256
+/// cipher suites only.
+fn named_psk(
+    keyring: &BTreeMap<String, Key>,
+    name: &Option<String>,
+) -> Result<Option<Arc<NamedPsk>>, RpcError> {
+    let Some(name) = name else {
+        return Ok(None);
+    };
+    let psk = tls_psk(keyring, name)?;
+    if psk.hash != Hash::Sha256 {
+        return Err(RpcError::invalid_params(format!(
+            "key '{name}': a TLS PSK with hash 02 (SHA-384) is not supported; use NVMeTLSkey-1:01 (SHA-256)"
+        )));
+    }
+    Ok(Some(Arc::new(NamedPsk {
+        name: name.clone(),
+        psk,
+    })))
 }
 
 #[derive(Deserialize)]
@@ -91,6 +114,9 @@ pub(crate) struct SetKeys {
     tgt_name: Option<String>,
     dhchap_key: Option<String>,
     dhchap_ctrlr_key: Option<String>,
+    /// rackcache's: the TLS PSK from now on (a new secure channel needs
+    /// it; open ones keep theirs). Absent: the host keeps its PSK.
+    rackcache_psk: Option<String>,
 }
 
 /// `nvmf_subsystem_set_keys`: rotation. Connected queues keep running;
@@ -99,10 +125,14 @@ pub(crate) struct SetKeys {
 pub(crate) async fn set_keys(app: &App, p: SetKeys) -> Result<Value, RpcError> {
     check_tgt_name(&p.tgt_name)?;
     let state = app.state.lock().await;
-    subsystem(&state.nvmf, &p.nqn)?;
-    let keys = host_keys(&state.keyring, &p.dhchap_key, &p.dhchap_ctrlr_key)?;
+    let sub = subsystem(&state.nvmf, &p.nqn)?;
+    let mut keys = host_keys(&state.keyring, &p.dhchap_key, &p.dhchap_ctrlr_key)?;
+    keys.psk = match named_psk(&state.keyring, &p.rackcache_psk)? {
+        Some(psk) => Some(psk),
+        None => sub.host_keys(&p.host).psk,
+    };
     target(&state.nvmf)?.set_host_keys(&p.nqn, &p.host, keys)?;
-    tracing::info!(subnqn = %p.nqn, hostnqn = %p.host, dhchap_key = ?p.dhchap_key, dhchap_ctrlr_key = ?p.dhchap_ctrlr_key, "NVMe-oF host keys set");
+    tracing::info!(subnqn = %p.nqn, hostnqn = %p.host, dhchap_key = ?p.dhchap_key, dhchap_ctrlr_key = ?p.dhchap_ctrlr_key, psk = ?p.rackcache_psk, "NVMe-oF host keys set");
     Ok(json!(true))
 }
 

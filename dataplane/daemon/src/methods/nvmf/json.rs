@@ -108,6 +108,9 @@ pub(crate) fn host_json(nqn: &str, h: &str, keys: &nvmf_tgt::HostKeys) -> Value 
     if let Some(k) = &keys.ctrlr {
         v["dhchap_ctrlr_key"] = json!(k.name);
     }
+    if let Some(k) = &keys.psk {
+        v["psk"] = json!(k.name);
+    }
     if keys.pending {
         v["rackcache_keys_pending"] = json!(true);
     }

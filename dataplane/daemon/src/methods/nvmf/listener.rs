@@ -3,6 +3,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 
+use nvmf_tgt::ListenAddress;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -113,9 +114,6 @@ pub(crate) fn advertised(a: Option<Advertised>) -> Result<(Option<String>, Optio
 
 pub(crate) async fn add_listener(app: &App, p: AddListener) -> Result<Value, RpcError> {
     check_tgt_name(&p.tgt_name)?;
-    if p.secure_channel {
-        return Err(unsupported("secure_channel (TLS)"));
-    }
     if p.ana_state.is_some() {
         return Err(unsupported("ana_state"));
     }
@@ -131,9 +129,17 @@ pub(crate) async fn add_listener(app: &App, p: AddListener) -> Result<Value, Rpc
     let state = app.state.lock().await;
     listenable(&state.nvmf, nqn)?;
     let bound = target(&state.nvmf)?
-        .add_listener(nqn, addr, adv_addr, adv_port)
+        .add_listener_at(
+            ListenAddress {
+                listen: addr,
+                advertised_addr: adv_addr,
+                advertised_port: adv_port,
+                secure_channel: p.secure_channel,
+            },
+            nqn,
+        )
         .await?;
-    tracing::info!(subnqn = %nqn, listen = %bound, "NVMe-oF listener added");
+    tracing::info!(subnqn = %nqn, listen = %bound, secure_channel = p.secure_channel, "NVMe-oF listener added");
     Ok(json!(true))
 }
 

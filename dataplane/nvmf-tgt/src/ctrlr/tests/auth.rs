@@ -27,6 +27,7 @@ fn keys(host: &DhchapSecret, ctrlr: Option<&DhchapSecret>) -> HostKeys {
     HostKeys {
         host: named("key0", host),
         ctrlr: ctrlr.and_then(|c| named("ckey0", c)),
+        psk: None,
         pending: false,
     }
 }
