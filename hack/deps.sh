@@ -33,6 +33,8 @@ APT_PACKAGES=(
   iptables
   # build helpers; jq reads cargo's build messages (hack/rust-tests.sh)
   pkg-config jq
+  # OpenSSL: the NVMe/TCP secure channel (TLS with PSKs) of the dataplane
+  libssl-dev
   # the CSI image's node tools (hack/images.sh copies them with their libraries)
   nvme-cli e2fsprogs xfsprogs
   # the font of rackcache-sim --plot's charts

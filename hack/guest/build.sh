@@ -20,7 +20,7 @@ source "$(dirname "$0")/../lib.sh"
 
 # Bump when this script or hack/guest/init changes what goes into the guest,
 # so that every clone rebuilds instead of reusing a stale cache entry.
-GUEST_RECIPE=5
+GUEST_RECIPE=6
 
 # Loaded by /init at boot: the NIC and the NVMe/TCP initiator; configfs is
 # mounted at boot (nvmet needs it, and it is cheap).
@@ -28,9 +28,10 @@ BOOT_MODULES=(virtio_pci virtio_net nvme-tcp configfs)
 # Shipped for `modprobe` in jobs: a reference target (nvmet-tcp on a brd RAM
 # disk), crc32c for NVMe/TCP header and data digests, ext4 to put a
 # filesystem on an attached namespace (xfs too: the CSI node plugin formats both),
-# and kernel TLS, which NVMe/TCP's secure channel runs on once tlshd has made
+# and kernel TLS with AES-GCM (ctr and aes are built in), which NVMe/TCP's
+# secure channel runs on once tlshd has made
 # the handshake.
-EXTRA_MODULES=(nvmet nvmet-tcp brd crc32c_generic ext4 xfs tls)
+EXTRA_MODULES=(nvmet nvmet-tcp brd crc32c_generic ext4 xfs tls gcm ghash-generic)
 
 # A fixed host identity: NVMe/TCP targets allow hosts by NQN and expect the
 # NQN/ID pair to stay the same across connections and boots. Jobs that need
