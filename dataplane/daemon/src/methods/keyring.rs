@@ -89,17 +89,23 @@ pub(crate) async fn add_key(app: &App, p: AddKey) -> Result<Value, RpcError> {
 #[serde(deny_unknown_fields)]
 pub(crate) struct AddMemoryKey {
     name: String,
-    /// The secret in its interchange format (`DHHC-1:...`).
+    /// The secret in its interchange format (`DHHC-1:...` or
+    /// `NVMeTLSkey-1:...`).
     secret: String,
 }
 
 /// `keyring_memory_add_key`: the secret must parse as a DH-HMAC-CHAP
-/// secret, so a bad one is refused here rather than at the host's Connect.
+/// secret or a TLS PSK, so a bad one is refused here rather than at the
+/// host's Connect.
 pub(crate) async fn add_memory_key(app: &App, p: AddMemoryKey) -> Result<Value, RpcError> {
     check_name(&p.name)?;
     // The parse error names the format's fault, never the secret's bytes.
-    DhchapSecret::parse(&p.secret)
-        .map_err(|e| RpcError::invalid_params(format!("key '{}': {e}", p.name)))?;
+    let parsed = if p.secret.trim_start().starts_with("NVMeTLSkey-") {
+        TlsPsk::parse(&p.secret).map(drop)
+    } else {
+        DhchapSecret::parse(&p.secret).map(drop)
+    };
+    parsed.map_err(|e| RpcError::invalid_params(format!("key '{}': {e}", p.name)))?;
     insert(app, &p.name, KeySource::Memory(p.secret)).await?;
     tracing::info!(key = %p.name, "key added to the keyring (memory)");
     Ok(json!(true))

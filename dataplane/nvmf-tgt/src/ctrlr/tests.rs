@@ -477,3 +477,4 @@ async fn disconnect_and_unbind_release_the_controller() {
 }
 
 mod auth;
+mod tls;
