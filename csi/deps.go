@@ -66,9 +66,11 @@ type Attachment struct {
 	Keys *HostKeys
 }
 
-// HostKeys are a host's DH-HMAC-CHAP secrets for one volume.
+// HostKeys are a host's DH-HMAC-CHAP secrets for one volume, and its TLS
+// PSK when the pool uses TLS.
 type HostKeys struct {
 	Host, Ctrl string
+	PSK        string
 }
 
 // NVMe attaches namespaces with the kernel's initiator.
@@ -90,4 +92,8 @@ type NVMe interface {
 	// differ (the kernel re-authenticates, I/O going on); it returns how
 	// many changed.
 	SetKeys(subNQN string, keys HostKeys) (int, error)
+	// InsertPSK puts the host's TLS PSK for the subsystem into the
+	// kernel's .nvme keyring (replacing an older one), where tlshd takes
+	// it for the next TLS handshake.
+	InsertPSK(ctx context.Context, hostNQN, subNQN, psk string) error
 }

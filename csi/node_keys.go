@@ -13,7 +13,7 @@ const keysHint = "a pool that authenticates hosts needs the StorageClass to pass
 	"(csi.storage.k8s.io/node-stage-secret-name and node-publish-secret-name: rackcache-keys-${pv.name}, " +
 	"their namespaces the operator's; docs/security.md)"
 
-// hostKeys reads this node's DH-HMAC-CHAP keys from the secrets the
+// hostKeys reads this node's DH-HMAC-CHAP keys (and TLS PSK) from the secrets the
 // kubelet passes (the volume's host-keys Secret, named by the
 // StorageClass); nil when the call carries none.
 func (d *Driver) hostKeys(secrets map[string]string) (*HostKeys, error) {
@@ -27,7 +27,7 @@ func (d *Driver) hostKeys(secrets map[string]string) (*HostKeys, error) {
 	if err != nil {
 		return nil, errorf(ErrInvalidArgument, "the volume's host keys: %v", err)
 	}
-	return &HostKeys{Host: p.Host, Ctrl: p.Ctrl}, nil
+	return &HostKeys{Host: p.Host, Ctrl: p.Ctrl, PSK: p.PSK}, nil
 }
 
 // rotateKeys gives the volume's live controllers the keys of this call
@@ -42,6 +42,13 @@ func (d *Driver) rotateKeys(ctx context.Context, subNQN string, secrets map[stri
 	n, err := d.node.NVMe.SetKeys(subNQN, *keys)
 	if err != nil {
 		return errorf(ErrUnavailable, "%v", err)
+	}
+	// A new PSK serves the next TLS handshake (a reconnect); open
+	// channels keep theirs.
+	if keys.PSK != "" {
+		if err := d.node.NVMe.InsertPSK(ctx, d.node.HostNQN, subNQN, keys.PSK); err != nil {
+			return errorf(ErrUnavailable, "%v", err)
+		}
 	}
 	if n > 0 {
 		logr.FromContextOrDiscard(ctx).Info("host keys rotated: the controllers re-authenticate", "subnqn", subNQN, "controllers", n)

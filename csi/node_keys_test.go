@@ -20,7 +20,7 @@ func TestHostKeysFromTheKubeletsSecrets(t *testing.T) {
 	if k, err := d.hostKeys(nil); k != nil || err != nil {
 		t.Fatalf("no secrets: %+v, %v", k, err)
 	}
-	pair, _ := hostkeys.NewPair(me, 2, time.Now())
+	pair, _ := hostkeys.NewPair(me, 2, time.Now(), true)
 	data := map[string][]byte{}
 	hostkeys.Put(data, pair)
 	secrets := map[string]string{}
@@ -28,7 +28,7 @@ func TestHostKeysFromTheKubeletsSecrets(t *testing.T) {
 		secrets[k] = string(v)
 	}
 	k, err := d.hostKeys(secrets)
-	if err != nil || k == nil || k.Host != pair.Host || k.Ctrl != pair.Ctrl {
+	if err != nil || k == nil || k.Host != pair.Host || k.Ctrl != pair.Ctrl || k.PSK != pair.PSK || k.PSK == "" {
 		t.Fatalf("own pair: %+v, %v", k, err)
 	}
 	d.node.HostNQN = other

@@ -187,6 +187,8 @@ const (
 
 // DataPath is the pool's NVMe/TCP data path.
 // +kubebuilder:validation:XValidation:rule="!has(self.network) || !has(self.interface)",message="set at most one of dataPath.network (a CIDR) and dataPath.interface (a node interface name)"
+// +kubebuilder:validation:XValidation:rule="!has(self.tls) || !self.tls || !has(self.authentication) || self.authentication != 'None'",message="dataPath.tls needs authentication DHHMACCHAP: the TLS PSKs are delivered with the hosts' DH-HMAC-CHAP keys"
+// +kubebuilder:validation:XValidation:rule="(has(self.tls) && self.tls) == (has(oldSelf.tls) && oldSelf.tls)",message="dataPath.tls cannot change on a live pool: every volume of a server shares its listener; make a new pool"
 type DataPath struct {
 	// Network is a CIDR (e.g. a storage network's 10.20.0.0/16): each
 	// server serves NVMe/TCP on its address in it, and a server without
@@ -213,6 +215,13 @@ type DataPath struct {
 	// +optional
 	// +kubebuilder:default="720h"
 	KeyRotationInterval *metav1.Duration `json:"keyRotationInterval,omitempty"`
+	// TLS: hosts reach the pool's volumes only through NVMe/TCP's secure
+	// channel, TLS 1.3 with a pre-shared key per host and volume, made and
+	// rotated with the DH-HMAC-CHAP keys. Every node needs tlshd
+	// (ktls-utils) running with the .nvme keyring (docs/security.md).
+	// Set when the pool is made; it cannot change.
+	// +optional
+	TLS bool `json:"tls,omitempty"`
 }
 
 // NamesDataPath tells whether the pool serves NVMe/TCP on an address of

@@ -81,8 +81,18 @@ func (a nvmeAttacher) Connect(ctx context.Context, at csi.Attachment) error {
 	}
 	if at.Keys != nil {
 		o.DHChapSecret, o.DHChapCtrlSecret = at.Keys.Host, at.Keys.Ctrl
+		if at.Keys.PSK != "" {
+			if err := a.cli.InsertPSK(ctx, at.HostNQN, at.SubNQN, at.Keys.PSK); err != nil {
+				return err
+			}
+			o.TLS = true
+		}
 	}
 	return a.cli.Connect(ctx, o)
+}
+
+func (a nvmeAttacher) InsertPSK(ctx context.Context, hostNQN, subNQN, psk string) error {
+	return a.cli.InsertPSK(ctx, hostNQN, subNQN, psk)
 }
 
 func (a nvmeAttacher) SetKeys(subNQN string, keys csi.HostKeys) (int, error) {

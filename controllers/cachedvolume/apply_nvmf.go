@@ -138,7 +138,7 @@ func ensureHosts(ctx context.Context, c *dataplane.Client, d Desired, sub *datap
 	keep := map[string]bool{}
 	for _, h := range d.Hosts {
 		want := d.HostKeys[h]
-		keep[want.Names.Host], keep[want.Names.Ctrlr] = true, true
+		keep[want.Names.Host], keep[want.Names.Ctrlr], keep[want.Names.PSK] = true, true, true
 		if err := ensureKeys(ctx, c, keyring, want); err != nil {
 			return err
 		}

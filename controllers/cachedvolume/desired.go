@@ -94,6 +94,8 @@ func DesiredState(vol *rcv1.CachedVolume, pool *rcv1.CachePool, backend *ceph.Ba
 			AdrFam:  addressFamily(address),
 			TrAddr:  address,
 			TrSvcID: strconv.Itoa(int(port)),
+			// Every volume of the pool on this server shares the listener.
+			SecureChannel: pool.Spec.DataPath.TLS,
 		},
 		Hosts: hosts,
 	}

@@ -118,14 +118,18 @@ func nextPairs(vol *rcv1.CachedVolume, pool *rcv1.CachePool, have map[string]hos
 		every = d.Duration
 	}
 	out := map[string]hostkeys.Pair{}
+	tls := pool.Spec.DataPath.TLS
 	for _, h := range vol.Spec.AllowedHosts {
 		p, ok := have[h]
 		due := ok && every > 0 && now.Sub(p.Created) >= every
-		if ok && !due && !rotate {
+		// A pair without the PSK the pool's TLS needs (or with one it
+		// does not) is replaced.
+		fits := (p.PSK != "") == tls
+		if ok && !due && !rotate && fits {
 			out[h] = p
 			continue
 		}
-		next, err := hostkeys.NewPair(h, p.Generation+1, now)
+		next, err := hostkeys.NewPair(h, p.Generation+1, now, tls)
 		if err != nil {
 			return nil, false, err
 		}
@@ -150,6 +154,8 @@ func keyPrefix(vol string) string { return "dhchap." + vol + "." }
 type HostKeys struct {
 	Names      dataplane.HostKeyNames
 	Host, Ctrl dataplane.Secret
+	// PSK is the TLS PSK ("" without TLS).
+	PSK dataplane.Secret
 }
 
 // desiredHostKeys turns the Secret's pairs into keyring keys.
@@ -159,10 +165,14 @@ func desiredHostKeys(vol string, pairs map[string]hostkeys.Pair) map[string]Host
 	}
 	out := make(map[string]HostKeys, len(pairs))
 	for h, p := range pairs {
-		out[h] = HostKeys{
+		k := HostKeys{
 			Names: dataplane.HostKeyNames{Host: keyName(vol, p, "host", p.Host), Ctrlr: keyName(vol, p, "ctrl", p.Ctrl)},
 			Host:  dataplane.Secret(p.Host), Ctrl: dataplane.Secret(p.Ctrl),
 		}
+		if p.PSK != "" {
+			k.Names.PSK, k.PSK = keyName(vol, p, "psk", p.PSK), dataplane.Secret(p.PSK)
+		}
+		out[h] = k
 	}
 	return out
 }
@@ -172,7 +182,7 @@ func ensureKeys(ctx context.Context, c *dataplane.Client, have map[string]bool, 
 	for _, k := range []struct {
 		name   string
 		secret dataplane.Secret
-	}{{want.Names.Host, want.Host}, {want.Names.Ctrlr, want.Ctrl}} {
+	}{{want.Names.Host, want.Host}, {want.Names.Ctrlr, want.Ctrl}, {want.Names.PSK, want.PSK}} {
 		if k.name == "" || have[k.name] {
 			continue
 		}

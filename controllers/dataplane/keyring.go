@@ -31,22 +31,34 @@ func (c *Client) RemoveMemoryKey(ctx context.Context, name string) error {
 }
 
 // HostKeyNames name the keyring keys a host authenticates with: Host
-// proves the host, Ctrlr (optional) the controller to the host.
+// proves the host, Ctrlr (optional) the controller to the host; PSK
+// (optional) is the host's TLS PSK, without which it cannot reach a
+// secure-channel listener.
 type HostKeyNames struct {
 	Host  string `json:"dhchap_key,omitempty"`
 	Ctrlr string `json:"dhchap_ctrlr_key,omitempty"`
+	PSK   string `json:"psk,omitempty"`
 }
 
 // AddHostWithKeys allows host on subsystem nqn; with keys, the host must
 // authenticate every queue with DH-HMAC-CHAP.
 func (c *Client) AddHostWithKeys(ctx context.Context, nqn, host string, keys HostKeyNames) error {
-	return c.call(ctx, "nvmf_subsystem_add_host", hostKeysParams(nqn, host, keys), nil)
+	p := hostKeysParams(nqn, host, keys)
+	if keys.PSK != "" {
+		p["psk"] = keys.PSK
+	}
+	return c.call(ctx, "nvmf_subsystem_add_host", p, nil)
 }
 
 // SetHostKeys replaces an allowed host's keys (rotation): connected queues
 // go on; its next authentication needs the new keys.
 func (c *Client) SetHostKeys(ctx context.Context, nqn, host string, keys HostKeyNames) error {
-	return c.call(ctx, "nvmf_subsystem_set_keys", hostKeysParams(nqn, host, keys), nil)
+	p := hostKeysParams(nqn, host, keys)
+	if keys.PSK != "" {
+		// rackcache's: SPDK's set_keys has no PSK.
+		p["rackcache_psk"] = keys.PSK
+	}
+	return c.call(ctx, "nvmf_subsystem_set_keys", p, nil)
 }
 
 func hostKeysParams(nqn, host string, keys HostKeyNames) map[string]string {

@@ -69,6 +69,9 @@ type ListenAddress struct {
 	TrAddr     string      `json:"traddr"`
 	TrSvcID    string      `json:"trsvcid,omitempty"`
 	Advertised *Advertised `json:"rackcache_advertised,omitempty"`
+	// SecureChannel: hosts reach the listener only through TLS with a
+	// PSK (sent as the call's secure_channel, not in the address).
+	SecureChannel bool `json:"-"`
 }
 
 // Host is an allowed host of a subsystem, with the names of its keys.
@@ -116,12 +119,13 @@ type listenerParams struct {
 	NQN           string        `json:"nqn"`
 	ListenAddress ListenAddress `json:"listen_address"`
 	Advertised    *Advertised   `json:"rackcache_advertised,omitempty"`
+	SecureChannel bool          `json:"secure_channel,omitempty"`
 }
 
 // AddListener makes the subsystem reachable at a (binding it if no other
 // subsystem listens there). a.Advertised, if set, is what discovery reports.
 func (c *Client) AddListener(ctx context.Context, nqn string, a ListenAddress) error {
-	p := listenerParams{NQN: nqn, ListenAddress: a, Advertised: a.Advertised}
+	p := listenerParams{NQN: nqn, ListenAddress: a, Advertised: a.Advertised, SecureChannel: a.SecureChannel}
 	p.ListenAddress.Advertised = nil
 	return c.call(ctx, "nvmf_subsystem_add_listener", p, nil)
 }

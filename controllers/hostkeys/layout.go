@@ -18,12 +18,14 @@ import (
 //	<id>.hostnqn             the host NQN
 //	<id>.dhchap-secret       the host's key (proves the host)
 //	<id>.dhchap-ctrl-secret  the controller's key (proves the target)
+//	<id>.tls-psk             the TLS PSK (pools with dataPath.tls only)
 //	<id>.generation          1, then +1 at each rotation
 //	<id>.created             when this generation was made (RFC 3339)
 const (
 	fieldHostNQN    = "hostnqn"
 	fieldHost       = "dhchap-secret"
 	fieldCtrl       = "dhchap-ctrl-secret"
+	fieldPSK        = "tls-psk"
 	fieldGeneration = "generation"
 	fieldCreated    = "created"
 )
@@ -32,6 +34,8 @@ const (
 type Pair struct {
 	HostNQN    string
 	Host, Ctrl string
+	// PSK is the TLS pre-shared key; "" when the pool does not use TLS.
+	PSK        string
 	Generation int64
 	Created    time.Time
 }
@@ -44,8 +48,9 @@ func EntryID(hostNQN string) string {
 
 func key(id, field string) string { return id + "." + field }
 
-// NewPair makes generation gen of hostNQN's keys.
-func NewPair(hostNQN string, gen int64, now time.Time) (Pair, error) {
+// NewPair makes generation gen of hostNQN's keys, with a TLS PSK when
+// withPSK.
+func NewPair(hostNQN string, gen int64, now time.Time, withPSK bool) (Pair, error) {
 	h, err := NewSecret()
 	if err != nil {
 		return Pair{}, err
@@ -54,7 +59,13 @@ func NewPair(hostNQN string, gen int64, now time.Time) (Pair, error) {
 	if err != nil {
 		return Pair{}, err
 	}
-	return Pair{HostNQN: hostNQN, Host: h, Ctrl: c, Generation: gen, Created: now.UTC().Truncate(time.Second)}, nil
+	p := Pair{HostNQN: hostNQN, Host: h, Ctrl: c, Generation: gen, Created: now.UTC().Truncate(time.Second)}
+	if withPSK {
+		if p.PSK, err = NewPSK(); err != nil {
+			return Pair{}, err
+		}
+	}
+	return p, nil
 }
 
 // Put writes p into a Secret's data.
@@ -63,6 +74,9 @@ func Put(data map[string][]byte, p Pair) {
 	data[key(id, fieldHostNQN)] = []byte(p.HostNQN)
 	data[key(id, fieldHost)] = []byte(p.Host)
 	data[key(id, fieldCtrl)] = []byte(p.Ctrl)
+	if p.PSK != "" {
+		data[key(id, fieldPSK)] = []byte(p.PSK)
+	}
 	data[key(id, fieldGeneration)] = []byte(strconv.FormatInt(p.Generation, 10))
 	data[key(id, fieldCreated)] = []byte(p.Created.Format(time.RFC3339))
 }
@@ -70,7 +84,7 @@ func Put(data map[string][]byte, p Pair) {
 // Remove deletes hostNQN's entry.
 func Remove(data map[string][]byte, hostNQN string) {
 	id := EntryID(hostNQN)
-	for _, f := range []string{fieldHostNQN, fieldHost, fieldCtrl, fieldGeneration, fieldCreated} {
+	for _, f := range []string{fieldHostNQN, fieldHost, fieldCtrl, fieldPSK, fieldGeneration, fieldCreated} {
 		delete(data, key(id, f))
 	}
 }
@@ -121,6 +135,12 @@ func read(get func(field string) (string, bool), hostNQN string) (Pair, error) {
 		if err := CheckSecret(s); err != nil {
 			return p, fmt.Errorf("host %s: %w", hostNQN, err)
 		}
+	}
+	if psk, ok := get(fieldPSK); ok {
+		if err := CheckPSK(psk); err != nil {
+			return p, fmt.Errorf("host %s: %w", hostNQN, err)
+		}
+		p.PSK = psk
 	}
 	g, _ := get(fieldGeneration)
 	gen, err := strconv.ParseInt(g, 10, 64)

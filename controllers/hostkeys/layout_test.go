@@ -8,17 +8,20 @@ import (
 
 func TestPairsRoundTripThroughSecretDataAndCSISecrets(t *testing.T) {
 	now := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
-	a, err := NewPair("nqn.2014-08.org.nvmexpress:uuid:aaaa", 3, now)
+	a, err := NewPair("nqn.2014-08.org.nvmexpress:uuid:aaaa", 3, now, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := NewPair("nqn.2014-08.org.nvmexpress:uuid:bbbb", 1, now)
+	b, _ := NewPair("nqn.2014-08.org.nvmexpress:uuid:bbbb", 1, now, false)
 	data := map[string][]byte{}
 	Put(data, a)
 	Put(data, b)
 	got := Pairs(data)
 	if len(got) != 2 || got[a.HostNQN] != a || got[b.HostNQN] != b {
 		t.Fatalf("Pairs = %+v", got)
+	}
+	if a.PSK == "" || b.PSK != "" {
+		t.Fatalf("PSKs: %q with, %q without", a.PSK, b.PSK)
 	}
 	csi := map[string]string{}
 	for k, v := range data {
@@ -38,10 +41,15 @@ func TestPairsRoundTripThroughSecretDataAndCSISecrets(t *testing.T) {
 }
 
 func TestMalformedEntriesAreRefusedOrSkipped(t *testing.T) {
-	p, _ := NewPair("nqn.2014-08.org.nvmexpress:uuid:aaaa", 1, time.Now())
+	p, _ := NewPair("nqn.2014-08.org.nvmexpress:uuid:aaaa", 1, time.Now(), true)
 	data := map[string][]byte{}
 	Put(data, p)
 	id := EntryID(p.HostNQN)
+	data[id+".tls-psk"] = []byte(strings.Replace(p.PSK, "NVMeTLSkey-1:01:", "NVMeTLSkey-1:01:A", 1))
+	if got := Pairs(data); len(got) != 0 {
+		t.Fatalf("a corrupt PSK was read: %+v", got)
+	}
+	Put(data, p)
 	data[id+".dhchap-secret"] = []byte(strings.Replace(p.Host, "A", "B", 1) + "x")
 	if got := Pairs(data); len(got) != 0 {
 		t.Fatalf("a corrupt secret was read: %+v", got)
@@ -74,6 +82,13 @@ func TestNewSecretsAreWellFormedAndDistinct(t *testing.T) {
 		if CheckSecret(bad) == nil {
 			t.Errorf("CheckSecret(%q) = nil", bad)
 		}
+	}
+	psk, err := NewPSK()
+	if err != nil || CheckPSK(psk) != nil || !strings.HasPrefix(psk, "NVMeTLSkey-1:01:") {
+		t.Fatalf("NewPSK = %d bytes, %v; check %v", len(psk), err, CheckPSK(psk))
+	}
+	if CheckPSK(strings.Replace(psk, "NVMeTLSkey-1", "DHHC-1", 1)) == nil || CheckSecret(psk) == nil {
+		t.Error("a PSK and a DH-HMAC-CHAP secret pass for each other")
 	}
 }
 

@@ -1,6 +1,7 @@
-// Package hostkeys holds the DH-HMAC-CHAP keys of a volume's hosts: how a
-// secret is generated (the DHHC-1 interchange format of NVMe Base 2.x and
-// nvme-cli's gen-dhchap-key) and how the pairs are laid out in the
+// Package hostkeys holds the DH-HMAC-CHAP keys (and TLS PSKs) of a
+// volume's hosts: how a secret is generated (the DHHC-1 interchange
+// format of NVMe Base 2.x and nvme-cli's gen-dhchap-key; the NVMeTLSkey-1
+// format of NVMe/TCP and nvme-cli's gen-tls-key) and how they are laid out in the
 // volume's Secret, which the operator writes and the CSI node plugin
 // receives from the kubelet (node-stage and node-publish secrets).
 package hostkeys
@@ -11,6 +12,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"slices"
 	"strings"
 )
 
@@ -20,32 +22,43 @@ const keyBytes = 32
 
 // NewSecret returns a fresh secret: DHHC-1:01:<base64(key || crc32(key))>:
 // (the CRC little-endian, as the format says).
-func NewSecret() (string, error) {
+func NewSecret() (string, error) { return newKey("DHHC-1") }
+
+// NewPSK returns a fresh TLS PSK: NVMeTLSkey-1:01:<base64(key || crc32)>:
+// (hash 01, SHA-256: the one the dataplane serves).
+func NewPSK() (string, error) { return newKey("NVMeTLSkey-1") }
+
+func newKey(format string) (string, error) {
 	buf := make([]byte, keyBytes, keyBytes+4)
 	if _, err := rand.Read(buf); err != nil {
-		return "", fmt.Errorf("generate a DH-HMAC-CHAP key: %w", err)
+		return "", fmt.Errorf("generate a %s key: %w", format, err)
 	}
 	buf = binary.LittleEndian.AppendUint32(buf, crc32.ChecksumIEEE(buf))
-	return "DHHC-1:01:" + base64.StdEncoding.EncodeToString(buf) + ":", nil
+	return format + ":01:" + base64.StdEncoding.EncodeToString(buf) + ":", nil
 }
 
 // CheckSecret tells whether s is a well-formed DHHC-1 secret (length and
 // CRC), without saying anything of its value.
-func CheckSecret(s string) error {
+func CheckSecret(s string) error { return checkKey(s, "DHHC-1", []int{32, 48, 64}) }
+
+// CheckPSK tells whether s is a well-formed SHA-256 TLS PSK.
+func CheckPSK(s string) error { return checkKey(s, "NVMeTLSkey-1", []int{32}) }
+
+func checkKey(s, format string, sizes []int) error {
 	parts := strings.Split(s, ":")
-	if len(parts) != 4 || parts[0] != "DHHC-1" || parts[3] != "" {
-		return fmt.Errorf("not a DHHC-1:<hash>:<base64>: secret")
+	if len(parts) != 4 || parts[0] != format || parts[3] != "" {
+		return fmt.Errorf("not a %s:<hash>:<base64>: key", format)
 	}
 	raw, err := base64.StdEncoding.DecodeString(parts[2])
 	if err != nil {
-		return fmt.Errorf("DHHC-1 secret: the key is not base64")
+		return fmt.Errorf("%s key: not base64", format)
 	}
 	n := len(raw) - 4
-	if n != 32 && n != 48 && n != 64 {
-		return fmt.Errorf("DHHC-1 secret: a key of %d bytes (32, 48 or 64)", max(n, 0))
+	if !slices.Contains(sizes, n) {
+		return fmt.Errorf("%s key: %d bytes (%v expected)", format, max(n, 0), sizes)
 	}
 	if crc32.ChecksumIEEE(raw[:n]) != binary.LittleEndian.Uint32(raw[n:]) {
-		return fmt.Errorf("DHHC-1 secret: CRC mismatch")
+		return fmt.Errorf("%s key: CRC mismatch", format)
 	}
 	return nil
 }

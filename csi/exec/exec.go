@@ -20,7 +20,7 @@ import (
 const DefaultTimeout = 2 * time.Minute
 
 // secretFlags are flags whose next argument (or "=value") is a secret.
-var secretFlags = []string{"--dhchap-secret", "--dhchap-ctrl-secret", "--tls-key", "-S", "-C"}
+var secretFlags = []string{"--dhchap-secret", "--dhchap-ctrl-secret", "--tls-key", "--keydata", "-S", "-C"}
 
 // Run runs prog with args and returns its stdout and stderr.
 func Run(ctx context.Context, prog string, args ...string) ([]byte, []byte, error) {

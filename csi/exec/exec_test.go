@@ -35,8 +35,8 @@ func TestRunHonoursTheDeadline(t *testing.T) {
 }
 
 func TestRedact(t *testing.T) {
-	got := Redact([]string{"connect", "--dhchap-secret", "DHHC-1:00:abc", "--tls-key=xyz", "-n", "nqn"})
-	want := []string{"connect", "--dhchap-secret", "***", "--tls-key=***", "-n", "nqn"}
+	got := Redact([]string{"connect", "--dhchap-secret", "DHHC-1:00:abc", "--tls-key=xyz", "--keydata=NVMeTLSkey-1:01:k:", "-n", "nqn"})
+	want := []string{"connect", "--dhchap-secret", "***", "--tls-key=***", "--keydata=***", "-n", "nqn"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %v, want %v", got, want)
 	}

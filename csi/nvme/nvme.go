@@ -28,6 +28,9 @@ type ConnectOptions struct {
 	// DHChapSecret and DHChapCtrlSecret (DHHC-1 secrets, optional)
 	// authenticate the host and, with the second, the controller.
 	DHChapSecret, DHChapCtrlSecret string
+	// TLS: NVMe/TCP's secure channel, with the PSK InsertPSK put into
+	// the keyring (tlshd makes the handshake).
+	TLS bool
 }
 
 // Exec runs a program (csi/exec.Run).
@@ -90,7 +93,23 @@ func connectArgs(o ConnectOptions) []string {
 	if o.DHChapCtrlSecret != "" {
 		args = append(args, "--dhchap-ctrl-secret", o.DHChapCtrlSecret)
 	}
+	if o.TLS {
+		args = append(args, "--tls")
+	}
 	return args
+}
+
+// InsertPSK puts psk (NVMeTLSkey-1:01:...) into the kernel's .nvme keyring
+// as hostNQN's retained PSK for subNQN, with the version 0 identity
+// ("NVMe0R01 <hostnqn> <subnqn>") that the Linux host looks up at
+// `nvme connect --tls`; a key already there under that identity is
+// replaced.
+func (c *CLI) InsertPSK(ctx context.Context, hostNQN, subNQN, psk string) error {
+	if _, _, err := c.Exec(ctx, "nvme", "check-tls-key", "--keydata="+psk, "--hostnqn="+hostNQN,
+		"--subsysnqn="+subNQN, "--identity=0", "--insert"); err != nil {
+		return fmt.Errorf("insert the TLS PSK for %s into the kernel keyring: %w", subNQN, err)
+	}
+	return nil
 }
 
 // Disconnect removes every controller of subNQN; none is success.

@@ -79,6 +79,7 @@ func TestConnect(t *testing.T) {
 		"a live one at another portal goes first": {"list-subsys-connected.json", func(o *ConnectOptions) { o.Port = "4421" },
 			[]string{"nvme disconnect -d nvme0", strings.Replace(connect, "-s 4420", "-s 4421", 1)}},
 		"queues when asked": {"list-subsys-empty.json", func(o *ConnectOptions) { o.NrIOQueues = 4 }, []string{connect + " --nr-io-queues 4"}},
+		"TLS":               {"list-subsys-empty.json", func(o *ConnectOptions) { o.TLS = true }, []string{connect + " --tls"}},
 	} {
 		f := &fakeNVMe{listSubsys: fixture(t, c.listSubsys)}
 		o := opts
@@ -91,6 +92,20 @@ func TestConnect(t *testing.T) {
 		if !reflect.DeepEqual(f.calls, c.want) {
 			t.Errorf("%s: calls\n%v\nwant\n%v", name, f.calls, c.want)
 		}
+	}
+}
+
+// The PSK goes into the kernel keyring with the identity the 6.12 host
+// looks up (version 0), never on a command line that is logged.
+func TestInsertPSK(t *testing.T) {
+	f := &fakeNVMe{}
+	const psk = "NVMeTLSkey-1:01:c2VjcmV0:"
+	if err := (&CLI{Exec: f.exec}).InsertPSK(context.Background(), "nqn.h", captureNQN, psk); err != nil {
+		t.Fatal(err)
+	}
+	want := "nvme check-tls-key --keydata=" + psk + " --hostnqn=nqn.h --subsysnqn=" + captureNQN + " --identity=0 --insert"
+	if !reflect.DeepEqual(f.calls, []string{want}) {
+		t.Errorf("calls %v, want %s", f.calls, want)
 	}
 }
 

@@ -29,6 +29,8 @@ type poolInput struct {
 	RookNamespace string
 	// AllowCrossRack is placement.allowCrossRack (the default when nil).
 	AllowCrossRack *bool
+	// TLS is dataPath.tls.
+	TLS bool
 }
 
 // createPool creates a pool whose nodes are labelled standin.PoolNodeLabel=<name>,
@@ -50,6 +52,7 @@ func createPool(ctx context.Context, in poolInput) *rcv1.CachePool {
 				SeqCutoff: &rcv1.SeqCutoff{Policy: rcv1.SeqCutoffNever},
 			},
 			Placement: rcv1.Placement{AllowCrossRack: in.AllowCrossRack},
+			DataPath:  rcv1.DataPath{TLS: in.TLS},
 			Image:     "rackcache/dataplane:test",
 		},
 	}

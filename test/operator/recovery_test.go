@@ -32,12 +32,22 @@ const writtenMiB = 8
 // kernel reconnects (I/O waits meanwhile) and the job reads the data back.
 // Then it disconnects and the host deletes the volume.
 const lifecycleJob = `set -u
-A=10.0.3.100; S=%[1]d; NQN=%[2]s; MIB=%[3]d
+A=10.0.3.100; S=%[1]d; NQN=%[2]s; MIB=%[3]d; TLS=%[4]t
 # Kernel messages stay in dmesg: on the console they could split our lines.
 echo 1 > /proc/sys/kernel/printk
 # The pool authenticates hosts: the host's keys, read from the operator's
 # Secret by the test, as the kubelet hands them to the CSI node plugin.
-nvme connect -t tcp -a $A -s $S -n $NQN --nr-io-queues=2 --reconnect-delay=1 --ctrl-loss-tmo=600 \
+tls=""
+if [ "$TLS" = true ]; then
+	# A TLS pool: tlshd makes the handshakes, with the PSK nvme-cli puts
+	# into the kernel's keyring (as the CSI node plugin does).
+	for m in tls gcm ghash_generic; do modprobe $m; done
+	tlshd --stderr >/tmp/tlshd.log 2>&1 &
+	nvme check-tls-key --keydata="$(cat /job/psk.key)" --hostnqn="$(cat /etc/nvme/hostnqn)" --subsysnqn=$NQN --identity=0 --insert >/dev/null
+	echo "insert-psk=$?"
+	tls=--tls
+fi
+nvme connect -t tcp -a $A -s $S -n $NQN --nr-io-queues=2 --reconnect-delay=1 --ctrl-loss-tmo=600 $tls \
   --dhchap-secret="$(cat /job/host.key)" --dhchap-ctrl-secret="$(cat /job/ctrl.key)"
 echo "connect=$?"
 dev="$(wait_dev $NQN)"
@@ -63,38 +73,54 @@ echo "step-delete=$?"
 
 var _ = Describe("A write-back CachedVolume written by a guest", func() {
 	It("keeps its cache data across kill -9 (with and without the persisted configuration), and deletion flushes every byte to Ceph", func(ctx SpecContext) {
-		for attempt := 1; ; attempt++ {
-			oops := writeBackLifeCycle(ctx, lifeCycleNameOf(attempt))
-			if oops == "" {
-				return
-			}
-			// The guest kernel, not the target, failed: the stock 6.1
-			// kernel's NVMe/TCP initiator has a race in its error
-			// recovery as the target dies mid-I/O (docs/development.md).
-			// A fresh start (new pool, server, volume and guest), up to
-			// framework.InitiatorCrashAttempts attempts.
-			if attempt == framework.InitiatorCrashAttempts {
-				Fail(fmt.Sprintf("the guest kernel crashed in its NVMe/TCP initiator in %d attempts in a row:\n%s", attempt, oops))
-			}
-			GinkgoWriter.Printf("attempt %d: the guest kernel crashed in its NVMe/TCP initiator as the target died (report above); starting over\n", attempt)
-		}
+		lifeCycleWithRetries(ctx, false)
+	})
+	It("does the same over TLS (dataPath.tls: a PSK per host from the operator, tlshd in the guest)", func(ctx SpecContext) {
+		lifeCycleWithRetries(ctx, true)
 	})
 })
+
+// lifeCycleWithRetries runs writeBackLifeCycle, starting over when the
+// guest's kernel (not the target) failed.
+func lifeCycleWithRetries(ctx SpecContext, tls bool) {
+	GinkgoHelper()
+	for attempt := 1; ; attempt++ {
+		oops := writeBackLifeCycle(ctx, lifeCycleNameOf(tls, attempt))
+		if oops == "" {
+			return
+		}
+		// The guest kernel, not the target, failed: the stock 6.1
+		// kernel's NVMe/TCP initiator has a race in its error
+		// recovery as the target dies mid-I/O (docs/development.md).
+		// A fresh start (new pool, server, volume and guest), up to
+		// framework.InitiatorCrashAttempts attempts.
+		if attempt == framework.InitiatorCrashAttempts {
+			Fail(fmt.Sprintf("the guest kernel crashed in its NVMe/TCP initiator in %d attempts in a row:\n%s", attempt, oops))
+		}
+		GinkgoWriter.Printf("attempt %d: the guest kernel crashed in its NVMe/TCP initiator as the target died (report above); starting over\n", attempt)
+	}
+}
 
 // lifeCycleName names what one attempt of the life cycle creates.
 type lifeCycleName struct {
 	pool, node, ip, rack string
+	tls                  bool
 }
 
 // lifeCycleNameOf names attempt's objects (from 1): an attempt's objects
 // stay until the spec ends, so a fresh start takes new ones, and a server
-// address of its own (127.0.0.5, then from 127.0.0.8 on).
-func lifeCycleNameOf(attempt int) lifeCycleName {
-	if attempt == 1 {
-		return lifeCycleName{pool: "wb", node: "wb-1", ip: "127.0.0.5", rack: "rack-w"}
+// address of its own (127.0.0.5, then from 127.0.0.8 on; over TLS
+// 127.0.0.11, then from 127.0.0.13 on).
+func lifeCycleNameOf(tls bool, attempt int) lifeCycleName {
+	prefix, first, base := "wb", 5, 6
+	if tls {
+		prefix, first, base = "tls", 11, 11
 	}
-	pool := fmt.Sprintf("wb%d", attempt)
-	return lifeCycleName{pool: pool, node: pool + "-1", ip: fmt.Sprintf("127.0.0.%d", 6+attempt), rack: "rack-" + pool}
+	if attempt == 1 {
+		return lifeCycleName{pool: prefix, node: prefix + "-1", ip: fmt.Sprintf("127.0.0.%d", first), rack: "rack-" + prefix, tls: tls}
+	}
+	pool := fmt.Sprintf("%s%d", prefix, attempt)
+	return lifeCycleName{pool: pool, node: pool + "-1", ip: fmt.Sprintf("127.0.0.%d", base+attempt), rack: "rack-" + pool, tls: tls}
 }
 
 // writeBackLifeCycle runs the guest job against a fresh pool, server and
@@ -102,7 +128,7 @@ func lifeCycleNameOf(attempt int) lifeCycleName {
 // initiator crashed (nothing is checked then), else "" once every check
 // passed.
 func writeBackLifeCycle(ctx SpecContext, n lifeCycleName) string {
-	pool := createPool(ctx, poolInput{Name: n.pool, WriteMode: rcv1.WriteBack})
+	pool := createPool(ctx, poolInput{Name: n.pool, WriteMode: rcv1.WriteBack, TLS: n.tls})
 	srv := cluster.StartServer(ctx, standin.ServerInput{Pool: pool, Node: n.node, IP: n.ip, Rack: n.rack, CacheMiB: 128})
 	cluster.SyncDaemonSetStatus(ctx, pool, 1)
 	waitPoolReady(ctx, pool.Name, 1)
@@ -122,6 +148,8 @@ func writeBackLifeCycle(ctx SpecContext, n lifeCycleName) string {
 	keys := hostKeysOf(ctx, vol.Name, hostNQN)
 	Expect(os.WriteFile(filepath.Join(dir, "host.key"), []byte(keys.Host), 0o600)).To(Succeed())
 	Expect(os.WriteFile(filepath.Join(dir, "ctrl.key"), []byte(keys.Ctrl), 0o600)).To(Succeed())
+	Expect(keys.PSK != "").To(Equal(n.tls), "a TLS PSK exactly when the pool uses TLS")
+	Expect(os.WriteFile(filepath.Join(dir, "psk.key"), []byte(keys.PSK), 0o600)).To(Succeed())
 	data := make([]byte, writtenMiB<<20)
 	_, err := rand.Read(data)
 	Expect(err).NotTo(HaveOccurred())
@@ -191,11 +219,12 @@ func writeBackLifeCycle(ctx SpecContext, n lifeCycleName) string {
 		return nil
 	}
 	res := framework.RunGuestWithSteps(GinkgoTB(), framework.GuestOptions{
-		Script: framework.GuestNVMeFunctions + framework.GuestStepFunctions + fmt.Sprintf(lifecycleJob, guestTargetPort, nqn, writtenMiB),
+		Script: framework.GuestNVMeFunctions + framework.GuestStepFunctions + fmt.Sprintf(lifecycleJob, guestTargetPort, nqn, writtenMiB, n.tls),
 		Files: map[string]string{
 			filepath.Join(dir, "data"):     "/job/data",
 			filepath.Join(dir, "host.key"): "/job/host.key",
 			filepath.Join(dir, "ctrl.key"): "/job/ctrl.key",
+			filepath.Join(dir, "psk.key"):  "/job/psk.key",
 		},
 		GuestForwardsTo:     map[int]string{guestTargetPort: fmt.Sprintf("%s:%d", srv.In.IP, nvmePort)},
 		Timeout:             10 * time.Minute,
@@ -207,6 +236,9 @@ func writeBackLifeCycle(ctx SpecContext, n lifeCycleName) string {
 	Expect(res.ExitCode).To(Equal(0), "guest job's exit status")
 	vals := framework.GuestValues(GinkgoTB(), res.Output)
 	Expect(vals).To(HaveKeyWithValue("connect", "0"))
+	if n.tls {
+		Expect(vals).To(HaveKeyWithValue("insert-psk", "0"))
+	}
 	Expect(vals).To(HaveKeyWithValue("write", "0"))
 	for _, k := range []string{"step-written", "step-kill-restart", "step-kill-forget-config", "step-delete", "disconnect"} {
 		Expect(vals).To(HaveKeyWithValue(k, "0"))
