@@ -107,6 +107,9 @@ var _ = Describe("CachePool", func() {
 			"spec.dataPath.interface"),
 		poolRejects("unknown host authentication", func(p *rcv1.CachePool) { p.Spec.DataPath.Authentication = "NQN" },
 			`Unsupported value: "NQN"`),
+		poolRejects("TLS without host authentication", func(p *rcv1.CachePool) {
+			p.Spec.DataPath.TLS, p.Spec.DataPath.Authentication = true, rcv1.HostAuthenticationNone
+		}, "dataPath.tls needs authentication DHHMACCHAP"),
 		poolRejects("block size not a power of two", func(p *rcv1.CachePool) { p.Spec.BlockSizesKiB = []rcv1.BlockSizeKiB{32, 48} },
 			"block sizes are in KiB and must be a power of two from 4 (4 KiB) to 1024 (1 MiB)"),
 		poolRejects("block size below 4 KiB", func(p *rcv1.CachePool) { p.Spec.BlockSizesKiB = []rcv1.BlockSizeKiB{2} },
@@ -189,4 +192,20 @@ var _ = Describe("CachePool", func() {
 		poolRejects("empty node selector", func(p *rcv1.CachePool) { p.Spec.NodeSelector = map[string]string{} },
 			"spec.nodeSelector"),
 	)
+
+	const tlsFixed = "dataPath.tls cannot change"
+	testedMessages["CachePool"] = append(testedMessages["CachePool"], tlsFixed)
+	It("keeps dataPath.tls as the pool was made: every volume of a server shares its listener", func(ctx context.Context) {
+		p := validPool("tls-fixed")
+		p.Spec.DataPath.TLS = true
+		create(ctx, p)
+		w := &rcv1.CachePool{}
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(p), w)).To(Succeed())
+		w.Spec.DataPath.TLS = false
+		Expect(k8s.Update(ctx, w)).To(MatchError(ContainSubstring(tlsFixed)))
+		// Other data-path settings still change.
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(p), w)).To(Succeed())
+		w.Spec.DataPath.Interface = "eth1"
+		Expect(k8s.Update(ctx, w)).To(Succeed())
+	})
 })
