@@ -12,10 +12,17 @@
 #   rackcache.local/busybox:<major.minor>: the e2e suite's workload image
 #       (Debian's busybox-static with every applet), what hack/cluster.sh runs
 # <appVersion> is charts/rackcache/Chart.yaml's. Binaries come from this
-# checkout (go build, cargo build --release); shared libraries, tools and
-# librados' plugins from this Debian host (ldd, transitively). Each image is
-# one layer packed by hack/tools/ociimage (go-containerregistry) with zero
-# timestamps, so the same inputs give the same digests.
+# checkout (go build, cargo build --release). The CSI and dataplane images'
+# root file systems are Debian 13 (trixie) packages, whole (nvme-cli 2.13
+# with NVMe/TCP TLS, Ceph 18's librbd and librados, OpenSSL 3.5), the same
+# release as the test guest, downloaded through its package lists
+# (hack/debroot.sh) and never installed here; every binary must resolve its
+# libraries among them. The operator and sidecars are static; busybox and
+# pause come from this host. Each image is one layer packed by
+# hack/tools/ociimage (go-containerregistry) with zero timestamps, so the
+# same inputs give the same digests; each gets an SPDX SBOM
+# (<name>.spdx.json beside its tarball, and /usr/share/rackcache/sbom.spdx.json
+# inside): its Debian packages, Go modules and Rust crates, with versions.
 #
 # Output: $RACKCACHE_CACHE/images/<key>/ with one <name>.tar per image,
 # images.txt ("ref file" lines) and snapshot-crds/ (the VolumeSnapshot CRDs
@@ -27,6 +34,7 @@
 #   --print-dir   print only the directory (no summary); builds first if needed
 source "$(dirname "$0")/lib.sh"
 source "$REPO_ROOT/hack/sidecars.sh"
+source "$REPO_ROOT/hack/debroot.sh"
 shopt -s inherit_errexit
 
 # Bump when what goes into an image changes without its files changing.
@@ -45,7 +53,9 @@ CSI_TOOLS=(
   /usr/sbin/mkfs.xfs /usr/sbin/xfs_growfs /usr/sbin/xfs_repair /usr/sbin/fsck.xfs
   /usr/bin/mount /usr/bin/umount /usr/sbin/blkid /usr/bin/findmnt /usr/bin/lsblk /usr/sbin/blockdev
 )
-CSI_APT=(nvme-cli e2fsprogs xfsprogs mount util-linux busybox-static librbd1 librados2)
+# Debian 13 packages of the two images (and the libraries they need).
+CSI_PKGS=(nvme-cli e2fsprogs xfsprogs mount util-linux busybox-static librbd1 librados2)
+DATAPLANE_PKGS=(librbd1 librados2 libssl3t64)
 
 print_only=false
 for arg in "$@"; do
@@ -60,10 +70,9 @@ app_version="$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\} *$/\1/p' "$REPO
 [ -n "$app_version" ] || die "no appVersion in charts/rackcache/Chart.yaml"
 
 command -v objcopy >/dev/null || die "objcopy (binutils) not found"
-for p in "${CSI_APT[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
-    || die "Debian package $p is missing: run hack/deps.sh apt"
-done
+command -v jq >/dev/null || die "jq not found: run hack/deps.sh apt"
+dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q "install ok installed" \
+  || die "Debian package busybox-static is missing: run hack/deps.sh apt"
 
 # go_tool NAME: build hack/tools/NAME (a module of its own) statically into
 # the cache, keyed by its sources; sets TOOL_BIN to the binary.
@@ -100,22 +109,6 @@ copy_into() {
   done
 }
 
-# add_elf ROOT PATH [IMAGEPATH]: a dynamically linked program or library and
-# every shared library it needs (ldd is transitive), the loader included.
-add_elf() {
-  local root="$1" p="$2" dst="${3:-$2}" libs lib
-  if [ "$dst" = "$p" ]; then
-    copy_into "$root" "$p"
-  else
-    mkdir -p "$root$(dirname "$dst")" && cp -p "$p" "$root$dst"
-  fi
-  libs="$(ldd "$p" 2>&1)" || { grep -q 'not a dynamic executable' <<<"$libs" && return 0; die "ldd $p: $libs"; }
-  if grep -q 'not found' <<<"$libs"; then die "ldd $p: $(grep 'not found' <<<"$libs")"; fi
-  for lib in $(awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }' <<<"$libs"); do
-    copy_into "$root" "$lib"
-  done
-}
-
 # stage_base ROOT [usr]: what every image has (root and nonroot users, /tmp,
 # /etc/mtab, mount points); with "usr", Debian's merged /usr layout too (/lib -> usr/lib, ...).
 stage_base() {
@@ -136,14 +129,96 @@ stage_base() {
   return 0
 }
 
-# add_ceph ROOT: librados' plugins (compressors, crypto) that it dlopens from
-# $CEPH_PLUGIN_DIR, with their libraries. The erasure-code plugins are the
-# OSDs', not a client's.
-add_ceph() {
+# debs_of NAME PKG...: sets DEBS_DIR to the directory with the Debian 13
+# packages PKG and the libraries they need, downloaded once per set of
+# versions ($RACKCACHE_CACHE/debs/NAME-<key>).
+debs_of() {
+  local name="$1" pkgs key dir; shift
+  mapfile -t pkgs < <(lib_closure "$@")
+  key="$(apt-cache "${APT_OPTS[@]}" show --no-all-versions "${pkgs[@]}" 2>/dev/null \
+    | awk '/^(Package|Version):/' | sha256sum | cut -c1-16)"
+  dir="$RACKCACHE_CACHE/debs/$name-$key"
+  if [ ! -f "$dir/.complete" ]; then
+    log "downloading $GUEST_SUITE's ${pkgs[*]}"
+    rm -rf "$dir"
+    # apt's _apt user cannot enter root's cache: download elsewhere first.
+    local dl
+    dl="$(mktemp -d)"
+    download_debs "$dl" "${pkgs[@]}"
+    mkdir -p "$dir" && mv "$dl"/*.deb "$dir/" && rmdir "$dl"
+    touch "$dir/.complete"
+  fi
+  DEBS_DIR="$dir"
+}
+
+# stage_debs ROOT DEBDIR: the packages' files into an image root (after
+# stage_base ROOT usr): /usr and /etc, without documentation.
+stage_debs() {
+  local root="$1" debs="$2" unpacked
+  unpacked="$work/debs-$(basename "$1")"
+  unpack_debs "$unpacked" "$debs"/*.deb
+  rm -rf "$unpacked"/usr/share/{doc,man,info,locale,lintian,bug,bash-completion}
+  cp -a "$unpacked/usr/." "$root/usr/"
+  if [ -d "$unpacked/etc" ]; then cp -a "$unpacked/etc/." "$root/etc/"; fi
+}
+
+# check_ceph ROOT: librados and its private libceph-common resolve in the
+# image, and so do the plugins it dlopens from $CEPH_PLUGIN_DIR where a
+# package ships them (Debian 12's librados2 ships compressors and crypto;
+# 13's does not: the client uses neither unless on-wire compression is
+# turned on).
+check_ceph() {
   local root="$1" f
-  for f in "$CEPH_PLUGIN_DIR"/compressor/* "$CEPH_PLUGIN_DIR"/crypto/*; do
-    if [ -L "$f" ]; then copy_into "$root" "$f"; else add_elf "$root" "$f"; fi
+  check_libs "$root" "$CEPH_PLUGIN_DIR/libceph-common.so.2"
+  for f in "$root$CEPH_PLUGIN_DIR"/compressor/* "$root$CEPH_PLUGIN_DIR"/crypto/*; do
+    [ -e "$f" ] || continue
+    [ -L "$f" ] || check_libs "$root" "${f#"$root"}"
   done
+}
+
+# sbom ROOT NAME DEBDIR BIN...: an SPDX 2.3 document of image NAME: the
+# Debian packages in DEBDIR (none: ""), the Go modules of the Go binaries
+# among BIN (go version -m) and, for rackcache-dataplane, the crates of its
+# build (cargo tree). Written to $work/NAME.spdx.json and into ROOT at
+# /usr/share/rackcache/sbom.spdx.json.
+sbom() {
+  local root="$1" name="$2" debs="$3" bin deb created; shift 3
+  created="$(git -C "$REPO_ROOT" log -1 --format=%cI 2>/dev/null || echo 1970-01-01T00:00:00Z)"
+  {
+    if [ -n "$debs" ]; then
+      for deb in "$debs"/*.deb; do
+        dpkg-deb --show --showformat='deb ${Package} ${Version}\n' "$deb"
+      done
+    fi
+    for bin in "$@"; do
+      case "$(basename "$bin")" in
+        busybox)
+          dpkg-query -W -f='deb ${Package} ${Version}\n' busybox-static ;;
+        rackcache-dataplane)
+          (cd "$REPO_ROOT/dataplane" && cargo tree -q --locked -p rackcache-dataplane -e normal --prefix none) \
+            | awk '$2 ~ /^v[0-9]/ { sub(/^v/, "", $2); print "cargo " $1 " " $2 }' ;;
+        *)
+          go version -m "$bin" | awk '$1 == "dep" || $1 == "mod" { print "golang " $2 " " $3 }' ;;
+      esac
+    done
+  } | LC_ALL=C sort -u | jq -R -s --arg name "$name" --arg created "$created" --arg suite "$GUEST_SUITE" '
+    def purl($k; $n; $v):
+      if $k == "deb" then "pkg:deb/debian/\($n)@\($v)?arch=amd64&distro=\($suite)"
+      elif $k == "golang" then "pkg:golang/\($n)@\($v)"
+      else "pkg:cargo/\($n)@\($v)" end;
+    [split("\n")[] | select(length > 0) | split(" ")] as $rows |
+    {
+      spdxVersion: "SPDX-2.3", dataLicense: "CC0-1.0", SPDXID: "SPDXRef-DOCUMENT",
+      name: $name, documentNamespace: "https://rackcache.io/spdx/\($name)",
+      creationInfo: {created: $created, creators: ["Tool: rackcache hack/images.sh"]},
+      packages: [$rows | to_entries[] | {
+        name: .value[1], SPDXID: "SPDXRef-Package-\(.key)", versionInfo: .value[2],
+        downloadLocation: "NOASSERTION", filesAnalyzed: false,
+        externalRefs: [{referenceCategory: "PACKAGE-MANAGER", referenceType: "purl",
+                        referenceLocator: purl(.value[0]; .value[1]; .value[2])}]
+      }]
+    }' >"$work/$name.spdx.json"
+  install -D -m 0644 "$work/$name.spdx.json" "$root/usr/share/rackcache/sbom.spdx.json"
 }
 
 work=""
@@ -176,35 +251,48 @@ r="$work/rootfs"
 
 stage_base "$r/rackcache-operator"
 install -m 0755 "$work/bin/rackcache-operator" "$r/rackcache-operator/rackcache-operator"
+sbom "$r/rackcache-operator" rackcache-operator "" "$work/bin/rackcache-operator"
 specs+=("rackcache-operator|$REGISTRY/rackcache-operator:$app_version|/rackcache-operator|65532:65532")
 
+guest_apt
+# The binaries are built on this host (Debian 12: glibc 2.36); trixie's
+# newer glibc and libraries keep their ABI (librbd.so.1, librados.so.2).
+debs_of csi "${CSI_PKGS[@]}"; csi_debs="$DEBS_DIR"
 stage_base "$r/rackcache-csi" usr
-add_elf "$r/rackcache-csi" "$work/bin/rackcache-csi" /usr/local/bin/rackcache-csi
+stage_debs "$r/rackcache-csi" "$csi_debs"
+install -D -m 0755 "$work/bin/rackcache-csi" "$r/rackcache-csi/usr/local/bin/rackcache-csi"
+check_libs "$r/rackcache-csi" /usr/local/bin/rackcache-csi
 for t in "${CSI_TOOLS[@]}"; do
-  if [ -L "$t" ] || ! head -c4 "$t" | grep -q ELF; then copy_into "$r/rackcache-csi" "$t"; else add_elf "$r/rackcache-csi" "$t"; fi
+  [ -e "$r/rackcache-csi$t" ] || die "$t is in no package of the CSI image (${CSI_PKGS[*]})"
+  if [ ! -L "$r/rackcache-csi$t" ] && head -c4 "$r/rackcache-csi$t" | grep -q ELF; then check_libs "$r/rackcache-csi" "$t"; fi
 done
-add_ceph "$r/rackcache-csi"
-copy_into "$r/rackcache-csi" /etc/mke2fs.conf
+check_ceph "$r/rackcache-csi"
 mkdir -p "$r/rackcache-csi/etc/nvme" "$r/rackcache-csi/run"
 touch "$r/rackcache-csi/etc/fstab"
 # A minimal /bin/sh (fsck.xfs is a script; exec'ed tools may want one).
-cp -p /usr/bin/busybox "$r/rackcache-csi/usr/bin/busybox"
 ln -s busybox "$r/rackcache-csi/usr/bin/sh"
+sbom "$r/rackcache-csi" rackcache-csi "$csi_debs" "$work/bin/rackcache-csi"
 specs+=("rackcache-csi|$REGISTRY/rackcache-csi:$app_version|/usr/local/bin/rackcache-csi|")
 
+debs_of dataplane "${DATAPLANE_PKGS[@]}"; dataplane_debs="$DEBS_DIR"
 stage_base "$r/rackcache-dataplane" usr
-add_elf "$r/rackcache-dataplane" "$work/bin/rackcache-dataplane" /usr/local/bin/rackcache-dataplane
-add_ceph "$r/rackcache-dataplane"
+stage_debs "$r/rackcache-dataplane" "$dataplane_debs"
+install -D -m 0755 "$work/bin/rackcache-dataplane" "$r/rackcache-dataplane/usr/local/bin/rackcache-dataplane"
+check_libs "$r/rackcache-dataplane" /usr/local/bin/rackcache-dataplane
+check_ceph "$r/rackcache-dataplane"
+sbom "$r/rackcache-dataplane" rackcache-dataplane "$dataplane_debs" "$REPO_ROOT/dataplane/target/image/rackcache-dataplane"
 specs+=("rackcache-dataplane|$REGISTRY/rackcache-dataplane:$app_version|/usr/local/bin/rackcache-dataplane|")
 
 mkdir -p "$r/pause"
 install -m 0755 "$pause" "$r/pause/pause"
+sbom "$r/pause" pause "" "$pause"
 specs+=("pause|$(IFS=,; echo "${PAUSE_IMAGES[*]}")|/pause|65535:65535")
 
 list_sidecars >"$work/sidecars.txt"
 while read -r name image bin; do
   stage_base "$r/$name"
   install -m 0755 "$bin" "$r/$name/$name"
+  sbom "$r/$name" "$name" "" "$bin"
   specs+=("$name|$image|/$name|")
 done <"$work/sidecars.txt"
 
@@ -216,6 +304,7 @@ cp -p /usr/bin/busybox "$r/busybox/usr/bin/busybox"
 for a in $(/usr/bin/busybox --list-full); do
   [ -e "$r/busybox/$a" ] || [ -L "$r/busybox/$a" ] || ln -s /usr/bin/busybox "$r/busybox/$a"
 done
+sbom "$r/busybox" busybox "" /usr/bin/busybox
 specs+=("busybox|rackcache.local/busybox:$busybox_version|||sh")
 
 # --- key: every staged file (content, mode, link target) and every spec ------
@@ -243,6 +332,7 @@ pack_all() {
     [ -z "$user" ] || args+=(--user "$user")
     [ -z "$cmd" ] || args+=(--cmd "$cmd")
     "$ociimage" "${args[@]}" >&2
+    cp "$work/$name.spdx.json" "$tmp/$name.spdx.json"
   done
   local crds
   crds="$(snapshot_crds_dir)"

@@ -17,6 +17,7 @@
 # Packages are fetched with `apt-get download` and unpacked with dpkg-deb,
 # never installed. Needs: apt, dpkg-deb, depmod (kmod), cpio, gzip.
 source "$(dirname "$0")/../lib.sh"
+source "$REPO_ROOT/hack/debroot.sh"
 
 # Bump when this script or hack/guest/init changes what goes into the guest,
 # so that every clone rebuilds instead of reusing a stale cache entry.
@@ -57,29 +58,6 @@ debian_kernel
 
 key="${kver}_${kernel_version}_r${GUEST_RECIPE}"
 out="$RACKCACHE_CACHE/guest/$key"
-
-# lib_closure PKG...: PKG and, transitively, the library packages they depend
-# on (first alternative of each or-group; programs such as uuid-runtime are
-# not followed: only shared libraries are needed next to the binary).
-lib_closure() {
-  local -A seen=()
-  local queue=("$@") next p
-  while [ ${#queue[@]} -gt 0 ]; do
-    next=()
-    for p in "${queue[@]}"; do seen[$p]=1; done
-    while read -r p; do
-      [ -n "${seen[$p]:-}" ] || next+=("$p")
-    done < <(apt-cache "${APT_OPTS[@]}" depends --no-recommends --no-suggests --no-conflicts \
-      --no-breaks --no-replaces --no-enhances "${queue[@]}" | awk '
-        /^[^ ]/ { alt = 0; next }
-        /^ \|(Pre)?Depends:/ { if (!alt) print $2; alt = 1; next }
-        /^  (Pre)?Depends:/ { if (!alt) print $2; alt = 0; next }
-        { alt = 0 }' | grep -E '^(lib|zlib)' | sort -u)
-    queue=()
-    for p in "${next[@]}"; do [ -n "${seen[$p]:-}" ] || queue+=("$p"); done
-  done
-  printf '%s\n' "${!seen[@]}" | sort
-}
 
 # module_order ROOT MODULE...: the modules' files (relative to the module
 # directory) with their dependencies from modules.dep, each after everything
@@ -163,22 +141,8 @@ build() {
   mapfile -t pkgs < <(lib_closure nvme-cli ktls-utils)
   pkgs+=("$kernel_pkg=$kernel_version" busybox-static)
   log "downloading ${pkgs[*]}"
-  if [ "$(id -u)" -eq 0 ] && id _apt >/dev/null 2>&1; then chown _apt "$dl"; fi
-  (cd "$dl" && apt-get "${APT_OPTS[@]}" download -q "${pkgs[@]}" >/dev/null) || die "apt-get download from $GUEST_SUITE failed"
-  local deb
-  for deb in "$dl"/*.deb; do dpkg-deb -x "$deb" "$root"; done
-  # Debian 12 on shipped /lib and /bin, 13 ships /usr only (merged /usr,
-  # whose /lib -> usr/lib links come from base-files, not downloaded):
-  # link the top-level names into usr/ so both layouts read the same.
-  local d
-  for d in bin sbin lib lib64; do
-    mkdir -p "$root/usr/$d"
-    if [ -d "$root/$d" ] && [ ! -L "$root/$d" ]; then
-      cp -a "$root/$d/." "$root/usr/$d/"
-      rm -rf "${root:?}/$d"
-    fi
-    ln -sfn "usr/$d" "$root/$d"
-  done
+  download_debs "$dl" "${pkgs[@]}"
+  unpack_debs "$root" "$dl"/*.deb
 
   local moddir="$root/lib/modules/$kver"
   [ -f "$root/boot/vmlinuz-$kver" ] && [ -d "$moddir" ] || die "$kernel_pkg has no kernel or modules"
