@@ -28,9 +28,10 @@ ROOTFS_MB=3072
 MIRROR="${RACKCACHE_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 # What the node needs: the container runtime, the NVMe/TCP initiator's
 # tools, the file systems the CSI node plugin formats, and the commands
-# guest-init runs.
+# guest-init runs; tlshd (ktls-utils) for NVMe/TCP TLS (pools with
+# dataPath.tls).
 PACKAGES=(containerd runc iptables iproute2 nvme-cli socat kmod e2fsprogs xfsprogs
-  util-linux mount procps ca-certificates containernetworking-plugins)
+  util-linux mount procps ca-certificates containernetworking-plugins ktls-utils)
 # Module trees too large and useless for a headless virtio guest.
 SKIP_MODULES='drivers/(gpu|media|net/wireless|infiniband|staging|isdn|bluetooth|iio|hid|usb|input|video)|sound/'
 
@@ -48,7 +49,7 @@ done
 guest_apt
 debian_kernel
 kubelet_sum="$(sha256sum "$kubelet" | cut -c1-12)"
-recipe_sum="$(cat "$0" "$REPO_ROOT/hack/cluster/guest-init" | sha256sum | cut -c1-8)"
+recipe_sum="$(cat "$0" "$REPO_ROOT/hack/cluster/guest-init" "$REPO_ROOT/hack/guest/tlshd.conf" | sha256sum | cut -c1-8)"
 key="${GUEST_SUITE}_${kver}_${kernel_version}_r${GUEST_RECIPE}-${recipe_sum}_kubelet-${kubelet_sum}"
 out="$RACKCACHE_CACHE/cluster-guest/$key"
 
@@ -87,6 +88,8 @@ build() {
   log "kubelet and the node's own settings"
   install -m 0755 "$kubelet" "$root/usr/local/bin/kubelet"
   install -m 0755 "$REPO_ROOT/hack/cluster/guest-init" "$root/sbin/rackcache-node-init"
+  # tlshd reads the PSKs the CSI node plugin puts into the .nvme keyring.
+  install -m 0644 "$REPO_ROOT/hack/guest/tlshd.conf" "$root/etc/tlshd.conf"
   echo rackcache-guest >"$root/etc/hostname"
   printf '127.0.0.1 localhost\n10.0.3.15 rackcache-guest\n' >"$root/etc/hosts"
   : >"$root/etc/resolv.conf"

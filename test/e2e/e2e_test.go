@@ -53,7 +53,7 @@ var _ = Describe("rackcache on a cluster", Ordered, func() {
 	})
 
 	It("makes a CachePool on the cache-server nodes Ready", Label("smoke"), func(ctx context.Context) {
-		specs.CreateCachePool(ctx, env, specs.PoolInput{Name: poolName})
+		specs.CreateCachePool(ctx, env, specs.PoolInput{Name: poolName, TLS: true})
 	})
 
 	It("serves a write-through file system volume to a pod on a compute node", Label("smoke"), func(ctx context.Context) {
@@ -63,6 +63,7 @@ var _ = Describe("rackcache on a cluster", Ordered, func() {
 		fsSum = specs.WriteAndVerify(ctx, env, fsWT, fileMiB)
 		specs.ExpectSubsystem(ctx, env, poolName, fsWT)
 		specs.ExpectHostAuthenticated(ctx, env, poolName, fsWT)
+		specs.ExpectTLS(ctx, env, fsWT)
 		specs.RotateHostKeys(ctx, env, poolName, fsWT)
 		specs.ExpectHitRatio(ctx, env, fsWT)
 		specs.ExpectHitRatioInPrometheus(ctx, env, fsWT)

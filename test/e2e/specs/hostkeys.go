@@ -83,3 +83,20 @@ func RotateHostKeys(ctx context.Context, env Env, pool string, v *Volume) {
 		WithContext(ctx).WithTimeout(rotationTimeout).WithPolling(poll).Should(BeNumerically(">", before),
 		"the node did not authenticate again after the rotation (republish with the new keys)")
 }
+
+// ExpectTLS checks that the volume's host keys hold a TLS PSK and that the
+// node's kernel reaches the volume's subsystem over TLS: its controller
+// shows the key it negotiated with (sysfs tls_key, the keyring serial of
+// the PSK the node plugin inserted and tlshd used).
+func ExpectTLS(ctx context.Context, env Env, v *Volume) {
+	By("checking that the node reaches the volume over NVMe/TCP TLS with the volume's PSK")
+	cv := v.GetCachedVolume(ctx, env)
+	sec := &corev1.Secret{}
+	key := client.ObjectKey{Namespace: env.Cluster.Config.Namespace, Name: cv.Spec.HostKeysSecret}
+	Expect(env.Cluster.Client.Get(ctx, key, sec)).To(Succeed())
+	Expect(sec.Data).To(HaveKey(HaveSuffix(".tls-psk")), "Secret %s holds no TLS PSK", key)
+	nqn := nqnPrefix + v.CachedVolume
+	script := `for c in /sys/class/nvme/nvme*; do [ "$(busybox cat $c/subsysnqn)" = "$0" ] && echo "tls_key=$(busybox cat $c/tls_key)"; done; true`
+	out := nodeExec(ctx, env, v.Input.Namespace, v.Input.Name, "sh", "-c", script, nqn)
+	Expect(out).To(MatchRegexp(`tls_key=[0-9a-f]+`), "the node's controller of %s shows no TLS key: %q", nqn, out)
+}

@@ -24,6 +24,9 @@ type PoolInput struct {
 	Name string
 	// Port is the cache servers' NVMe/TCP port (4420 when zero).
 	Port int32
+	// TLS is dataPath.tls: volumes only over NVMe/TCP's TLS, with a PSK
+	// per host and volume (the cluster's guest node runs tlshd).
+	TLS bool
 }
 
 // CreateCachePool creates a CachePool on the suite's cache-server nodes with
@@ -48,6 +51,7 @@ func CreateCachePool(ctx context.Context, env Env, in PoolInput) *rcv1.CachePool
 				"secretRef": map[string]any{"name": CephSecret, "namespace": cfg.Namespace},
 			},
 			"resources": map[string]any{"requests": map[string]any{"cpu": "100m", "memory": "256Mi"}},
+			"dataPath":  map[string]any{"tls": in.TLS},
 		},
 	}
 	manifest, err := yaml.Marshal(pool)
@@ -157,13 +161,18 @@ func ExpectNoSubsystems(ctx context.Context, env Env, pool string, volumes []*Vo
 // nodeSubsystems is `nvme list-subsys` as the CSI node plugin on the node
 // of a pod sees it.
 func nodeSubsystems(ctx context.Context, env Env, namespace, pod string) string {
+	return nodeExec(ctx, env, namespace, pod, "nvme", "list-subsys")
+}
+
+// nodeExec runs a command in the CSI node plugin on the node of a pod.
+func nodeExec(ctx context.Context, env Env, namespace, pod string, cmd ...string) string {
 	cfg := env.Cluster.Config
 	node, err := env.Cluster.Kubectl(ctx, "get", "pod", "-n", namespace, pod, "-o", "jsonpath={.spec.nodeName}")
 	Expect(err).NotTo(HaveOccurred())
 	plugin, err := env.Cluster.Kubectl(ctx, "get", "pods", "-n", cfg.Namespace, "-l", "app.kubernetes.io/name=rackcache-csi-node",
 		"--field-selector", "spec.nodeName="+node, "-o", "jsonpath={.items[0].metadata.name}")
 	Expect(err).NotTo(HaveOccurred())
-	out, err := env.Cluster.Kubectl(ctx, "exec", "-n", cfg.Namespace, plugin, "-c", "csi-node", "--", "nvme", "list-subsys")
-	Expect(err).NotTo(HaveOccurred())
+	out, err := env.Cluster.Kubectl(ctx, append([]string{"exec", "-n", cfg.Namespace, plugin, "-c", "csi-node", "--"}, cmd...)...)
+	Expect(err).NotTo(HaveOccurred(), "%v: %s", cmd, out)
 	return out
 }
