@@ -157,6 +157,7 @@ def nvmf_first_phase():
     expect_error(INVALID_PARAMS, "nvmf_subsystem_add_host", nqn=CNODE1, host=HOST1)
     expect_error(INVALID_PARAMS, "nvmf_subsystem_add_host", nqn=CNODE1, host="host one")
     expect_error(INVALID_PARAMS, "nvmf_subsystem_add_host", nqn=CNODE3, host=HOST1)
+    # A PSK the keyring does not hold.
     expect_error(INVALID_PARAMS, "nvmf_subsystem_add_host", nqn=CNODE1, host=HOST1, psk="key0")
     assert call("nvmf_subsystem_remove_host", nqn=CNODE1, host=HOST2) is True
     expect_error(INVALID_PARAMS, "nvmf_subsystem_remove_host", nqn=CNODE1, host=HOST2)
@@ -180,8 +181,10 @@ def nvmf_first_phase():
                  listen_address=la(port, adrfam="IPv6"))
     expect_error(INVALID_PARAMS, "nvmf_subsystem_add_listener", nqn=CNODE3,
                  listen_address=la(port))
-    expect_error(INVALID_PARAMS, "nvmf_subsystem_add_listener", nqn=CNODE1,
-                 listen_address=la(free_port()), secure_channel=True)
+    # A secure channel where a plain listener is bound: subsystems on one
+    # address share its setting.
+    expect_error(INVALID_PARAMS, "nvmf_subsystem_add_listener", nqn="nqn.2014-08.org.nvmexpress.discovery",
+                 listen_address=la(port), secure_channel=True)
     expect_error(INVALID_PARAMS, "nvmf_subsystem_add_listener", nqn=CNODE1,
                  listen_address=la(free_port()), rackcache_advertised={"port": 1})
     expect_error(INVALID_PARAMS, "nvmf_subsystem_remove_listener", nqn=CNODE1,
