@@ -235,7 +235,10 @@ func TestKernelHostAuthenticatesWithDHHMACCHAP(t *testing.T) {
 	if len(first) != 3 || len(again) != 3 {
 		t.Errorf("authentications: %d first, %d re-authentications; want 3 and 3", len(first), len(again))
 	}
-	if !regexp.MustCompile(`DH-HMAC-CHAP authentication failed`).Match(log) {
+	// The wrong key's queue got nothing: its authentication failed, or,
+	// on a loaded machine where the TCG guest's FFDHE-8192 outlasts
+	// auth_timeout, it was closed unauthenticated.
+	if !regexp.MustCompile(`DH-HMAC-CHAP authentication failed|no DH-HMAC-CHAP authentication within auth_timeout`).Match(log) {
 		t.Errorf("the wrong key's refusal is not in the target's log")
 	}
 }
