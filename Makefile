@@ -32,10 +32,12 @@ GO_PACKAGES := ./...
 # given, and a long one started last would run alone at the end.
 GO_TEST_SLOW := $(addprefix github.com/rackcache/rackcache/,test/dataplane test/csi controllers/cachedvolume test/operator test/infra)
 GO_TEST_PACKAGES = $(GO_TEST_SLOW) $(filter-out $(GO_TEST_SLOW),$(shell go list ./... | grep -v /test/e2e))
-# Three test binaries at a time on two cores: the guest and Ceph tests
-# wait a good part of their time (a quarter to two fifths of the CPU was
-# idle during test-go with two).
-GO_TEST_PARALLEL ?= 3
+# Two test binaries at a time on two cores. Three kept the CPU busier (the
+# guest and Ceph tests wait a good part of their time), but with the TLS
+# and DH-HMAC-CHAP guest specs three starved the TCG guests: a kernel
+# host's FFDHE-8192 outlasted the target's 30 s authentication timeout and
+# a connect failed (a fresh CI=true run, test/operator and test/dataplane).
+GO_TEST_PARALLEL ?= 2
 
 ##@ General
 
