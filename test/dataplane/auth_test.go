@@ -19,15 +19,37 @@ import (
 )
 
 // dhchapSecret is a fresh DH-HMAC-CHAP secret in the DHHC-1 format
-// (nvme gen-dhchap-key's): hash id, base64 of the key and its CRC-32.
+// (nvme gen-dhchap-key's).
 func dhchapSecret(t *testing.T, hashID, size int) string {
+	t.Helper()
+	return interchangeKey(t, "DHHC-1", hashID, size)
+}
+
+// interchangeKey is a fresh key of size random bytes in an NVMe
+// interchange format: prefix, hash id, base64 of the key and its CRC-32.
+func interchangeKey(t *testing.T, prefix string, hashID, size int) string {
 	t.Helper()
 	key := make([]byte, size, size+4)
 	if _, err := rand.Read(key); err != nil {
 		t.Fatal(err)
 	}
 	key = binary.LittleEndian.AppendUint32(key, crc32.ChecksumIEEE(key))
-	return fmt.Sprintf("DHHC-1:%02d:%s:", hashID, base64.StdEncoding.EncodeToString(key))
+	return fmt.Sprintf("%s:%02d:%s:", prefix, hashID, base64.StdEncoding.EncodeToString(key))
+}
+
+// randomDataFile writes 4 MiB of random bytes to dir/data for a guest job
+// (run.sh --file); returns them and the file's path.
+func randomDataFile(t *testing.T, dir string) ([]byte, string) {
+	t.Helper()
+	data := make([]byte, 4<<20)
+	if _, err := rand.Read(data); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "data")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return data, path
 }
 
 // addKey writes secret to a 0600 file in dir and adds it to the
@@ -164,14 +186,7 @@ func TestKernelHostAuthenticatesWithDHHMACCHAP(t *testing.T) {
 		rotated <- err
 	}()
 
-	data := make([]byte, 4<<20)
-	if _, err := rand.Read(data); err != nil {
-		t.Fatal(err)
-	}
-	dataPath := filepath.Join(dir, "data")
-	if err := os.WriteFile(dataPath, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	data, dataPath := randomDataFile(t, dir)
 	const guestSignalPort = 4421
 	job := fmt.Sprintf(authJob, guestTargetAddr, guestTargetPort, mallocNQN, guestSignalPort, hk, ck, wrong, hk2, ck2)
 	res := framework.RunGuest(t, framework.GuestOptions{

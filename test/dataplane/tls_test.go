@@ -1,13 +1,8 @@
 package dataplane_test
 
 import (
-	"crypto/rand"
-	"encoding/base64"
-	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"os"
-	"path/filepath"
 	"regexp"
 	"testing"
 	"time"
@@ -16,15 +11,10 @@ import (
 )
 
 // tlsPSK is a fresh TLS PSK in the interchange format (nvme gen-tls-key's):
-// hash 01 (SHA-256), base64 of the 32-byte key and its CRC-32.
+// hash 01 (SHA-256), a 32-byte key.
 func tlsPSK(t *testing.T) string {
 	t.Helper()
-	key := make([]byte, 32, 36)
-	if _, err := rand.Read(key); err != nil {
-		t.Fatal(err)
-	}
-	key = binary.LittleEndian.AppendUint32(key, crc32.ChecksumIEEE(key))
-	return "NVMeTLSkey-1:01:" + base64.StdEncoding.EncodeToString(key) + ":"
+	return interchangeKey(t, "NVMeTLSkey-1", 1, 32)
 }
 
 // The guest job, with tlshd (ktls-utils) serving the kernel's handshake
@@ -127,14 +117,7 @@ func TestKernelHostConnectsOverTLS(t *testing.T) {
 		t.Error("a plain listener on the TLS listener's address was accepted")
 	}
 
-	data := make([]byte, 4<<20)
-	if _, err := rand.Read(data); err != nil {
-		t.Fatal(err)
-	}
-	dataPath := filepath.Join(dir, "data")
-	if err := os.WriteFile(dataPath, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	data, dataPath := randomDataFile(t, dir)
 	const guestPlainPort = 4422
 	job := fmt.Sprintf(tlsJob, guestTargetAddr, guestTargetPort, guestPlainPort, tlsNQN, bothNQN, psk, wrong, psk2, hk)
 	res := framework.RunGuest(t, framework.GuestOptions{
