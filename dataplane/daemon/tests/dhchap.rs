@@ -11,7 +11,7 @@ mod common;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use common::{free_port, host_params, rpc, tcp_listen_address, unix_rpc, Daemon};
+use common::{free_port, host_params, rpc, subsystem, tcp_listen_address, unix_rpc, Daemon};
 use nvmf::keys::DhchapSecret;
 use nvmf_host::auth::DhchapKeys;
 use nvmf_host::host::{ConnectParams, HostController};
@@ -231,13 +231,7 @@ fn memory_keys_authenticate_and_are_never_saved() {
         Some(&persist),
         &["--config-persist", persist.to_str().unwrap()],
     );
-    let subs = rpc(&socket, "nvmf_get_subsystems", json!({}));
-    let sub = subs
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["nqn"] == NQN)
-        .expect("the subsystem is restored");
+    let sub = subsystem(&socket, NQN).expect("the subsystem is restored");
     // The host is back waiting for its keys: no key names, and Connects
     // answered Controller Busy (SCT 1, SC 0x81, no DNR: a host retries),
     // with its keys or without.

@@ -9,7 +9,7 @@ mod common;
 
 use std::os::unix::fs::PermissionsExt;
 
-use common::{free_port, rpc, tcp_listen_address, unix_rpc, Daemon};
+use common::{free_port, rpc, subsystem, tcp_listen_address, unix_rpc, Daemon};
 use serde_json::json;
 use testkit::TempDir;
 
@@ -110,13 +110,7 @@ fn secure_listeners_and_psks_are_saved_by_name_and_restored() {
 
     assert!(daemon.stop().success());
     let _daemon = Daemon::start_with(&socket, Some(&persist), &args);
-    let subs = rpc(&socket, "nvmf_get_subsystems", json!({}));
-    let sub = subs
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["nqn"] == NQN)
-        .expect("the subsystem is restored");
+    let sub = subsystem(&socket, NQN).expect("the subsystem is restored");
     let hosts = sub["hosts"].as_array().unwrap();
     assert!(
         hosts.contains(&json!({"nqn": HOST, "psk": "psk0"})),
@@ -139,14 +133,7 @@ fn secure_listeners_and_psks_are_saved_by_name_and_restored() {
         "nvmf_subsystem_set_keys",
         json!({"nqn": NQN, "host": HOST2, "rackcache_psk": "mem-psk"}),
     );
-    let subs = rpc(&socket, "nvmf_get_subsystems", json!({}));
-    let hosts = subs
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["nqn"] == NQN)
-        .unwrap()["hosts"]
-        .clone();
+    let hosts = subsystem(&socket, NQN).unwrap()["hosts"].clone();
     assert!(
         hosts
             .as_array()

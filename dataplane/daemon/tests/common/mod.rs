@@ -183,6 +183,16 @@ pub fn rpc(socket: &Path, method: &str, params: Value) -> Value {
 
 /// The `listen_address` of a TCP listener on 127.0.0.1:`port`, as the
 /// daemon takes and reports it.
+/// Subsystem `nqn` as `nvmf_get_subsystems` shows it; None when absent.
+pub fn subsystem(socket: &Path, nqn: &str) -> Option<Value> {
+    rpc(socket, "nvmf_get_subsystems", serde_json::json!({}))
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["nqn"] == nqn)
+        .cloned()
+}
+
 pub fn tcp_listen_address(port: impl std::fmt::Display) -> Value {
     serde_json::json!({
         "trtype": "TCP", "adrfam": "IPv4", "traddr": "127.0.0.1", "trsvcid": port.to_string()
