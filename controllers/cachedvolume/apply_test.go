@@ -80,7 +80,7 @@ func TestApplyOnRealDataplane(t *testing.T) {
 	}
 	d := DesiredState(vol, pool, backend, "127.0.0.1", size)
 
-	dp := startServer(t, cacheFile)
+	dp := startServer(t, cacheFile, cluster)
 	res := mustApply(ctx, t, dp.Client, d)
 	for _, want := range []string{"transport", "cluster " + d.Cluster.Name, "rbd bdev " + d.Rbd.Name, "cached bdev " + d.Cached.Name, "subsystem " + d.Subsystem.NQN, "namespace", "listener"} {
 		if !slices.Contains(res.Created, want) {
@@ -116,7 +116,7 @@ func TestApplyOnRealDataplane(t *testing.T) {
 	if err := os.Truncate(blank, 128<<20); err != nil {
 		t.Fatal(err)
 	}
-	dp = startServer(t, blank)
+	dp = startServer(t, blank, cluster)
 	d.MustLoad = true
 	if _, err := Apply(ctx, dp.Client, d); err == nil || !strings.Contains(err.Error(), "not creating a fresh cache") {
 		t.Errorf("apply with the dirty cache's device missing: err = %v, want a refusal to create a fresh cache", err)
@@ -128,7 +128,7 @@ func TestApplyOnRealDataplane(t *testing.T) {
 
 	// A restart without the persisted configuration: only the cache device
 	// comes back (as the pool's start-up config makes it).
-	dp = startServer(t, cacheFile)
+	dp = startServer(t, cacheFile, cluster)
 	devs, err := dp.Client.CacheDevices(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -252,10 +252,11 @@ func TestApplyOnRealDataplane(t *testing.T) {
 	}
 }
 
-// startServer starts a dataplane with the pool's cache device on file.
-func startServer(t *testing.T, file string) *framework.Dataplane {
+// startServer starts a dataplane with the pool's cache device on file and
+// the Ceph user's keyring (as the pool's Secret mounts it).
+func startServer(t *testing.T, file string, cluster *framework.Ceph) *framework.Dataplane {
 	t.Helper()
-	dp := framework.StartDataplane(t)
+	dp := framework.StartDataplane(t, "--ceph-keyring", cluster.UserKeyring(t))
 	dp.Call(t, "bdev_aio_create", map[string]any{"name": servers.CacheBdevName(0), "filename": file, "block_size": 4096}, nil)
 	return dp
 }

@@ -66,7 +66,10 @@ func DesiredState(vol *rcv1.CachedVolume, pool *rcv1.CachePool, backend *ceph.Ba
 			Name:    cluster,
 			UserID:  backend.UserID,
 			MonHost: backend.MonHost(),
-			Key:     backend.Key,
+			// No key: the server reads it from the keyring the pool's
+			// Secret mounts (--ceph-keyring), so its saved configuration
+			// never holds it. The name's fingerprint still follows the key,
+			// so a new key registers anew.
 		},
 		Rbd: dataplane.RbdBdev{
 			Name:        RbdBdevName(vol.Name),

@@ -54,7 +54,7 @@ func TestDesiredState(t *testing.T) {
 	cluster := "ceph-fast-" + testBackend.Fingerprint()
 	want := Desired{
 		Volume:    "pvc-0b6d7c1e",
-		Cluster:   dataplane.RbdCluster{Name: cluster, UserID: "rackcache", MonHost: "10.0.0.1:6789,10.0.0.2:6789", Key: "AQD-secret-key=="},
+		Cluster:   dataplane.RbdCluster{Name: cluster, UserID: "rackcache", MonHost: "10.0.0.1:6789,10.0.0.2:6789"},
 		Rbd:       dataplane.RbdBdev{Name: "rbd-pvc-0b6d7c1e", ClusterName: cluster, PoolName: "rbd", RbdName: "csi-vol-0b6d7c1e", BlockSize: 4096},
 		SizeBytes: 100 * gib,
 		Cached: dataplane.CachedBdevParams{

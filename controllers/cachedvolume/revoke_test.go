@@ -37,7 +37,7 @@ func TestRevocationNeedsNoCeph(t *testing.T) {
 	if err := os.Truncate(cacheFile, 64<<20); err != nil {
 		t.Fatal(err)
 	}
-	dp := startServer(t, cacheFile)
+	dp := startServer(t, cacheFile, cluster)
 	g.r.Dial = func(context.Context, string, string) (*dataplane.Client, error) { return dp.Client, nil }
 
 	secret := &corev1.Secret{

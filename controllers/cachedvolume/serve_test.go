@@ -41,7 +41,7 @@ func TestReconcilerServesVolume(t *testing.T) {
 		t.Fatal(err)
 	}
 	port := framework.FreeLoopbackPort(t)
-	dp := startServer(t, cacheFile)
+	dp := startServer(t, cacheFile, cluster)
 	g.r.Dial = func(context.Context, string, string) (*dataplane.Client, error) { return dp.Client, nil }
 
 	secret := &corev1.Secret{
@@ -123,7 +123,7 @@ func TestReconcilerServesVolume(t *testing.T) {
 	// kill -9, restart without the configuration: the pass re-creates the
 	// objects, re-attaching the cache with its dirty data.
 	dp.Kill(t)
-	dp = startServer(t, cacheFile)
+	dp = startServer(t, cacheFile, cluster)
 	got, _, err = g.pass("e2e")
 	if err != nil || got.Status.Phase != rcv1.VolumeReady || got.Status.Stats.Dirty == nil || got.Status.Stats.Dirty.IsZero() {
 		t.Fatalf("after the restart: %v, %+v", err, got.Status)

@@ -26,12 +26,14 @@ const (
 	configDir  = "/etc/rackcache/config"
 	tokenDir   = "/etc/rackcache/token"
 	tlsDir     = "/etc/rackcache/tls"
+	cephDir    = "/etc/rackcache/ceph"
 	persistDir = "/var/lib/rackcache"
 
 	volSocket  = "rpc-socket"
 	volConfig  = "config"
 	volToken   = "rpc-token"
 	volTLS     = "rpc-tls"
+	volCeph    = "ceph-keyring"
 	volPersist = "persist"
 )
 
@@ -56,6 +58,7 @@ func dataplaneArgs(pool string, busyPoll string) []string {
 		"--rpc-tls-cert", tlsDir + "/" + servers.TLSCertKey,
 		"--rpc-tls-key", tlsDir + "/" + servers.TLSKeyKey,
 		fmt.Sprintf("--metrics-listen=$(POD_IP):%d", servers.MetricsPort),
+		"--ceph-keyring", cephDir + "/" + servers.CephKeyringKey,
 		"--config", configDir + "/" + ConfigKey,
 		"--config-persist", persistPath(pool) + "/config.json",
 		"--log-format", "json",
@@ -155,6 +158,10 @@ func volumes(pool *rcv1.CachePool) []*corev1ac.VolumeApplyConfiguration {
 			WithSecretName(servers.TokenSecretName(pool.Name)).WithDefaultMode(secretFileMode)),
 		corev1ac.Volume().WithName(volTLS).WithSecret(corev1ac.SecretVolumeSource().
 			WithSecretName(servers.TLSSecretName(pool.Name)).WithDefaultMode(secretFileMode)),
+		// Optional: the pods start (and report) while the Ceph backend
+		// cannot be resolved yet; the kubelet adds the file when it comes.
+		corev1ac.Volume().WithName(volCeph).WithSecret(corev1ac.SecretVolumeSource().
+			WithSecretName(servers.CephKeyringSecretName(pool.Name)).WithDefaultMode(secretFileMode).WithOptional(true)),
 		corev1ac.Volume().WithName(volPersist).WithHostPath(corev1ac.HostPathVolumeSource().
 			WithPath(persistPath(pool.Name)).WithType(corev1.HostPathDirectoryOrCreate)),
 	}
@@ -172,6 +179,7 @@ func volumeMounts(pool *rcv1.CachePool) []*corev1ac.VolumeMountApplyConfiguratio
 		corev1ac.VolumeMount().WithName(volConfig).WithMountPath(configDir).WithReadOnly(true),
 		corev1ac.VolumeMount().WithName(volToken).WithMountPath(tokenDir).WithReadOnly(true),
 		corev1ac.VolumeMount().WithName(volTLS).WithMountPath(tlsDir).WithReadOnly(true),
+		corev1ac.VolumeMount().WithName(volCeph).WithMountPath(cephDir).WithReadOnly(true),
 		corev1ac.VolumeMount().WithName(volPersist).WithMountPath(persistPath(pool.Name)),
 	}
 	// Each device at its node path, so the configuration's filenames hold.

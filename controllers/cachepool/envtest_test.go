@@ -132,11 +132,12 @@ func (e *env) createPool(t *testing.T, name string) *rcv1.CachePool {
 func (e *env) ownedObjects(pool string) (map[string]client.Object, error) {
 	objs := map[string]client.Object{
 		"daemonset": &appsv1.DaemonSet{}, "configmap": &corev1.ConfigMap{},
-		"token": &corev1.Secret{}, "ca": &corev1.Secret{}, "tls": &corev1.Secret{},
+		"token": &corev1.Secret{}, "ca": &corev1.Secret{}, "tls": &corev1.Secret{}, "ceph": &corev1.Secret{},
 	}
 	names := map[string]string{
 		"daemonset": servers.DaemonSetName(pool), "configmap": servers.ConfigMapName(pool),
 		"token": servers.TokenSecretName(pool), "ca": servers.CASecretName(pool), "tls": servers.TLSSecretName(pool),
+		"ceph": servers.CephKeyringSecretName(pool),
 	}
 	for k, o := range objs {
 		if err := e.c.Get(e.ctx, client.ObjectKey{Namespace: operatorNS, Name: names[k]}, o); err != nil {
@@ -188,6 +189,8 @@ func TestCachePoolEnvtest(t *testing.T) {
 		g.Expect(e.pool(g, "alpha").Finalizers).To(ContainElement(rcv1.CachePoolFinalizer))
 		g.Expect(objs["configmap"].(*corev1.ConfigMap).Data[ConfigKey]).To(ContainSubstring(`"filename": "/dev/nvme1n1"`))
 		g.Expect(len(secretData(objs["token"], servers.TokenKey))).To(BeNumerically(">=", 43))
+		// The data-path user's key, in the keyring the servers mount.
+		g.Expect(string(secretData(objs["ceph"], servers.CephKeyringKey))).To(Equal("[client.rackcache]\n\tkey = " + cephKey + "\n"))
 
 		// No dataplane pod exists (envtest runs no kubelet): NoServers, not
 		// a Ceph problem, at the pool's generation.
@@ -283,9 +286,11 @@ func TestCachePoolEnvtest(t *testing.T) {
 			g.Expect(c.Reason).To(Equal(rcv1.ReasonCephUnavailable))
 			g.Expect(c.Message).To(ContainSubstring("rook-ceph/rook-ceph-mon-endpoints"))
 		}).WithTimeout(wait).Should(Succeed())
-		// The servers are still run: they need Ceph only for volumes.
-		_, err := e.ownedObjects("rooky")
-		g.Expect(err).NotTo(HaveOccurred())
+		// The servers are still run: they need Ceph only for volumes. No
+		// keyring is copied for them until the backend resolves.
+		g.Expect(e.c.Get(e.ctx, client.ObjectKey{Namespace: operatorNS, Name: servers.DaemonSetName("rooky")}, &appsv1.DaemonSet{})).To(Succeed())
+		err := e.c.Get(e.ctx, client.ObjectKey{Namespace: operatorNS, Name: servers.CephKeyringSecretName("rooky")}, &corev1.Secret{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the keyring Secret of an unresolved backend: %v", err)
 	})
 
 	t.Run("a pool naming a device or image outside the allow-lists is not applied", func(t *testing.T) {

@@ -115,6 +115,9 @@ func (r *Reconciler) reconcileObjects(ctx context.Context, pool *rcv1.CachePool)
 	if err := r.reconcileCredentials(ctx, pool); err != nil {
 		return err
 	}
+	if err := r.reconcileCephKeyring(ctx, pool); err != nil {
+		return err
+	}
 	config, err := renderDataplaneConfig(pool)
 	if err != nil {
 		return err

@@ -73,6 +73,16 @@ func CASecretName(pool string) string { return "rackcache-dataplane-" + pool + "
 // CA certificate (mounted by the dataplane pods).
 func TLSSecretName(pool string) string { return "rackcache-dataplane-" + pool + "-tls" }
 
+// CephKeyringSecretName is the Secret holding the cephx keyring of a
+// pool's data-path user (key CephKeyringKey), copied by the operator from
+// the pool's Ceph backend so the dataplane pods can mount it: Secrets of
+// another namespace cannot be mounted, and the key must not travel in RPC
+// parameters that the dataplane saves to its disk.
+func CephKeyringSecretName(pool string) string { return "rackcache-dataplane-" + pool + "-ceph" }
+
+// CephKeyringKey is the key of CephKeyringSecretName's Secret.
+const CephKeyringKey = "keyring"
+
 // ConfigMapName is the ConfigMap holding a pool's dataplane start-up
 // configuration (the cache device bdevs).
 func ConfigMapName(pool string) string { return "rackcache-dataplane-" + pool + "-config" }

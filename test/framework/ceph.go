@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -172,4 +173,16 @@ func rangeFree(base, n int) bool {
 		_ = l.Close()
 	}
 	return true
+}
+
+// UserKeyring writes the client user's key as a Ceph keyring file (what
+// the operator's keyring Secret mounts on a cache server) and returns its
+// path, for a dataplane's --ceph-keyring.
+func (c *Ceph) UserKeyring(t testing.TB) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "client."+c.User+".keyring")
+	if err := os.WriteFile(path, fmt.Appendf(nil, "[client.%s]\n\tkey = %s\n", c.User, c.Key), 0o600); err != nil {
+		t.Fatalf("write the Ceph user keyring: %v", err)
+	}
+	return path
 }

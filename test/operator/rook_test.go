@@ -13,7 +13,7 @@ import (
 // Rook's ConfigMap and the user from Rook's CSI Secrets, created here in a
 // namespace exactly as Rook creates them.
 var _ = Describe("A CachePool backed by Rook", func() {
-	It("resolves monitors and keys from Rook's ConfigMap and Secrets, and its volume becomes Ready", func(ctx SpecContext) {
+	It("resolves monitors and keys from Rook's ConfigMap and Secrets, and its volume becomes Ready without the key on the server's disk", func(ctx SpecContext) {
 		const rookNamespace = "rook-ceph"
 		createRookObjects(ctx, rookNamespace)
 		pool := createPool(ctx, poolInput{Name: "rook", RookNamespace: rookNamespace})
@@ -30,6 +30,10 @@ var _ = Describe("A CachePool backed by Rook", func() {
 			b := expectServes(g, ctx, srv, v.Status.NQN, nil, "wt")
 			g.Expect(b.CacheSizeMiB).To(BeEquivalentTo(16), "25%% of 64 MiB")
 		}).WithContext(ctx).WithTimeout(convergeTimeout).WithPolling(poll).Should(Succeed())
+
+		By("keeping the cephx key off the server's disk: it registered the cluster with the mounted keyring")
+		Expect(string(srv.PersistedConfig())).To(ContainSubstring("bdev_rbd_register_cluster"), "the server persisted its Ceph registration")
+		Expect(string(srv.PersistedConfig())).NotTo(ContainSubstring(ceph.Key), "the persisted configuration holds the cephx key")
 
 		By("keeping the cephx key out of status and Events")
 		p := getPool(Default, ctx, pool.Name)

@@ -197,6 +197,8 @@ pub struct App {
     pub cache_metrics: crate::cache_metrics::CacheMetrics,
     /// Told of NVMe/TCP activity; `--busy-poll`'s spinners watch it.
     pub poller: nvmf_tgt::Poller,
+    /// `--ceph-keyring`: the keyring of clusters registered without a key.
+    pub ceph_keyring: Option<std::path::PathBuf>,
 }
 
 impl App {
@@ -209,6 +211,7 @@ impl App {
             persist: OnceLock::new(),
             cache_metrics: Default::default(),
             poller: Default::default(),
+            ceph_keyring: None,
         }
     }
 }

@@ -52,6 +52,11 @@ struct Args {
     /// configurations then cross the network in clear. For tests only.
     #[arg(long, requires = "rpc_listen", conflicts_with_all = ["rpc_tls_cert", "rpc_tls_key"])]
     rpc_insecure: bool,
+    /// The cephx keyring of every Ceph cluster registered without a key of
+    /// its own (no `key`, `keyring` or `key_file`): the operator mounts its
+    /// Secret here, so the key never enters a saved configuration.
+    #[arg(long)]
+    ceph_keyring: Option<PathBuf>,
     /// Serve Prometheus metrics (GET /metrics) and the Kubernetes probes
     /// (GET /healthz, GET /readyz) on this TCP address.
     #[arg(long)]
@@ -115,7 +120,9 @@ fn main() -> ExitCode {
     if args.busy_poll != nvmf_tgt::PollMode::Interrupt {
         tracing::info!(mode = %args.busy_poll, threads, "busy polling");
     }
-    let app = Arc::new(App::new());
+    let mut app = App::new();
+    app.ceph_keyring = args.ceph_keyring.clone();
+    let app = Arc::new(app);
     for _ in 0..threads {
         rt.spawn(app.poller.clone().spin(args.busy_poll));
     }

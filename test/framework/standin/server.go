@@ -3,8 +3,8 @@ package standin
 // Stand-ins for what the kubelet and the DaemonSet controller would do: there
 // is no kubelet in envtest, so a suite creates the Node of each cache
 // server, runs the real dataplane on the node's address with the files the
-// DaemonSet's pod would mount (the pool's token, TLS Secret and ConfigMap,
-// created by the operator), and creates the dataplane Pod with the status a
+// DaemonSet's pod would mount (the pool's token, TLS Secret, Ceph keyring
+// and ConfigMap, created by the operator), and creates the dataplane Pod with the status a
 // kubelet would report.
 
 import (
@@ -60,6 +60,7 @@ type Server struct {
 	dir                               string
 	cacheFile, persistFile            string
 	tokenFile, certFile, keyFile, cfg string
+	cephKeyring                       string
 	DP                                *framework.Dataplane
 }
 
@@ -85,6 +86,7 @@ func (c *Cluster) StartServer(ctx context.Context, in ServerInput) *Server {
 		certFile:    filepath.Join(dir, "tls.crt"),
 		keyFile:     filepath.Join(dir, "tls.key"),
 		cfg:         filepath.Join(dir, "config.json"),
+		cephKeyring: filepath.Join(dir, "ceph.keyring"),
 	}
 	c.createNode(ctx, in)
 	s.writePoolFiles(ctx)
@@ -119,26 +121,30 @@ func RackLabel(pool *rcv1.CachePool) string {
 	return rcv1.DefaultRackLabel
 }
 
-// writePoolFiles waits for the pool's token Secret, TLS Secret and
-// ConfigMap (the operator creates them) and writes what the pod would mount.
+// writePoolFiles waits for the pool's token Secret, TLS Secret, Ceph
+// keyring Secret and ConfigMap (the operator creates them) and writes what
+// the pod would mount.
 func (s *Server) writePoolFiles(ctx context.Context) {
 	GinkgoHelper()
 	pool := s.In.Pool.Name
-	var token, tls corev1.Secret
+	var token, tls, keyring corev1.Secret
 	var cm corev1.ConfigMap
 	Eventually(func(g Gomega) {
 		g.Expect(s.c.Client.Get(ctx, client.ObjectKey{Namespace: s.c.Namespace, Name: servers.TokenSecretName(pool)}, &token)).To(Succeed())
 		g.Expect(s.c.Client.Get(ctx, client.ObjectKey{Namespace: s.c.Namespace, Name: servers.TLSSecretName(pool)}, &tls)).To(Succeed())
 		g.Expect(s.c.Client.Get(ctx, client.ObjectKey{Namespace: s.c.Namespace, Name: servers.ConfigMapName(pool)}, &cm)).To(Succeed())
+		g.Expect(s.c.Client.Get(ctx, client.ObjectKey{Namespace: s.c.Namespace, Name: servers.CephKeyringSecretName(pool)}, &keyring)).To(Succeed())
+		g.Expect(keyring.Data).To(HaveKey(servers.CephKeyringKey))
 		g.Expect(token.Data).To(HaveKey(servers.TokenKey))
 		g.Expect(tls.Data).To(HaveKey(servers.TLSCertKey))
 		g.Expect(tls.Data).To(HaveKey(servers.TLSKeyKey))
 		g.Expect(cm.Data).To(HaveKey(configKey))
 	}).WithContext(ctx).WithTimeout(s.c.SetupTimeout).WithPolling(s.c.Poll).Should(Succeed(),
-		"the operator creates pool %s's token Secret, TLS Secret and ConfigMap", pool)
+		"the operator creates pool %s's token Secret, TLS Secret, Ceph keyring Secret and ConfigMap", pool)
 	Expect(os.WriteFile(s.tokenFile, token.Data[servers.TokenKey], 0o600)).To(Succeed())
 	Expect(os.WriteFile(s.certFile, tls.Data[servers.TLSCertKey], 0o600)).To(Succeed())
 	Expect(os.WriteFile(s.keyFile, tls.Data[servers.TLSKeyKey], 0o600)).To(Succeed())
+	Expect(os.WriteFile(s.cephKeyring, keyring.Data[servers.CephKeyringKey], 0o600)).To(Succeed())
 	Expect(os.WriteFile(s.cfg, s.localConfig(cm.Data[configKey]), 0o600)).To(Succeed())
 }
 
@@ -193,9 +199,19 @@ func (s *Server) start() {
 		"--rpc-token-file", s.tokenFile,
 		"--rpc-tls-cert", s.certFile, "--rpc-tls-key", s.keyFile,
 		"--metrics-listen", net.JoinHostPort(s.In.IP, strconv.Itoa(s.c.MetricsPort)),
+		"--ceph-keyring", s.cephKeyring,
 		"--config", s.cfg,
 		"--config-persist", s.persistFile,
 	)
+}
+
+// PersistedConfig is the content of the server's --config-persist file,
+// what a cache server keeps on its disk across restarts.
+func (s *Server) PersistedConfig() []byte {
+	GinkgoHelper()
+	b, err := os.ReadFile(s.persistFile)
+	Expect(err).NotTo(HaveOccurred(), "read the persisted configuration")
+	return b
 }
 
 // createPod creates the dataplane pod the DaemonSet would have made on the

@@ -245,6 +245,15 @@ pub(crate) async fn rbd_register_cluster(app: &App, p: RegisterCluster) -> Resul
         config_file: p.config_file.clone(),
         keyring: p.key_file.clone().or_else(|| cp.get("keyring").cloned()),
     };
+    // A registration without a key of its own takes --ceph-keyring's; the
+    // saved parameters stay as given, so no key is ever written with them.
+    let cfg = match (&cfg.key, &cfg.keyring, &app.ceph_keyring) {
+        (None, None, Some(path)) => ClusterConfig {
+            keyring: Some(path.display().to_string()),
+            ..cfg
+        },
+        _ => cfg,
+    };
     let mut state = app.state.lock().await;
     if state.clusters.contains_key(&p.name) {
         return Err(RpcError::errno(
