@@ -61,6 +61,11 @@ struct Args {
     /// (GET /healthz, GET /readyz) on this TCP address.
     #[arg(long)]
     metrics_listen: Option<std::net::SocketAddr>,
+    /// File holding the bearer token `GET /metrics` needs (the metrics name
+    /// volumes and subsystems); the probes stay open. Read again when it
+    /// changes, as --rpc-token-file is.
+    #[arg(long, requires = "metrics_listen")]
+    metrics_token_file: Option<PathBuf>,
     /// How the runtime's threads wait for I/O: `off` sleeps whenever
     /// nothing is ready (no CPU when idle), except for up to 50us while a
     /// host owes write data the target asked for; `on` never sleeps (a busy core
@@ -193,6 +198,12 @@ async fn run(args: Args, app: Arc<App>) -> Result<(), String> {
     let readiness = metrics::http::Readiness::new("applying the start-up configuration");
     let mut servers = Vec::new();
     if let Some(addr) = args.metrics_listen {
+        let access =
+            match &args.metrics_token_file {
+                Some(f) => Some(Arc::new(rpc::token::Token::from_file(f)?)
+                    as Arc<dyn metrics::http::ScrapeAccess>),
+                None => None,
+            };
         let l = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|e| format!("listen for metrics on {addr}: {e}"))?;
@@ -201,6 +212,7 @@ async fn run(args: Args, app: Arc<App>) -> Result<(), String> {
             l,
             Arc::clone(&app.metrics),
             Arc::clone(&readiness),
+            access,
             stop_rx.clone(),
         )));
     }

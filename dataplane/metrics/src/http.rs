@@ -1,6 +1,10 @@
 //! `GET /metrics` over HTTP/1.1, served by hyper, and the probes Kubernetes
 //! asks on the same port: `GET /healthz` (the process serves) and
 //! `GET /readyz` (it is ready for work, see [`Readiness`]).
+//!
+//! The metrics name volumes and subsystems, so a server may require
+//! credentials for `/metrics` ([`ScrapeAccess`]); the probes stay open,
+//! as the kubelet asks them without any.
 
 use std::convert::Infallible;
 use std::sync::{Arc, RwLock};
@@ -8,7 +12,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::Full;
-use hyper::header::{ALLOW, CONTENT_TYPE};
+use hyper::header::{ALLOW, AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
@@ -25,6 +29,13 @@ pub const CONTENT_TYPE_OPENMETRICS: &str =
 const MAX_CONNECTIONS: usize = 16;
 /// A client that has not sent its request head by then is dropped.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Who may read `GET /metrics`.
+pub trait ScrapeAccess: Send + Sync {
+    /// Whether a request whose `Authorization` header is `authorization`
+    /// (`None` without one) may read the metrics.
+    fn allows(&self, authorization: Option<&[u8]>) -> bool;
+}
 
 /// Whether the process is ready for work, for `GET /readyz`: not ready,
 /// with a short reason, until the process says it is (a dataplane is
@@ -63,11 +74,12 @@ impl Readiness {
 }
 
 /// Serves `registry` and the probes on `listener` until `shutdown` turns
-/// true.
+/// true; `/metrics` only to requests `access` allows (to all without one).
 pub async fn serve(
     listener: TcpListener,
     registry: Arc<Registry>,
     readiness: Arc<Readiness>,
+    access: Option<Arc<dyn ScrapeAccess>>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
@@ -80,11 +92,11 @@ pub async fn serve(
                     tracing::debug!(peer = %peer, "metrics: connection limit reached, closing");
                     continue;
                 };
-                let (r, ready) = (Arc::clone(&registry), Arc::clone(&readiness));
+                let (r, ready, access) = (Arc::clone(&registry), Arc::clone(&readiness), access.clone());
                 tokio::spawn(async move {
                     let service = hyper::service::service_fn(move |req| {
-                        let (r, ready) = (Arc::clone(&r), Arc::clone(&ready));
-                        async move { Ok::<_, Infallible>(respond(&r, &ready, &req)) }
+                        let (r, ready, access) = (Arc::clone(&r), Arc::clone(&ready), access.clone());
+                        async move { Ok::<_, Infallible>(respond(&r, &ready, access.as_deref(), &req)) }
                     });
                     let conn = hyper::server::conn::http1::Builder::new()
                         .timer(TokioTimer::new())
@@ -112,10 +124,12 @@ fn text(status: StatusCode, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
 
 /// The answer to one request: the metrics for `GET /metrics`; for
 /// `GET /healthz` 200 "ok" (answering at all is the proof of life); for
-/// `GET /readyz` 200 "ok" when ready, else 503 with the reason.
+/// `GET /readyz` 200 "ok" when ready, else 503 with the reason. `/metrics`
+/// is refused with 401 to a request `access` does not allow.
 pub fn respond<B>(
     registry: &Registry,
     readiness: &Readiness,
+    access: Option<&dyn ScrapeAccess>,
     req: &Request<B>,
 ) -> Response<Full<Bytes>> {
     if req.method() != Method::GET {
@@ -143,6 +157,16 @@ pub fn respond<B>(
             )
         }
     }
+    let authorization = req.headers().get(AUTHORIZATION).map(|v| v.as_bytes());
+    if access.is_some_and(|a| !a.allows(authorization)) {
+        let mut r = text(
+            StatusCode::UNAUTHORIZED,
+            "the metrics need a valid bearer token\n",
+        );
+        r.headers_mut()
+            .insert(WWW_AUTHENTICATE, "Bearer".parse().expect("valid header"));
+        return r;
+    }
     let mut r = Response::new(Full::new(Bytes::from(registry.render())));
     r.headers_mut().insert(
         CONTENT_TYPE,
@@ -155,6 +179,46 @@ pub fn respond<B>(
 mod tests {
     use super::*;
 
+    /// Allows exactly `Authorization: Bearer secret`.
+    struct Secret;
+    impl ScrapeAccess for Secret {
+        fn allows(&self, authorization: Option<&[u8]>) -> bool {
+            authorization == Some(b"Bearer secret".as_slice())
+        }
+    }
+
+    #[test]
+    fn metrics_need_what_access_allows_but_the_probes_do_not() {
+        let (registry, readiness) = (Registry::new(), Readiness::new("loading"));
+        readiness.ready();
+        let with = |path: &str, auth: Option<&str>| {
+            let mut b = Request::get(path);
+            if let Some(a) = auth {
+                b = b.header(AUTHORIZATION, a);
+            }
+            let req = b.body(()).unwrap();
+            respond(&registry, &readiness, Some(&Secret), &req)
+        };
+        let refused = with("/metrics", None);
+        assert_eq!(refused.status(), StatusCode::UNAUTHORIZED);
+        assert_eq!(refused.headers()[WWW_AUTHENTICATE], "Bearer");
+        assert_eq!(
+            with("/metrics", Some("Bearer wrong")).status(),
+            StatusCode::UNAUTHORIZED
+        );
+        assert_eq!(
+            with("/metrics", Some("Bearer secret")).status(),
+            StatusCode::OK
+        );
+        assert_eq!(with("/healthz", None).status(), StatusCode::OK);
+        assert_eq!(with("/readyz", None).status(), StatusCode::OK);
+        assert_eq!(
+            respond(&registry, &readiness, None, &get("/metrics")).status(),
+            StatusCode::OK,
+            "without an access check, everyone reads"
+        );
+    }
+
     fn get(path: &str) -> Request<()> {
         Request::get(path).body(()).unwrap()
     }
@@ -163,21 +227,21 @@ mod tests {
     fn probes_answer_from_the_readiness_flag() {
         let (registry, readiness) = (Registry::new(), Readiness::new("loading"));
         assert_eq!(
-            respond(&registry, &readiness, &get("/readyz")).status(),
+            respond(&registry, &readiness, None, &get("/readyz")).status(),
             StatusCode::SERVICE_UNAVAILABLE
         );
         assert_eq!(
-            respond(&registry, &readiness, &get("/healthz")).status(),
+            respond(&registry, &readiness, None, &get("/healthz")).status(),
             StatusCode::OK
         );
         readiness.ready();
         assert_eq!(
-            respond(&registry, &readiness, &get("/readyz")).status(),
+            respond(&registry, &readiness, None, &get("/readyz")).status(),
             StatusCode::OK
         );
         let post = Request::post("/readyz").body(()).unwrap();
         assert_eq!(
-            respond(&registry, &readiness, &post).status(),
+            respond(&registry, &readiness, None, &post).status(),
             StatusCode::METHOD_NOT_ALLOWED
         );
     }

@@ -32,6 +32,7 @@ async fn readyz_follows_readiness_and_healthz_always_answers() {
         listener,
         Registry::new(),
         Arc::clone(&readiness),
+        None,
         stopped,
     ));
 

@@ -59,6 +59,7 @@ async fn prometheus_parser_reads_what_we_serve() {
         listener,
         Arc::clone(&registry),
         http::Readiness::new("test"),
+        None,
         stopped,
     ));
 

@@ -73,16 +73,27 @@ impl Token {
             s.next_check = now + self.interval;
             match read(path) {
                 Ok(t) if t != *s.token => {
-                    tracing::info!(file = %path.display(), "RPC token file changed: the new token is in use");
+                    tracing::info!(file = %path.display(), "token file changed: the new token is in use");
                     s.token = Arc::new(t);
                 }
                 Ok(_) => {}
                 Err(e) => {
-                    tracing::warn!(error = %e, "RPC token file unusable; the previous token stays in use");
+                    tracing::warn!(error = %e, "token file unusable; the previous token stays in use");
                 }
             }
         }
         Arc::clone(&s.token)
+    }
+}
+
+/// `--metrics-token-file`: `GET /metrics` needs `Authorization: Bearer`
+/// with the token, compared as the RPC endpoint compares its own.
+impl metrics::http::ScrapeAccess for Token {
+    fn allows(&self, authorization: Option<&[u8]>) -> bool {
+        let Some(given) = authorization.and_then(|a| a.strip_prefix(b"Bearer ")) else {
+            return false;
+        };
+        super::http::token_matches(given.trim_ascii(), self.current().as_bytes())
     }
 }
 
