@@ -34,6 +34,9 @@ func (r *Reconciler) reconcileCredentials(ctx context.Context, pool *rcv1.CacheP
 	if err := r.ensureToken(ctx, pool); err != nil {
 		return err
 	}
+	if err := r.ensureMetricsToken(ctx); err != nil {
+		return err
+	}
 	ca, err := r.ensureCA(ctx, pool)
 	if err != nil {
 		return err
@@ -42,7 +45,20 @@ func (r *Reconciler) reconcileCredentials(ctx context.Context, pool *rcv1.CacheP
 }
 
 func (r *Reconciler) ensureToken(ctx context.Context, pool *rcv1.CachePool) error {
-	name := servers.TokenSecretName(pool.Name)
+	return r.ensureTokenSecret(ctx, pool, servers.TokenSecretName(pool.Name))
+}
+
+// ensureMetricsToken makes the scrape token shared by the namespace's pools.
+// It has no owner: it outlives any one pool (delete it by hand after
+// uninstalling; a new one is made when it is missing).
+func (r *Reconciler) ensureMetricsToken(ctx context.Context) error {
+	return r.ensureTokenSecret(ctx, nil, servers.MetricsTokenSecretName)
+}
+
+// ensureTokenSecret creates Secret name with a random token under TokenKey
+// unless it exists; an existing one is never changed (servers and clients
+// hold it), only checked. owner may be nil.
+func (r *Reconciler) ensureTokenSecret(ctx context.Context, owner *rcv1.CachePool, name string) error {
 	s, err := r.getSecret(ctx, name)
 	if err != nil {
 		return err
@@ -55,10 +71,10 @@ func (r *Reconciler) ensureToken(ctx context.Context, pool *rcv1.CachePool) erro
 	}
 	raw := make([]byte, tokenBytes)
 	if _, err := rand.Read(raw); err != nil {
-		return fmt.Errorf("generate the RPC token of pool %s: %w", pool.Name, err)
+		return fmt.Errorf("generate the token of secret %s: %w", name, err)
 	}
 	token := base64.RawURLEncoding.EncodeToString(raw)
-	return r.createSecret(ctx, pool, name, map[string][]byte{servers.TokenKey: []byte(token)})
+	return r.createSecret(ctx, owner, name, map[string][]byte{servers.TokenKey: []byte(token)})
 }
 
 func (r *Reconciler) ensureCA(ctx context.Context, pool *rcv1.CachePool) (*keyPair, error) {
@@ -154,19 +170,23 @@ func (r *Reconciler) getSecret(ctx context.Context, name string) (*corev1.Secret
 	return &s, nil
 }
 
-// createSecret creates a Secret owned by pool. Create, not apply: an
-// existing Secret is never overwritten (AlreadyExists means the cache had
-// not seen it yet; the pass is retried).
+// createSecret creates a Secret owned by pool (nil: no owner, labelled as
+// the operator's). Create, not apply: an existing Secret is never
+// overwritten (AlreadyExists means the cache had not seen it yet; the pass
+// is retried).
 func (r *Reconciler) createSecret(ctx context.Context, pool *rcv1.CachePool, name string, data map[string][]byte) error {
 	s := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:            name,
-			Namespace:       r.Namespace,
-			Labels:          servers.Labels(pool.Name),
-			OwnerReferences: []metav1.OwnerReference{controllerReference(pool)},
+			Name:      name,
+			Namespace: r.Namespace,
+			Labels:    map[string]string{servers.LabelName: servers.AppName, servers.LabelManagedBy: servers.ManagerName},
 		},
 		Type: corev1.SecretTypeOpaque,
 		Data: data,
+	}
+	if pool != nil {
+		s.Labels = servers.Labels(pool.Name)
+		s.OwnerReferences = []metav1.OwnerReference{controllerReference(pool)}
 	}
 	if err := r.Client.Create(ctx, s, client.FieldOwner(servers.ManagerName)); err != nil {
 		return fmt.Errorf("create secret %s/%s: %w", r.Namespace, name, err)

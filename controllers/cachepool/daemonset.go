@@ -27,6 +27,7 @@ const (
 	tokenDir   = "/etc/rackcache/token"
 	tlsDir     = "/etc/rackcache/tls"
 	cephDir    = "/etc/rackcache/ceph"
+	metricsDir = "/etc/rackcache/metrics"
 	persistDir = "/var/lib/rackcache"
 
 	volSocket  = "rpc-socket"
@@ -34,6 +35,7 @@ const (
 	volToken   = "rpc-token"
 	volTLS     = "rpc-tls"
 	volCeph    = "ceph-keyring"
+	volMetrics = "metrics-token"
 	volPersist = "persist"
 )
 
@@ -58,6 +60,7 @@ func dataplaneArgs(pool string, busyPoll string) []string {
 		"--rpc-tls-cert", tlsDir + "/" + servers.TLSCertKey,
 		"--rpc-tls-key", tlsDir + "/" + servers.TLSKeyKey,
 		fmt.Sprintf("--metrics-listen=$(POD_IP):%d", servers.MetricsPort),
+		"--metrics-token-file", metricsDir + "/" + servers.TokenKey,
 		"--ceph-keyring", cephDir + "/" + servers.CephKeyringKey,
 		"--config", configDir + "/" + ConfigKey,
 		"--config-persist", persistPath(pool) + "/config.json",
@@ -158,6 +161,8 @@ func volumes(pool *rcv1.CachePool) []*corev1ac.VolumeApplyConfiguration {
 			WithSecretName(servers.TokenSecretName(pool.Name)).WithDefaultMode(secretFileMode)),
 		corev1ac.Volume().WithName(volTLS).WithSecret(corev1ac.SecretVolumeSource().
 			WithSecretName(servers.TLSSecretName(pool.Name)).WithDefaultMode(secretFileMode)),
+		corev1ac.Volume().WithName(volMetrics).WithSecret(corev1ac.SecretVolumeSource().
+			WithSecretName(servers.MetricsTokenSecretName).WithDefaultMode(secretFileMode)),
 		// Optional: the pods start (and report) while the Ceph backend
 		// cannot be resolved yet; the kubelet adds the file when it comes.
 		corev1ac.Volume().WithName(volCeph).WithSecret(corev1ac.SecretVolumeSource().
@@ -180,6 +185,7 @@ func volumeMounts(pool *rcv1.CachePool) []*corev1ac.VolumeMountApplyConfiguratio
 		corev1ac.VolumeMount().WithName(volToken).WithMountPath(tokenDir).WithReadOnly(true),
 		corev1ac.VolumeMount().WithName(volTLS).WithMountPath(tlsDir).WithReadOnly(true),
 		corev1ac.VolumeMount().WithName(volCeph).WithMountPath(cephDir).WithReadOnly(true),
+		corev1ac.VolumeMount().WithName(volMetrics).WithMountPath(metricsDir).WithReadOnly(true),
 		corev1ac.VolumeMount().WithName(volPersist).WithMountPath(persistPath(pool.Name)),
 	}
 	// Each device at its node path, so the configuration's filenames hold.

@@ -125,6 +125,7 @@ func TestDesiredDaemonSetContainer(t *testing.T) {
 				"--rpc-tls-cert", "/etc/rackcache/tls/tls.crt",
 				"--rpc-tls-key", "/etc/rackcache/tls/tls.key",
 				"--metrics-listen=$(POD_IP):9560",
+				"--metrics-token-file", "/etc/rackcache/metrics/token",
 				"--ceph-keyring", "/etc/rackcache/ceph/keyring",
 				"--config", "/etc/rackcache/config/config.json",
 				"--config-persist", "/var/lib/rackcache/" + tc.pool.Name + "/config.json",
@@ -194,7 +195,7 @@ func TestDesiredDaemonSetVolumes(t *testing.T) {
 			t.Errorf("device %d mounted at %q, want its node path %s", i, m.MountPath, d.Path)
 		}
 	}
-	for name, secret := range map[string]string{volToken: servers.TokenSecretName("vols"), volTLS: servers.TLSSecretName("vols"), volCeph: servers.CephKeyringSecretName("vols")} {
+	for name, secret := range map[string]string{volToken: servers.TokenSecretName("vols"), volTLS: servers.TLSSecretName("vols"), volCeph: servers.CephKeyringSecretName("vols"), volMetrics: servers.MetricsTokenSecretName} {
 		v := vols[name]
 		if v.Secret == nil || v.Secret.SecretName != secret || ptr.Deref(v.Secret.DefaultMode, 0) != 0o400 {
 			t.Errorf("volume %s: %+v, want Secret %s with mode 0400", name, v.VolumeSource, secret)

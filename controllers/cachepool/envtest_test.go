@@ -189,6 +189,11 @@ func TestCachePoolEnvtest(t *testing.T) {
 		g.Expect(e.pool(g, "alpha").Finalizers).To(ContainElement(rcv1.CachePoolFinalizer))
 		g.Expect(objs["configmap"].(*corev1.ConfigMap).Data[ConfigKey]).To(ContainSubstring(`"filename": "/dev/nvme1n1"`))
 		g.Expect(len(secretData(objs["token"], servers.TokenKey))).To(BeNumerically(">=", 43))
+		// One scrape token for all pools, owned by none of them.
+		var scrape corev1.Secret
+		g.Expect(e.c.Get(e.ctx, client.ObjectKey{Namespace: operatorNS, Name: servers.MetricsTokenSecretName}, &scrape)).To(Succeed())
+		g.Expect(len(scrape.Data[servers.TokenKey])).To(BeNumerically(">=", 43))
+		g.Expect(scrape.OwnerReferences).To(BeEmpty())
 		// The data-path user's key, in the keyring the servers mount.
 		g.Expect(string(secretData(objs["ceph"], servers.CephKeyringKey))).To(Equal("[client.rackcache]\n\tkey = " + cephKey + "\n"))
 

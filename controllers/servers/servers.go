@@ -65,6 +65,12 @@ func DaemonSetName(pool string) string { return "rackcache-dataplane-" + pool }
 // dataplane pods, read by the operator).
 func TokenSecretName(pool string) string { return "rackcache-dataplane-" + pool + "-token" }
 
+// MetricsTokenSecretName is the Secret holding the bearer token that
+// scrapes of every dataplane's /metrics must present (key TokenKey): one
+// for all pools of the operator's namespace, so one ServiceMonitor (or
+// scrape job) reads them all. The metrics name volumes and subsystems.
+const MetricsTokenSecretName = "rackcache-dataplane-metrics"
+
 // CASecretName is the Secret holding a pool's CA certificate and key (the
 // operator's alone: never mounted).
 func CASecretName(pool string) string { return "rackcache-dataplane-" + pool + "-ca" }

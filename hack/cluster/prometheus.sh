@@ -5,6 +5,10 @@
 # every rackcache pod uses the host network of the one cache-server node,
 # so they are that node's metrics ports (the operator's 8080, the
 # dataplanes' 9560), labelled as the chart's ServiceMonitors label them.
+# The dataplanes answer only with the operator's scrape token: their job
+# reads it from $dir/prometheus/dataplane-token, which the e2e suite fills
+# from the Secret (RACKCACHE_E2E_PROMETHEUS_TOKEN_FILE), as the Prometheus
+# Operator would from the ServiceMonitor's reference.
 # It runs in the cluster's network namespace; the host reaches its API at
 # 127.0.0.1:$PROMETHEUS_HOST_PORT through a bridge like the apiserver's
 # (not 9090: Debian's package runs a Prometheus of its own there on
@@ -17,12 +21,13 @@ prometheus_up() {
   command -v prometheus >/dev/null || die "prometheus not found: run hack/deps.sh apt"
   local p="$dir/prometheus"
   mkdir -p "$p/data"
-  cat >"$p/targets.json" <<EOF2
-[
-  {"targets": ["$NODE_IP:8080"], "labels": {"job": "rackcache-operator", "node": "$HOST_NODE"}},
-  {"targets": ["$NODE_IP:9560"], "labels": {"job": "rackcache-dataplane", "node": "$HOST_NODE"}}
-]
+  cat >"$p/operator.json" <<EOF2
+[{"targets": ["$NODE_IP:8080"], "labels": {"job": "rackcache-operator", "node": "$HOST_NODE"}}]
 EOF2
+  cat >"$p/dataplane.json" <<EOF2
+[{"targets": ["$NODE_IP:9560"], "labels": {"job": "rackcache-dataplane", "node": "$HOST_NODE"}}]
+EOF2
+  [[ -e "$p/dataplane-token" ]] || install -m 0600 /dev/null "$p/dataplane-token"
   cat >"$p/prometheus.yml" <<EOF2
 global:
   scrape_interval: 5s
@@ -30,9 +35,14 @@ global:
 rule_files:
   - $REPO_ROOT/charts/rackcache/rules/alerts.yaml
 scrape_configs:
-  - job_name: rackcache
+  - job_name: rackcache-operator
     file_sd_configs:
-      - files: [$p/targets.json]
+      - files: [$p/operator.json]
+  - job_name: rackcache-dataplane
+    authorization:
+      credentials_file: $p/dataplane-token
+    file_sd_configs:
+      - files: [$p/dataplane.json]
 EOF2
   start prometheus prometheus --config.file "$p/prometheus.yml" --storage.tsdb.path "$p/data" \
     --web.listen-address "127.0.0.1:$PROMETHEUS_PORT" --log.level warn

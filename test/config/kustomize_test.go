@@ -184,6 +184,21 @@ func TestDefaultOverlay(t *testing.T) {
 			}
 		}
 	})
+
+	t.Run("the dataplane ServiceMonitor presents the operator's scrape token", func(t *testing.T) {
+		sm := find(t, objs, "ServiceMonitor", "rackcache-dataplane")
+		eps, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+		if len(eps) != 1 {
+			t.Fatalf("%d endpoints, want 1", len(eps))
+		}
+		ep, _ := eps[0].(map[string]any)
+		typ, _, _ := unstructured.NestedString(ep, "authorization", "type")
+		secret, _, _ := unstructured.NestedString(ep, "authorization", "credentials", "name")
+		key, _, _ := unstructured.NestedString(ep, "authorization", "credentials", "key")
+		if typ != "Bearer" || secret != servers.MetricsTokenSecretName || key != servers.TokenKey {
+			t.Errorf("authorization %s from %s/%s, want Bearer from %s/%s", typ, secret, key, servers.MetricsTokenSecretName, servers.TokenKey)
+		}
+	})
 }
 
 func expectSubject(t *testing.T, subjects []rbacv1.Subject, sa string) {

@@ -2,10 +2,20 @@ package operator
 
 import (
 	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rackcache/rackcache/controllers/servers"
 	"github.com/rackcache/rackcache/test/framework/standin"
 )
 
@@ -34,6 +44,27 @@ var _ = Describe("A CachePool backed by Rook", func() {
 		By("keeping the cephx key off the server's disk: it registered the cluster with the mounted keyring")
 		Expect(string(srv.PersistedConfig())).To(ContainSubstring("bdev_rbd_register_cluster"), "the server persisted its Ceph registration")
 		Expect(string(srv.PersistedConfig())).NotTo(ContainSubstring(ceph.Key), "the persisted configuration holds the cephx key")
+
+		By("serving the server's metrics, which name the volume, only with the operator's scrape token")
+		var scrape corev1.Secret
+		Expect(cluster.Client.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: servers.MetricsTokenSecretName}, &scrape)).To(Succeed())
+		url := fmt.Sprintf("http://%s/metrics", net.JoinHostPort(srv.In.IP, strconv.Itoa(cluster.MetricsPort)))
+		for _, tc := range []struct {
+			token string
+			want  int
+		}{{"", http.StatusUnauthorized}, {string(scrape.Data[servers.TokenKey]), http.StatusOK}} {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+			Expect(err).NotTo(HaveOccurred())
+			if tc.token != "" {
+				req.Header.Set("Authorization", "Bearer "+tc.token)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			Expect(err).NotTo(HaveOccurred())
+			body, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			Expect(resp.StatusCode).To(Equal(tc.want), "GET /metrics with a token: %t", tc.token != "")
+			Expect(strings.Contains(string(body), vol.Name)).To(Equal(tc.want == http.StatusOK), "the volume's name in the answer")
+		}
 
 		By("keeping the cephx key out of status and Events")
 		p := getPool(Default, ctx, pool.Name)

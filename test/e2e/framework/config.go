@@ -39,7 +39,12 @@ type Config struct {
 	// PrometheusURL (RACKCACHE_E2E_PROMETHEUS_URL): a Prometheus scraping
 	// the cluster as the chart's ServiceMonitors say, with its alerts loaded.
 	PrometheusURL string
-	Ceph          CephConfig
+	// PrometheusTokenFile (RACKCACHE_E2E_PROMETHEUS_TOKEN_FILE): the file
+	// that Prometheus's dataplane job reads its bearer token from. The
+	// suite writes the operator's scrape token there, as the Prometheus
+	// Operator does from the ServiceMonitor's Secret reference.
+	PrometheusTokenFile string
+	Ceph                CephConfig
 }
 
 // CephConfig is the Ceph cluster the volumes live in.
@@ -58,15 +63,16 @@ type CephConfig struct {
 // LoadConfig reads the inputs; it fails on a missing required one.
 func LoadConfig() (*Config, error) {
 	c := &Config{
-		Kubeconfig:      os.Getenv("KUBECONFIG"),
-		RepoRoot:        testframework.RepoRoot(),
-		Namespace:       env("RACKCACHE_E2E_NAMESPACE", "rackcache-system"),
-		Release:         env("RACKCACHE_E2E_RELEASE", "rackcache"),
-		CacheDevice:     os.Getenv("RACKCACHE_E2E_CACHE_DEVICE"),
-		CacheDeviceSize: env("RACKCACHE_E2E_CACHE_DEVICE_SIZE", "1Gi"),
-		DataplaneImage:  os.Getenv("RACKCACHE_E2E_DATAPLANE_IMAGE"),
-		WorkloadImage:   os.Getenv("RACKCACHE_E2E_WORKLOAD_IMAGE"),
-		PrometheusURL:   os.Getenv("RACKCACHE_E2E_PROMETHEUS_URL"),
+		Kubeconfig:          os.Getenv("KUBECONFIG"),
+		RepoRoot:            testframework.RepoRoot(),
+		Namespace:           env("RACKCACHE_E2E_NAMESPACE", "rackcache-system"),
+		Release:             env("RACKCACHE_E2E_RELEASE", "rackcache"),
+		CacheDevice:         os.Getenv("RACKCACHE_E2E_CACHE_DEVICE"),
+		CacheDeviceSize:     env("RACKCACHE_E2E_CACHE_DEVICE_SIZE", "1Gi"),
+		DataplaneImage:      os.Getenv("RACKCACHE_E2E_DATAPLANE_IMAGE"),
+		WorkloadImage:       os.Getenv("RACKCACHE_E2E_WORKLOAD_IMAGE"),
+		PrometheusURL:       os.Getenv("RACKCACHE_E2E_PROMETHEUS_URL"),
+		PrometheusTokenFile: os.Getenv("RACKCACHE_E2E_PROMETHEUS_TOKEN_FILE"),
 		Ceph: CephConfig{
 			Pool:  env("RACKCACHE_CEPH_POOL", "rbd"),
 			User:  os.Getenv("RACKCACHE_CEPH_USER"),

@@ -12,19 +12,27 @@ import (
 
 // Prometheus queries the Prometheus that scrapes the cluster under test
 // (RACKCACHE_E2E_PROMETHEUS_URL), through client_golang's API client.
-type Prometheus struct{ api promv1.API }
+type Prometheus struct {
+	api promv1.API
+	// TokenFile is where its dataplane scrape job reads the bearer token.
+	TokenFile string
+}
 
 // NewPrometheus connects to url; nil, nil when url is empty (the suite then
-// skips the specs that need Prometheus, saying so).
-func NewPrometheus(url string) (*Prometheus, error) {
+// skips the specs that need Prometheus, saying so). tokenFile is where its
+// dataplane job reads the scrape token.
+func NewPrometheus(url, tokenFile string) (*Prometheus, error) {
 	if url == "" {
 		return nil, nil
+	}
+	if tokenFile == "" {
+		return nil, fmt.Errorf("prometheus %s has no token file for the dataplanes' metrics (RACKCACHE_E2E_PROMETHEUS_TOKEN_FILE)", url)
 	}
 	c, err := api.NewClient(api.Config{Address: url})
 	if err != nil {
 		return nil, fmt.Errorf("prometheus client for %s: %w", url, err)
 	}
-	return &Prometheus{api: promv1.NewAPI(c)}, nil
+	return &Prometheus{api: promv1.NewAPI(c), TokenFile: tokenFile}, nil
 }
 
 // Query evaluates expr now and returns its samples.

@@ -13,6 +13,10 @@ import (
 	. "github.com/onsi/ginkgo/v2" //nolint:revive,staticcheck // ginkgo's DSL reads best unqualified
 	. "github.com/onsi/gomega"    //nolint:revive,staticcheck // gomega's DSL reads best unqualified
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rackcache/rackcache/controllers/servers"
 )
 
 // requirePrometheus skips a spec when the suite has no Prometheus (fails
@@ -27,11 +31,24 @@ func requirePrometheus(env Env) {
 	Skip("RACKCACHE_E2E_PROMETHEUS_URL is not set: no Prometheus to check")
 }
 
+// giveScrapeToken writes the operator's scrape token (the Secret the
+// dataplane ServiceMonitor names) where Prometheus's dataplane job reads
+// it: without it the dataplanes refuse the scrapes.
+func giveScrapeToken(ctx context.Context, env Env) {
+	var s corev1.Secret
+	Eventually(func(g Gomega) {
+		g.Expect(env.Cluster.Client.Get(ctx, client.ObjectKey{Namespace: env.Cluster.Config.Namespace, Name: servers.MetricsTokenSecretName}, &s)).To(Succeed())
+		g.Expect(s.Data).To(HaveKey(servers.TokenKey))
+	}).WithContext(ctx).WithTimeout(readyTimeout).WithPolling(poll).Should(Succeed(), "the operator's scrape token Secret")
+	Expect(os.WriteFile(env.Prometheus.TokenFile, s.Data[servers.TokenKey], 0o600)).To(Succeed())
+}
+
 // ExpectHitRatioInPrometheus waits until Prometheus has scraped the
 // volume's hit ratio from the operator and its cache counters from the
 // dataplane serving it.
 func ExpectHitRatioInPrometheus(ctx context.Context, env Env, v *Volume) {
 	requirePrometheus(env)
+	giveScrapeToken(ctx, env)
 	By("querying Prometheus for the hit ratio of " + v.CachedVolume)
 	for _, expr := range []string{
 		fmt.Sprintf(`rackcache_volume_hit_ratio{volume=%q}`, v.CachedVolume),
@@ -51,6 +68,7 @@ func ExpectHitRatioInPrometheus(ctx context.Context, env Env, v *Volume) {
 // to return data: no panel shows "no data" on a healthy cluster.
 func ExpectDashboardsHaveData(ctx context.Context, env Env) {
 	requirePrometheus(env)
+	giveScrapeToken(ctx, env)
 	files, err := filepath.Glob(filepath.Join(env.Cluster.Config.RepoRoot, "charts", "rackcache", "dashboards", "*.json"))
 	Expect(err).NotTo(HaveOccurred())
 	Expect(files).NotTo(BeEmpty())

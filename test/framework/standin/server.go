@@ -3,8 +3,8 @@ package standin
 // Stand-ins for what the kubelet and the DaemonSet controller would do: there
 // is no kubelet in envtest, so a suite creates the Node of each cache
 // server, runs the real dataplane on the node's address with the files the
-// DaemonSet's pod would mount (the pool's token, TLS Secret, Ceph keyring
-// and ConfigMap, created by the operator), and creates the dataplane Pod with the status a
+// DaemonSet's pod would mount (the pool's token, TLS Secret, Ceph keyring,
+// the scrape token and ConfigMap, created by the operator), and creates the dataplane Pod with the status a
 // kubelet would report.
 
 import (
@@ -60,7 +60,7 @@ type Server struct {
 	dir                               string
 	cacheFile, persistFile            string
 	tokenFile, certFile, keyFile, cfg string
-	cephKeyring                       string
+	cephKeyring, metricsToken         string
 	DP                                *framework.Dataplane
 }
 
@@ -77,16 +77,17 @@ func (c *Cluster) StartServer(ctx context.Context, in ServerInput) *Server {
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(os.RemoveAll, dir)
 	s := &Server{
-		c:           c,
-		In:          in,
-		dir:         dir,
-		cacheFile:   filepath.Join(dir, "cache.img"),
-		persistFile: filepath.Join(dir, "persisted.json"),
-		tokenFile:   filepath.Join(dir, "token"),
-		certFile:    filepath.Join(dir, "tls.crt"),
-		keyFile:     filepath.Join(dir, "tls.key"),
-		cfg:         filepath.Join(dir, "config.json"),
-		cephKeyring: filepath.Join(dir, "ceph.keyring"),
+		c:            c,
+		In:           in,
+		dir:          dir,
+		cacheFile:    filepath.Join(dir, "cache.img"),
+		persistFile:  filepath.Join(dir, "persisted.json"),
+		tokenFile:    filepath.Join(dir, "token"),
+		certFile:     filepath.Join(dir, "tls.crt"),
+		keyFile:      filepath.Join(dir, "tls.key"),
+		cfg:          filepath.Join(dir, "config.json"),
+		cephKeyring:  filepath.Join(dir, "ceph.keyring"),
+		metricsToken: filepath.Join(dir, "metrics-token"),
 	}
 	c.createNode(ctx, in)
 	s.writePoolFiles(ctx)
@@ -122,12 +123,12 @@ func RackLabel(pool *rcv1.CachePool) string {
 }
 
 // writePoolFiles waits for the pool's token Secret, TLS Secret, Ceph
-// keyring Secret and ConfigMap (the operator creates them) and writes what
+// keyring Secret, the scrape token Secret and ConfigMap (the operator creates them) and writes what
 // the pod would mount.
 func (s *Server) writePoolFiles(ctx context.Context) {
 	GinkgoHelper()
 	pool := s.In.Pool.Name
-	var token, tls, keyring corev1.Secret
+	var token, tls, keyring, scrape corev1.Secret
 	var cm corev1.ConfigMap
 	Eventually(func(g Gomega) {
 		g.Expect(s.c.Client.Get(ctx, client.ObjectKey{Namespace: s.c.Namespace, Name: servers.TokenSecretName(pool)}, &token)).To(Succeed())
@@ -135,6 +136,8 @@ func (s *Server) writePoolFiles(ctx context.Context) {
 		g.Expect(s.c.Client.Get(ctx, client.ObjectKey{Namespace: s.c.Namespace, Name: servers.ConfigMapName(pool)}, &cm)).To(Succeed())
 		g.Expect(s.c.Client.Get(ctx, client.ObjectKey{Namespace: s.c.Namespace, Name: servers.CephKeyringSecretName(pool)}, &keyring)).To(Succeed())
 		g.Expect(keyring.Data).To(HaveKey(servers.CephKeyringKey))
+		g.Expect(s.c.Client.Get(ctx, client.ObjectKey{Namespace: s.c.Namespace, Name: servers.MetricsTokenSecretName}, &scrape)).To(Succeed())
+		g.Expect(scrape.Data).To(HaveKey(servers.TokenKey))
 		g.Expect(token.Data).To(HaveKey(servers.TokenKey))
 		g.Expect(tls.Data).To(HaveKey(servers.TLSCertKey))
 		g.Expect(tls.Data).To(HaveKey(servers.TLSKeyKey))
@@ -145,6 +148,7 @@ func (s *Server) writePoolFiles(ctx context.Context) {
 	Expect(os.WriteFile(s.certFile, tls.Data[servers.TLSCertKey], 0o600)).To(Succeed())
 	Expect(os.WriteFile(s.keyFile, tls.Data[servers.TLSKeyKey], 0o600)).To(Succeed())
 	Expect(os.WriteFile(s.cephKeyring, keyring.Data[servers.CephKeyringKey], 0o600)).To(Succeed())
+	Expect(os.WriteFile(s.metricsToken, scrape.Data[servers.TokenKey], 0o600)).To(Succeed())
 	Expect(os.WriteFile(s.cfg, s.localConfig(cm.Data[configKey]), 0o600)).To(Succeed())
 }
 
@@ -199,6 +203,7 @@ func (s *Server) start() {
 		"--rpc-token-file", s.tokenFile,
 		"--rpc-tls-cert", s.certFile, "--rpc-tls-key", s.keyFile,
 		"--metrics-listen", net.JoinHostPort(s.In.IP, strconv.Itoa(s.c.MetricsPort)),
+		"--metrics-token-file", s.metricsToken,
 		"--ceph-keyring", s.cephKeyring,
 		"--config", s.cfg,
 		"--config-persist", s.persistFile,
