@@ -236,6 +236,7 @@ print_env() {
   echo "export RACKCACHE_E2E_WORKLOAD_IMAGE=$WORKLOAD_IMAGE"
   echo "export RACKCACHE_E2E_PROMETHEUS_URL=http://127.0.0.1:$PROMETHEUS_HOST_PORT"
   echo "export RACKCACHE_E2E_PROMETHEUS_TOKEN_FILE=$dir/prometheus/dataplane-token"
+  echo "export RACKCACHE_E2E_PROMETHEUS_OPERATOR_TOKEN_FILE=$dir/prometheus/operator-token"
 }
 
 up() {

@@ -14,13 +14,16 @@ import (
 // config is everything the command line sets.
 type config struct {
 	metricsAddr string
-	probeAddr   string
-	leaderElect bool
-	// dashboardOn serves the read-only dashboard on the metrics port.
-	dashboardOn bool
-	dashboard   dashboard.Options
-	operator    operator.Options
-	zap         zap.Options
+	// metricsSecure serves /metrics over HTTPS to authorized callers only.
+	metricsSecure  bool
+	metricsCertDir string
+	probeAddr      string
+	leaderElect    bool
+	// dashboardAddr is where the read-only dashboard is served ("0": off).
+	dashboardAddr string
+	dashboard     dashboard.Options
+	operator      operator.Options
+	zap           zap.Options
 }
 
 // prefixList is a comma-separated flag value; an empty entry is dropped.
@@ -51,12 +54,18 @@ func parseFlags(fs *flag.FlagSet, args []string) (*config, error) {
 	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
 		c.operator.Namespace = ns
 	}
-	fs.StringVar(&c.metricsAddr, "metrics-bind-address", ":8080",
-		"Address the Prometheus /metrics endpoint binds to (plain HTTP); 0 disables it.")
+	fs.StringVar(&c.metricsAddr, "metrics-bind-address", ":8443",
+		"Address the Prometheus /metrics endpoint binds to; 0 disables it.")
+	fs.BoolVar(&c.metricsSecure, "metrics-secure", true,
+		"Serve /metrics over HTTPS, only to callers with a bearer token the API server accepts and the right to get /metrics "+
+			"(ClusterRole rackcache-metrics-reader); false serves plain HTTP to anyone who reaches it (the metrics name every volume).")
+	fs.StringVar(&c.metricsCertDir, "metrics-cert-dir", "",
+		"Directory with tls.crt and tls.key for the secure metrics endpoint; empty: a self-signed certificate made at start.")
 	fs.StringVar(&c.probeAddr, "health-probe-bind-address", ":8081",
 		"Address the /healthz and /readyz probe endpoints bind to.")
-	fs.BoolVar(&c.dashboardOn, "dashboard", true,
-		"Serve the read-only web dashboard at /dashboard/ on the metrics address (plain HTTP, like /metrics).")
+	fs.StringVar(&c.dashboardAddr, "dashboard-bind-address", "127.0.0.1:8082",
+		"Address the read-only web dashboard (/dashboard/, plain HTTP, no authentication) binds to; 0 disables it. "+
+			"The loopback default is reached with kubectl port-forward: the page names every volume.")
 	fs.DurationVar(&c.dashboard.SamplePeriod, "dashboard-sample-period", c.dashboard.SamplePeriod,
 		"How often the dashboard samples volume statistics and Events for its charts (it keeps the last 360 samples).")
 	fs.BoolVar(&c.leaderElect, "leader-elect", false,

@@ -13,7 +13,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	rcv1 "github.com/rackcache/rackcache/api/v1alpha1"
 	"github.com/rackcache/rackcache/controllers/dashboard"
@@ -45,7 +44,7 @@ func run(cfg *config) error {
 		Scheme:                  scheme,
 		Cache:                   operator.CacheOptions(cfg.operator.Namespace),
 		Client:                  operator.ClientOptions(),
-		Metrics:                 metricsserver.Options{BindAddress: cfg.metricsAddr},
+		Metrics:                 operator.MetricsOptions(cfg.metricsAddr, cfg.metricsSecure, cfg.metricsCertDir),
 		HealthProbeBindAddress:  cfg.probeAddr,
 		LeaderElection:          cfg.leaderElect,
 		LeaderElectionID:        leaderElectionID,
@@ -61,11 +60,8 @@ func run(cfg *config) error {
 	if err := operator.Setup(mgr, cfg.operator); err != nil {
 		return err
 	}
-	// The dashboard rides on the metrics server (served through its
-	// ExtraHandlers): with metrics off there is nowhere to serve it.
-	dashboardOn := cfg.dashboardOn && cfg.metricsAddr != "0"
-	if dashboardOn {
-		if _, err := dashboard.Setup(mgr, cfg.dashboard); err != nil {
+	if cfg.dashboardAddr != "0" {
+		if _, err := dashboard.Setup(mgr, cfg.dashboard, cfg.dashboardAddr); err != nil {
 			return err
 		}
 	}
@@ -76,7 +72,7 @@ func run(cfg *config) error {
 		return fmt.Errorf("add ready check: %w", err)
 	}
 	log.Info("starting operator", "namespace", cfg.operator.Namespace, "leaderElect", cfg.leaderElect,
-		"metrics", cfg.metricsAddr, "dashboard", dashboardOn, "probes", cfg.probeAddr, "statusInterval", cfg.operator.StatusInterval,
+		"metrics", cfg.metricsAddr, "metricsSecure", cfg.metricsSecure, "dashboard", cfg.dashboardAddr, "probes", cfg.probeAddr, "statusInterval", cfg.operator.StatusInterval,
 		"serverLostGrace", cfg.operator.ServerLostGrace, "dataplaneTimeout", cfg.operator.DataplaneTimeout)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		return fmt.Errorf("run manager: %w", err)

@@ -1,8 +1,10 @@
 // Package dashboard is the operator's built-in, read-only web page: pools,
 // their servers, volumes, recent Events, and charts of hit ratio, I/O volume
-// and dirty bytes over time. It is served on the metrics port (Path) by the
-// same plain HTTP server as /metrics, so it needs no port, certificate or
-// Service of its own; every replica serves it, leader or not.
+// and dirty bytes over time. It is served at Path by a plain HTTP server of
+// its own (server.go), on the loopback address by default: the page names
+// every volume, so it is reached through `kubectl port-forward`, which the
+// API server authenticates and authorizes. Every replica serves it, leader
+// or not.
 package dashboard
 
 import (
@@ -86,17 +88,16 @@ func New(objects, events client.Reader, o Options) *Dashboard {
 	}
 }
 
-// Setup adds the dashboard to mgr: its sampler as a runnable and its page
-// on the metrics server. The handler is added through the manager rather
-// than metricsserver.Options.ExtraHandlers because it needs the manager's
-// clients, which exist only once the manager does.
-func Setup(mgr ctrl.Manager, o Options) (*Dashboard, error) {
+// Setup adds the dashboard to mgr: its sampler, and its page served on
+// addr. It needs the manager's clients, which exist only once the manager
+// does.
+func Setup(mgr ctrl.Manager, o Options, addr string) (*Dashboard, error) {
 	d := New(mgr.GetClient(), mgr.GetAPIReader(), o)
 	if err := mgr.Add(d); err != nil {
 		return nil, fmt.Errorf("add the dashboard sampler: %w", err)
 	}
-	if err := mgr.AddMetricsServerExtraHandler(Path, d); err != nil {
-		return nil, fmt.Errorf("add the dashboard to the metrics server: %w", err)
+	if err := mgr.Add(&server{addr: addr, handler: d}); err != nil {
+		return nil, fmt.Errorf("add the dashboard server: %w", err)
 	}
 	return d, nil
 }

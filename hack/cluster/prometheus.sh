@@ -3,12 +3,16 @@
 # and evaluating the chart's alerting rules. Debian builds Prometheus
 # without Kubernetes service discovery, so the targets come from a file:
 # every rackcache pod uses the host network of the one cache-server node,
-# so they are that node's metrics ports (the operator's 8080, the
+# so they are that node's metrics ports (the operator's 8443, the
 # dataplanes' 9560), labelled as the chart's ServiceMonitors label them.
 # The dataplanes answer only with the operator's scrape token: their job
 # reads it from $dir/prometheus/dataplane-token, which the e2e suite fills
 # from the Secret (RACKCACHE_E2E_PROMETHEUS_TOKEN_FILE), as the Prometheus
-# Operator would from the ServiceMonitor's reference.
+# Operator would from the ServiceMonitor's reference. The operator's job
+# scrapes HTTPS (a self-signed certificate) with the token of a
+# ServiceAccount the suite binds to rackcache-metrics-reader, written to
+# $dir/prometheus/operator-token, as a Prometheus in the cluster would
+# present its own ServiceAccount token.
 # It runs in the cluster's network namespace; the host reaches its API at
 # 127.0.0.1:$PROMETHEUS_HOST_PORT through a bridge like the apiserver's
 # (not 9090: Debian's package runs a Prometheus of its own there on
@@ -22,12 +26,15 @@ prometheus_up() {
   local p="$dir/prometheus"
   mkdir -p "$p/data"
   cat >"$p/operator.json" <<EOF2
-[{"targets": ["$NODE_IP:8080"], "labels": {"job": "rackcache-operator", "node": "$HOST_NODE"}}]
+[{"targets": ["$NODE_IP:8443"], "labels": {"job": "rackcache-operator", "node": "$HOST_NODE"}}]
 EOF2
   cat >"$p/dataplane.json" <<EOF2
 [{"targets": ["$NODE_IP:9560"], "labels": {"job": "rackcache-dataplane", "node": "$HOST_NODE"}}]
 EOF2
-  [[ -e "$p/dataplane-token" ]] || install -m 0600 /dev/null "$p/dataplane-token"
+  local f
+  for f in dataplane-token operator-token; do
+    [[ -e "$p/$f" ]] || install -m 0600 /dev/null "$p/$f"
+  done
   cat >"$p/prometheus.yml" <<EOF2
 global:
   scrape_interval: 5s
@@ -36,6 +43,11 @@ rule_files:
   - $REPO_ROOT/charts/rackcache/rules/alerts.yaml
 scrape_configs:
   - job_name: rackcache-operator
+    scheme: https
+    tls_config:
+      insecure_skip_verify: true
+    authorization:
+      credentials_file: $p/operator-token
     file_sd_configs:
       - files: [$p/operator.json]
   - job_name: rackcache-dataplane

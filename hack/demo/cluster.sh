@@ -14,6 +14,7 @@ rack=rack-a
 pool=demo
 operator_metrics="127.0.0.1:$operator_port"
 operator_probes="127.0.0.1:$((operator_port + 1))"
+operator_dashboard="127.0.0.1:$((operator_port + 2))"
 export KUBECONFIG="$kubeconfig"
 
 kubectl() { "$REPO_ROOT/bin/kubectl" "$@"; }
@@ -78,12 +79,13 @@ control_plane_step() {
   kubectl wait --for condition=Established --timeout=60s crd/cachepools.rackcache.io crd/cachedvolumes.rackcache.io >/dev/null
   kubectl apply --server-side -f "$REPO_ROOT/config/manager/namespace.yaml" | sed 's/^/    /'
   start_bg operator "$REPO_ROOT/bin/rackcache-operator" --kubeconfig "$kubeconfig" --namespace "$ns" \
-    --metrics-bind-address "$operator_metrics" --health-probe-bind-address "$operator_probes" \
+    --metrics-bind-address "$operator_metrics" --metrics-secure=false --health-probe-bind-address "$operator_probes" \
+    --dashboard-bind-address "$operator_dashboard" \
     --status-interval 5s --server-lost-grace 1m --dataplane-timeout 30s \
     --allowed-device-prefixes "/dev/disk/by-id/,/dev/nvme,$cache_file"
   wait_until 60 "rackcache-operator's /readyz" curl -sf "http://$operator_probes/readyz" || fail "$kube_dir/operator.log"
   echo "    apiserver $(kubectl config view -o jsonpath='{.clusters[0].cluster.server}') (kubeconfig $kubeconfig)"
-  echo "    rackcache-operator pid $(cat "$kube_dir/operator.pid"), metrics http://$operator_metrics/metrics, log $kube_dir/operator.log"
+  echo "    rackcache-operator pid $(cat "$kube_dir/operator.pid"), metrics http://$operator_metrics/metrics (plain HTTP on loopback), dashboard http://$operator_dashboard/dashboard/, log $kube_dir/operator.log"
 }
 
 cache_server_step() {

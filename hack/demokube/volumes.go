@@ -10,6 +10,8 @@ import (
 	"syscall"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -71,7 +73,13 @@ func (p *localPod) materialize(v corev1.Volume) (string, error) {
 		return dir, os.MkdirAll(dir, 0o700)
 	case v.Secret != nil:
 		s := &corev1.Secret{}
-		if err := p.k.c.Get(p.ctx, client.ObjectKey{Namespace: p.pod.Namespace, Name: v.Secret.SecretName}, s); err != nil {
+		err := p.k.c.Get(p.ctx, client.ObjectKey{Namespace: p.pod.Namespace, Name: v.Secret.SecretName}, s)
+		switch {
+		case apierrors.IsNotFound(err) && ptr.Deref(v.Secret.Optional, false):
+			// As the kubelet: an optional Secret that is missing is an
+			// empty directory.
+			return dir, os.MkdirAll(dir, 0o700)
+		case err != nil:
 			return "", fmt.Errorf("get Secret %s: %w", v.Secret.SecretName, err)
 		}
 		return dir, writeFiles(dir, s.Data, v.Secret.DefaultMode)

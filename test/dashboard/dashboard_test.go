@@ -107,12 +107,12 @@ func TestDashboardInChromium(t *testing.T) {
 }
 
 // startManager runs a manager that cannot become the leader (holdLease)
-// with the dashboard on its metrics port, as cmd/operator wires it.
+// with the dashboard on port, as cmd/operator wires it.
 func startManager(t *testing.T, cfg *rest.Config, scheme *runtime.Scheme, port int) ctrl.Manager {
 	t.Helper()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: fmt.Sprintf("127.0.0.1:%d", port)},
+		Metrics:                 metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress:  "0",
 		LeaderElection:          true,
 		LeaderElectionID:        leaseName,
@@ -121,7 +121,7 @@ func startManager(t *testing.T, cfg *rest.Config, scheme *runtime.Scheme, port i
 	if err != nil {
 		t.Fatalf("create manager: %v", err)
 	}
-	if _, err := dashboard.Setup(mgr, dashboard.Options{SamplePeriod: samplePeriod, HistorySize: historySize}); err != nil {
+	if _, err := dashboard.Setup(mgr, dashboard.Options{SamplePeriod: samplePeriod, HistorySize: historySize}, fmt.Sprintf("127.0.0.1:%d", port)); err != nil {
 		t.Fatalf("set up the dashboard: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -31,7 +31,7 @@ var _ = BeforeSuite(func(ctx context.Context) {
 	Expect(err).NotTo(HaveOccurred())
 	ceph, err := framework.NewCeph(cfg.Ceph)
 	Expect(err).NotTo(HaveOccurred())
-	prom, err := framework.NewPrometheus(cfg.PrometheusURL, cfg.PrometheusTokenFile)
+	prom, err := framework.NewPrometheus(cfg.PrometheusURL, cfg.PrometheusTokenFile, cfg.PrometheusOperatorTokenFile)
 	Expect(err).NotTo(HaveOccurred())
 	env = specs.Env{Cluster: cluster, Ceph: ceph, Prometheus: prom}
 	out, err := cluster.Kubectl(ctx, "get", "nodes", "-o", "wide")

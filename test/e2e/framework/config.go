@@ -44,7 +44,11 @@ type Config struct {
 	// suite writes the operator's scrape token there, as the Prometheus
 	// Operator does from the ServiceMonitor's Secret reference.
 	PrometheusTokenFile string
-	Ceph                CephConfig
+	// PrometheusOperatorTokenFile (RACKCACHE_E2E_PROMETHEUS_OPERATOR_TOKEN_FILE):
+	// the file its operator job reads its bearer token from; the suite
+	// writes the token of a ServiceAccount bound to rackcache-metrics-reader.
+	PrometheusOperatorTokenFile string
+	Ceph                        CephConfig
 }
 
 // CephConfig is the Ceph cluster the volumes live in.
@@ -63,16 +67,17 @@ type CephConfig struct {
 // LoadConfig reads the inputs; it fails on a missing required one.
 func LoadConfig() (*Config, error) {
 	c := &Config{
-		Kubeconfig:          os.Getenv("KUBECONFIG"),
-		RepoRoot:            testframework.RepoRoot(),
-		Namespace:           env("RACKCACHE_E2E_NAMESPACE", "rackcache-system"),
-		Release:             env("RACKCACHE_E2E_RELEASE", "rackcache"),
-		CacheDevice:         os.Getenv("RACKCACHE_E2E_CACHE_DEVICE"),
-		CacheDeviceSize:     env("RACKCACHE_E2E_CACHE_DEVICE_SIZE", "1Gi"),
-		DataplaneImage:      os.Getenv("RACKCACHE_E2E_DATAPLANE_IMAGE"),
-		WorkloadImage:       os.Getenv("RACKCACHE_E2E_WORKLOAD_IMAGE"),
-		PrometheusURL:       os.Getenv("RACKCACHE_E2E_PROMETHEUS_URL"),
-		PrometheusTokenFile: os.Getenv("RACKCACHE_E2E_PROMETHEUS_TOKEN_FILE"),
+		Kubeconfig:                  os.Getenv("KUBECONFIG"),
+		RepoRoot:                    testframework.RepoRoot(),
+		Namespace:                   env("RACKCACHE_E2E_NAMESPACE", "rackcache-system"),
+		Release:                     env("RACKCACHE_E2E_RELEASE", "rackcache"),
+		CacheDevice:                 os.Getenv("RACKCACHE_E2E_CACHE_DEVICE"),
+		CacheDeviceSize:             env("RACKCACHE_E2E_CACHE_DEVICE_SIZE", "1Gi"),
+		DataplaneImage:              os.Getenv("RACKCACHE_E2E_DATAPLANE_IMAGE"),
+		WorkloadImage:               os.Getenv("RACKCACHE_E2E_WORKLOAD_IMAGE"),
+		PrometheusURL:               os.Getenv("RACKCACHE_E2E_PROMETHEUS_URL"),
+		PrometheusTokenFile:         os.Getenv("RACKCACHE_E2E_PROMETHEUS_TOKEN_FILE"),
+		PrometheusOperatorTokenFile: os.Getenv("RACKCACHE_E2E_PROMETHEUS_OPERATOR_TOKEN_FILE"),
 		Ceph: CephConfig{
 			Pool:  env("RACKCACHE_CEPH_POOL", "rbd"),
 			User:  os.Getenv("RACKCACHE_CEPH_USER"),

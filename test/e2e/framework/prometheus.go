@@ -16,23 +16,26 @@ type Prometheus struct {
 	api promv1.API
 	// TokenFile is where its dataplane scrape job reads the bearer token.
 	TokenFile string
+	// OperatorTokenFile is where its operator scrape job reads the bearer token.
+	OperatorTokenFile string
 }
 
 // NewPrometheus connects to url; nil, nil when url is empty (the suite then
-// skips the specs that need Prometheus, saying so). tokenFile is where its
-// dataplane job reads the scrape token.
-func NewPrometheus(url, tokenFile string) (*Prometheus, error) {
+// skips the specs that need Prometheus, saying so). tokenFile and
+// operatorTokenFile are where its dataplane and operator jobs read their
+// bearer tokens.
+func NewPrometheus(url, tokenFile, operatorTokenFile string) (*Prometheus, error) {
 	if url == "" {
 		return nil, nil
 	}
-	if tokenFile == "" {
-		return nil, fmt.Errorf("prometheus %s has no token file for the dataplanes' metrics (RACKCACHE_E2E_PROMETHEUS_TOKEN_FILE)", url)
+	if tokenFile == "" || operatorTokenFile == "" {
+		return nil, fmt.Errorf("prometheus %s lacks a token file for the dataplanes' or the operator's metrics (RACKCACHE_E2E_PROMETHEUS_TOKEN_FILE, RACKCACHE_E2E_PROMETHEUS_OPERATOR_TOKEN_FILE)", url)
 	}
 	c, err := api.NewClient(api.Config{Address: url})
 	if err != nil {
 		return nil, fmt.Errorf("prometheus client for %s: %w", url, err)
 	}
-	return &Prometheus{api: promv1.NewAPI(c), TokenFile: tokenFile}, nil
+	return &Prometheus{api: promv1.NewAPI(c), TokenFile: tokenFile, OperatorTokenFile: operatorTokenFile}, nil
 }
 
 // Query evaluates expr now and returns its samples.

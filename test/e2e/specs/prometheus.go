@@ -15,8 +15,6 @@ import (
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/rackcache/rackcache/controllers/servers"
 )
 
 // requirePrometheus skips a spec when the suite has no Prometheus (fails
@@ -31,16 +29,46 @@ func requirePrometheus(env Env) {
 	Skip("RACKCACHE_E2E_PROMETHEUS_URL is not set: no Prometheus to check")
 }
 
-// giveScrapeToken writes the operator's scrape token (the Secret the
-// dataplane ServiceMonitor names) where Prometheus's dataplane job reads
-// it: without it the dataplanes refuse the scrapes.
-func giveScrapeToken(ctx context.Context, env Env) {
+// scraperAccount is the ServiceAccount the suite's Prometheus scrapes the
+// operator as: a Prometheus in the cluster would use its own.
+const scraperAccount = "e2e-prometheus"
+
+// The operator's scrape token for the dataplanes, by its documented name
+// (docs/operator.md): the suite sees the product as a user does.
+const (
+	scrapeTokenSecret = "rackcache-dataplane-metrics"
+	scrapeTokenKey    = "token"
+)
+
+// giveScrapeTokens gives Prometheus what a Prometheus in the cluster
+// would have: for the dataplanes, the operator's scrape token (the Secret
+// the dataplane ServiceMonitor names); for the operator, a ServiceAccount
+// token allowed to get /metrics (the chart's rackcache-metrics-reader).
+// Without them both refuse the scrapes.
+func giveScrapeTokens(ctx context.Context, env Env) {
+	ns := env.Cluster.Config.Namespace
+	for _, args := range [][]string{
+		{"create", "serviceaccount", scraperAccount, "-n", ns},
+		{"create", "clusterrolebinding", scraperAccount, "--clusterrole=rackcache-metrics-reader", "--serviceaccount=" + ns + ":" + scraperAccount},
+	} {
+		out, err := env.Cluster.Kubectl(ctx, args...)
+		if err != nil && !strings.Contains(out+err.Error(), "already exists") {
+			Fail(fmt.Sprintf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out))
+		}
+	}
+	token, err := env.Cluster.Kubectl(ctx, "create", "token", scraperAccount, "-n", ns, "--duration=2h")
+	Expect(err).NotTo(HaveOccurred(), "a token of ServiceAccount %s", scraperAccount)
+	Expect(os.WriteFile(env.Prometheus.OperatorTokenFile, []byte(strings.TrimSpace(token)), 0o600)).To(Succeed())
+	giveDataplaneToken(ctx, env)
+}
+
+func giveDataplaneToken(ctx context.Context, env Env) {
 	var s corev1.Secret
 	Eventually(func(g Gomega) {
-		g.Expect(env.Cluster.Client.Get(ctx, client.ObjectKey{Namespace: env.Cluster.Config.Namespace, Name: servers.MetricsTokenSecretName}, &s)).To(Succeed())
-		g.Expect(s.Data).To(HaveKey(servers.TokenKey))
+		g.Expect(env.Cluster.Client.Get(ctx, client.ObjectKey{Namespace: env.Cluster.Config.Namespace, Name: scrapeTokenSecret}, &s)).To(Succeed())
+		g.Expect(s.Data).To(HaveKey(scrapeTokenKey))
 	}).WithContext(ctx).WithTimeout(readyTimeout).WithPolling(poll).Should(Succeed(), "the operator's scrape token Secret")
-	Expect(os.WriteFile(env.Prometheus.TokenFile, s.Data[servers.TokenKey], 0o600)).To(Succeed())
+	Expect(os.WriteFile(env.Prometheus.TokenFile, s.Data[scrapeTokenKey], 0o600)).To(Succeed())
 }
 
 // ExpectHitRatioInPrometheus waits until Prometheus has scraped the
@@ -48,7 +76,7 @@ func giveScrapeToken(ctx context.Context, env Env) {
 // dataplane serving it.
 func ExpectHitRatioInPrometheus(ctx context.Context, env Env, v *Volume) {
 	requirePrometheus(env)
-	giveScrapeToken(ctx, env)
+	giveScrapeTokens(ctx, env)
 	By("querying Prometheus for the hit ratio of " + v.CachedVolume)
 	for _, expr := range []string{
 		fmt.Sprintf(`rackcache_volume_hit_ratio{volume=%q}`, v.CachedVolume),
@@ -68,7 +96,7 @@ func ExpectHitRatioInPrometheus(ctx context.Context, env Env, v *Volume) {
 // to return data: no panel shows "no data" on a healthy cluster.
 func ExpectDashboardsHaveData(ctx context.Context, env Env) {
 	requirePrometheus(env)
-	giveScrapeToken(ctx, env)
+	giveScrapeTokens(ctx, env)
 	files, err := filepath.Glob(filepath.Join(env.Cluster.Config.RepoRoot, "charts", "rackcache", "dashboards", "*.json"))
 	Expect(err).NotTo(HaveOccurred())
 	Expect(files).NotTo(BeEmpty())
