@@ -93,6 +93,7 @@ fmt: ## Format Go (gofmt) and Rust (rustfmt) code in place.
 	cd $(DATAPLANE) && $(CARGO) fmt --all
 	cd $(DATAPLANE)/nvmf/fuzz && $(CARGO) fmt
 	cd $(DATAPLANE)/daemon/fuzz && $(CARGO) fmt
+	cd $(DATAPLANE)/cache/fuzz && $(CARGO) fmt
 
 .PHONY: fmt-check
 fmt-check: fmt-check-go fmt-check-rust ## Fail when Go or Rust code is not formatted.
@@ -107,6 +108,7 @@ fmt-check-rust: ## Fail when Rust code is not rustfmt'ed.
 	cd $(DATAPLANE) && $(CARGO) fmt --all --check
 	cd $(DATAPLANE)/nvmf/fuzz && $(CARGO) fmt --check
 	cd $(DATAPLANE)/daemon/fuzz && $(CARGO) fmt --check
+	cd $(DATAPLANE)/cache/fuzz && $(CARGO) fmt --check
 
 .PHONY: vet
 vet: ## go vet.
@@ -171,7 +173,7 @@ test-rust: ## Rust tests of the dataplane workspace (cargo test --workspace, two
 	CARGO="$(CARGO)" hack/rust-tests.sh
 
 .PHONY: test-fuzz
-test-fuzz: ## Fuzz the NVMe/TCP codec, authentication and JSON-RPC briefly (20 s per target, fixed seed).
+test-fuzz: ## Fuzz the NVMe/TCP codec, authentication, JSON-RPC and a cached volume's I/O briefly (20 s per target, fixed seed).
 	hack/fuzz.sh 20
 
 .PHONY: fuzz

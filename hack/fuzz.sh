@@ -28,6 +28,7 @@ TARGETS=(
   "dataplane/nvmf/fuzz:connection:seeds/connection"
   "dataplane/nvmf/fuzz:auth_messages:seeds/auth"
   "dataplane/daemon/fuzz:rpc_requests:seeds/rpc"
+  "dataplane/cache/fuzz:cached_io:seeds/io"
 )
 if [[ -n "${RACKCACHE_FUZZ_TARGETS:-}" ]]; then
   read -r -a TARGETS <<<"$RACKCACHE_FUZZ_TARGETS"

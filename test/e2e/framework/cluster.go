@@ -48,6 +48,12 @@ func (c *Cluster) Kubectl(ctx context.Context, args ...string) (string, error) {
 	return c.run(ctx, nil, "kubectl", args...)
 }
 
+// KubectlInput is Kubectl with stdin: for what must not show in the
+// command line (and so in an error), such as a token.
+func (c *Cluster) KubectlInput(ctx context.Context, stdin string, args ...string) (string, error) {
+	return c.run(ctx, strings.NewReader(stdin), "kubectl", args...)
+}
+
 // KubectlApply applies a manifest given as text.
 func (c *Cluster) KubectlApply(ctx context.Context, manifest string) error {
 	_, err := c.run(ctx, strings.NewReader(manifest), "kubectl", "apply", "-f", "-")

@@ -87,7 +87,8 @@ func DeleteCachePool(ctx context.Context, env Env, name string) {
 // DataplaneMetrics reads the /metrics of the pool's dataplane pod on each
 // cache server, keyed by pod name. It fetches them from inside the CSI
 // controller's pod (its image has busybox's wget), where the cluster's
-// network reaches every pod: no port on the test's machine is needed.
+// network reaches every pod: no port on the test's machine is needed. It
+// presents the operator's scrape token, as the ServiceMonitor does.
 func DataplaneMetrics(ctx context.Context, g Gomega, env Env, pool string) map[string]string {
 	cfg := env.Cluster.Config
 	pods, err := env.Cluster.Kubectl(ctx, "get", "pods", "-n", cfg.Namespace, "-l", "rackcache.io/pool="+pool,
@@ -96,6 +97,7 @@ func DataplaneMetrics(ctx context.Context, g Gomega, env Env, pool string) map[s
 	from, err := env.Cluster.Kubectl(ctx, "get", "pods", "-n", cfg.Namespace, "-l", "app.kubernetes.io/name=rackcache-csi-controller",
 		"-o", "jsonpath={.items[0].metadata.name}")
 	g.Expect(err).NotTo(HaveOccurred())
+	token := scrapeToken(ctx, g, env)
 	out := map[string]string{}
 	for _, line := range strings.Split(strings.TrimSpace(pods), "\n") {
 		name, ip, ok := strings.Cut(line, " ")
@@ -103,7 +105,10 @@ func DataplaneMetrics(ctx context.Context, g Gomega, env Env, pool string) map[s
 			continue
 		}
 		url := fmt.Sprintf("http://%s/metrics", net.JoinHostPort(ip, fmt.Sprint(metricsPort)))
-		body, err := env.Cluster.Kubectl(ctx, "exec", "-n", cfg.Namespace, from, "-c", "csi-controller", "--", "busybox", "wget", "-q", "-O", "-", url)
+		// The token goes in on stdin, so no command line or error shows it.
+		script := `read -r t; exec busybox wget -q --header "Authorization: Bearer $t" -O - "$1"`
+		body, err := env.Cluster.KubectlInput(ctx, token+"\n", "exec", "-i", "-n", cfg.Namespace, from, "-c", "csi-controller", "--",
+			"busybox", "sh", "-c", script, "sh", url)
 		g.Expect(err).NotTo(HaveOccurred())
 		out[name] = body
 	}

@@ -63,12 +63,18 @@ func giveScrapeTokens(ctx context.Context, env Env) {
 }
 
 func giveDataplaneToken(ctx context.Context, env Env) {
+	var token string
+	Eventually(func(g Gomega) { token = scrapeToken(ctx, g, env) }).
+		WithContext(ctx).WithTimeout(readyTimeout).WithPolling(poll).Should(Succeed(), "the operator's scrape token Secret")
+	Expect(os.WriteFile(env.Prometheus.TokenFile, []byte(token), 0o600)).To(Succeed())
+}
+
+// scrapeToken is the operator's scrape token for the dataplanes' /metrics.
+func scrapeToken(ctx context.Context, g Gomega, env Env) string {
 	var s corev1.Secret
-	Eventually(func(g Gomega) {
-		g.Expect(env.Cluster.Client.Get(ctx, client.ObjectKey{Namespace: env.Cluster.Config.Namespace, Name: scrapeTokenSecret}, &s)).To(Succeed())
-		g.Expect(s.Data).To(HaveKey(scrapeTokenKey))
-	}).WithContext(ctx).WithTimeout(readyTimeout).WithPolling(poll).Should(Succeed(), "the operator's scrape token Secret")
-	Expect(os.WriteFile(env.Prometheus.TokenFile, s.Data[scrapeTokenKey], 0o600)).To(Succeed())
+	g.Expect(env.Cluster.Client.Get(ctx, client.ObjectKey{Namespace: env.Cluster.Config.Namespace, Name: scrapeTokenSecret}, &s)).To(Succeed())
+	g.Expect(s.Data).To(HaveKey(scrapeTokenKey))
+	return string(s.Data[scrapeTokenKey])
 }
 
 // ExpectHitRatioInPrometheus waits until Prometheus has scraped the
