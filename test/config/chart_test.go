@@ -172,6 +172,37 @@ func checkOperatorArgs(t *testing.T, args []string) {
 }
 
 // Bad values are refused before anything renders, naming what is wrong.
+// image.digests pins rackcache's own images: every container of the
+// operator and the CSI driver then names its image by tag and digest.
+func TestChartPinsImagesByDigest(t *testing.T) {
+	digests := map[string]string{
+		"rackcache-operator": "sha256:" + strings.Repeat("1a", 32),
+		"rackcache-csi":      "sha256:" + strings.Repeat("2b", 32),
+	}
+	var args []string
+	for name, d := range digests {
+		args = append(args, "--set", "image.digests."+name+"="+d)
+	}
+	pinned := 0
+	for _, u := range renderChart(t, args...) {
+		containers, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
+		for _, c := range containers {
+			image, _ := c.(map[string]any)["image"].(string)
+			for name, d := range digests {
+				if strings.HasPrefix(image, "ghcr.io/rackcache/"+name+":") {
+					if want := "ghcr.io/rackcache/" + name + ":0.1.0@" + d; image != want {
+						t.Errorf("%s %s: image %s, want %s", u.GetKind(), u.GetName(), image, want)
+					}
+					pinned++
+				}
+			}
+		}
+	}
+	if pinned != 3 {
+		t.Errorf("%d containers run rackcache's images, want 3 (operator, CSI controller, CSI node)", pinned)
+	}
+}
+
 func TestChartSchemaRefusesBadValues(t *testing.T) {
 	cases := []struct {
 		set  string
@@ -185,6 +216,8 @@ func TestChartSchemaRefusesBadValues(t *testing.T) {
 		{"operator.replica=2", "additional properties 'replica' not allowed"},
 		{"csi.node.portalMap={10.0.4.1:4420}", "/csi/node/portalMap/0"},
 		{"kubernetesAPI.port=0", "/kubernetesAPI/port"},
+		{"image.digests.rackcache-csi=sha256:abc", "/image/digests/rackcache-csi"},
+		{"image.digests.busybox=sha256:" + strings.Repeat("0", 64), "value must be one of"},
 	}
 	for _, tc := range cases {
 		out, err := exec.Command(helmBinary(t), "template", "rackcache", chartDir(), "--kube-version", chartKubeVersion, "--set", tc.set).CombinedOutput()

@@ -9,7 +9,12 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{/* An image of rackcache's own: registry/name:tag. */}}
 {{- define "rackcache.image" -}}
 {{- $root := index . 0 -}}
-{{- printf "%s/%s:%s" $root.Values.image.registry (index . 1) (default $root.Chart.AppVersion $root.Values.image.tag) -}}
+{{- $name := index . 1 -}}
+{{- $ref := printf "%s/%s:%s" $root.Values.image.registry $name (default $root.Chart.AppVersion $root.Values.image.tag) -}}
+{{- with index (default dict $root.Values.image.digests) $name -}}
+{{- $ref = printf "%s@%s" $ref . -}}
+{{- end -}}
+{{- $ref -}}
 {{- end }}
 
 {{/*
