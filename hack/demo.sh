@@ -153,9 +153,11 @@ up() {
                 bin/kubectl get cachepools,cachedvolumes -o wide
                 bin/kubectl describe cachedvolume $img
                 bin/kubectl -n $ns get daemonsets,pods,secrets,configmaps
-    Operator:   $kube_dir/operator.log (JSON), curl -s http://$operator_metrics/metrics
+    Operator:   $kube_dir/operator.log (JSON), curl -s http://$operator_metrics/metrics (plain HTTP here: --metrics-secure=false)
+                dashboard: http://$operator_dashboard/dashboard/
     Dataplane:  bin/venv/bin/spdk-rpc -s $rpc_sock nvmf_get_subsystems
-                curl -s http://127.0.0.1:9560/metrics
+                curl -s -H "Authorization: Bearer \$(cat $(dirname "$(dirname "$rpc_sock")")/metrics-token/token)" http://127.0.0.1:9560/metrics
+                (the metrics name volumes: the operator's scrape token, Secret rackcache-dataplane-metrics)
     Ceph:       export CEPH_CONF=$ceph_dir/ceph.conf; ceph -s; rbd ls
     Stop all:   make demo-down     (stops them by PID and removes $demo_dir)
 MSG
