@@ -76,7 +76,7 @@ fn a_rotated_token_takes_over_without_a_restart() {
     let deadline = Instant::now() + Duration::from_secs(30);
     while !std::fs::read_to_string(&log)
         .unwrap_or_default()
-        .contains("RPC token file unusable")
+        .contains("token file unusable")
     {
         assert!(
             Instant::now() < deadline,
