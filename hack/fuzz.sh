@@ -34,13 +34,17 @@ if [[ -n "${RACKCACHE_FUZZ_TARGETS:-}" ]]; then
   read -r -a TARGETS <<<"$RACKCACHE_FUZZ_TARGETS"
 fi
 # One build of every target first (each fuzz crate once), then the targets
-# side by side: each libFuzzer run is one process on one core.
+# side by side: each libFuzzer run is one process on one core. The fuzz
+# crates are workspaces of their own (sanitizer flags must not reach the
+# main one) but share one target directory, so the dependencies they have
+# in common (tokio, serde, the cache and bdev crates...) compile once.
+fuzz_target_dir="$REPO_ROOT/dataplane/target/fuzz"
 declare -A built=()
 for t in "${TARGETS[@]}"; do
   IFS=: read -r dir target seeds <<<"$t"
   [[ -n "${built[$dir]:-}" ]] && continue
   log "building the fuzz targets of $dir"
-  (cd "$REPO_ROOT/$dir" && "$REPO_ROOT/bin/cargo-fuzz" build) \
+  (cd "$REPO_ROOT/$dir" && "$REPO_ROOT/bin/cargo-fuzz" build --target-dir "$fuzz_target_dir") \
     || die "$dir: cargo fuzz build failed"
   built[$dir]=1
 done
@@ -55,7 +59,7 @@ for i in "${!TARGETS[@]}"; do
   log "fuzzing $target for ${seconds}s"
   # cargo-fuzz's own exit status counts: a target that does not build, or a
   # libFuzzer run that fails, fails this script.
-  (cd "$REPO_ROOT/$dir" && "$REPO_ROOT/bin/cargo-fuzz" run "$target" "$corpus" "$seeds" -- \
+  (cd "$REPO_ROOT/$dir" && "$REPO_ROOT/bin/cargo-fuzz" run --target-dir "$fuzz_target_dir" "$target" "$corpus" "$seeds" -- \
       -max_total_time="$seconds" -timeout=10 -seed=1 -print_final_stats=1) >"$work/$i.out" 2>&1 &
   pids[$i]=$!
 done
