@@ -12,15 +12,15 @@ import (
 	"github.com/rackcache/rackcache/controllers/servers"
 )
 
-// reconcileCephKeyring copies the cephx key of pool's data-path user into
-// the Secret its dataplane pods mount (--ceph-keyring). The servers then
-// register the cluster without a key, and no configuration they save holds
-// one. A backend that cannot be resolved yet leaves the Secret as it is:
-// the status reports the Ceph error, and the servers keep the last key.
-func (r *Reconciler) reconcileCephKeyring(ctx context.Context, pool *rcv1.CachePool) error {
-	backend, err := ceph.Resolve(ctx, r.Client, pool, ceph.Node)
-	if err != nil {
-		return nil //nolint:nilerr // observe() reports it as the pool's Ceph error
+// reconcileCephKeyring copies the cephx key of pool's data-path user
+// (backend) into the Secret its dataplane pods mount (--ceph-keyring). The
+// servers then register the cluster without a key, and no configuration
+// they save holds one. A backend that cannot be resolved yet (nil) leaves
+// the Secret as it is: the status reports the Ceph error, and the servers
+// keep the last key.
+func (r *Reconciler) reconcileCephKeyring(ctx context.Context, pool *rcv1.CachePool, backend *ceph.Backend) error {
+	if backend == nil {
+		return nil
 	}
 	name := servers.CephKeyringSecretName(pool.Name)
 	s := corev1ac.Secret(name, r.Namespace).

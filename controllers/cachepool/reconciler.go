@@ -90,11 +90,14 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, pool *rcv1.CachePool) 
 		admission = *r.Admission
 	}
 	notAllowed := admission.Check(pool)
+	// One read of the Ceph backend per pass: the servers' keyring copy
+	// and the status's Ceph error both come from it.
+	backend, cephErr := ceph.Resolve(ctx, r.Client, pool, ceph.Node)
 	var applyErr error
 	if notAllowed == nil {
-		applyErr = r.reconcileObjects(ctx, pool)
+		applyErr = r.reconcileObjects(ctx, pool, backend)
 	}
-	o, observeErr := r.observe(ctx, pool)
+	o, observeErr := r.observe(ctx, pool, cephErr)
 	if notAllowed != nil {
 		// Nothing was changed; what runs (if anything) is the last
 		// admitted spec.
@@ -111,11 +114,12 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, pool *rcv1.CachePool) 
 
 // reconcileObjects makes the pool's credentials, ConfigMap and DaemonSet
 // what they should be.
-func (r *Reconciler) reconcileObjects(ctx context.Context, pool *rcv1.CachePool) error {
+// backend is nil while pool's Ceph backend cannot be resolved.
+func (r *Reconciler) reconcileObjects(ctx context.Context, pool *rcv1.CachePool, backend *ceph.Backend) error {
 	if err := r.reconcileCredentials(ctx, pool); err != nil {
 		return err
 	}
-	if err := r.reconcileCephKeyring(ctx, pool); err != nil {
+	if err := r.reconcileCephKeyring(ctx, pool, backend); err != nil {
 		return err
 	}
 	config, err := renderDataplaneConfig(pool)
@@ -135,11 +139,11 @@ func (r *Reconciler) reconcileObjects(ctx context.Context, pool *rcv1.CachePool)
 // observe reads what the status is computed from: the Ceph backend, the
 // DaemonSet, the servers and the volumes. A failed read of a server is part
 // of the observation; a failed read of the API server is an error.
-func (r *Reconciler) observe(ctx context.Context, pool *rcv1.CachePool) (*observation, error) {
+func (r *Reconciler) observe(ctx context.Context, pool *rcv1.CachePool, cephErr error) (*observation, error) {
 	o := &observation{Generation: pool.Generation, Now: r.now()}
 	var errs []error
-	if _, err := ceph.Resolve(ctx, r.Client, pool, ceph.Node); err != nil {
-		o.CephError = err.Error()
+	if cephErr != nil {
+		o.CephError = cephErr.Error()
 	}
 	ds := &appsv1.DaemonSet{}
 	err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: servers.DaemonSetName(pool.Name)}, ds)
@@ -210,7 +214,8 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, pool *rcv1.CachePool) 
 	if !controllerutil.ContainsFinalizer(pool, rcv1.CachePoolFinalizer) {
 		return ctrl.Result{}, nil
 	}
-	o, observeErr := r.observe(ctx, pool)
+	_, cephErr := ceph.Resolve(ctx, r.Client, pool, ceph.Node)
+	o, observeErr := r.observe(ctx, pool, cephErr)
 	if observeErr != nil {
 		return ctrl.Result{}, observeErr
 	}

@@ -96,6 +96,23 @@ impl Op {
             && self.offset + self.len <= VOLUME
     }
 
+    /// Checks the volume's answer `r` to this request: a valid one must
+    /// succeed, any other be refused (an empty one may pass: it changes
+    /// nothing). True when the request took effect.
+    fn accepted(&self, r: bdev::Result<()>, what: &str) -> bool {
+        if self.valid() {
+            r.unwrap_or_else(|e| panic!("a valid {what} {}+{} failed: {e}", self.offset, self.len));
+            return true;
+        }
+        assert!(
+            r.is_err() || self.len == 0,
+            "{what} {}+{} accepted",
+            self.offset,
+            self.len
+        );
+        false
+    }
+
     fn data(&self) -> Vec<u8> {
         (0..self.len)
             .map(|i| (i as u8).wrapping_mul(31) ^ self.seed | 1)
@@ -148,61 +165,37 @@ async fn run(data: &[u8]) {
         match op.kind % 8 {
             0 | 1 => {
                 let (got, r) = b.read(op.offset, DmaBuf::new(l)).await;
-                if op.valid() {
-                    r.expect("a valid read succeeds");
+                if op.accepted(r, "read") {
                     assert!(
                         got[..] == model[o..o + l],
                         "read {}+{} differs from what was written",
                         op.offset,
                         op.len
                     );
-                } else {
-                    assert!(
-                        r.is_err() || l == 0,
-                        "read {}+{} accepted",
-                        op.offset,
-                        op.len
-                    );
                 }
             }
-            2 | 3 | 4 => {
-                let buf = DmaBuf::from_slice(&op.data());
+            2..=4 => {
+                let data = op.data();
+                let buf = DmaBuf::from_slice(&data);
                 let (_, r) = if op.kind % 8 == 4 {
                     b.write_fua(op.offset, buf).await
                 } else {
                     b.write(op.offset, buf).await
                 };
-                if op.valid() {
-                    r.expect("a valid write succeeds");
-                    model[o..o + l].copy_from_slice(&op.data());
-                } else {
-                    assert!(
-                        r.is_err() || l == 0,
-                        "write {}+{} accepted",
-                        op.offset,
-                        op.len
-                    );
+                if op.accepted(r, "write") {
+                    model[o..o + l].copy_from_slice(&data);
                 }
             }
             5 => b.flush().await.expect("flush succeeds"),
             6 => {
-                let zeroes = op.seed & 1 == 0;
-                let r = if zeroes {
+                let r = if op.seed & 1 == 0 {
                     b.write_zeroes(op.offset, op.len).await
                 } else {
                     b.unmap(op.offset, op.len).await
                 };
-                if op.valid() {
-                    r.expect("a valid deallocate or write-zeroes succeeds");
-                    // Both read back as zeroes afterwards.
+                // Both read back as zeroes afterwards.
+                if op.accepted(r, "deallocate or write-zeroes") {
                     model[o..o + l].fill(0);
-                } else {
-                    assert!(
-                        r.is_err() || l == 0,
-                        "deallocate {}+{} accepted",
-                        op.offset,
-                        op.len
-                    );
                 }
             }
             _ => {

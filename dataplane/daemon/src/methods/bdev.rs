@@ -238,21 +238,23 @@ pub(crate) async fn rbd_register_cluster(app: &App, p: RegisterCluster) -> Resul
             CLUSTER_PARAMS.join(", ")
         )));
     }
+    let key = cp.get("key").cloned();
+    // A registration without a key of its own takes --ceph-keyring's; the
+    // saved parameters stay as given, so no key is ever written with them.
+    let keyring = p
+        .key_file
+        .clone()
+        .or_else(|| cp.get("keyring").cloned())
+        .or_else(|| match key {
+            None => app.ceph_keyring.as_ref().map(|f| f.display().to_string()),
+            Some(_) => None,
+        });
     let cfg = ClusterConfig {
         user: p.user_id.clone().unwrap_or_else(|| "admin".into()),
         mon_host: cp.get("mon_host").cloned(),
-        key: cp.get("key").cloned(),
+        key,
         config_file: p.config_file.clone(),
-        keyring: p.key_file.clone().or_else(|| cp.get("keyring").cloned()),
-    };
-    // A registration without a key of its own takes --ceph-keyring's; the
-    // saved parameters stay as given, so no key is ever written with them.
-    let cfg = match (&cfg.key, &cfg.keyring, &app.ceph_keyring) {
-        (None, None, Some(path)) => ClusterConfig {
-            keyring: Some(path.display().to_string()),
-            ..cfg
-        },
-        _ => cfg,
+        keyring,
     };
     let mut state = app.state.lock().await;
     if state.clusters.contains_key(&p.name) {
