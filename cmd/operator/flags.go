@@ -83,6 +83,10 @@ func parseFlags(fs *flag.FlagSet, args []string) (*config, error) {
 			"a pool naming another path is not applied (Ready False, NotAllowed): CachePool write access would otherwise be root on the cache servers.")
 	fs.Var(prefixList{&c.operator.Admission.ImagePrefixes}, "allowed-image-prefixes",
 		"Comma-separated prefixes a CachePool's dataplane image must start with (registries you trust to run as root on the cache servers).")
+	fs.StringVar(&c.operator.ServiceAccount, "service-account", c.operator.ServiceAccount,
+		"The operator's own ServiceAccount (in --namespace): it mints a short-lived token per cache server for it, and the servers let no other caller in.")
+	fs.StringVar(&c.operator.DataplaneAPI, "dataplane-kubernetes-api", "",
+		"host:port where the dataplane pods reach the API server to review the operator's tokens (clusters without a service proxy); empty: the in-cluster address the kubelet gives them.")
 	// Production settings by default: JSON lines at info level.
 	c.zap = zap.Options{Development: false}
 	c.zap.BindFlags(fs)

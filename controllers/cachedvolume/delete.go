@@ -50,7 +50,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result
 	if backend, err := ceph.Resolve(ctx, r.Client, pool, ceph.Node); err == nil {
 		cluster = ClusterName(pool.Name, backend.Fingerprint())
 	}
-	c, err := r.dataplaneClient(ctx, pool.Name, server.Address)
+	c, err := r.dataplaneClient(ctx, pool.Name, server)
 	if err != nil {
 		s.obs.DataplaneError = err.Error()
 		return ctrl.Result{}, err

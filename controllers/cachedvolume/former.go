@@ -59,7 +59,7 @@ func (r *Reconciler) cleanFormerServer(ctx context.Context, pool *rcv1.CachePool
 	if server == nil || !server.Ready {
 		return false, nil
 	}
-	c, err := r.dataplaneClient(ctx, pool.Name, server.Address)
+	c, err := r.dataplaneClient(ctx, pool.Name, server)
 	if err != nil {
 		return false, err
 	}

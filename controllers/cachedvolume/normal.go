@@ -100,7 +100,7 @@ func (r *Reconciler) serve(ctx context.Context, s *scope, mayReplace bool) (ctrl
 	if !in.Listed || !in.Ready {
 		return r.lost(ctx, s, DecideLost(in), mayReplace)
 	}
-	c, dialErr := r.dataplaneClient(ctx, pool.Name, server.Address)
+	c, dialErr := r.dataplaneClient(ctx, pool.Name, server)
 	// Revocation comes first and needs nothing else: a host removed from
 	// allowedHosts loses its access (and live connections) even while
 	// Ceph cannot be resolved or another step of the apply fails.

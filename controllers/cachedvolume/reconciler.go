@@ -52,14 +52,14 @@ type Reconciler struct {
 	Rand *rand.Rand
 	// Dial makes the client of a server (Connector.Client when nil; tests
 	// reach a real dataplane on its Unix socket).
-	Dial func(ctx context.Context, pool, address string) (*dataplane.Client, error)
+	Dial func(ctx context.Context, pool, node, address string) (*dataplane.Client, error)
 }
 
-func (r *Reconciler) dataplaneClient(ctx context.Context, pool, address string) (*dataplane.Client, error) {
+func (r *Reconciler) dataplaneClient(ctx context.Context, pool string, server *rcv1.ServerStatus) (*dataplane.Client, error) {
 	if r.Dial != nil {
-		return r.Dial(ctx, pool, address)
+		return r.Dial(ctx, pool, server.NodeName, server.Address)
 	}
-	return r.Connector.Client(ctx, pool, address)
+	return r.Connector.Client(ctx, pool, server.NodeName, server.Address)
 }
 
 // scope is one pass over one volume.

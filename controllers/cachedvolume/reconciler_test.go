@@ -57,7 +57,8 @@ func newReconcilerRig(t *testing.T) *reconcilerRig {
 	rig := &reconcilerRig{t: t, c: c, events: record.NewFakeRecorder(100), now: time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)}
 	rig.r = &Reconciler{
 		Client: c, Namespace: "rackcache-system",
-		Connector:       &servers.Connector{Reader: c, Namespace: "rackcache-system"},
+		Connector: &servers.Connector{Reader: c, Namespace: "rackcache-system",
+			Tokens: &servers.Tokens{Client: c, Namespace: "rackcache-system", ServiceAccount: servers.OperatorServiceAccount}},
 		Recorder:        rig.events,
 		ServerLostGrace: 5 * time.Minute,
 		StatsInterval:   30 * time.Second,

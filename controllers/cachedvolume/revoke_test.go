@@ -38,7 +38,7 @@ func TestRevocationNeedsNoCeph(t *testing.T) {
 		t.Fatal(err)
 	}
 	dp := startServer(t, cacheFile, cluster)
-	g.r.Dial = func(context.Context, string, string) (*dataplane.Client, error) { return dp.Client, nil }
+	g.r.Dial = func(context.Context, string, string, string) (*dataplane.Client, error) { return dp.Client, nil }
 
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "ceph-revoke", Namespace: "default"},

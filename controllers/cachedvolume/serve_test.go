@@ -42,7 +42,7 @@ func TestReconcilerServesVolume(t *testing.T) {
 	}
 	port := framework.FreeLoopbackPort(t)
 	dp := startServer(t, cacheFile, cluster)
-	g.r.Dial = func(context.Context, string, string) (*dataplane.Client, error) { return dp.Client, nil }
+	g.r.Dial = func(context.Context, string, string, string) (*dataplane.Client, error) { return dp.Client, nil }
 
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "ceph-user", Namespace: "default"},

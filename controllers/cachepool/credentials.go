@@ -26,12 +26,14 @@ const tokenBytes = 32
 // issued again (expiring, or no longer matching the CA or name).
 const EventCertificateRenewed = "CertificateRenewed"
 
-// reconcileCredentials makes sure pool's RPC token, CA and server
-// certificate exist and that the certificate is current. The token and the
-// CA are created once and never changed while their Secrets exist (servers
-// and clients hold them); the certificate is issued again when it is due.
+// reconcileCredentials makes sure pool's CA and server certificate and the
+// scrape token exist and that the certificate is current. The token and
+// the CA are created once and never changed while their Secrets exist
+// (servers and clients hold them); the certificate is issued again when it
+// is due. The RPC port needs no Secret: the operator mints a token per
+// server (servers.Tokens).
 func (r *Reconciler) reconcileCredentials(ctx context.Context, pool *rcv1.CachePool) error {
-	if err := r.ensureToken(ctx, pool); err != nil {
+	if err := r.deleteLegacyToken(ctx, pool); err != nil {
 		return err
 	}
 	if err := r.ensureMetricsToken(ctx); err != nil {
@@ -44,8 +46,20 @@ func (r *Reconciler) reconcileCredentials(ctx context.Context, pool *rcv1.CacheP
 	return r.ensureServerCert(ctx, pool, ca)
 }
 
-func (r *Reconciler) ensureToken(ctx context.Context, pool *rcv1.CachePool) error {
-	return r.ensureTokenSecret(ctx, pool, servers.TokenSecretName(pool.Name))
+// deleteLegacyToken deletes the shared RPC token of earlier versions: no
+// server accepts it any more, and a credential nobody uses should not lie
+// around.
+func (r *Reconciler) deleteLegacyToken(ctx context.Context, pool *rcv1.CachePool) error {
+	name := servers.LegacyTokenSecretName(pool.Name)
+	s, err := r.getSecret(ctx, name)
+	if err != nil || s == nil {
+		return err
+	}
+	if err := r.Client.Delete(ctx, s); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("delete the former RPC token secret %s/%s: %w", r.Namespace, name, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("deleted the former shared RPC token", "secret", name)
+	return nil
 }
 
 // ensureMetricsToken makes the scrape token shared by the namespace's pools.

@@ -24,7 +24,6 @@ const (
 
 	socketDir  = "/var/run/rackcache"
 	configDir  = "/etc/rackcache/config"
-	tokenDir   = "/etc/rackcache/token"
 	tlsDir     = "/etc/rackcache/tls"
 	cephDir    = "/etc/rackcache/ceph"
 	metricsDir = "/etc/rackcache/metrics"
@@ -32,14 +31,30 @@ const (
 
 	volSocket  = "rpc-socket"
 	volConfig  = "config"
-	volToken   = "rpc-token"
 	volTLS     = "rpc-tls"
 	volCeph    = "ceph-keyring"
 	volMetrics = "metrics-token"
 	volPersist = "persist"
 )
 
-// secretFileMode: the token and the server key are readable by the
+// saDir is where the kubelet mounts the pod's ServiceAccount token and the
+// API server's CA.
+const saDir = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+// ServerAccess is how a pool's servers check the operator's JSON-RPC calls:
+// each server asks the API server to review the bearer token
+// (TokenReview) for an audience naming the pool and its node, and lets in
+// Caller only.
+type ServerAccess struct {
+	// Caller is the operator's username (servers.ServiceAccountUser).
+	Caller string
+	// APIHost and APIPort, when APIHost is set, point the servers at the
+	// API server (clusters without a service proxy, like the chart's
+	// kubernetesAPI value); else the kubelet's in-cluster address is used.
+	APIHost, APIPort string
+}
+
+// secretFileMode: the tokens and the server key are readable by the
 // dataplane's user only.
 const secretFileMode int32 = 0o400
 
@@ -50,31 +65,34 @@ func deviceVolumeName(i int) string { return "cache-device-" + strconv.Itoa(i) }
 // one directory per pool so two pools on a node never share a file.
 func persistPath(pool string) string { return persistDir + "/" + pool }
 
-// dataplaneArgs are the dataplane's flags; $(POD_IP) is expanded by the
-// kubelet from the container's environment.
-func dataplaneArgs(pool string, busyPoll string) []string {
+// dataplaneArgs are the dataplane's flags; $(POD_IP) and $(NODE_NAME) are
+// expanded by the kubelet from the container's environment.
+func dataplaneArgs(pool *rcv1.CachePool, namespace string, access ServerAccess) []string {
 	args := []string{
 		"--rpc-socket", socketDir + "/spdk.sock",
 		fmt.Sprintf("--rpc-listen=$(POD_IP):%d", servers.RPCPort),
-		"--rpc-token-file", tokenDir + "/" + servers.TokenKey,
+		"--rpc-token-audience", servers.RPCAudience(namespace, pool.Name, "$(NODE_NAME)"),
+		"--rpc-allowed-caller", access.Caller,
+		"--kube-ca-file", saDir + "/ca.crt",
+		"--kube-token-file", saDir + "/token",
 		"--rpc-tls-cert", tlsDir + "/" + servers.TLSCertKey,
 		"--rpc-tls-key", tlsDir + "/" + servers.TLSKeyKey,
 		fmt.Sprintf("--metrics-listen=$(POD_IP):%d", servers.MetricsPort),
 		"--metrics-token-file", metricsDir + "/" + servers.TokenKey,
 		"--ceph-keyring", cephDir + "/" + servers.CephKeyringKey,
 		"--config", configDir + "/" + ConfigKey,
-		"--config-persist", persistPath(pool) + "/config.json",
+		"--config-persist", persistPath(pool.Name) + "/config.json",
 		"--log-format", "json",
 	}
-	if busyPoll != "" {
-		args = append(args, "--busy-poll", busyPoll)
+	if pool.Spec.BusyPoll != "" {
+		args = append(args, "--busy-poll", pool.Spec.BusyPoll)
 	}
 	return args
 }
 
 // desiredDaemonSet is the DaemonSet running pool's dataplane on every node
 // its node selector picks; configHash is configHash(the ConfigMap content).
-func desiredDaemonSet(pool *rcv1.CachePool, namespace, configHash string) *appsv1ac.DaemonSetApplyConfiguration {
+func desiredDaemonSet(pool *rcv1.CachePool, namespace, configHash string, access ServerAccess) *appsv1ac.DaemonSetApplyConfiguration {
 	labels := servers.Labels(pool.Name)
 	selector := map[string]string{servers.LabelName: servers.AppName, servers.LabelPool: pool.Name}
 	// One server at a time: each holds its own volumes' cache data, so the
@@ -92,17 +110,20 @@ func desiredDaemonSet(pool *rcv1.CachePool, namespace, configHash string) *appsv
 			WithTemplate(corev1ac.PodTemplateSpec().
 				WithLabels(labels).
 				WithAnnotations(map[string]string{ConfigHashAnnotation: configHash}).
-				WithSpec(podSpec(pool))))
+				WithSpec(podSpec(pool, namespace, access))))
 }
 
-func podSpec(pool *rcv1.CachePool) *corev1ac.PodSpecApplyConfiguration {
+func podSpec(pool *rcv1.CachePool, namespace string, access ServerAccess) *corev1ac.PodSpecApplyConfiguration {
 	spec := corev1ac.PodSpec().
 		WithNodeSelector(pool.Spec.NodeSelector).
+		// Its token lets the server create TokenReviews, nothing else.
+		WithServiceAccountName(servers.DataplaneServiceAccount).
+		WithAutomountServiceAccountToken(true).
 		// NVMe/TCP hosts and the operator reach the server at its node's
 		// address; the pod still resolves cluster names.
 		WithHostNetwork(true).
 		WithDNSPolicy(corev1.DNSClusterFirstWithHostNet).
-		WithContainers(container(pool)).
+		WithContainers(container(pool, namespace, access)).
 		WithVolumes(volumes(pool)...)
 	for i := range pool.Spec.Tolerations {
 		spec.WithTolerations(toleration(&pool.Spec.Tolerations[i]))
@@ -110,17 +131,24 @@ func podSpec(pool *rcv1.CachePool) *corev1ac.PodSpecApplyConfiguration {
 	return spec
 }
 
-func container(pool *rcv1.CachePool) *corev1ac.ContainerApplyConfiguration {
+func container(pool *rcv1.CachePool, namespace string, access ServerAccess) *corev1ac.ContainerApplyConfiguration {
+	env := []*corev1ac.EnvVarApplyConfiguration{
+		corev1ac.EnvVar().WithName("POD_IP").WithValueFrom(corev1ac.EnvVarSource().
+			WithFieldRef(corev1ac.ObjectFieldSelector().WithFieldPath("status.podIP"))),
+		corev1ac.EnvVar().WithName("NODE_NAME").WithValueFrom(corev1ac.EnvVarSource().
+			WithFieldRef(corev1ac.ObjectFieldSelector().WithFieldPath("spec.nodeName"))),
+	}
+	if access.APIHost != "" {
+		// Container env wins over what the kubelet injects.
+		env = append(env,
+			corev1ac.EnvVar().WithName("KUBERNETES_SERVICE_HOST").WithValue(access.APIHost),
+			corev1ac.EnvVar().WithName("KUBERNETES_SERVICE_PORT").WithValue(access.APIPort))
+	}
 	c := corev1ac.Container().
 		WithName(containerName).
 		WithImage(pool.Spec.Image).
-		WithArgs(dataplaneArgs(pool.Name, pool.Spec.BusyPoll)...).
-		WithEnv(
-			corev1ac.EnvVar().WithName("POD_IP").WithValueFrom(corev1ac.EnvVarSource().
-				WithFieldRef(corev1ac.ObjectFieldSelector().WithFieldPath("status.podIP"))),
-			corev1ac.EnvVar().WithName("NODE_NAME").WithValueFrom(corev1ac.EnvVarSource().
-				WithFieldRef(corev1ac.ObjectFieldSelector().WithFieldPath("spec.nodeName"))),
-		).
+		WithArgs(dataplaneArgs(pool, namespace, access)...).
+		WithEnv(env...).
 		WithPorts(
 			port("metrics", servers.MetricsPort),
 			port("rpc", servers.RPCPort),
@@ -157,8 +185,6 @@ func volumes(pool *rcv1.CachePool) []*corev1ac.VolumeApplyConfiguration {
 		corev1ac.Volume().WithName(volSocket).WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
 		corev1ac.Volume().WithName(volConfig).WithConfigMap(corev1ac.ConfigMapVolumeSource().
 			WithName(servers.ConfigMapName(pool.Name))),
-		corev1ac.Volume().WithName(volToken).WithSecret(corev1ac.SecretVolumeSource().
-			WithSecretName(servers.TokenSecretName(pool.Name)).WithDefaultMode(secretFileMode)),
 		corev1ac.Volume().WithName(volTLS).WithSecret(corev1ac.SecretVolumeSource().
 			WithSecretName(servers.TLSSecretName(pool.Name)).WithDefaultMode(secretFileMode)),
 		corev1ac.Volume().WithName(volMetrics).WithSecret(corev1ac.SecretVolumeSource().
@@ -182,7 +208,6 @@ func volumeMounts(pool *rcv1.CachePool) []*corev1ac.VolumeMountApplyConfiguratio
 	out := []*corev1ac.VolumeMountApplyConfiguration{
 		corev1ac.VolumeMount().WithName(volSocket).WithMountPath(socketDir),
 		corev1ac.VolumeMount().WithName(volConfig).WithMountPath(configDir).WithReadOnly(true),
-		corev1ac.VolumeMount().WithName(volToken).WithMountPath(tokenDir).WithReadOnly(true),
 		corev1ac.VolumeMount().WithName(volTLS).WithMountPath(tlsDir).WithReadOnly(true),
 		corev1ac.VolumeMount().WithName(volCeph).WithMountPath(cephDir).WithReadOnly(true),
 		corev1ac.VolumeMount().WithName(volMetrics).WithMountPath(metricsDir).WithReadOnly(true),

@@ -15,11 +15,19 @@ import (
 	"github.com/rackcache/rackcache/controllers/servers"
 )
 
+// testAccess is the operator's identity as the DaemonSets name it.
+var testAccess = ServerAccess{Caller: "system:serviceaccount:rackcache-system:rackcache-operator"}
+
 // renderDS renders the DaemonSet and decodes it into the typed object the
 // apiserver would hold, so the assertions read like a manifest.
 func renderDS(t *testing.T, pool *rcv1.CachePool) *appsv1.DaemonSet {
 	t.Helper()
-	raw, err := json.Marshal(desiredDaemonSet(pool, "rackcache-system", "abc123"))
+	return renderDSWith(t, pool, testAccess)
+}
+
+func renderDSWith(t *testing.T, pool *rcv1.CachePool, access ServerAccess) *appsv1.DaemonSet {
+	t.Helper()
+	raw, err := json.Marshal(desiredDaemonSet(pool, "rackcache-system", "abc123", access))
 	if err != nil {
 		t.Fatalf("encode DaemonSet: %v", err)
 	}
@@ -121,7 +129,10 @@ func TestDesiredDaemonSetContainer(t *testing.T) {
 			wantArgs := []string{
 				"--rpc-socket", "/var/run/rackcache/spdk.sock",
 				"--rpc-listen=$(POD_IP):5260",
-				"--rpc-token-file", "/etc/rackcache/token/token",
+				"--rpc-token-audience", "rpc.dataplane.rackcache.io/rackcache-system/" + tc.pool.Name + "/$(NODE_NAME)",
+				"--rpc-allowed-caller", "system:serviceaccount:rackcache-system:rackcache-operator",
+				"--kube-ca-file", "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt",
+				"--kube-token-file", "/var/run/secrets/kubernetes.io/serviceaccount/token",
 				"--rpc-tls-cert", "/etc/rackcache/tls/tls.crt",
 				"--rpc-tls-key", "/etc/rackcache/tls/tls.key",
 				"--metrics-listen=$(POD_IP):9560",
@@ -143,6 +154,9 @@ func TestDesiredDaemonSetContainer(t *testing.T) {
 			}
 			if env["POD_IP"] != "status.podIP" || env["NODE_NAME"] != "spec.nodeName" {
 				t.Errorf("env from the downward API %v, want POD_IP=status.podIP NODE_NAME=spec.nodeName", env)
+			}
+			if len(c.Env) != 2 {
+				t.Errorf("env %+v: the API server's address is the kubelet's unless the operator is told otherwise", c.Env)
 			}
 			ports := map[string]int32{}
 			for _, p := range c.Ports {
@@ -195,7 +209,7 @@ func TestDesiredDaemonSetVolumes(t *testing.T) {
 			t.Errorf("device %d mounted at %q, want its node path %s", i, m.MountPath, d.Path)
 		}
 	}
-	for name, secret := range map[string]string{volToken: servers.TokenSecretName("vols"), volTLS: servers.TLSSecretName("vols"), volCeph: servers.CephKeyringSecretName("vols"), volMetrics: servers.MetricsTokenSecretName} {
+	for name, secret := range map[string]string{volTLS: servers.TLSSecretName("vols"), volCeph: servers.CephKeyringSecretName("vols"), volMetrics: servers.MetricsTokenSecretName} {
 		v := vols[name]
 		if v.Secret == nil || v.Secret.SecretName != secret || ptr.Deref(v.Secret.DefaultMode, 0) != 0o400 {
 			t.Errorf("volume %s: %+v, want Secret %s with mode 0400", name, v.VolumeSource, secret)
@@ -219,9 +233,32 @@ func TestDesiredDaemonSetVolumes(t *testing.T) {
 	}
 }
 
+// The pods run as the dataplane's ServiceAccount (it may review tokens,
+// nothing else), mount no RPC token, and reach the API server where the
+// operator was told to point them.
+func TestDesiredDaemonSetIdentity(t *testing.T) {
+	spec := renderDS(t, testPool("id")).Spec.Template.Spec
+	if spec.ServiceAccountName != servers.DataplaneServiceAccount || !ptr.Deref(spec.AutomountServiceAccountToken, false) {
+		t.Errorf("serviceAccountName %q automount %v, want %s with its token mounted", spec.ServiceAccountName, spec.AutomountServiceAccountToken, servers.DataplaneServiceAccount)
+	}
+	for _, v := range spec.Volumes {
+		if v.Secret != nil && v.Secret.SecretName == servers.LegacyTokenSecretName("id") {
+			t.Errorf("volume %s mounts the former shared RPC token", v.Name)
+		}
+	}
+	local := renderDSWith(t, testPool("id"), ServerAccess{Caller: testAccess.Caller, APIHost: "127.0.0.1", APIPort: "6443"})
+	env := map[string]string{}
+	for _, e := range local.Spec.Template.Spec.Containers[0].Env {
+		env[e.Name] = e.Value
+	}
+	if env["KUBERNETES_SERVICE_HOST"] != "127.0.0.1" || env["KUBERNETES_SERVICE_PORT"] != "6443" {
+		t.Errorf("env %v, want the API server at 127.0.0.1:6443", env)
+	}
+}
+
 func TestDesiredDaemonSetIsDeterministic(t *testing.T) {
-	a, _ := json.Marshal(desiredDaemonSet(testPool("p"), "ns", "h"))
-	b, _ := json.Marshal(desiredDaemonSet(testPool("p"), "ns", "h"))
+	a, _ := json.Marshal(desiredDaemonSet(testPool("p"), "ns", "h", testAccess))
+	b, _ := json.Marshal(desiredDaemonSet(testPool("p"), "ns", "h", testAccess))
 	if string(a) != string(b) {
 		t.Errorf("two renders differ:\n%s\n%s", a, b)
 	}

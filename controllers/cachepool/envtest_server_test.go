@@ -19,8 +19,9 @@ import (
 )
 
 // serverReadOverTLS stands in for the DaemonSet (envtest has no kubelet): a
-// real dataplane started with the pool's ConfigMap, token and certificate
-// on 127.0.0.1, a Node, and a dataplane Pod whose status points at it.
+// real dataplane started with the pool's ConfigMap and certificate on
+// 127.0.0.1, reviewing the operator's tokens as node-a's server, a Node,
+// and a dataplane Pod whose status points at it.
 func serverReadOverTLS(t *testing.T, e *env) {
 	g := NewWithT(t)
 	dir := t.TempDir()
@@ -40,16 +41,16 @@ func serverReadOverTLS(t *testing.T, e *env) {
 	}).WithTimeout(wait).Should(Succeed())
 	files := map[string][]byte{
 		"config.json": []byte(objs["configmap"].(*corev1.ConfigMap).Data[ConfigKey]),
-		"token":       secretData(objs["token"], servers.TokenKey),
 		"tls.crt":     secretData(objs["tls"], servers.TLSCertKey),
 		"tls.key":     secretData(objs["tls"], servers.TLSKeyKey),
 	}
 	for name, data := range files {
 		g.Expect(os.WriteFile(filepath.Join(dir, name), data, 0o400)).To(Succeed())
 	}
-	dp := framework.StartDataplane(t, "--config", filepath.Join(dir, "config.json"),
-		"--rpc-listen", fmt.Sprintf("127.0.0.1:%d", e.r.Connector.Port), "--rpc-token-file", filepath.Join(dir, "token"),
-		"--rpc-tls-cert", filepath.Join(dir, "tls.crt"), "--rpc-tls-key", filepath.Join(dir, "tls.key"))
+	dp := framework.StartDataplane(t, append([]string{"--config", filepath.Join(dir, "config.json"),
+		"--rpc-listen", fmt.Sprintf("127.0.0.1:%d", e.r.Connector.Port),
+		"--rpc-tls-cert", filepath.Join(dir, "tls.crt"), "--rpc-tls-key", filepath.Join(dir, "tls.key")},
+		framework.MustServerReviewArgs(t, e.c, e.cfg, operatorNS, "gamma", "node-a")...)...)
 
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a", Labels: map[string]string{rcv1.DefaultRackLabel: "rack-a"}}}
 	g.Expect(e.c.Create(e.ctx, node)).To(Succeed())
@@ -81,6 +82,20 @@ func serverReadOverTLS(t *testing.T, e *env) {
 		g.Expect(e.events(g, "gamma", EventServerReady)).NotTo(BeEmpty())
 		g.Expect(gaugeValue("rackcache_server_ready", "gamma")).To(Equal(1.0))
 	}).WithTimeout(wait).Should(Succeed())
+
+	// The operator's token for another server of the pool, and node-a's
+	// audience in another ServiceAccount's token: both refused by the
+	// server, whatever their claims say, after the apiserver's review.
+	otherNode, err := e.r.Connector.Client(e.ctx, "gamma", "node-b", "127.0.0.1")
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = otherNode.Version(e.ctx)
+	g.Expect(err).To(MatchError(ContainSubstring("401")), "node-b's token at node-a's server")
+	stranger := *e.r.Connector
+	stranger.Tokens = &servers.Tokens{Client: e.c, Namespace: operatorNS, ServiceAccount: servers.DataplaneServiceAccount}
+	c, err := stranger.Client(e.ctx, "gamma", "node-a", "127.0.0.1")
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = c.Version(e.ctx)
+	g.Expect(err).To(MatchError(ContainSubstring("401")), "another ServiceAccount's token for node-a")
 
 	dp.Stop(t)
 	g.Eventually(func(g Gomega) {

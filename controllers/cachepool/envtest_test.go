@@ -15,6 +15,7 @@ import (
 	"github.com/go-logr/logr/funcr"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -23,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -48,6 +50,7 @@ type env struct {
 	ctx context.Context
 	c   client.Client // uncached, for the test's own reads and writes
 	r   *Reconciler
+	cfg *rest.Config
 }
 
 func startEnv(t *testing.T) *env {
@@ -72,11 +75,13 @@ func startEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatalf("new manager: %v", err)
 	}
+	tokens := &servers.Tokens{Client: mgr.GetClient(), Namespace: operatorNS, ServiceAccount: servers.OperatorServiceAccount}
 	r := &Reconciler{
 		Client:    mgr.GetClient(),
 		Namespace: operatorNS,
 		// Port: the test's dataplane listens on a free loopback port.
-		Connector:      &servers.Connector{Reader: mgr.GetClient(), Namespace: operatorNS, Timeout: 5 * time.Second, Port: framework.FreeLoopbackPort(t)},
+		Connector:      &servers.Connector{Reader: mgr.GetClient(), Tokens: tokens, Namespace: operatorNS, Timeout: 5 * time.Second, Port: framework.FreeLoopbackPort(t)},
+		ServerAccess:   ServerAccess{Caller: tokens.Caller()},
 		Recorder:       mgr.GetEventRecorderFor("cachepool-controller"),
 		StatusInterval: 2 * time.Second,
 		// The default device prefixes, and the test's own directories for
@@ -114,7 +119,10 @@ func startEnv(t *testing.T) *env {
 	if err := c.Create(ctx, user); err != nil {
 		t.Fatalf("create the Ceph user Secret: %v", err)
 	}
-	return &env{ctx: ctx, c: c, r: r}
+	if err := framework.CreateServiceAccounts(ctx, c, operatorNS); err != nil {
+		t.Fatal(err)
+	}
+	return &env{ctx: ctx, c: c, r: r, cfg: cfg}
 }
 
 // createPool creates an explicit-monitor pool (testPool) and returns it.
@@ -132,11 +140,11 @@ func (e *env) createPool(t *testing.T, name string) *rcv1.CachePool {
 func (e *env) ownedObjects(pool string) (map[string]client.Object, error) {
 	objs := map[string]client.Object{
 		"daemonset": &appsv1.DaemonSet{}, "configmap": &corev1.ConfigMap{},
-		"token": &corev1.Secret{}, "ca": &corev1.Secret{}, "tls": &corev1.Secret{}, "ceph": &corev1.Secret{},
+		"ca": &corev1.Secret{}, "tls": &corev1.Secret{}, "ceph": &corev1.Secret{},
 	}
 	names := map[string]string{
 		"daemonset": servers.DaemonSetName(pool), "configmap": servers.ConfigMapName(pool),
-		"token": servers.TokenSecretName(pool), "ca": servers.CASecretName(pool), "tls": servers.TLSSecretName(pool),
+		"ca": servers.CASecretName(pool), "tls": servers.TLSSecretName(pool),
 		"ceph": servers.CephKeyringSecretName(pool),
 	}
 	for k, o := range objs {
@@ -167,6 +175,17 @@ func (e *env) events(g Gomega, pool, reason string) []corev1.Event {
 
 func secretData(o client.Object, key string) []byte { return o.(*corev1.Secret).Data[key] }
 
+// tokenReview asks the apiserver about token for audience, as a server
+// does; the username it vouches for, "" when it does not.
+func tokenReview(g Gomega, e *env, token, audience string) string {
+	review := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: []string{audience}}}
+	g.Expect(e.c.Create(e.ctx, review)).To(Succeed())
+	if !review.Status.Authenticated {
+		return ""
+	}
+	return review.Status.User.Username
+}
+
 func TestCachePoolEnvtest(t *testing.T) {
 	e := startEnv(t)
 
@@ -188,7 +207,6 @@ func TestCachePoolEnvtest(t *testing.T) {
 		}
 		g.Expect(e.pool(g, "alpha").Finalizers).To(ContainElement(rcv1.CachePoolFinalizer))
 		g.Expect(objs["configmap"].(*corev1.ConfigMap).Data[ConfigKey]).To(ContainSubstring(`"filename": "/dev/nvme1n1"`))
-		g.Expect(len(secretData(objs["token"], servers.TokenKey))).To(BeNumerically(">=", 43))
 		// One scrape token for all pools, owned by none of them.
 		var scrape corev1.Secret
 		g.Expect(e.c.Get(e.ctx, client.ObjectKey{Namespace: operatorNS, Name: servers.MetricsTokenSecretName}, &scrape)).To(Succeed())
@@ -230,8 +248,40 @@ func TestCachePoolEnvtest(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(secretData(objs["tls"], servers.CACertKey)).To(Equal(secretData(objs["ca"], servers.CACertKey)))
 		verifyServerCert(g, objs, "alpha", time.Now())
-		_, err = e.r.Connector.Client(e.ctx, "alpha", "127.0.0.1")
+		_, err = e.r.Connector.Client(e.ctx, "alpha", "node-x", "127.0.0.1")
 		g.Expect(err).NotTo(HaveOccurred(), "the operator's connector reads the pool's credentials")
+	})
+
+	t.Run("the operator's tokens name one server each, and only the apiserver's review counts", func(t *testing.T) {
+		g := NewWithT(t)
+		tokens := e.r.Connector.Tokens
+		audX, audY := servers.RPCAudience(operatorNS, "alpha", "node-x"), servers.RPCAudience(operatorNS, "alpha", "node-y")
+		x, err := tokens.Token(e.ctx, audX)
+		g.Expect(err).NotTo(HaveOccurred())
+		again, err := tokens.Token(e.ctx, audX)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(again).To(Equal(x), "a token is reused until half its life")
+		y, err := tokens.Token(e.ctx, audY)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(y).NotTo(Equal(x))
+		// What a server on node-x asks the apiserver: x passes as the
+		// operator, y (node-y's) does not.
+		g.Expect(tokenReview(g, e, x, audX)).To(Equal(tokens.Caller()))
+		g.Expect(tokenReview(g, e, y, audX)).To(BeEmpty())
+	})
+
+	t.Run("the former shared RPC token is deleted", func(t *testing.T) {
+		g := NewWithT(t)
+		legacy := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: servers.LegacyTokenSecretName("alpha"), Namespace: operatorNS},
+			Data:       map[string][]byte{servers.TokenKey: []byte("an-old-shared-token-0123456789")},
+		}
+		g.Expect(e.c.Create(e.ctx, legacy)).To(Succeed())
+		_, err := e.r.Reconcile(e.ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "alpha"}})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Eventually(func() bool {
+			return apierrors.IsNotFound(e.c.Get(e.ctx, client.ObjectKeyFromObject(legacy), &corev1.Secret{}))
+		}).WithTimeout(wait).Should(BeTrue())
 	})
 
 	t.Run("the token and CA stay across a spec change", func(t *testing.T) {
@@ -249,10 +299,9 @@ func TestCachePoolEnvtest(t *testing.T) {
 			g.Expect(tmpl.Annotations[ConfigHashAnnotation]).NotTo(Equal(before["daemonset"].(*appsv1.DaemonSet).Spec.Template.Annotations[ConfigHashAnnotation]))
 			g.Expect(tmpl.Spec.Volumes).To(ContainElement(HaveField("Name", deviceVolumeName(2))))
 			g.Expect(e.pool(g, "alpha").Status.ObservedGeneration).To(Equal(p.Generation))
-			for _, k := range []string{"token", "ca", "tls"} {
+			for _, k := range []string{"ca", "tls"} {
 				g.Expect(after[k].GetResourceVersion()).To(Equal(before[k].GetResourceVersion()), k)
 			}
-			g.Expect(secretData(after["token"], servers.TokenKey)).To(Equal(secretData(before["token"], servers.TokenKey)))
 			g.Expect(secretData(after["ca"], servers.CAKeyKey)).To(Equal(secretData(before["ca"], servers.CAKeyKey)))
 		}).WithTimeout(wait).Should(Succeed())
 	})

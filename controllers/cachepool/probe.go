@@ -107,7 +107,7 @@ func (r *Reconciler) readServer(ctx context.Context, pool *rcv1.CachePool, s ser
 		out.Failure = "the operator has no dataplane connector configured"
 		return out
 	}
-	c, err := r.Connector.Client(ctx, pool.Name, s.Address)
+	c, err := r.Connector.Client(ctx, pool.Name, s.NodeName, s.Address)
 	if err != nil {
 		out.Failure = fmt.Sprintf("connect: %v", err)
 		return out

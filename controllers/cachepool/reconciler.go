@@ -41,6 +41,8 @@ type Reconciler struct {
 	// Admission limits the pools' devices and images (DefaultAdmission
 	// when nil).
 	Admission *Admission
+	// ServerAccess is how the dataplane pods check the operator's calls.
+	ServerAccess ServerAccess
 
 	// io keeps each server's previous I/O counters for its IOPS.
 	io ioTracker
@@ -51,7 +53,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=rackcache.io,resources=cachepools/finalizers,verbs=update
 // +kubebuilder:rbac:groups=rackcache.io,resources=cachedvolumes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,namespace=rackcache-system,resources=daemonsets,verbs=get;list;watch;create;update;patch
-// +kubebuilder:rbac:groups="",namespace=rackcache-system,resources=secrets;configmaps,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups="",namespace=rackcache-system,resources=secrets;configmaps,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",namespace=rackcache-system,resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets;configmaps,verbs=get
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
@@ -130,7 +132,7 @@ func (r *Reconciler) reconcileObjects(ctx context.Context, pool *rcv1.CachePool,
 	if err := r.Client.Apply(ctx, desiredConfigMap(pool, r.Namespace, config), owner, client.ForceOwnership); err != nil {
 		return fmt.Errorf("apply ConfigMap %s/%s: %w", r.Namespace, servers.ConfigMapName(pool.Name), err)
 	}
-	if err := r.Client.Apply(ctx, desiredDaemonSet(pool, r.Namespace, configHash(config)), owner, client.ForceOwnership); err != nil {
+	if err := r.Client.Apply(ctx, desiredDaemonSet(pool, r.Namespace, configHash(config), r.ServerAccess), owner, client.ForceOwnership); err != nil {
 		return fmt.Errorf("apply DaemonSet %s/%s: %w", r.Namespace, servers.DaemonSetName(pool.Name), err)
 	}
 	return nil

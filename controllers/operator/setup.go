@@ -4,6 +4,7 @@ package operator
 
 import (
 	"fmt"
+	"net"
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -28,6 +29,14 @@ type Options struct {
 	RPCPort int
 	// Admission limits the device paths and images a CachePool may name.
 	Admission cachepool.Admission
+	// ServiceAccount is the operator's own ServiceAccount (in Namespace):
+	// it mints the dataplanes' RPC tokens for it, and the dataplanes let
+	// in no one else.
+	ServiceAccount string
+	// DataplaneAPI ("host:port"), when set, is where the dataplane pods
+	// reach the API server to review tokens (clusters without a service
+	// proxy); else the kubelet's in-cluster address.
+	DataplaneAPI string
 }
 
 // DefaultOptions are the settings cmd/operator starts with.
@@ -38,12 +47,25 @@ func DefaultOptions() Options {
 		ServerLostGrace:  5 * time.Minute,
 		DataplaneTimeout: 30 * time.Second,
 		Admission:        cachepool.DefaultAdmission(),
+		ServiceAccount:   servers.OperatorServiceAccount,
 	}
 }
 
 // Setup registers the CachePool and CachedVolume reconcilers with mgr.
 func Setup(mgr ctrl.Manager, o Options) error {
-	conn := &servers.Connector{Reader: mgr.GetClient(), Namespace: o.Namespace, Timeout: o.DataplaneTimeout, Port: o.RPCPort}
+	if o.ServiceAccount == "" {
+		return fmt.Errorf("the operator's ServiceAccount is not set: the dataplanes would let no one in")
+	}
+	tokens := &servers.Tokens{Client: mgr.GetClient(), Namespace: o.Namespace, ServiceAccount: o.ServiceAccount}
+	conn := &servers.Connector{Reader: mgr.GetClient(), Tokens: tokens, Namespace: o.Namespace, Timeout: o.DataplaneTimeout, Port: o.RPCPort}
+	access := cachepool.ServerAccess{Caller: tokens.Caller()}
+	if o.DataplaneAPI != "" {
+		host, port, err := net.SplitHostPort(o.DataplaneAPI)
+		if err != nil {
+			return fmt.Errorf("the dataplanes' API server address %q: %w", o.DataplaneAPI, err)
+		}
+		access.APIHost, access.APIPort = host, port
+	}
 	pools := &cachepool.Reconciler{
 		Client:         mgr.GetClient(),
 		Namespace:      o.Namespace,
@@ -51,6 +73,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		Recorder:       mgr.GetEventRecorderFor("cachepool-controller"),
 		StatusInterval: o.StatusInterval,
 		Admission:      &o.Admission,
+		ServerAccess:   access,
 	}
 	if err := pools.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the CachePool reconciler: %w", err)

@@ -13,12 +13,15 @@ import (
 	"github.com/rackcache/rackcache/controllers/dataplane"
 )
 
-// Connector makes JSON-RPC clients for a pool's servers from the pool's
-// token and CA Secrets (in Namespace), verifying each server's certificate
-// against the pool's CA for TLSServerName(pool).
+// Connector makes JSON-RPC clients for a pool's servers: each call carries
+// a token of the operator's ServiceAccount for that one server (Tokens),
+// and each server's certificate is verified against the pool's CA (its
+// TLS Secret in Namespace) for TLSServerName(pool).
 type Connector struct {
-	// Reader reads the Secrets (the manager's client).
+	// Reader reads the TLS Secret (the manager's client).
 	Reader client.Reader
+	// Tokens mints the bearer tokens.
+	Tokens *Tokens
 	// Namespace is the operator's namespace, where the Secrets live.
 	Namespace string
 	// Timeout bounds each call (dataplane.DefaultTimeout when zero).
@@ -27,14 +30,14 @@ type Connector struct {
 	Port int
 }
 
-// Client returns a client for the server of pool at address. It fails when
-// the pool's token or CA Secret is missing or malformed: the CachePool
-// reconciler creates them.
-func (c *Connector) Client(ctx context.Context, pool, address string) (*dataplane.Client, error) {
+// Client returns a client for pool's server on node, reached at address. It fails when the pool's
+// TLS Secret is missing or malformed (the CachePool reconciler creates it)
+// or no token can be minted.
+func (c *Connector) Client(ctx context.Context, pool, node, address string) (*dataplane.Client, error) {
 	if address == "" {
-		return nil, fmt.Errorf("server of pool %s has no address yet", pool)
+		return nil, fmt.Errorf("server of pool %s on node %s has no address yet", pool, node)
 	}
-	token, err := c.secretKey(ctx, TokenSecretName(pool), TokenKey)
+	token, err := c.Tokens.Token(ctx, RPCAudience(c.Namespace, pool, node))
 	if err != nil {
 		return nil, err
 	}
@@ -55,7 +58,7 @@ func (c *Connector) Client(ctx context.Context, pool, address string) (*dataplan
 		opts = append(opts, dataplane.WithTimeout(c.Timeout))
 	}
 	url := "https://" + net.JoinHostPort(address, strconv.Itoa(port)) + "/"
-	return dataplane.NewHTTPClient(url, string(token), opts...), nil
+	return dataplane.NewHTTPClient(url, token, opts...), nil
 }
 
 func (c *Connector) secretKey(ctx context.Context, name, key string) ([]byte, error) {

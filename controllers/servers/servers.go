@@ -34,7 +34,8 @@ const (
 
 // Ports a dataplane pod listens on, on its node's address (host network).
 const (
-	// RPCPort serves JSON-RPC over HTTPS with a bearer token (--rpc-listen).
+	// RPCPort serves JSON-RPC over HTTPS to the operator, whose bearer
+	// tokens the server has the API server review (--rpc-listen).
 	RPCPort = 5260
 	// MetricsPort serves Prometheus metrics and the probes (--metrics-listen).
 	MetricsPort = 9560
@@ -42,7 +43,7 @@ const (
 
 // Keys of the Secrets the operator creates for a pool.
 const (
-	// TokenKey holds the RPC bearer token in the token Secret.
+	// TokenKey holds the bearer token in the metrics token Secret.
 	TokenKey = "token"
 	// CACertKey holds the CA certificate (PEM) in the CA and TLS Secrets.
 	CACertKey = "ca.crt"
@@ -61,9 +62,32 @@ func Labels(pool string) map[string]string {
 // DaemonSetName is the name of a pool's dataplane DaemonSet.
 func DaemonSetName(pool string) string { return "rackcache-dataplane-" + pool }
 
-// TokenSecretName is the Secret holding a pool's RPC token (mounted by the
-// dataplane pods, read by the operator).
-func TokenSecretName(pool string) string { return "rackcache-dataplane-" + pool + "-token" }
+// LegacyTokenSecretName is the Secret that held a pool's shared RPC token
+// before each server checked the operator's ServiceAccount tokens; the
+// operator deletes it.
+func LegacyTokenSecretName(pool string) string { return "rackcache-dataplane-" + pool + "-token" }
+
+// ServiceAccounts of the operator's namespace (config/rbac, the chart).
+const (
+	// OperatorServiceAccount is the operator's identity: the only caller a
+	// dataplane's JSON-RPC port lets in.
+	OperatorServiceAccount = "rackcache-operator"
+	// DataplaneServiceAccount runs the dataplane pods; it may create
+	// TokenReviews (ClusterRole system:auth-delegator) and nothing else.
+	DataplaneServiceAccount = "rackcache-dataplane"
+)
+
+// RPCAudience is the audience of the operator's tokens for the server of
+// pool on node: a token one server sees is refused by every other.
+func RPCAudience(namespace, pool, node string) string {
+	return "rpc.dataplane.rackcache.io/" + namespace + "/" + pool + "/" + node
+}
+
+// ServiceAccountUser is the username the API server reports for a
+// ServiceAccount's tokens.
+func ServiceAccountUser(namespace, name string) string {
+	return "system:serviceaccount:" + namespace + ":" + name
+}
 
 // MetricsTokenSecretName is the Secret holding the bearer token that
 // scrapes of every dataplane's /metrics must present (key TokenKey): one

@@ -20,6 +20,7 @@ enum LogFormat {
 /// the NVMe/TCP target, driven by SPDK-compatible JSON-RPC.
 #[derive(Parser)]
 #[command(version)]
+#[command(group(clap::ArgGroup::new("caller_auth").args(["rpc_token_file", "rpc_token_audience"])))]
 struct Args {
     /// Unix socket for JSON-RPC (SPDK's default path).
     #[arg(short = 'r', long, default_value = "/var/tmp/spdk.sock")]
@@ -33,15 +34,41 @@ struct Args {
     #[arg(long)]
     config_persist: Option<PathBuf>,
     /// Also serve JSON-RPC over HTTPS on this TCP address (for the
-    /// operator); requires --rpc-token-file and either --rpc-tls-cert and
-    /// --rpc-tls-key, or --rpc-insecure.
-    #[arg(long, requires = "rpc_token_file")]
+    /// operator); requires --rpc-token-file or --rpc-token-audience, and
+    /// either --rpc-tls-cert and --rpc-tls-key, or --rpc-insecure.
+    #[arg(long, requires = "caller_auth")]
     rpc_listen: Option<std::net::SocketAddr>,
     /// File holding the bearer token that TCP JSON-RPC callers must present;
     /// read again when it changes (at most every 3 s), so a rotated token
     /// takes over without a restart.
     #[arg(long)]
     rpc_token_file: Option<PathBuf>,
+    /// Instead of --rpc-token-file: callers present Kubernetes
+    /// ServiceAccount tokens issued for this audience, checked with a
+    /// TokenReview (the operator gives each server an audience of its own).
+    #[arg(long, requires = "rpc_allowed_caller")]
+    rpc_token_audience: Option<String>,
+    /// The one caller --rpc-token-audience lets in
+    /// (system:serviceaccount:NAMESPACE:NAME).
+    #[arg(long, requires = "rpc_token_audience")]
+    rpc_allowed_caller: Option<String>,
+    /// The API server that reviews tokens (default: the one the kubelet
+    /// names, https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT).
+    #[arg(long, requires = "rpc_token_audience")]
+    kube_api: Option<String>,
+    /// CA bundle of the API server.
+    #[arg(
+        long,
+        default_value = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
+    )]
+    kube_ca_file: PathBuf,
+    /// This server's own ServiceAccount token, allowed to create
+    /// TokenReviews (read again when the kubelet refreshes it).
+    #[arg(
+        long,
+        default_value = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    )]
+    kube_token_file: PathBuf,
     /// PEM certificate chain of the TCP JSON-RPC endpoint.
     #[arg(long, requires_all = ["rpc_listen", "rpc_tls_key"])]
     rpc_tls_cert: Option<PathBuf>,
@@ -142,10 +169,10 @@ fn main() -> ExitCode {
 
 /// The TCP endpoint's options, or why the flags do not allow one.
 fn tcp_options(args: &Args) -> Result<Option<rpc::http::TcpOptions>, String> {
-    let (Some(_), Some(token_file)) = (args.rpc_listen, &args.rpc_token_file) else {
+    if args.rpc_listen.is_none() {
         return Ok(None);
-    };
-    let token = rpc::token::Token::from_file(token_file)?;
+    }
+    let auth = caller_auth(args)?;
     let tls = match (&args.rpc_tls_cert, &args.rpc_tls_key) {
         (Some(cert), Some(key)) => Some(rpc::tls::ServerTls::load(cert, key)?),
         _ if args.rpc_insecure => None,
@@ -158,7 +185,40 @@ fn tcp_options(args: &Args) -> Result<Option<rpc::http::TcpOptions>, String> {
             )
         }
     };
-    Ok(Some(rpc::http::TcpOptions::with_token(token, tls)))
+    Ok(Some(rpc::http::TcpOptions::with_auth(auth, tls)))
+}
+
+/// How the TCP endpoint checks its callers (clap has made sure one way is
+/// given).
+fn caller_auth(args: &Args) -> Result<rpc::auth::CallerAuth, String> {
+    use rpc::review::{in_cluster_url, ApiAccess, Expectation, Reviewer};
+    if let Some(f) = &args.rpc_token_file {
+        return Ok(rpc::auth::CallerAuth::Token(rpc::token::Token::from_file(
+            f,
+        )?));
+    }
+    let (Some(audience), Some(caller)) = (&args.rpc_token_audience, &args.rpc_allowed_caller)
+    else {
+        return Err("--rpc-listen needs --rpc-token-file or --rpc-token-audience".to_owned());
+    };
+    let url = args
+        .kube_api
+        .clone()
+        .or_else(in_cluster_url)
+        .ok_or("--rpc-token-audience needs --kube-api or KUBERNETES_SERVICE_HOST and _PORT")?;
+    let api = ApiAccess {
+        url,
+        ca_file: args.kube_ca_file.clone(),
+        token_file: args.kube_token_file.clone(),
+    };
+    let want = Expectation {
+        audience: audience.clone(),
+        caller: caller.clone(),
+    };
+    tracing::info!(api = %api.url, audience = %want.audience, caller = %want.caller, "json-rpc callers are checked with token reviews");
+    Ok(rpc::auth::CallerAuth::Review(Box::new(Reviewer::new(
+        &api, want,
+    )?)))
 }
 
 /// Applies the persisted configuration if it exists, else `--config`.

@@ -37,6 +37,10 @@ type Cluster struct {
 	// SetupTimeout bounds the waits for the operator's objects; Poll is
 	// their interval.
 	SetupTimeout, Poll time.Duration
+
+	// api is the apiserver the servers review the operator's tokens with
+	// (set by StartOperator).
+	api *rest.Config
 }
 
 // TestImage is the image the suites' pools name: the stand-in servers run
@@ -58,6 +62,10 @@ func (c *Cluster) StartOperator(cfg *rest.Config, scheme *runtime.Scheme, opts o
 		HealthProbeBindAddress: "0",
 	})
 	Expect(err).NotTo(HaveOccurred())
+	// What config/rbac installs: the operator's identity, which the servers
+	// let in, and theirs, which may review tokens.
+	Expect(framework.CreateServiceAccounts(context.Background(), c.Client, c.Namespace)).To(Succeed())
+	c.api = cfg
 	opts.Namespace = c.Namespace
 	opts.RPCPort = c.RPCPort
 	Expect(operator.Setup(mgr, opts)).To(Succeed())

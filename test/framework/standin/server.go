@@ -3,8 +3,9 @@ package standin
 // Stand-ins for what the kubelet and the DaemonSet controller would do: there
 // is no kubelet in envtest, so a suite creates the Node of each cache
 // server, runs the real dataplane on the node's address with the files the
-// DaemonSet's pod would mount (the pool's token, TLS Secret, Ceph keyring,
-// the scrape token and ConfigMap, created by the operator), and creates the dataplane Pod with the status a
+// DaemonSet's pod would mount (the pool's TLS Secret, Ceph keyring, scrape
+// token and ConfigMap, created by the operator; the dataplane
+// ServiceAccount's token), and creates the dataplane Pod with the status a
 // kubelet would report.
 
 import (
@@ -57,11 +58,11 @@ type Server struct {
 	In ServerInput
 	// dir keeps what outlives a dataplane process: the cache file, the
 	// persisted configuration and the credentials.
-	dir                               string
-	cacheFile, persistFile            string
-	tokenFile, certFile, keyFile, cfg string
-	cephKeyring, metricsToken         string
-	DP                                *framework.Dataplane
+	dir                       string
+	cacheFile, persistFile    string
+	certFile, keyFile, cfg    string
+	cephKeyring, metricsToken string
+	DP                        *framework.Dataplane
 }
 
 // PodName is the stand-in dataplane pod's name.
@@ -82,7 +83,6 @@ func (c *Cluster) StartServer(ctx context.Context, in ServerInput) *Server {
 		dir:          dir,
 		cacheFile:    filepath.Join(dir, "cache.img"),
 		persistFile:  filepath.Join(dir, "persisted.json"),
-		tokenFile:    filepath.Join(dir, "token"),
 		certFile:     filepath.Join(dir, "tls.crt"),
 		keyFile:      filepath.Join(dir, "tls.key"),
 		cfg:          filepath.Join(dir, "config.json"),
@@ -122,29 +122,26 @@ func RackLabel(pool *rcv1.CachePool) string {
 	return rcv1.DefaultRackLabel
 }
 
-// writePoolFiles waits for the pool's token Secret, TLS Secret, Ceph
+// writePoolFiles waits for the pool's TLS Secret, Ceph
 // keyring Secret, the scrape token Secret and ConfigMap (the operator creates them) and writes what
 // the pod would mount.
 func (s *Server) writePoolFiles(ctx context.Context) {
 	GinkgoHelper()
 	pool := s.In.Pool.Name
-	var token, tls, keyring, scrape corev1.Secret
+	var tls, keyring, scrape corev1.Secret
 	var cm corev1.ConfigMap
 	Eventually(func(g Gomega) {
-		g.Expect(s.c.Client.Get(ctx, client.ObjectKey{Namespace: s.c.Namespace, Name: servers.TokenSecretName(pool)}, &token)).To(Succeed())
 		g.Expect(s.c.Client.Get(ctx, client.ObjectKey{Namespace: s.c.Namespace, Name: servers.TLSSecretName(pool)}, &tls)).To(Succeed())
 		g.Expect(s.c.Client.Get(ctx, client.ObjectKey{Namespace: s.c.Namespace, Name: servers.ConfigMapName(pool)}, &cm)).To(Succeed())
 		g.Expect(s.c.Client.Get(ctx, client.ObjectKey{Namespace: s.c.Namespace, Name: servers.CephKeyringSecretName(pool)}, &keyring)).To(Succeed())
 		g.Expect(keyring.Data).To(HaveKey(servers.CephKeyringKey))
 		g.Expect(s.c.Client.Get(ctx, client.ObjectKey{Namespace: s.c.Namespace, Name: servers.MetricsTokenSecretName}, &scrape)).To(Succeed())
 		g.Expect(scrape.Data).To(HaveKey(servers.TokenKey))
-		g.Expect(token.Data).To(HaveKey(servers.TokenKey))
 		g.Expect(tls.Data).To(HaveKey(servers.TLSCertKey))
 		g.Expect(tls.Data).To(HaveKey(servers.TLSKeyKey))
 		g.Expect(cm.Data).To(HaveKey(configKey))
 	}).WithContext(ctx).WithTimeout(s.c.SetupTimeout).WithPolling(s.c.Poll).Should(Succeed(),
-		"the operator creates pool %s's token Secret, TLS Secret, Ceph keyring Secret and ConfigMap", pool)
-	Expect(os.WriteFile(s.tokenFile, token.Data[servers.TokenKey], 0o600)).To(Succeed())
+		"the operator creates pool %s's TLS Secret, Ceph keyring Secret, scrape token and ConfigMap", pool)
 	Expect(os.WriteFile(s.certFile, tls.Data[servers.TLSCertKey], 0o600)).To(Succeed())
 	Expect(os.WriteFile(s.keyFile, tls.Data[servers.TLSKeyKey], 0o600)).To(Succeed())
 	Expect(os.WriteFile(s.cephKeyring, keyring.Data[servers.CephKeyringKey], 0o600)).To(Succeed())
@@ -193,21 +190,23 @@ func (s *Server) localConfig(poolConfig string) []byte {
 }
 
 // start runs the dataplane with the server's files, as the pod's container
-// would: JSON-RPC over TLS with the pool's token on the node's address,
-// metrics there too, the pool's configuration at start and its own
+// would: JSON-RPC over TLS on the node's address, the operator's tokens
+// reviewed by the apiserver for this server's audience, metrics there too, the pool's configuration at start and its own
 // persisted configuration (which wins when present).
 func (s *Server) start() {
 	GinkgoHelper()
-	s.DP = framework.StartDataplane(GinkgoTB(),
+	review, err := framework.ServerReviewArgs(context.Background(), s.c.Client, s.c.api, s.c.Namespace, s.In.Pool.Name, s.In.Node, s.dir)
+	Expect(err).NotTo(HaveOccurred())
+	args := append([]string{
 		"--rpc-listen", net.JoinHostPort(s.In.IP, strconv.Itoa(s.c.RPCPort)),
-		"--rpc-token-file", s.tokenFile,
 		"--rpc-tls-cert", s.certFile, "--rpc-tls-key", s.keyFile,
 		"--metrics-listen", net.JoinHostPort(s.In.IP, strconv.Itoa(s.c.MetricsPort)),
 		"--metrics-token-file", s.metricsToken,
 		"--ceph-keyring", s.cephKeyring,
 		"--config", s.cfg,
 		"--config-persist", s.persistFile,
-	)
+	}, review...)
+	s.DP = framework.StartDataplane(GinkgoTB(), args...)
 }
 
 // PersistedConfig is the content of the server's --config-persist file,

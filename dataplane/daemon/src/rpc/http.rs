@@ -34,6 +34,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
+use super::auth::CallerAuth;
 use super::error::{ErrorKind, RpcError};
 use super::server::{handle_value, Dispatch};
 use super::tls::ServerTls;
@@ -47,8 +48,8 @@ const BODY_TIMEOUT: Duration = Duration::from_secs(60);
 /// How the TCP endpoint serves.
 #[derive(Clone)]
 pub struct TcpOptions {
-    /// The bearer token callers must present (it may follow a file).
-    pub token: Arc<Token>,
+    /// How callers' bearer tokens are checked.
+    pub auth: Arc<CallerAuth>,
     /// TLS (the certificate follows its files); `None` serves plain HTTP
     /// (only with `--rpc-insecure`).
     pub tls: Option<ServerTls>,
@@ -72,8 +73,13 @@ impl TcpOptions {
 
     /// The daemon's defaults with `token` (e.g. [`Token::from_file`]).
     pub fn with_token(token: Token, tls: Option<ServerTls>) -> Self {
+        Self::with_auth(CallerAuth::Token(token), tls)
+    }
+
+    /// The daemon's defaults with callers checked by `auth`.
+    pub fn with_auth(auth: CallerAuth, tls: Option<ServerTls>) -> Self {
         Self {
-            token: Arc::new(token),
+            auth: Arc::new(auth),
             tls,
             max_connections: 64,
             max_unauthenticated: 64,
@@ -192,10 +198,10 @@ where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     D: Dispatch,
 {
-    let token = Arc::clone(&o.token);
+    let auth = Arc::clone(&o.auth);
     let service = hyper::service::service_fn(move |req| {
-        let (t, d, c) = (Arc::clone(&token), Arc::clone(&d), Arc::clone(&caller));
-        async move { Ok::<_, Infallible>(handle(req, &t.current(), d.as_ref(), &c).await) }
+        let (a, d, c) = (Arc::clone(&auth), Arc::clone(&d), Arc::clone(&caller));
+        async move { Ok::<_, Infallible>(handle(req, &a, d.as_ref(), &c).await) }
     });
     hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
@@ -237,17 +243,20 @@ fn refusal(
 
 async fn handle<D: Dispatch>(
     req: Request<Incoming>,
-    token: &str,
+    auth: &CallerAuth,
     d: &D,
     caller: &Caller,
 ) -> Response<Full<Bytes>> {
     // Only the head has been read so far: refuse before reading the body.
-    let authorized = req
+    let bearer = req
         .headers()
         .get(AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .is_some_and(|t| token_matches(t.trim().as_bytes(), token.as_bytes()));
+        .and_then(|v| v.strip_prefix("Bearer "));
+    let authorized = match bearer {
+        Some(t) => auth.allows(t.trim()).await,
+        None => false,
+    };
     if !authorized {
         if caller.log.allow(caller.peer.ip()) {
             tracing::warn!(peer = %caller.peer, path = %req.uri().path(), "rpc over tcp: request without a valid token refused");
