@@ -78,6 +78,11 @@ control_plane_step() {
   kubectl apply --server-side -k "$REPO_ROOT/config/crd" | sed 's/^/    /'
   kubectl wait --for condition=Established --timeout=60s crd/cachepools.rackcache.io crd/cachedvolumes.rackcache.io >/dev/null
   kubectl apply --server-side -f "$REPO_ROOT/config/manager/namespace.yaml" | sed 's/^/    /'
+  # The identities the servers' RPC authentication rests on: the operator
+  # (admin here) mints tokens of its ServiceAccount, the servers review
+  # them as theirs.
+  kubectl apply --server-side -f "$REPO_ROOT/config/rbac/service_account.yaml" \
+    -f "$REPO_ROOT/config/rbac/dataplane_service_account.yaml" | sed 's/^/    /'
   start_bg operator "$REPO_ROOT/bin/rackcache-operator" --kubeconfig "$kubeconfig" --namespace "$ns" \
     --metrics-bind-address "$operator_metrics" --metrics-secure=false --health-probe-bind-address "$operator_probes" \
     --dashboard-bind-address "$operator_dashboard" \

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -25,6 +26,7 @@ import (
 // kubelet runs the DaemonSet pods of one Node as local processes.
 type kubelet struct {
 	c         client.Client
+	api       *rest.Config
 	node      string
 	address   string
 	labels    map[string]string
@@ -67,6 +69,7 @@ func runKubelet(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("read kubeconfig: %w", err)
 	}
+	k.api = cfg
 	if k.c, err = client.New(cfg, client.Options{Scheme: scheme.Scheme}); err != nil {
 		return fmt.Errorf("client: %w", err)
 	}

@@ -39,6 +39,13 @@ func (p *localPod) prepare() (*exec.Cmd, error) {
 		}
 		mounts[m.MountPath] = local[m.Name]
 	}
+	sa, err := p.serviceAccountVolume()
+	if err != nil {
+		return nil, err
+	}
+	if sa != "" {
+		mounts[serviceAccountMount] = sa
+	}
 	env, err := p.env(c)
 	if err != nil {
 		return nil, err
@@ -130,7 +137,11 @@ func writeFiles(dir string, data map[string][]byte, mode *int32) error {
 // env resolves the container's environment (literal values and the
 // downward API fields a host-network pod uses).
 func (p *localPod) env(c corev1.Container) (map[string]string, error) {
-	out := map[string]string{}
+	// The kubelet's own entries first: the container's win.
+	out, err := p.k.serviceEnv()
+	if err != nil {
+		return nil, err
+	}
 	for _, e := range c.Env {
 		switch {
 		case e.ValueFrom == nil:
