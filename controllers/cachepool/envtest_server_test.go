@@ -1,7 +1,10 @@
 package cachepool
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
+	"strings"
 	"os"
 	"path/filepath"
 	"testing"
@@ -14,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	rcv1 "github.com/rackcache/rackcache/api/v1alpha1"
+	"github.com/rackcache/rackcache/controllers/dataplane"
 	"github.com/rackcache/rackcache/controllers/servers"
 	"github.com/rackcache/rackcache/test/framework"
 )
@@ -90,6 +94,17 @@ func serverReadOverTLS(t *testing.T, e *env) {
 	g.Expect(err).NotTo(HaveOccurred())
 	_, err = otherNode.Version(e.ctx)
 	g.Expect(err).To(MatchError(ContainSubstring("401")), "node-b's token at node-a's server")
+	// node-b's token with its audience rewritten to node-a's: the claims
+	// pass the server's own look, the signature does not pass the review.
+	nodeB, err := e.r.Connector.Tokens.Token(e.ctx, servers.RPCAudience(operatorNS, "gamma", "node-b"))
+	g.Expect(err).NotTo(HaveOccurred())
+	cas, err := dataplane.CAPoolFromPEM(secretData(objs["tls"], servers.CACertKey))
+	g.Expect(err).NotTo(HaveOccurred())
+	forged := dataplane.NewHTTPClient(fmt.Sprintf("https://127.0.0.1:%d/", e.r.Connector.Port),
+		rewriteAudience(g, nodeB, servers.RPCAudience(operatorNS, "gamma", "node-a")),
+		dataplane.WithCAPool(cas), dataplane.WithServerName(servers.TLSServerName("gamma")))
+	_, err = forged.Version(e.ctx)
+	g.Expect(err).To(MatchError(ContainSubstring("401")), "a token with rewritten claims")
 	stranger := *e.r.Connector
 	stranger.Tokens = &servers.Tokens{Client: e.c, Namespace: operatorNS, ServiceAccount: servers.DataplaneServiceAccount}
 	c, err := stranger.Client(e.ctx, "gamma", "node-a", "127.0.0.1")
@@ -108,6 +123,22 @@ func serverReadOverTLS(t *testing.T, e *env) {
 		g.Expect(e.events(g, "gamma", EventServerNotReady)).NotTo(BeEmpty())
 		g.Expect(gaugeValue("rackcache_server_ready", "gamma")).To(Equal(0.0))
 	}).WithTimeout(wait).Should(Succeed())
+}
+
+// rewriteAudience is token (a JWT) with its aud claim replaced and its
+// signature kept: what an attacker holding one server's token would try.
+func rewriteAudience(g Gomega, token, audience string) string {
+	parts := strings.Split(token, ".")
+	g.Expect(parts).To(HaveLen(3))
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	g.Expect(err).NotTo(HaveOccurred())
+	var claims map[string]any
+	g.Expect(json.Unmarshal(payload, &claims)).To(Succeed())
+	claims["aud"] = []string{audience}
+	payload, err = json.Marshal(claims)
+	g.Expect(err).NotTo(HaveOccurred())
+	parts[1] = base64.RawURLEncoding.EncodeToString(payload)
+	return strings.Join(parts, ".")
 }
 
 // gaugeValue is the value of the single series of metric name for pool

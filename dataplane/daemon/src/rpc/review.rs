@@ -109,9 +109,10 @@ impl Reviewer {
 
     /// Whether `token` proves the expected caller for the expected audience.
     pub async fn allows(&self, token: &str) -> bool {
-        let Some(expires) = self.plausible(token) else {
+        let Some(valid_for) = plausible(&self.want, token, unix_now()) else {
             return false;
         };
+        let expires = Instant::now() + valid_for;
         let key = digest(token);
         if self.remembered(&key) {
             return true;
@@ -138,18 +139,6 @@ impl Reviewer {
                 false
             }
         }
-    }
-
-    /// The token's unverified claims: `None` unless they name the expected
-    /// audience and caller and are not expired; else when to stop
-    /// remembering it.
-    fn plausible(&self, token: &str) -> Option<Instant> {
-        let c = claims(token)?;
-        let now = unix_now();
-        if c.sub != self.want.caller || !c.aud.contains(&self.want.audience) || c.exp <= now {
-            return None;
-        }
-        Some(Instant::now() + REMEMBER.min(Duration::from_secs(c.exp - now)))
     }
 
     fn remembered(&self, key: &[u8; 32]) -> bool {
@@ -263,6 +252,17 @@ struct Claims {
     sub: String,
     aud: Vec<String>,
     exp: u64,
+}
+
+/// The token's unverified claims at `now` (Unix seconds): `None` unless
+/// they name the expected audience and caller and are not expired; else
+/// how long an accepted token may be remembered.
+fn plausible(want: &Expectation, token: &str, now: u64) -> Option<Duration> {
+    let c = claims(token)?;
+    if c.sub != want.caller || !c.aud.contains(&want.audience) || c.exp <= now {
+        return None;
+    }
+    Some(REMEMBER.min(Duration::from_secs(c.exp - now)))
 }
 
 fn claims(token: &str) -> Option<Claims> {
@@ -380,6 +380,45 @@ mod tests {
         assert!(claims("not-a-jwt").is_none());
         assert!(claims("a.!!!.c").is_none());
         assert!(claims(&jwt(json!({"sub": "s", "exp": 5}))).is_none());
+    }
+
+    #[test]
+    fn only_the_expected_caller_and_audience_before_expiry_are_worth_a_review() {
+        let want = Expectation {
+            audience: "aud-a".to_owned(),
+            caller: "system:serviceaccount:ns:op".to_owned(),
+        };
+        let token =
+            |sub: &str, aud: &str, exp: u64| jwt(json!({"sub": sub, "aud": [aud], "exp": exp}));
+        let op = "system:serviceaccount:ns:op";
+        assert_eq!(
+            plausible(&want, &token(op, "aud-a", 1_000), 990),
+            Some(Duration::from_secs(10)),
+            "remembered no longer than the token lives"
+        );
+        assert_eq!(
+            plausible(&want, &token(op, "aud-a", 10_000), 990),
+            Some(REMEMBER)
+        );
+        assert_eq!(
+            plausible(&want, &token(op, "aud-b", 10_000), 990),
+            None,
+            "another server's"
+        );
+        assert_eq!(
+            plausible(
+                &want,
+                &token("system:serviceaccount:ns:x", "aud-a", 10_000),
+                990
+            ),
+            None,
+            "another caller"
+        );
+        assert_eq!(
+            plausible(&want, &token(op, "aud-a", 990), 990),
+            None,
+            "expired"
+        );
     }
 
     #[test]
