@@ -37,8 +37,18 @@ fi
 # side by side: each libFuzzer run is one process on one core. The fuzz
 # crates are workspaces of their own (sanitizer flags must not reach the
 # main one) but share one target directory, so the dependencies they have
-# in common (tokio, serde, the cache and bdev crates...) compile once.
-fuzz_target_dir="$REPO_ROOT/dataplane/target/fuzz"
+# in common (tokio, serde, the cache and bdev crates...) compile once. That
+# directory is a build cache outside the clone, keyed by the compiler: a
+# fresh clone recompiles only the repository's own crates (cargo's
+# fingerprints decide), not the sanitized dependencies. It is emptied when
+# it outgrows FUZZ_TARGET_MAX_GIB (each clone path adds its own crates).
+fuzz_target_dir="$RACKCACHE_CACHE/fuzz-target/$(rustc -V | sha256sum | cut -c1-12)"
+max_gib="${FUZZ_TARGET_MAX_GIB:-12}"
+if [[ -d "$fuzz_target_dir" ]] && (( $(du -s --block-size=1G "$fuzz_target_dir" | cut -f1) > max_gib )); then
+  log "the fuzz build cache passed ${max_gib} GiB: starting it afresh"
+  rm -rf "$fuzz_target_dir"
+fi
+mkdir -p "$fuzz_target_dir"
 declare -A built=()
 for t in "${TARGETS[@]}"; do
   IFS=: read -r dir target seeds <<<"$t"
