@@ -30,9 +30,9 @@ type Connector struct {
 	Port int
 }
 
-// Client returns a client for pool's server on node, reached at address. It fails when the pool's
-// TLS Secret is missing or malformed (the CachePool reconciler creates it)
-// or no token can be minted.
+// Client returns a client for pool's server on node, reached at address.
+// It fails when the pool's TLS Secret is missing or malformed (the
+// CachePool reconciler creates it) or no token can be minted.
 func (c *Connector) Client(ctx context.Context, pool, node, address string) (*dataplane.Client, error) {
 	if address == "" {
 		return nil, fmt.Errorf("server of pool %s on node %s has no address yet", pool, node)

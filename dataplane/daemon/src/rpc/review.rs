@@ -307,18 +307,20 @@ fn unix_now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// `https://host:port` (a bracketed IPv6 host allowed) into host and port.
+/// `https://host:port` (a bracketed IPv6 host allowed) into host and port,
+/// read by hyper's URI parser.
 fn parse_url(url: &str) -> Result<(String, u16), String> {
     let bad = || format!("API server URL {url:?}: want https://host:port");
-    let rest = url.strip_prefix("https://").ok_or_else(bad)?;
-    let rest = rest.trim_end_matches('/');
-    let (host, port) = rest.rsplit_once(':').ok_or_else(bad)?;
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    let port = port.parse().map_err(|_| bad())?;
-    if host.is_empty() {
+    let uri: hyper::Uri = url.parse().map_err(|_| bad())?;
+    if uri.scheme_str() != Some("https") {
         return Err(bad());
     }
-    Ok((host.to_owned(), port))
+    let host = uri.host().ok_or_else(bad)?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    match (host.is_empty(), uri.port_u16()) {
+        (false, Some(port)) => Ok((host.to_owned(), port)),
+        _ => Err(bad()),
+    }
 }
 
 fn client_tls(ca_file: &Path) -> Result<tokio_rustls::TlsConnector, String> {
