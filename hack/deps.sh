@@ -35,6 +35,9 @@ APT_PACKAGES=(
   pkg-config jq
   # OpenSSL: the NVMe/TCP secure channel (TLS with PSKs) of the dataplane
   libssl-dev
+  # libblkid: the dataplane probes a cache device for signatures before it
+  # formats it; sgdisk makes the partition table its test probes
+  libblkid-dev gdisk
   # the CSI image's node tools (hack/images.sh copies them with their libraries)
   nvme-cli e2fsprogs xfsprogs
   # the font of rackcache-sim --plot's charts

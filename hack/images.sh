@@ -55,7 +55,7 @@ CSI_TOOLS=(
 )
 # Debian 13 packages of the two images (and the libraries they need).
 CSI_PKGS=(nvme-cli e2fsprogs xfsprogs mount util-linux busybox-static librbd1 librados2)
-DATAPLANE_PKGS=(librbd1 librados2 libssl3t64)
+DATAPLANE_PKGS=(librbd1 librados2 libssl3t64 libblkid1)
 
 print_only=false
 for arg in "$@"; do

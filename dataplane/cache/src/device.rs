@@ -10,7 +10,10 @@
 
 mod alloc;
 mod error;
+mod integrity;
 mod meta;
+mod signature;
+mod table;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,9 +22,25 @@ use std::sync::{Arc, Mutex, RwLock};
 use bdev::{BdevError, CountedBdev, DmaBuf};
 use futures_util::{StreamExt, TryStreamExt};
 
-use crate::layout::{self, DecodeError, Geometry, Superblock, UnitHeader};
+use crate::layout::pick::{self, Choice};
+use crate::layout::{self, Geometry, Superblock, UnitHeader};
 pub use crate::layout::{MetaEntry, UnitMeta, VolumeRegion, UNIT_SIZE};
 pub use error::DeviceError;
+pub use integrity::MetadataErrors;
+pub use signature::probe as probe_signatures;
+
+/// What [`CacheDevice::open_with`] may do to a device without a format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// Load only: a device without a format is refused.
+    Never,
+    /// Format a blank device (no signature of ours or of anything else);
+    /// refuse any other.
+    IfBlank,
+    /// Format whatever is there: destroys every volume on the device,
+    /// write-back data included. Only when the user said so.
+    Wipe,
+}
 
 /// Unit-metadata reads or writes in flight at once for one operation.
 const CONCURRENCY: usize = 32;
@@ -71,7 +90,6 @@ pub struct CacheDevice {
     name: String,
     uuid: [u8; 16],
     geometry: Geometry,
-    block_size: u64,
     /// Serializes table changes.
     table: tokio::sync::Mutex<TableState>,
     /// The committed table, for the synchronous getters.
@@ -80,14 +98,31 @@ pub struct CacheDevice {
     units: Mutex<HashMap<u32, UnitState>>,
     flushes_started: AtomicU64,
     flushes_done: AtomicU64,
+    /// Damaged metadata copies seen.
+    errors: MetadataErrors,
 }
 
 impl CacheDevice {
     /// Loads the format from `bdev` if a valid superblock exists, else
-    /// formats it (`format` false refuses an unformatted device instead).
-    /// A superblock of another version, or one that is valid but does not
-    /// fit, is refused and never reformatted.
+    /// formats a blank device (`format` false refuses an unformatted device
+    /// instead). See [`CacheDevice::open_with`].
     pub async fn open(bdev: CountedBdev, format: bool) -> Result<Arc<CacheDevice>, DeviceError> {
+        let how = if format {
+            Format::IfBlank
+        } else {
+            Format::Never
+        };
+        Self::open_with(bdev, how).await
+    }
+
+    /// Loads the format from `bdev`, or formats it as `how` allows. A
+    /// superblock of another version, one that is valid but does not fit,
+    /// or a damaged one that may hold a newer table than the valid copy is
+    /// refused (never reformatted) unless `how` is [`Format::Wipe`].
+    pub async fn open_with(
+        bdev: CountedBdev,
+        how: Format,
+    ) -> Result<Arc<CacheDevice>, DeviceError> {
         let name = bdev.info().name.clone();
         let block_size = u64::from(bdev.info().block_size);
         let unsuitable = |reason: String| DeviceError::Unsuitable {
@@ -108,6 +143,9 @@ impl CacheDevice {
                 Geometry::for_units(1).device_bytes()
             )));
         }
+        if how == Format::Wipe {
+            return Self::format(bdev, max).await;
+        }
         let (buf, r) = bdev
             .read(0, DmaBuf::new(layout::HEADER_AREA as usize))
             .await;
@@ -116,49 +154,20 @@ impl CacheDevice {
             what: "reading the superblock copies".into(),
             source,
         })?;
-        let half = layout::SB_COPY_SIZE as usize;
-        let copies = [
-            layout::decode_superblock(&buf[..half], max.units),
-            layout::decode_superblock(&buf[half..], max.units),
-        ];
-        // A copy of another version (a newer build wrote it) is never
-        // overwritten by this one, even if the other copy is readable.
-        if let Some(e) = copies.iter().find_map(|c| match c {
-            Err(e @ DecodeError::Version(_)) => Some(e.clone()),
-            _ => None,
-        }) {
-            return Err(DeviceError::Version {
-                device: name,
-                source: e,
-            });
-        }
-        for (c, e) in copies.iter().enumerate() {
-            if let Err(DecodeError::Malformed(reason)) = e {
-                tracing::warn!(device = %name, copy = c, %reason, "superblock copy ignored");
-            }
-        }
-        let newest = (0..2)
-            .filter_map(|c| copies[c].as_ref().ok().map(|sb| (c, sb)))
-            .max_by_key(|(_, sb)| sb.seq);
-        let (copy, sb) = match newest {
-            Some((c, sb)) => (c, sb.clone()),
-            None => {
-                // Recognisably ours but unusable (e.g. the bdev shrank):
-                // refuse rather than format over the volumes' data.
-                if let Some(reason) = copies.iter().find_map(|c| match c {
-                    Err(DecodeError::Malformed(r)) => Some(r.clone()),
-                    _ => None,
-                }) {
-                    return Err(DeviceError::Corrupt {
-                        device: name,
-                        reason,
-                    });
-                }
-                if !format {
-                    return Err(DeviceError::Unformatted(name));
-                }
+        let errors = MetadataErrors::default();
+        let copies = table::judge_copies(&name, &buf, max.units, &errors)?;
+        let (copy, sb) = match pick::choose(copies) {
+            Choice::Use { copy, value, .. } => (copy, value),
+            Choice::Lost { surviving } => return Err(table::lost(&name, surviving)),
+            Choice::Initial if how == Format::IfBlank => {
+                tracing::warn!(device = %name, "an interrupted format found: formatting again");
                 return Self::format(bdev, max).await;
             }
+            Choice::Blank if how == Format::IfBlank => {
+                signature::refuse_unless_blank(&bdev).await?;
+                return Self::format(bdev, max).await;
+            }
+            Choice::Initial | Choice::Blank => return Err(DeviceError::Unformatted(name)),
         };
         // Whatever the device holds now (a previous process may have left
         // writes in its volatile cache) is durable from here on: a unit's
@@ -171,13 +180,12 @@ impl CacheDevice {
         tracing::info!(device = %name, uuid = %uuid::Uuid::from_bytes(sb.uuid),
             units = sb.geometry.units, volumes = sb.volumes.len(), seq = sb.seq,
             copy, "cache device loaded");
-        Ok(Arc::new(Self::new(bdev, sb, copy)))
+        Ok(Arc::new(Self::new(bdev, sb, copy, errors)))
     }
 
-    fn new(bdev: CountedBdev, sb: Superblock, copy: usize) -> Self {
+    fn new(bdev: CountedBdev, sb: Superblock, copy: usize, errors: MetadataErrors) -> Self {
         Self {
             name: bdev.info().name.clone(),
-            block_size: u64::from(bdev.info().block_size),
             bdev,
             uuid: sb.uuid,
             geometry: sb.geometry,
@@ -186,12 +194,15 @@ impl CacheDevice {
             units: Mutex::new(HashMap::new()),
             flushes_started: AtomicU64::new(0),
             flushes_done: AtomicU64::new(0),
+            errors,
         }
     }
 
-    /// Writes an empty table (seq 1, copy A) with a new identity. Only
-    /// called when neither copy is valid, so nothing valid is overwritten;
-    /// stale unit metadata needs no clearing (see `create_volume`).
+    /// Writes an empty table with a new identity into both copies (seq 1
+    /// in A, 2 in B: versions 1 and 2 are initial content, see
+    /// [`pick::INITIAL_SEQS`]), in one write, and flushes. Called on a blank
+    /// device, after an interrupted format, or when asked to wipe; stale
+    /// unit metadata needs no clearing (see `create_volume`).
     async fn format(bdev: CountedBdev, geometry: Geometry) -> Result<Arc<Self>, DeviceError> {
         let mut uuid = [0u8; 16];
         getrandom::fill(&mut uuid).map_err(|e| DeviceError::Random {
@@ -199,20 +210,30 @@ impl CacheDevice {
             reason: e.to_string(),
         })?;
         let uuid = *uuid::Builder::from_random_bytes(uuid).as_uuid().as_bytes();
-        let empty = Superblock {
-            seq: 0,
+        let mut sb = Superblock {
+            seq: 1,
             uuid,
             geometry,
             volumes: Vec::new(),
         };
-        // Copy B "holds" seq 0, so the first commit writes A with seq 1.
-        let dev = Self::new(bdev, empty, 1);
-        let mut st = dev.table.lock().await;
-        dev.commit(&mut st, Vec::new()).await?;
-        drop(st);
-        tracing::info!(device = %dev.name, uuid = %uuid::Uuid::from_bytes(uuid),
+        let mut buf = DmaBuf::new(layout::HEADER_AREA as usize);
+        buf[..layout::SB_COPY_SIZE as usize].copy_from_slice(&layout::frame_superblock(&sb));
+        sb.seq = 2;
+        buf[layout::SB_COPY_SIZE as usize..].copy_from_slice(&layout::frame_superblock(&sb));
+        let name = bdev.info().name.clone();
+        let io = |what: &str, source| DeviceError::Io {
+            device: name.clone(),
+            what: what.into(),
+            source,
+        };
+        let (_, r) = bdev.write(0, buf).await;
+        r.map_err(|s| io("formatting (writing both superblock copies)", s))?;
+        bdev.flush()
+            .await
+            .map_err(|s| io("flushing the format", s))?;
+        tracing::info!(device = %name, uuid = %uuid::Uuid::from_bytes(uuid),
             units = geometry.units, "cache device formatted");
-        Ok(Arc::new(dev))
+        Ok(Arc::new(Self::new(bdev, sb, 1, MetadataErrors::default())))
     }
 
     /// The device's bdev.
@@ -430,6 +451,11 @@ impl CacheDevice {
         Ok(())
     }
 
+    /// Damaged metadata copies seen since the device was opened, by kind.
+    pub fn metadata_errors(&self) -> &MetadataErrors {
+        &self.errors
+    }
+
     /// Makes every completed write durable (and lets later metadata writes
     /// know it: use this rather than the bdev's flush).
     pub async fn flush(&self) -> Result<(), DeviceError> {
@@ -454,10 +480,10 @@ impl CacheDevice {
     /// Refuses a table that would not fit a superblock copy.
     fn check_fits(&self, st: &TableState, volumes: &[VolumeRegion]) -> Result<(), DeviceError> {
         let bytes = layout::superblock_len(&self.next_table(st, volumes.to_vec()));
-        if bytes as u64 > layout::SB_COPY_SIZE {
+        if bytes > layout::SB_RECORD_MAX {
             return Err(DeviceError::TableFull {
                 bytes,
-                max: layout::SB_COPY_SIZE,
+                max: layout::SB_RECORD_MAX as u64,
             });
         }
         Ok(())
@@ -481,8 +507,7 @@ impl CacheDevice {
     ) -> Result<(), DeviceError> {
         let sb = self.next_table(st, volumes);
         let target = 1 - st.copy;
-        let rec = layout::encode_superblock(&sb);
-        let buf = self.padded(&rec);
+        let buf = DmaBuf::from_slice(&layout::frame_superblock(&sb));
         let at = target as u64 * layout::SB_COPY_SIZE;
         let copy = if target == 0 { 'A' } else { 'B' };
         let (_, r) = self.bdev.write(at, buf).await;
@@ -497,12 +522,6 @@ impl CacheDevice {
         st.copy = target;
         *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(sb);
         Ok(())
-    }
-
-    fn padded(&self, rec: &[u8]) -> DmaBuf {
-        let mut buf = DmaBuf::new((rec.len() as u64).next_multiple_of(self.block_size) as usize);
-        buf[..rec.len()].copy_from_slice(rec);
-        buf
     }
 
     fn io(&self, what: impl Into<String>, source: BdevError) -> DeviceError {

@@ -24,8 +24,9 @@ pub const META_COPY_SIZE: u64 = META_PER_UNIT / 2;
 pub const MAX_ENTRIES: usize = 256;
 /// Smallest engine block size the format can describe.
 pub const MIN_BLOCK: u32 = (UNIT_SIZE / MAX_ENTRIES as u64) as u32;
-/// The format version written and the only one read.
-pub const VERSION: u32 = 1;
+/// The format version written and the only one read (1 had no sector
+/// stamps: a device of it is refused, never reformatted).
+pub const VERSION: u32 = 2;
 /// Magic of a superblock copy.
 pub const SB_MAGIC: [u8; 8] = *b"RCACHESB";
 /// Magic of a unit-metadata copy.
@@ -43,9 +44,16 @@ pub const ENTRY_LEN: usize = 20;
 const CRC_AT: usize = 12;
 
 mod codec;
+mod copies;
+pub mod frame;
+pub mod pick;
 pub use codec::{
     decode_superblock, decode_unit_meta, encode_superblock, encode_unit_meta, superblock_len,
     unit_meta_len, UnitHeader,
+};
+pub use copies::{
+    frame_superblock, frame_unit_meta, judge_superblock, judge_unit_meta, unit_tag, SB_RECORD_MAX,
+    SB_TAG,
 };
 
 /// Why bytes are not a valid record.
@@ -57,8 +65,9 @@ pub enum DecodeError {
     /// A record of a format version this build does not read.
     #[error("format version {0} is not supported (this build reads {VERSION})")]
     Version(u32),
-    /// The checksum does not match: a torn or corrupted write.
-    #[error("checksum mismatch (torn or corrupt record)")]
+    /// The checksum does not match: a torn or corrupted write (the sector
+    /// stamps tell which, see [`pick`]).
+    #[error("checksum mismatch")]
     BadCrc,
     /// The checksum matches but the contents are inconsistent.
     #[error("malformed record: {0}")]

@@ -183,7 +183,7 @@ async fn create_refusals_change_nothing() {
         .await
         .err()
         .unwrap();
-    assert!(e.to_string().contains("create it without load"), "{e}");
+    assert!(e.to_string().contains("holds no cache for it"), "{e}");
     let e = try_create(serde_json::json!({"cache_size_mib": 100}))
         .await
         .err()

@@ -10,6 +10,7 @@ use bdev::{Bdev, CountedBdev, DmaBuf, IoKind};
 use cache::device::{
     CacheDevice, DeviceError, MetaEntry, UnitMeta, VolumeRegion, VolumeSpec, UNIT_SIZE,
 };
+use cache::layout::pick::{Copy, Damage};
 use cache::layout::{self, Geometry};
 
 const MIB: u64 = 1 << 20;
@@ -55,20 +56,24 @@ async fn garble(b: &Bdev, offset: u64) {
 async fn sb_seqs(b: &Bdev) -> [Option<u64>; 2] {
     let h = raw(b, 0, layout::HEADER_AREA).await;
     let half = layout::SB_COPY_SIZE as usize;
-    [0, 1].map(|c| {
-        layout::decode_superblock(&h[c * half..(c + 1) * half], u32::MAX)
-            .ok()
-            .map(|sb| sb.seq)
-    })
+    [0, 1].map(
+        |c| match layout::judge_superblock(&h[c * half..(c + 1) * half], u32::MAX).1 {
+            Copy::Valid { seq, .. } => Some(seq),
+            _ => None,
+        },
+    )
 }
 
-/// Seqs of the two metadata copies of device unit `unit` (None: invalid).
-async fn meta_seqs(b: &Bdev, dev: &CacheDevice, unit: u32) -> [Option<u64>; 2] {
+/// Seqs of the two metadata copies of unit `index` of `v` (None: invalid).
+async fn meta_seqs(b: &Bdev, dev: &CacheDevice, v: &VolumeRegion, index: u32) -> [Option<u64>; 2] {
     let g = Geometry::for_units(dev.total_units());
+    let unit = v.units[index as usize];
     let mut out = [None; 2];
     for (c, seq) in out.iter_mut().enumerate() {
         let buf = raw(b, g.meta_copy_offset(unit, c), layout::META_COPY_SIZE).await;
-        *seq = layout::decode_unit_meta(&buf).ok().map(|(h, _)| h.seq);
+        if let Copy::Valid { seq: s, .. } = layout::judge_unit_meta(&buf, v, index) {
+            *seq = Some(s);
+        }
     }
     out
 }
@@ -272,85 +277,68 @@ async fn refusals_change_nothing() {
     assert_eq!(dev.free_units(), 32);
 }
 
-#[tokio::test]
-async fn torn_superblock_falls_back_to_the_previous_copy() {
-    let b = malloc("m3", 64);
-    let dev = open(&b, true).await.unwrap();
-    let a = dev.create_volume(spec("a", 2)).await.unwrap();
-    dev.create_volume(spec("c", 2)).await.unwrap();
-    drop(dev);
-    let seqs = sb_seqs(&b).await;
-    assert_eq!(seqs.iter().flatten().max(), Some(&3));
-    let new = newest(seqs);
-    garble(&b, new as u64 * layout::SB_COPY_SIZE).await;
-    let dev = open(&b, false).await.unwrap();
-    assert_eq!(dev.volumes(), vec![a.clone()], "the table before c");
-    // The next table goes into the garbled copy, not over the valid one.
-    dev.create_volume(spec("d", 1)).await.unwrap();
-    let after = sb_seqs(&b).await;
-    assert_eq!(after[1 - new], Some(2), "the previous copy is kept");
-    assert_eq!(after[new], Some(3));
-    drop(dev);
-
-    // Both copies bad: unformatted, and formatting starts afresh.
-    garble(&b, 0).await;
-    garble(&b, layout::SB_COPY_SIZE).await;
-    assert!(matches!(
-        open(&b, false).await,
-        Err(DeviceError::Unformatted(_))
-    ));
-    let dev = open(&b, true).await.unwrap();
-    assert!(dev.volumes().is_empty());
-    assert_eq!(dev.free_units(), 62);
+/// A superblock copy holding `sb`'s record with its version field set to
+/// `version` (the record's own crc then fails, which a version check
+/// precedes), stamped as a whole copy.
+fn framed_sb(sb: &layout::Superblock, version: u32) -> Vec<u8> {
+    let mut rec = layout::encode_superblock(sb);
+    rec[8..12].copy_from_slice(&version.to_le_bytes());
+    layout::frame::frame(&rec, sb.seq, layout::SB_TAG, layout::SB_COPY_SIZE as usize)
 }
 
 #[tokio::test]
 async fn other_version_or_inconsistent_superblock_is_never_reformatted() {
     let b = malloc("m4", 64);
     open(&b, true).await.unwrap();
-    // A valid copy of a future version: bump the version and re-seal.
-    let mut h = raw(&b, 0, 512).await;
-    h[8] = 2;
-    h[12..16].fill(0);
-    let len = u32::from_le_bytes(h[24..28].try_into().unwrap()) as usize;
-    let crc = crc32c::crc32c(&h[..len]);
-    h[12..16].copy_from_slice(&crc.to_le_bytes());
-    poke(&b, 0, &h).await;
-    let e = open(&b, true).await.err().expect("refused");
-    assert!(matches!(e, DeviceError::Version { .. }), "{e}");
-    assert_eq!(raw(&b, 0, 512).await, h, "not reformatted");
-    // Also when the other copy is one this build reads: no downgrade.
-    let mut other = h.clone();
-    other[8] = 1;
-    other[16] = 0; // seq 0
-    let crc = {
-        other[12..16].fill(0);
-        crc32c::crc32c(&other[..len])
-    };
-    other[12..16].copy_from_slice(&crc.to_le_bytes());
-    poke(&b, layout::SB_COPY_SIZE, &other).await;
-    assert_eq!(sb_seqs(&b).await[1], Some(0));
-    let e = open(&b, true).await.err().expect("refused");
-    assert!(matches!(e, DeviceError::Version { .. }), "{e}");
-    // A valid table for a bigger device than this one.
-    let sb = layout::Superblock {
-        seq: 9,
+    let sb = |seq, units| layout::Superblock {
+        seq,
         uuid: [1; 16],
-        geometry: Geometry::for_units(100),
+        geometry: Geometry::for_units(units),
         volumes: vec![],
     };
-    let mut rec = layout::encode_superblock(&sb);
-    rec.resize(512, 0);
-    poke(&b, 0, &rec).await;
-    // Beside a usable copy, it is ignored ...
+    // A copy of a future version.
+    let future = framed_sb(&sb(5, 62), layout::VERSION + 1);
+    poke(&b, 0, &future).await;
+    let e = open(&b, true).await.err().expect("refused");
+    assert!(matches!(e, DeviceError::Version { .. }), "{e}");
+    assert_eq!(
+        raw(&b, 0, layout::SB_COPY_SIZE).await,
+        future,
+        "not reformatted"
+    );
+    // Also when the other copy is one this build reads: no downgrade.
+    poke(
+        &b,
+        layout::SB_COPY_SIZE,
+        &layout::frame_superblock(&sb(4, 62)),
+    )
+    .await;
+    assert_eq!(sb_seqs(&b).await[1], Some(4));
+    let e = open(&b, true).await.err().expect("refused");
+    assert!(matches!(e, DeviceError::Version { .. }), "{e}");
+    // A checksummed table for a bigger device than this one (as after the
+    // bdev shrank) ...
+    let bigger = layout::frame_superblock(&sb(9, 100));
+    poke(&b, 0, &bigger).await;
+    // ... beside an older usable copy may be the newest table: refused.
+    let e = open(&b, true).await.err().expect("refused");
+    assert!(matches!(e, DeviceError::Corrupt { .. }), "{e}");
+    // Beside a newer usable copy, it is an old copy: ignored.
+    poke(
+        &b,
+        layout::SB_COPY_SIZE,
+        &layout::frame_superblock(&sb(10, 62)),
+    )
+    .await;
     let dev = open(&b, false).await.unwrap();
     assert_eq!(dev.total_units(), 62);
+    assert_eq!(dev.metadata_errors().count(Damage::Malformed), 1);
     drop(dev);
-    // ... alone, it is refused, not formatted over.
+    // Alone, it is refused, not formatted over.
     garble(&b, layout::SB_COPY_SIZE).await;
     let e = open(&b, true).await.err().expect("refused");
     assert!(matches!(e, DeviceError::Corrupt { .. }), "{e}");
-    assert_eq!(raw(&b, 0, 512).await, rec);
+    assert_eq!(raw(&b, 0, layout::SB_COPY_SIZE).await, bigger);
 }
 
 async fn volume_with_meta(b: &Arc<Bdev>) -> (Arc<CacheDevice>, VolumeRegion) {
@@ -364,13 +352,12 @@ async fn unit_meta_round_trips_and_alternates_copies() {
     let b = malloc("m5", 64);
     let (dev, v) = volume_with_meta(&b).await;
     assert!(dev.read_unit_meta(&v, 1).await.unwrap().is_empty());
-    let unit = v.units[1];
-    let mut prev = meta_seqs(&b, &dev, unit).await;
+    let mut prev = meta_seqs(&b, &dev, &v, 1).await;
     for n in 1..=4 {
         dev.write_unit_meta(&v, 1, &meta(n), n % 2 == 0)
             .await
             .unwrap();
-        let now = meta_seqs(&b, &dev, unit).await;
+        let now = meta_seqs(&b, &dev, &v, 1).await;
         let w = newest(now);
         assert_eq!(now[w], Some(prev.iter().flatten().max().unwrap() + 1));
         assert_eq!(now[1 - w], prev[1 - w], "the newest copy before is kept");
@@ -391,43 +378,14 @@ async fn right_after_open_the_next_write_keeps_the_newest_copy() {
     for n in 1..=3 {
         dev.write_unit_meta(&v, 2, &meta(n), true).await.unwrap();
     }
-    let unit = v.units[2];
-    let before = meta_seqs(&b, &dev, unit).await;
+    let before = meta_seqs(&b, &dev, &v, 2).await;
     drop(dev);
     let dev = open(&b, false).await.unwrap();
     // No read first: the device must still find the newest copy.
     dev.write_unit_meta(&v, 2, &meta(9), true).await.unwrap();
-    let after = meta_seqs(&b, &dev, unit).await;
+    let after = meta_seqs(&b, &dev, &v, 2).await;
     assert_eq!(after[newest(before)], before[newest(before)]);
     assert_eq!(dev.read_unit_meta(&v, 2).await.unwrap(), meta(9));
-}
-
-#[tokio::test]
-async fn torn_unit_meta_falls_back_then_empty() {
-    let b = malloc("m7", 64);
-    let (dev, v) = volume_with_meta(&b).await;
-    dev.write_unit_meta(&v, 0, &meta(1), true).await.unwrap();
-    dev.write_unit_meta(&v, 0, &meta(2), true).await.unwrap();
-    let unit = v.units[0];
-    let g = Geometry::for_units(dev.total_units());
-    let seqs = meta_seqs(&b, &dev, unit).await;
-    let new = newest(seqs);
-    // Tear the newest copy in its entries.
-    garble(&b, g.meta_copy_offset(unit, new) + 512).await;
-    drop(dev);
-    let dev = open(&b, false).await.unwrap();
-    assert_eq!(dev.read_unit_meta(&v, 0).await.unwrap(), meta(1));
-    // The next write replaces the torn copy, not the valid one.
-    dev.write_unit_meta(&v, 0, &meta(3), false).await.unwrap();
-    let now = meta_seqs(&b, &dev, unit).await;
-    assert_eq!(now[1 - new], seqs[1 - new]);
-    assert_eq!(dev.read_unit_meta(&v, 0).await.unwrap(), meta(3));
-    // Both copies bad: empty.
-    garble(&b, g.meta_copy_offset(unit, 0)).await;
-    garble(&b, g.meta_copy_offset(unit, 1)).await;
-    drop(dev);
-    let dev = open(&b, false).await.unwrap();
-    assert!(dev.read_unit_meta(&v, 0).await.unwrap().is_empty());
 }
 
 #[tokio::test]

@@ -28,14 +28,38 @@ pub enum DeviceError {
         /// The version error.
         source: DecodeError,
     },
-    /// A superblock with a valid checksum but inconsistent contents (or
-    /// that does not fit the device): refused, never reformatted.
-    #[error("cache device {device}: superblock unusable: {reason}")]
+    /// A superblock that cannot be used: damaged where it may hold the
+    /// newest table, inconsistent, or not fitting the device. Refused,
+    /// never reformatted unless the user wipes the device.
+    #[error("cache device {device}: superblock unusable: {reason}; the device was not changed (force_format would erase it, write-back data included)")]
     Corrupt {
         /// The bdev's name.
         device: String,
         /// Why.
         reason: String,
+    },
+    /// A signature of something else (a filesystem, a partition table,
+    /// LVM, Ceph BlueStore) is on the device: formatting would destroy it.
+    #[error("cache device {device} is not blank: libblkid found {} on it; refusing to format it. If its contents are to be destroyed, wipe it explicitly (CachePool device `wipe: true`, or bdev_adacache_create with force_format), which erases everything on it", signatures.join(", "))]
+    NotBlank {
+        /// The bdev's name.
+        device: String,
+        /// What libblkid found.
+        signatures: Vec<String>,
+    },
+    /// The newest metadata of some units of a volume cannot be vouched for
+    /// (a damaged copy that may be newer than every valid one): loading the
+    /// volume could serve stale data, so it is refused.
+    #[error("cache volume {volume} on cache device {device}: the newest metadata of unit(s) {units:?} is damaged; {dirty_bytes} dirty bytes in their older copies and any writes recorded since are at risk; the volume is not loaded (nothing was changed on the device)")]
+    MetadataLost {
+        /// The bdev's name.
+        device: String,
+        /// The volume.
+        volume: String,
+        /// Unit indices in the volume.
+        units: Vec<u32>,
+        /// Dirty bytes the surviving older copies record.
+        dirty_bytes: u64,
     },
     /// The bdev cannot hold the format.
     #[error("cache device {device}: {reason}")]

@@ -29,16 +29,41 @@ impl CacheDevice {
     }
 
     /// Every unit's metadata of the volume, in unit order (read a bounded
-    /// number at a time).
+    /// number at a time). Units whose newest metadata cannot be vouched for
+    /// are all named in one [`DeviceError::MetadataLost`].
     pub async fn read_volume_meta(
         &self,
         region: &VolumeRegion,
     ) -> Result<Vec<UnitMeta>, DeviceError> {
-        futures_util::stream::iter(0..region.units.len() as u32)
+        let reads: Vec<_> = futures_util::stream::iter(0..region.units.len() as u32)
             .map(|i| self.read_unit_meta(region, i))
             .buffered(CONCURRENCY)
-            .try_collect()
-            .await
+            .collect()
+            .await;
+        let mut metas = Vec::with_capacity(reads.len());
+        let mut lost: Option<(Vec<u32>, u64)> = None;
+        for r in reads {
+            match r {
+                Ok(m) => metas.push(m),
+                Err(DeviceError::MetadataLost {
+                    units, dirty_bytes, ..
+                }) => {
+                    let l = lost.get_or_insert_with(Default::default);
+                    l.0.extend(units);
+                    l.1 += dirty_bytes;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        match lost {
+            None => Ok(metas),
+            Some((units, dirty_bytes)) => Err(DeviceError::MetadataLost {
+                device: self.name.clone(),
+                volume: region.name.clone(),
+                units,
+                dirty_bytes,
+            }),
+        }
     }
 
     /// Every block recorded for the volume: `(unit index, entry index, entry)`.
@@ -99,7 +124,7 @@ impl CacheDevice {
             volume_id: region.id,
             index,
         };
-        let buf = self.padded(&layout::encode_unit_meta(&h, meta));
+        let buf = DmaBuf::from_slice(&layout::frame_unit_meta(&h, meta));
         let at = self.geometry.meta_copy_offset(unit, target);
         let (_, r) = if fua {
             self.bdev.write_fua(at, buf).await
@@ -150,8 +175,8 @@ impl CacheDevice {
                         volume_id: region.id,
                         index,
                     };
-                    let rec = layout::encode_unit_meta(&h, &empty);
-                    buf[copy * half..copy * half + rec.len()].copy_from_slice(&rec);
+                    let rec = layout::frame_unit_meta(&h, &empty);
+                    buf[copy * half..(copy + 1) * half].copy_from_slice(&rec);
                 }
                 async move {
                     let at = self.geometry.meta_copy_offset(unit, 0);
@@ -211,47 +236,65 @@ impl CacheDevice {
             )
         })?;
         let half = layout::META_COPY_SIZE as usize;
-        let mut best: Option<(usize, u64, UnitMeta)> = None;
-        for copy in 0..2 {
-            match layout::decode_unit_meta(&buf[copy * half..(copy + 1) * half]) {
-                Ok((h, meta)) if h.volume_id == region.id && h.index == index => {
-                    if let Err(reason) = layout::check_unit_meta(region, &meta) {
-                        tracing::warn!(device = %self.name, volume = %region.name, index, copy,
-                            %reason, "unit metadata copy ignored");
-                        continue;
-                    }
-                    if best.as_ref().is_none_or(|b| h.seq > b.1) {
-                        best = Some((copy, h.seq, meta));
-                    }
-                }
-                // Another owner's (a unit given anew is emptied first, so
-                // this is a unit being given right now) or no record.
-                Ok(_) | Err(_) => {}
+        let copies =
+            [0, 1].map(|c| layout::judge_unit_meta(&buf[c * half..(c + 1) * half], region, index));
+        let what = format!(
+            "unit {index} (device unit {unit}) of volume {}",
+            region.name
+        );
+        for (c, copy) in copies.iter().enumerate() {
+            self.errors.note(&self.name, &what, c, copy);
+        }
+        let state = |seq, copy| UnitState {
+            seq,
+            copy,
+            unflushed: None,
+            reread: false,
+        };
+        match pick::choose(copies) {
+            Choice::Use { copy, seq, value } => Ok((state(seq, Some(copy)), value)),
+            // Only the empty versions of `empty_units` were there: the next
+            // write (seq 3) supersedes both.
+            Choice::Initial => Ok((
+                state(pick::INITIAL_SEQS, None),
+                UnitMeta::empty(region.entries_per_unit()),
+            )),
+            Choice::Lost { surviving } => {
+                let dirty_bytes = surviving.map_or(0, |(_, _, m)| dirty_bytes(region, &m));
+                tracing::error!(device = %self.name, volume = %region.name, index, unit,
+                    dirty_bytes, "the newest metadata of a unit is damaged: the volume cannot be vouched for");
+                Err(DeviceError::MetadataLost {
+                    device: self.name.clone(),
+                    volume: region.name.clone(),
+                    units: vec![index],
+                    dirty_bytes,
+                })
+            }
+            // A unit given to a volume has both copies written: zeros in
+            // both are damage, and what they held is unknown.
+            Choice::Blank => {
+                tracing::error!(device = %self.name, volume = %region.name, index, unit,
+                    "both metadata copies of a unit are zeroed");
+                Err(DeviceError::MetadataLost {
+                    device: self.name.clone(),
+                    volume: region.name.clone(),
+                    units: vec![index],
+                    dirty_bytes: 0,
+                })
             }
         }
-        Ok(match best {
-            Some((copy, seq, meta)) => (
-                UnitState {
-                    seq,
-                    copy: Some(copy),
-                    unflushed: None,
-                    reread: false,
-                },
-                meta,
-            ),
-            None => (
-                UnitState {
-                    seq: 0,
-                    copy: None,
-                    unflushed: None,
-                    reread: false,
-                },
-                UnitMeta::empty(region.entries_per_unit()),
-            ),
-        })
     }
 
     fn lock_units(&self) -> std::sync::MutexGuard<'_, HashMap<u32, UnitState>> {
         self.units.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// Dirty bytes `meta` records.
+fn dirty_bytes(region: &VolumeRegion, meta: &UnitMeta) -> u64 {
+    meta.entries
+        .iter()
+        .filter(|e| !e.is_free())
+        .map(|e| u64::from(e.dirty.1.saturating_sub(e.dirty.0)) * u64::from(region.sector_size))
+        .sum()
 }

@@ -66,7 +66,7 @@ pub(super) async fn open_region(
     let region = match (params.load, existing) {
         (true, None) => {
             return Err(load_err(format!(
-                "cache device {} holds no cache for it; create it without load",
+                "cache device {} holds no cache for it (a create without load starts an empty one; if a cache of it was expected there, its dirty data is not on this device)",
                 cache.name()
             )))
         }

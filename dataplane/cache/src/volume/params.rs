@@ -220,6 +220,12 @@ pub struct VolumeParams {
     /// once a load has dropped them durably.
     #[serde(default = "default_true")]
     pub load_clean: bool,
+    /// Format the cache device even though it is not blank (another
+    /// system's signature, or a damaged format of ours): erases everything
+    /// on it, every other volume's write-back data included. Only for a
+    /// device no volume uses yet; never saved, so a restart never repeats it.
+    #[serde(default, skip_serializing)]
+    pub force_format: bool,
 }
 
 fn default_true() -> bool {
@@ -351,6 +357,11 @@ impl VolumeParams {
     pub fn validate(&self) -> Result<(), ParamError> {
         if self.cache_size_mib == 0 {
             return Err(ParamError("cache_size_mib must be at least 1".into()));
+        }
+        if self.load && self.force_format {
+            return Err(ParamError(
+                "force_format erases the cache device; load attaches to its cache: not both".into(),
+            ));
         }
         self.block_sizes()?;
         parse_fill(&self.write_miss_fill)?;

@@ -15,7 +15,7 @@
 use std::sync::Arc;
 
 use bdev::Bdev;
-use cache::device::CacheDevice;
+use cache::device::{CacheDevice, Format};
 use cache::volume::{CacheMode, CachedVolume, Cleaning, PolicyChange, SeqCutoff, VolumeParams};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -129,6 +129,16 @@ pub(crate) async fn create(app: &App, p: VolumeParams) -> Result<Value, RpcError
     p.check_core_size(core_bytes)
         .map_err(|e| RpcError::errno(libc_errno::EINVAL, format!("{what}: {e}")))?;
     let device = match state.caches.get(&p.cache_bdev_name) {
+        Some(d) if p.force_format => {
+            let users: Vec<String> = d.volumes().into_iter().map(|v| v.name).collect();
+            return Err(RpcError::errno(
+                libc_errno::EBUSY,
+                format!(
+                    "{what}: force_format refused: cache bdev {} is in use (volumes {users:?}); it erases only a device no cached bdev has opened",
+                    p.cache_bdev_name
+                ),
+            ));
+        }
         Some(d) => Arc::clone(d),
         None => {
             let reg = &state.bdevs[&p.cache_bdev_name].1;
@@ -144,8 +154,19 @@ pub(crate) async fn create(app: &App, p: VolumeParams) -> Result<Value, RpcError
                     ),
                 ));
             }
-            // `load` attaches to what is there: it never formats.
-            let d = CacheDevice::open(reg.counted(), !p.load)
+            // `load` attaches to what is there: it never formats. Without
+            // it only a blank device is formatted, unless the caller said
+            // to erase whatever is there.
+            let how = match (p.load, p.force_format) {
+                (true, _) => Format::Never,
+                (false, false) => Format::IfBlank,
+                (false, true) => Format::Wipe,
+            };
+            if how == Format::Wipe {
+                tracing::warn!(bdev = %p.cache_bdev_name, volume = %p.name,
+                    "force_format: erasing the cache device");
+            }
+            let d = CacheDevice::open_with(reg.counted(), how)
                 .await
                 .map_err(|e| volume_error(&what, e.into()))?;
             state
