@@ -24,6 +24,14 @@ type CacheDevice struct {
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="device size must be a positive byte quantity such as 800Gi"
 	Size *resource.Quantity `json:"size,omitempty"`
+	// Wipe lets the first volume placed on the device format it although it
+	// is not blank: a filesystem, partition table, LVM or BlueStore
+	// signature, or a damaged rackcache format. That erases everything on
+	// it, write-back data of volumes cached there included. Without it
+	// such a device is refused and its volumes report what was found.
+	// A device holding a loadable rackcache format is never wiped.
+	// +optional
+	Wipe bool `json:"wipe,omitempty"`
 }
 
 // RookBackend points at a Rook CephCluster: monitors come from its

@@ -2,6 +2,7 @@ package cachedvolume
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -183,13 +184,22 @@ func createCachedBdev(ctx context.Context, c *dataplane.Client, d Desired, res *
 	if dev := deviceHolding(devices, p.Name); dev != "" {
 		return createOn(ctx, c, p, dev, true, res)
 	}
+	// Devices refused as not blank or damaged: never formatted unless the
+	// pool says wipe; named in the error when nothing else takes the volume.
+	var refused []error
 	for _, name := range unopened(devices, d.CacheDevices) {
 		err := createOn(ctx, c, p, name, true, res)
 		if err == nil {
 			return nil
 		}
-		// Invalid: formatted, without this volume; not found: blank or absent.
-		if !dataplane.IsInvalid(err) && !dataplane.IsNotFound(err) {
+		// Invalid: formatted, without this volume; not found: blank or
+		// absent (or another system's); corrupt: damaged, not loaded.
+		switch {
+		case dataplane.IsCorrupt(err) && d.MustLoad:
+			return err
+		case dataplane.IsCorrupt(err) && !slices.Contains(d.WipeDevices, name):
+			refused = append(refused, err)
+		case !dataplane.IsInvalid(err) && !dataplane.IsNotFound(err) && !dataplane.IsCorrupt(err):
 			return err
 		}
 	}
@@ -211,12 +221,26 @@ func createCachedBdev(ctx context.Context, c *dataplane.Client, d Desired, res *
 	if best != nil && best.FreeMiB >= p.CacheSizeMiB {
 		return createOn(ctx, c, p, best.CacheBdevName, false, res)
 	}
-	// Blank devices: the first create formats them.
+	// Blank devices: the first create formats them; one that is not blank
+	// only when the pool says wipe.
 	for _, name := range unopened(devices, d.CacheDevices) {
 		err := createOn(ctx, c, p, name, false, res)
-		if err == nil || !dataplane.IsNoSpace(err) && !dataplane.IsNotFound(err) {
+		if (dataplane.IsNotBlank(err) || dataplane.IsCorrupt(err)) && slices.Contains(d.WipeDevices, name) {
+			wipe := p
+			wipe.ForceFormat = true
+			err = createOn(ctx, c, wipe, name, false, res)
+		}
+		switch {
+		case err == nil:
+			return nil
+		case dataplane.IsNotBlank(err) || dataplane.IsCorrupt(err):
+			refused = append(refused, err)
+		case !dataplane.IsNoSpace(err) && !dataplane.IsNotFound(err):
 			return err
 		}
+	}
+	if len(refused) > 0 {
+		return fmt.Errorf("create cached bdev %s: no usable cache device; refused (set wipe: true on the CachePool device to erase it): %w", p.Name, errors.Join(refused...))
 	}
 	if best == nil {
 		return fmt.Errorf("create cached bdev %s: none of the cache devices %s is usable on this server", p.Name, strings.Join(d.CacheDevices, ", "))

@@ -29,9 +29,12 @@ type Desired struct {
 	// volume's cache, or the one with most room, among CacheDevices.
 	Cached       dataplane.CachedBdevParams
 	CacheDevices []string
-	Subsystem    dataplane.SubsystemParams
-	Namespace    dataplane.Namespace
-	Listener     dataplane.ListenAddress
+	// WipeDevices are the CacheDevices the pool allows to format although
+	// they are not blank (CacheDevice.Wipe).
+	WipeDevices []string
+	Subsystem   dataplane.SubsystemParams
+	Namespace   dataplane.Namespace
+	Listener    dataplane.ListenAddress
 	// Hosts are the allowed host NQNs, sorted.
 	Hosts []string
 	// HostKeys are each host's DH-HMAC-CHAP keys; nil when the pool does
@@ -50,8 +53,12 @@ func DesiredState(vol *rcv1.CachedVolume, pool *rcv1.CachePool, backend *ceph.Ba
 	cluster := ClusterName(pool.Name, backend.Fingerprint())
 	nqn := SubsystemNQN(vol.Name)
 	devices := make([]string, len(pool.Spec.Devices))
-	for i := range pool.Spec.Devices {
+	var wipe []string
+	for i, d := range pool.Spec.Devices {
 		devices[i] = servers.CacheBdevName(i)
+		if d.Wipe {
+			wipe = append(wipe, devices[i])
+		}
 	}
 	hosts := slices.Clone(vol.Spec.AllowedHosts)
 	slices.Sort(hosts)
@@ -81,6 +88,7 @@ func DesiredState(vol *rcv1.CachedVolume, pool *rcv1.CachePool, backend *ceph.Ba
 		SizeBytes:    vol.Spec.Size.Value(),
 		Cached:       cachedParams(vol, pool, cacheSizeBytes),
 		CacheDevices: devices,
+		WipeDevices:  wipe,
 		Subsystem: dataplane.SubsystemParams{
 			NQN:           nqn,
 			SerialNumber:  SerialNumber(string(vol.UID)),

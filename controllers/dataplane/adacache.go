@@ -59,6 +59,9 @@ type CachedBdevParams struct {
 	// Load attaches to the volume's existing cache on the cache bdev
 	// instead of creating it (never formats).
 	Load bool `json:"load,omitempty"`
+	// ForceFormat formats a cache bdev that is not blank (erasing it);
+	// never reported back, never saved by the dataplane.
+	ForceFormat bool `json:"force_format,omitempty"`
 }
 
 // CachedBdev is one entry of bdev_adacache_get_bdevs.

@@ -27,7 +27,9 @@ const (
 	CodeNoDevice     = -19  // ENODEV: no such bdev
 	CodeInvalid      = -22  // EINVAL: bad argument for the operation
 	CodeNoSpace      = -28  // ENOSPC: the cache device is full
+	CodeNotEmpty     = -39  // ENOTEMPTY: a cache device holds another signature
 	CodeNotSupported = -95  // ENOTSUP
+	CodeCorrupt      = -117 // EUCLEAN: damaged cache metadata, refused
 	CodeNoKey        = -126 // ENOKEY: no such key in the keyring
 )
 
@@ -73,6 +75,14 @@ func IsBusy(err error) bool { return IsCode(err, CodeBusy) }
 
 // IsNoSpace: the cache device has no room for the volume.
 func IsNoSpace(err error) bool { return IsCode(err, CodeNoSpace) }
+
+// IsNotBlank: the cache device holds a signature (a filesystem, a
+// partition table, ...) and was not formatted; force_format erases it.
+func IsNotBlank(err error) bool { return IsCode(err, CodeNotEmpty) }
+
+// IsCorrupt: cache metadata is damaged where it may hold the newest
+// version; the device or volume was refused, nothing changed.
+func IsCorrupt(err error) bool { return IsCode(err, CodeCorrupt) }
 
 // IsInvalid: the request was refused as malformed or not applicable
 // (JSON-RPC invalid params, or EINVAL from the operation).

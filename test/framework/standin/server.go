@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 
@@ -50,6 +51,9 @@ type ServerInput struct {
 	// Unready creates the pod not ready (its readiness probe not passed
 	// yet): the server runs but is no candidate until setPodReady(true).
 	Unready bool
+	// CacheFS, when set, is a filesystem the real mkfs.<CacheFS> makes on
+	// the cache file before the server starts: a device that is not blank.
+	CacheFS string
 }
 
 // Server is one running stand-in cache server.
@@ -64,6 +68,9 @@ type Server struct {
 	cephKeyring, metricsToken string
 	DP                        *framework.Dataplane
 }
+
+// CacheFile is the file the server's cache device path maps to.
+func (s *Server) CacheFile() string { return s.cacheFile }
 
 // PodName is the stand-in dataplane pod's name.
 func (s *Server) PodName() string { return servers.DaemonSetName(s.In.Pool.Name) + "-" + s.In.Node }
@@ -93,6 +100,10 @@ func (c *Cluster) StartServer(ctx context.Context, in ServerInput) *Server {
 	s.writePoolFiles(ctx)
 	Expect(os.WriteFile(s.cacheFile, nil, 0o600)).To(Succeed())
 	Expect(os.Truncate(s.cacheFile, int64(in.CacheMiB)<<20)).To(Succeed())
+	if in.CacheFS != "" {
+		out, err := exec.Command("mkfs."+in.CacheFS, "-q", "-F", s.cacheFile).CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), "mkfs.%s (hack/deps.sh installs it): %s", in.CacheFS, out)
+	}
 	s.start()
 	s.createPod(ctx)
 	return s

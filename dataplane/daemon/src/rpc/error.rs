@@ -158,10 +158,11 @@ impl RpcError {
                 D::VolumeExists(_) => libc_errno::EEXIST,
                 D::NoSuchVolume(_) => libc_errno::ENOENT,
                 D::Unformatted(_) => libc_errno::ENODEV,
-                D::Unsuitable { .. }
-                | D::InvalidSpec { .. }
-                | D::Version { .. }
-                | D::Corrupt { .. } => libc_errno::EINVAL,
+                D::Unsuitable { .. } | D::InvalidSpec { .. } | D::Version { .. } => {
+                    libc_errno::EINVAL
+                }
+                D::NotBlank { .. } => libc_errno::ENOTEMPTY,
+                D::Corrupt { .. } | D::MetadataLost { .. } => libc_errno::EUCLEAN,
                 _ => libc_errno::EIO,
             },
         };
@@ -189,8 +190,12 @@ pub mod libc_errno {
     pub const EINVAL: i32 = 22;
     /// No space left on device.
     pub const ENOSPC: i32 = 28;
+    /// Directory not empty: a device holds a signature, not formatted.
+    pub const ENOTEMPTY: i32 = 39;
     /// Operation not supported.
     pub const ENOTSUP: i32 = 95;
+    /// Structure needs cleaning: damaged metadata, refused.
+    pub const EUCLEAN: i32 = 117;
     /// Required key not available.
     pub const ENOKEY: i32 = 126;
 }
