@@ -123,6 +123,25 @@ def spdk_rpc_plugin_initialize(subparsers):
                               help="The server's interface addresses (for a pool's dataPath.interface or network)")
     p.set_defaults(func=rackcache_get_addresses)
 
+    def rackcache_get_config_errors(args):
+        print_dict(args.client.call('rackcache_get_config_errors'))
+    p = subparsers.add_parser('rackcache_get_config_errors',
+                              help='Start-up configuration calls that failed and are kept for a retry')
+    p.set_defaults(func=rackcache_get_config_errors)
+
+    def rackcache_retry_config_errors(args):
+        print_dict(args.client.call('rackcache_retry_config_errors'))
+    p = subparsers.add_parser('rackcache_retry_config_errors',
+                              help='Try the kept failed start-up calls again; those that succeed are forgotten')
+    p.set_defaults(func=rackcache_retry_config_errors)
+
+    def rackcache_drop_config_error(args):
+        print_json(args.client.call('rackcache_drop_config_error', {'id': args.id}))
+    p = subparsers.add_parser('rackcache_drop_config_error',
+                              help='Forget a kept failed start-up call (also in the persisted configuration)')
+    p.add_argument('id', type=int, help='its id in rackcache_get_config_errors')
+    p.set_defaults(func=rackcache_drop_config_error)
+
     def by_name(method, help, printer=print_dict):
         def run(args):
             printer(args.client.call(method, {'name': args.name}))

@@ -297,6 +297,13 @@ type ServerStatus struct {
 	// Message says why the server is not ready.
 	// +optional
 	Message string `json:"message,omitempty"`
+	// ConfigErrors are the start-up configuration calls that failed on the
+	// server and that it keeps for a retry (rackcache_get_config_errors),
+	// one line each: the server serves everything else. Calls of volumes
+	// deleted meanwhile are dropped by the operator, not listed.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	ConfigErrors []string `json:"configErrors,omitempty"`
 }
 
 // DeviceStatus is one cache device of a server.

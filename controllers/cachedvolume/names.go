@@ -66,3 +66,16 @@ func SerialNumber(volumeUID string) string {
 
 // ModelNumber is the subsystem's model (at most 40 ASCII characters).
 const ModelNumber = "rackcache cached volume"
+
+// ObjectNames are the names of volume name's objects on a dataplane that a
+// saved configuration call may make: its RBD bdev, cached bdev and
+// subsystem (whose NQN also names its namespace, hosts and listeners).
+func ObjectNames(name string) []string {
+	return []string{RbdBdevName(name), CachedBdevName(name), SubsystemNQN(name)}
+}
+
+// IsVolumeObject reports whether object is named like one of a volume's
+// objects (an RBD bdev, a cached bdev or a subsystem of a volume).
+func IsVolumeObject(object string) bool {
+	return strings.HasPrefix(object, "rbd-") || strings.HasPrefix(object, "cv-") || strings.HasPrefix(object, NQNPrefix)
+}

@@ -6,8 +6,10 @@ import (
 	"sync"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	rcv1 "github.com/rackcache/rackcache/api/v1alpha1"
+	"github.com/rackcache/rackcache/controllers/cachedvolume"
 	"github.com/rackcache/rackcache/controllers/dataplane"
 	"github.com/rackcache/rackcache/controllers/servers"
 )
@@ -37,6 +39,13 @@ type serverReading struct {
 	DeviceErrors []string
 	// DegradedVolumes are cached bdevs whose cache device failed.
 	DegradedVolumes []string
+	// ConfigErrors are the server's kept failed start-up calls, one line
+	// each (those of deleted volumes dropped).
+	ConfigErrors []string
+	// liveObjects are the names of every existing volume's objects
+	// (cached bdev, RBD bdev, subsystem NQN); nil when unknown, and then
+	// no kept call is dropped.
+	liveObjects map[string]bool
 	// Failure says which call failed and why (when !Answered).
 	Failure string
 }
@@ -97,8 +106,8 @@ func opsPerSecond(prev, cur ioSample) int64 {
 
 // readServer asks one server for its version, cache devices, cached bdevs
 // and I/O counters. The first failing call ends the reading.
-func (r *Reconciler) readServer(ctx context.Context, pool *rcv1.CachePool, s servers.Server) serverReading {
-	out := serverReading{Server: s}
+func (r *Reconciler) readServer(ctx context.Context, pool *rcv1.CachePool, s servers.Server, live map[string]bool) serverReading {
+	out := serverReading{Server: s, liveObjects: live}
 	if s.Address == "" {
 		out.Failure = "the dataplane pod has no address yet"
 		return out
@@ -162,7 +171,8 @@ func (r *Reconciler) readInto(ctx context.Context, c *dataplane.Client, pool *rc
 		}
 	}
 	out.IOPS = r.io.rate(pool.Name, out.Server.NodeName, cachedBdevOps(stats, cached))
-	return nil
+	out.ConfigErrors, err = keptConfigErrors(ctx, c, out.liveObjects)
+	return err
 }
 
 // ensureCacheBdevs opens the pool's cache devices a running server lacks.
@@ -262,16 +272,44 @@ func cachedBdevOps(stats *dataplane.IOStats, cached []dataplane.CachedBdev) ioSa
 
 // readServers reads every server at once: a slow server delays the pass
 // by one timeout, not one per server.
-func (r *Reconciler) readServers(ctx context.Context, pool *rcv1.CachePool, list []servers.Server) []serverReading {
+func (r *Reconciler) readServers(ctx context.Context, pool *rcv1.CachePool, list []servers.Server, live map[string]bool) []serverReading {
 	out := make([]serverReading, len(list))
 	var wg sync.WaitGroup
 	for i := range list {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out[i] = r.readServer(ctx, pool, list[i])
+			out[i] = r.readServer(ctx, pool, list[i], live)
 		}()
 	}
 	wg.Wait()
 	return out
+}
+
+// keptConfigErrors reads the server's kept failed start-up calls, drops
+// those that make objects of volumes that no longer exist (deleted while
+// the server was away: their images are gone, so they would fail on
+// every start), and returns the rest, one line each. A dataplane without
+// the method has none.
+func keptConfigErrors(ctx context.Context, c *dataplane.Client, live map[string]bool) ([]string, error) {
+	kept, err := c.ConfigErrors(ctx)
+	if dataplane.IsMethodNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var lines []string
+	for _, e := range kept {
+		if live != nil && cachedvolume.IsVolumeObject(e.Object) && !live[e.Object] {
+			if err := c.DropConfigError(ctx, e.ID); err != nil && !dataplane.IsNotFound(err) {
+				return nil, fmt.Errorf("drop the kept configuration call %s %s of a deleted volume: %w", e.Method, e.Object, err)
+			}
+			ctrl.LoggerFrom(ctx).Info("dropped a kept configuration call of a deleted volume",
+				"method", e.Method, "object", e.Object)
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("%s %s: %s (code %d)", e.Method, e.Object, e.Message, e.Code))
+	}
+	return lines, nil
 }

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	rcv1 "github.com/rackcache/rackcache/api/v1alpha1"
+	"github.com/rackcache/rackcache/controllers/cachedvolume"
 	"github.com/rackcache/rackcache/controllers/ceph"
 	"github.com/rackcache/rackcache/controllers/servers"
 )
@@ -165,30 +166,39 @@ func (r *Reconciler) observe(ctx context.Context, pool *rcv1.CachePool, cephErr 
 		errs = append(errs, err)
 		o.ServersUnknown = true
 	}
-	o.Readings = r.readServers(ctx, pool, list)
-	volumes, err := r.countVolumes(ctx, pool.Name)
+	volumes, live, err := r.poolVolumes(ctx, pool.Name)
 	if err != nil {
 		errs = append(errs, err)
 	}
 	o.Volumes = volumes
+	o.Readings = r.readServers(ctx, pool, list, live)
 	return o, kerrors.NewAggregate(errs)
 }
 
-// countVolumes counts the CachedVolumes naming pool. A list and a filter,
-// not a field index: volumes are few per cluster, and the CachedVolume
-// reconciler is free to index them its own way.
-func (r *Reconciler) countVolumes(ctx context.Context, pool string) (int32, error) {
+// poolVolumes counts the CachedVolumes naming pool and returns the names
+// of every volume's dataplane objects (nil if the list failed). A list and
+// a filter, not a field index: volumes are few per cluster, and the
+// CachedVolume reconciler is free to index them its own way. Objects of
+// every pool's volumes count as live: a volume may move between pools'
+// servers only by being re-created, but a name is never dropped while any
+// volume of that name exists.
+func (r *Reconciler) poolVolumes(ctx context.Context, pool string) (int32, map[string]bool, error) {
 	var list rcv1.CachedVolumeList
 	if err := r.Client.List(ctx, &list); err != nil {
-		return 0, fmt.Errorf("list CachedVolumes: %w", err)
+		return 0, nil, fmt.Errorf("list CachedVolumes: %w", err)
 	}
 	var n int32
+	live := make(map[string]bool, 3*len(list.Items))
 	for i := range list.Items {
-		if list.Items[i].Spec.PoolName == pool {
+		v := &list.Items[i]
+		if v.Spec.PoolName == pool {
 			n++
 		}
+		for _, o := range cachedvolume.ObjectNames(v.Name) {
+			live[o] = true
+		}
 	}
-	return n, nil
+	return n, live, nil
 }
 
 // writeStatus computes the pool's status from o, records Events for its

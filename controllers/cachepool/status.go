@@ -131,8 +131,18 @@ func serverStatus(r *serverReading) rcv1.ServerStatus {
 	}
 	s.Ready = len(why) == 0
 	s.Message = strings.Join(why, "; ")
+	// Kept failed calls do not make the server unready: it serves all
+	// else, and a volume whose call failed reports it on its own.
+	s.ConfigErrors = r.ConfigErrors
+	if len(s.ConfigErrors) > maxConfigErrors {
+		s.ConfigErrors = append(s.ConfigErrors[:maxConfigErrors-1],
+			fmt.Sprintf("... and %d more (rackcache_get_config_errors)", len(r.ConfigErrors)-maxConfigErrors+1))
+	}
 	return s
 }
+
+// maxConfigErrors is the API's bound on status.servers[].configErrors.
+const maxConfigErrors = 16
 
 func setReadyCondition(st *rcv1.CachePoolStatus, o *observation, notReady []string) {
 	c := metav1.Condition{Type: rcv1.ConditionReady, Status: metav1.ConditionFalse}

@@ -63,3 +63,29 @@ func (c *Client) SaveConfig(ctx context.Context) (*Config, error) {
 	}
 	return &cfg, nil
 }
+
+// ConfigError is a start-up configuration call that failed and that the
+// dataplane keeps for a retry (rackcache_get_config_errors).
+type ConfigError struct {
+	ID        uint64 `json:"id"`
+	Subsystem string `json:"subsystem"`
+	Method    string `json:"method"`
+	// Object is what the call makes: its name, else its NQN.
+	Object string `json:"object"`
+	// Params summarizes the parameters (no secrets).
+	Params  string `json:"params"`
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+// ConfigErrors lists the kept failed start-up calls.
+func (c *Client) ConfigErrors(ctx context.Context) ([]ConfigError, error) {
+	var out []ConfigError
+	err := c.call(ctx, "rackcache_get_config_errors", nil, &out)
+	return out, err
+}
+
+// DropConfigError forgets kept call id (also in the persisted file).
+func (c *Client) DropConfigError(ctx context.Context, id uint64) error {
+	return c.call(ctx, "rackcache_drop_config_error", map[string]any{"id": id}, nil)
+}

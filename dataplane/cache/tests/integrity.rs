@@ -387,7 +387,10 @@ async fn a_write_back_volume_over_damaged_metadata_is_refused_with_the_loss_name
         .expect("the volume is not loaded");
     let msg = e.to_string();
     assert!(msg.contains(&format!("unit(s) {damaged:?}")), "{msg}");
-    assert!(msg.contains("dirty bytes") && msg.contains("not loaded"), "{msg}");
+    assert!(
+        msg.contains("dirty bytes") && msg.contains("not loaded"),
+        "{msg}"
+    );
     assert!(dev.metadata_errors().count(Damage::Checksum) >= damaged.len() as u64);
     // Nothing of the refused volume changed on the device; the other loads.
     assert!(dev.find_volume("Cache0").is_some());

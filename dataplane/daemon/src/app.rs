@@ -107,6 +107,8 @@ pub struct State {
     /// `bdev_adacache_create` on them and shared by every cached volume
     /// on the bdev (dropped with the bdev).
     pub caches: BTreeMap<String, Arc<cache::device::CacheDevice>>,
+    /// Configuration calls that failed at start, kept for a retry.
+    pub config_errors: crate::config::ConfigErrors,
 }
 
 /// The NVMe-oF side. The target itself is the record of its subsystems,
@@ -195,6 +197,8 @@ pub struct App {
     /// The `rackcache_cache_*` series of every cached bdev (see
     /// [`crate::cache_metrics`]).
     pub cache_metrics: crate::cache_metrics::CacheMetrics,
+    /// The per cache device series (see [`crate::cache_metrics::devices`]).
+    pub device_metrics: crate::cache_metrics::devices::DeviceMetrics,
     /// Told of NVMe/TCP activity; `--busy-poll`'s spinners watch it.
     pub poller: nvmf_tgt::Poller,
     /// `--ceph-keyring`: the keyring of clusters registered without a key.
@@ -210,6 +214,7 @@ impl App {
             metrics: Registry::new(),
             persist: OnceLock::new(),
             cache_metrics: Default::default(),
+            device_metrics: Default::default(),
             poller: Default::default(),
             ceph_keyring: None,
         }

@@ -9,7 +9,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::rpc::server::Dispatch;
 
@@ -38,9 +38,104 @@ struct Call {
 pub struct Loaded {
     /// Calls that succeeded.
     pub applied: usize,
-    /// One line per failed call: where, the method, a summary of its
+    /// Calls that failed, in file order.
+    pub failed: Vec<FailedCall>,
+}
+
+/// A configuration call that failed: kept, with its parameters, so that
+/// the persisted file still holds it and it can be retried.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FailedCall {
+    /// The section it belongs to (`bdev`, `nvmf`, `keyring`).
+    pub subsystem: String,
+    /// The method and its parameters, as in the file.
+    pub method: String,
+    /// Its parameters.
+    pub params: Option<Value>,
+    /// The error's code and message.
+    pub code: i32,
+    /// The error's message.
+    pub message: String,
+}
+
+impl FailedCall {
+    /// One line for logs and errors: the method, a summary of its
     /// parameters without secrets, and the error.
-    pub failed: Vec<String>,
+    pub fn line(&self) -> String {
+        let summary = self.params.as_ref().map(summarize).unwrap_or_default();
+        format!(
+            "{} {}({summary}): {} (code {})",
+            self.subsystem, self.method, self.message, self.code
+        )
+    }
+}
+
+/// Failed calls, each with an id that stays while the daemon runs.
+#[derive(Default)]
+pub struct ConfigErrors {
+    next_id: u64,
+    list: Vec<(u64, FailedCall)>,
+}
+
+impl ConfigErrors {
+    /// Keeps `calls` (in order).
+    pub fn add(&mut self, calls: impl IntoIterator<Item = FailedCall>) {
+        for c in calls {
+            self.next_id += 1;
+            self.list.push((self.next_id, c));
+        }
+    }
+
+    /// How many.
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    /// Whether none.
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// The kept calls of section `subsystem`, in order, as saved-config
+    /// entries.
+    pub fn entries(&self, subsystem: &str) -> Vec<Value> {
+        self.list
+            .iter()
+            .filter(|(_, c)| c.subsystem == subsystem)
+            .map(|(_, c)| match &c.params {
+                Some(p) => json!({ "method": c.method, "params": p }),
+                None => json!({ "method": c.method }),
+            })
+            .collect()
+    }
+
+    /// The kept calls with their ids, in order.
+    pub fn calls(&self) -> &[(u64, FailedCall)] {
+        &self.list
+    }
+
+    /// Forgets call `id`, returning it.
+    pub fn remove(&mut self, id: u64) -> Option<FailedCall> {
+        let pos = self.list.iter().position(|(k, _)| *k == id)?;
+        Some(self.list.remove(pos).1)
+    }
+
+    /// Records call `id`'s latest error.
+    pub fn failed_again(&mut self, id: u64, code: i32, message: &str) {
+        if let Some((_, c)) = self.list.iter_mut().find(|(k, _)| *k == id) {
+            c.code = code;
+            c.message = message.to_owned();
+        }
+    }
+
+    /// Forgets the kept calls equal to one that just succeeded live: the
+    /// object they would make exists now.
+    pub fn superseded_by(&mut self, method: &str, params: &Option<Value>) -> bool {
+        let before = self.list.len();
+        self.list
+            .retain(|(_, c)| !(c.method == method && &c.params == params));
+        self.list.len() != before
+    }
 }
 
 /// Replays every call of the configuration in `path`, continuing after a
@@ -55,7 +150,7 @@ pub async fn load(path: &Path, dispatcher: &impl Dispatch) -> Result<Loaded, Str
     for sub in cfg.subsystems {
         for (i, call) in sub.config.unwrap_or_default().into_iter().enumerate() {
             let summary = call.params.as_ref().map(summarize).unwrap_or_default();
-            match dispatcher.dispatch(&call.method, call.params).await {
+            match dispatcher.dispatch(&call.method, call.params.clone()).await {
                 Ok(_) => out.applied += 1,
                 Err(e) => {
                     tracing::error!(
@@ -63,12 +158,13 @@ pub async fn load(path: &Path, dispatcher: &impl Dispatch) -> Result<Loaded, Str
                         method = %call.method, params = %summary, code = e.code(), error = %e.message,
                         "configuration call failed"
                     );
-                    out.failed.push(format!(
-                        "{}: subsystem {} entry {i}: {}({summary}): {e}",
-                        path.display(),
-                        sub.subsystem,
-                        call.method
-                    ));
+                    out.failed.push(FailedCall {
+                        subsystem: sub.subsystem.clone(),
+                        method: call.method,
+                        params: call.params,
+                        code: e.code(),
+                        message: e.message,
+                    });
                 }
             }
         }

@@ -222,11 +222,12 @@ fn caller_auth(args: &Args) -> Result<rpc::auth::CallerAuth, String> {
 }
 
 /// Applies the persisted configuration if it exists, else `--config`.
-/// Every call is tried and every failure reported; then the start fails if
-/// any call failed: serving a partial configuration would let the next
-/// change overwrite the persisted file without the entries that failed
-/// (an rbd bdev whose cluster was briefly unreachable would be forgotten).
-/// A supervisor restarts the process, which tries again.
+/// Every call is tried and every failure reported; the daemon then serves
+/// what succeeded and keeps the failed calls (`rackcache_get_config_errors`),
+/// in the persisted file too, so a later start or
+/// `rackcache_retry_config_errors` tries them again: one bad entry (a
+/// damaged cache device, an image deleted while the server was away) must
+/// not keep every other volume of the server offline.
 async fn load_config(args: &Args, app: &App) -> Result<(), String> {
     let path = match &args.config_persist {
         Some(p) if p.exists() => p,
@@ -236,15 +237,15 @@ async fn load_config(args: &Args, app: &App) -> Result<(), String> {
         },
     };
     let loaded = config::load(path, app).await?;
-    if !loaded.failed.is_empty() {
-        return Err(format!(
-            "{} of {} configuration calls failed, not starting with a partial configuration:\n  {}",
-            loaded.failed.len(),
-            loaded.failed.len() + loaded.applied,
-            loaded.failed.join("\n  ")
-        ));
+    if loaded.failed.is_empty() {
+        tracing::info!(config = %path.display(), calls = loaded.applied, "configuration loaded");
+        return Ok(());
     }
-    tracing::info!(config = %path.display(), calls = loaded.applied, "configuration loaded");
+    let lines: Vec<String> = loaded.failed.iter().map(|f| f.line()).collect();
+    tracing::error!(config = %path.display(), applied = loaded.applied,
+        failed = loaded.failed.len(), calls = %lines.join("; "),
+        "configuration loaded in part: serving the rest, the failed calls are kept (rackcache_get_config_errors)");
+    app.state.lock().await.config_errors.add(loaded.failed);
     Ok(())
 }
 

@@ -8,7 +8,7 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::{start_fails, Daemon};
+use common::Daemon;
 
 use testkit::{spdk_python, Ceph, TempDir};
 
@@ -75,7 +75,7 @@ fn assert_image_released(ceph: &Ceph, image: &str) {
 }
 
 #[test]
-fn bad_config_file_is_refused_with_its_location() {
+fn a_failing_config_entry_is_reported_and_the_rest_served() {
     let work = TempDir::new("rackcache-badcfg");
     let cfg = work.path().join("bad.json");
     std::fs::write(
@@ -85,13 +85,21 @@ fn bad_config_file_is_refused_with_its_location() {
             {"method":"bdev_malloc_create","params":{"name":"a","num_blocks":8,"block_size":512}}]}]}"#,
     )
     .unwrap();
-    let err = start_fails(work.path(), &["--config", cfg.to_str().unwrap()]);
-    assert!(
-        err.contains("entry 1: bdev_malloc_create(") && err.contains("File exists"),
-        "{err}"
+    let socket = work.path().join("s.sock");
+    let d = Daemon::start(&socket, Some(&cfg));
+    let errors = common::rpc(
+        &socket,
+        "rackcache_get_config_errors",
+        serde_json::json!({}),
+    );
+    let e = &errors.as_array().unwrap()[0];
+    assert_eq!(
+        (e["method"].as_str(), e["object"].as_str()),
+        (Some("bdev_malloc_create"), Some("a"))
     );
     assert!(
-        !work.path().join("s.sock").exists(),
-        "a failed start must not leave a socket"
+        e["message"].as_str().unwrap().contains("File exists"),
+        "{e}"
     );
+    assert!(d.stop().success());
 }

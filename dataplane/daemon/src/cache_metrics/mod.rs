@@ -30,6 +30,7 @@ use metrics::{Counter, FloatGauge, Gauge, Registry};
 
 use crate::rpc::error::RpcError;
 
+pub mod devices;
 pub mod refresh;
 
 type Field = fn(&VolumeStats) -> u64;

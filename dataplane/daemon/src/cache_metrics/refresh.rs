@@ -9,6 +9,13 @@ use tokio::sync::watch;
 use crate::app::App;
 use crate::cached_volumes::volumes;
 
+/// The count of start-up configuration calls that failed and are kept
+/// (`rackcache_get_config_errors`).
+pub const CONFIG_ERRORS: (&str, &str) = (
+    "rackcache_config_errors",
+    "Configuration calls that failed when the server started and are kept for a retry (rackcache_get_config_errors).",
+);
+
 /// How often the series are refreshed.
 pub const REFRESH: Duration = Duration::from_secs(1);
 
@@ -21,9 +28,23 @@ pub async fn run(app: Arc<App>, mut stop: watch::Receiver<bool>) {
             _ = tick.tick() => {}
             _ = stop.changed() => return,
         }
-        let list = volumes(&*app.state.lock().await);
+        let (list, devices, config_errors) = {
+            let state = app.state.lock().await;
+            (
+                volumes(&state),
+                state.caches.clone(),
+                state.config_errors.len(),
+            )
+        };
+        let (name, help) = CONFIG_ERRORS;
+        let g = app
+            .metrics
+            .gauge(name, help, &[])
+            .expect("valid metric names");
+        g.set(i64::try_from(config_errors).unwrap_or(i64::MAX));
         for v in &list {
             app.cache_metrics.refresh(v).await;
         }
+        app.device_metrics.refresh(&app.metrics, &devices);
     }
 }

@@ -6,6 +6,7 @@
 mod adacache;
 mod bdev;
 mod bdev_inspect;
+mod config_errors;
 mod fault;
 mod framework;
 mod keyring;

@@ -46,6 +46,23 @@ pub(crate) fn snapshot(state: &State) -> Value {
     ] })
 }
 
+/// What `--config-persist` writes: [`snapshot`], plus the calls that failed
+/// at start, at the end of their sections (after everything they may
+/// depend on), so the next start tries them again.
+pub(crate) fn persisted(state: &State) -> Value {
+    let mut doc = snapshot(state);
+    if state.config_errors.is_empty() {
+        return doc;
+    }
+    for section in doc["subsystems"].as_array_mut().into_iter().flatten() {
+        let name = section["subsystem"].as_str().unwrap_or_default().to_owned();
+        if let Some(calls) = section["config"].as_array_mut() {
+            calls.extend(state.config_errors.entries(&name));
+        }
+    }
+    doc
+}
+
 /// Rewrites the persisted configuration (if `--config-persist` is set) from
 /// one snapshot of the state. A failure is logged: the change it follows
 /// has been made and is reported to its caller as made.
@@ -60,6 +77,6 @@ pub async fn try_persist(app: &App) -> Result<(), String> {
     let Some(p) = app.persist.get() else {
         return Ok(());
     };
-    p.rewrite(async { snapshot(&*app.state.lock().await) })
+    p.rewrite(async { persisted(&*app.state.lock().await) })
         .await
 }

@@ -14,7 +14,9 @@ use serde_json::{json, Value};
 
 use super::nvmf::{host, inspect, listener, namespace, set_config, subsystem, transport};
 use super::params::{parse, NoParams};
-use super::{adacache, bdev, bdev_inspect, fault, framework, keyring, resize, saved_config};
+use super::{
+    adacache, bdev, bdev_inspect, config_errors, fault, framework, keyring, resize, saved_config,
+};
 use crate::app::App;
 use crate::rpc::error::{ErrorKind, RpcError};
 use crate::rpc::server::Dispatch;
@@ -81,6 +83,9 @@ pub static METHODS: &[Method] = &[
     method!("framework_get_subsystems",       Reads,   framework::framework_get_subsystems, NoParams),
     method!("framework_get_config",           Reads,   framework::framework_get_config,     framework::GetConfig),
     method!("save_config",                    Reads,   framework::save_config,              NoParams),
+    method!("rackcache_get_config_errors",    Reads,   config_errors::get,                  NoParams),
+    method!("rackcache_retry_config_errors",  Changes, config_errors::retry,                NoParams),
+    method!("rackcache_drop_config_error",    Changes, config_errors::drop_one,             config_errors::DropError),
     method!("bdev_get_bdevs",                 Reads,   bdev_inspect::get_bdevs,             bdev_inspect::GetBdevs),
     method!("bdev_get_iostat",                Reads,   bdev_inspect::get_iostat,            bdev_inspect::GetIostat),
     method!("bdev_malloc_create",             Changes, bdev::malloc_create,                 bdev::MallocCreate),
@@ -159,10 +164,22 @@ async fn rpc_get_methods(_app: &App, _: GetMethods) -> Result<Value, RpcError> {
 
 impl Dispatch for App {
     async fn dispatch(&self, method: &str, params: Option<Value>) -> Result<Value, RpcError> {
-        match find(method) {
-            Some(m) => (m.call)(self, params).await,
-            None => Err(RpcError::new(ErrorKind::MethodNotFound, "Method not found")),
+        let Some(m) = find(method) else {
+            return Err(RpcError::new(ErrorKind::MethodNotFound, "Method not found"));
+        };
+        let kept = (m.effect == Effect::Changes).then(|| params.clone());
+        let out = (m.call)(self, params).await?;
+        // A kept failed start-up call that now succeeded live is done.
+        if let Some(p) = kept {
+            let mut state = self.state.lock().await;
+            if !state.config_errors.is_empty() && state.config_errors.superseded_by(method, &p) {
+                tracing::info!(
+                    method,
+                    "a failed configuration call was made live: forgotten"
+                );
+            }
         }
+        Ok(out)
     }
 
     fn changes_state(&self, method: &str) -> bool {

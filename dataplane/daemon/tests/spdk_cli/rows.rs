@@ -36,6 +36,11 @@ pub const DISCOVERY_LISTENER: &[&str] =
 /// elsewhere.
 pub const NO_CLI_COMMAND: &[(&str, &str)] = &[
     (
+        "rackcache_drop_config_error",
+        "needs a start-up call that failed, which this daemon has none of; \
+         config_errors.rs drives the plugin's command",
+    ),
+    (
         "save_config",
         "spdk-rpc's save_config is client-side (framework_get_subsystems and \
          framework_get_config, rows below); the server-side method is driven by \
@@ -185,6 +190,15 @@ pub fn rows() -> Vec<Row> {
                     .iter()
                     .any(|a| a["address"] == "127.0.0.1" && a["up"] == true),
                 "{addrs}"
+            );
+        }),
+        row("rackcache_get_config_errors", &[], |_, out| {
+            assert_eq!(parse(out), json!([]), "a clean start keeps no failed call");
+        }),
+        row("rackcache_retry_config_errors", &[], |_, out| {
+            assert_eq!(
+                parse(out),
+                json!({"retried": 0, "succeeded": 0, "failing": 0})
             );
         }),
         row("rpc_get_methods", &[], |_, out| {
