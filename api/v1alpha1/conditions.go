@@ -53,6 +53,10 @@ const (
 	ReasonReplaced = "Replaced"
 	// ReasonDataplaneError: a dataplane call failed; the message says which.
 	ReasonDataplaneError = "DataplaneError"
+	// ReasonCacheMetadataDamaged: the volume's cache metadata on its server
+	// is damaged where its newest version was; the dataplane refuses to load
+	// that cache (its dirty data cannot be vouched for).
+	ReasonCacheMetadataDamaged = "CacheMetadataDamaged"
 	// ReasonFlushing: dirty data is being written to Ceph.
 	ReasonFlushing = "Flushing"
 	// ReasonFlushFailed: writing dirty data to Ceph failed.

@@ -222,7 +222,7 @@ func TestApplyOnRealDataplane(t *testing.T) {
 	// the volume goes; a second teardown is a no-op.
 	sawFlush := false
 	for i := 0; ; i++ {
-		tr, err := Teardown(ctx, dp.Client, vol.Name, d.Cluster.Name)
+		tr, err := Teardown(ctx, dp.Client, vol.Name, d.Cluster.Name, nil)
 		if err != nil {
 			t.Fatalf("teardown: %v", err)
 		}
@@ -247,7 +247,7 @@ func TestApplyOnRealDataplane(t *testing.T) {
 	if _, err := dp.Client.Bdevs(ctx, d.Rbd.Name); !dataplane.IsNotFound(err) {
 		t.Errorf("rbd bdev after teardown: %v (want not found)", err)
 	}
-	if tr, err := Teardown(ctx, dp.Client, vol.Name, d.Cluster.Name); err != nil || !tr.Done {
+	if tr, err := Teardown(ctx, dp.Client, vol.Name, d.Cluster.Name, nil); err != nil || !tr.Done {
 		t.Errorf("second teardown: %+v, %v", tr, err)
 	}
 }

@@ -55,7 +55,8 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result
 		s.obs.DataplaneError = err.Error()
 		return ctrl.Result{}, err
 	}
-	res, err := Teardown(ctx, c, vol.Name, cluster)
+	discard := !mayHoldDirtyData(vol.Status.WriteMode, EffectiveWriteMode(vol, pool)) || vol.Annotations[DiscardDirtyDataAnnotation] == "true"
+	res, err := Teardown(ctx, c, vol.Name, cluster, &discard)
 	if err != nil {
 		if unreachable(err) {
 			return r.deleteFromLostServer(ctx, s, "the server does not answer: "+err.Error())

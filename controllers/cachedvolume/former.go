@@ -79,7 +79,8 @@ func (r *Reconciler) cleanFormerServer(ctx context.Context, pool *rcv1.CachePool
 				cached, name, st.DirtyBytes)
 		}
 	}
-	res, err := Teardown(ctx, c, vol.Name, "")
+	// A cache there that is not loaded stays: it may hold dirty data.
+	res, err := Teardown(ctx, c, vol.Name, "", nil)
 	if err != nil {
 		return false, fmt.Errorf("tear down on former server %s: %w", name, err)
 	}

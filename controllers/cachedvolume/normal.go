@@ -142,6 +142,9 @@ func (r *Reconciler) serve(ctx context.Context, s *scope, mayReplace bool) (ctrl
 			return r.lost(ctx, s, DecideLost(in), mayReplace)
 		}
 		s.obs.DataplaneError = fmt.Sprintf("cache server %s: %v", server.NodeName, err)
+		if dataplane.IsCorrupt(err) {
+			s.obs.CacheDamaged = fmt.Sprintf("cache server %s: %v", server.NodeName, err)
+		}
 		return ctrl.Result{}, err
 	}
 	if applied.Flushing == nil {

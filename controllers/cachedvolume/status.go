@@ -44,6 +44,10 @@ type Observation struct {
 	FlushError string
 	// CacheDegraded: the cached bdev reports its cache device failed.
 	CacheDegraded bool
+	// CacheDamaged is the dataplane's refusal to load the volume's cache
+	// because its metadata is damaged (names the device, the units and the
+	// dirty bytes at risk); "" otherwise.
+	CacheDamaged string
 }
 
 func (o *Observation) lost() bool { return o.Lost != nil && o.Lost.Action != ServerHealthy }
@@ -119,6 +123,10 @@ func degradedCondition(o *Observation) (metav1.ConditionStatus, string, string) 
 			o.LostServer, o.Lost.Why, o.LostServer, DiscardDirtyDataAnnotation)
 	case o.lost():
 		return metav1.ConditionTrue, rcv1.ReasonServerLost, fmt.Sprintf("cache server %s is lost: %s", o.LostServer, o.Lost.Why)
+	case o.CacheDamaged != "":
+		return metav1.ConditionTrue, rcv1.ReasonCacheMetadataDamaged, "the volume's cache cannot be vouched for, so it is not served: " +
+			o.CacheDamaged + ". Acknowledged write-back data may be lost; accept the loss by deleting the volume with annotation " +
+			DiscardDirtyDataAnnotation + "=\"true\" (see docs/operator.md, \"What a lost cache leaves in Ceph\")"
 	case o.CacheDegraded:
 		return metav1.ConditionTrue, rcv1.ReasonDataplaneError, "the cache device failed; the dataplane serves the volume from Ceph"
 	default:
@@ -144,7 +152,7 @@ func Phase(o *Observation) rcv1.CachedVolumePhase {
 	switch {
 	case o.Deleting:
 		return rcv1.VolumeDeleting
-	case o.lost() || o.CacheDegraded:
+	case o.lost() || o.CacheDegraded || o.CacheDamaged != "":
 		return rcv1.VolumeDegraded
 	case o.Flushing || o.FlushError != "":
 		return rcv1.VolumeFlushing

@@ -50,6 +50,11 @@ func TestConditionsAndPhase(t *testing.T) {
 			cond{"True", rcv1.ReasonAsExpected}, cond{"True", rcv1.ReasonReplaced}, cond{"False", rcv1.ReasonAsExpected}, cond{"True", rcv1.ReasonAsExpected}, ""},
 		{"cache device failed", with(func(o *Observation) { o.Applied, o.CacheDegraded = true, true }), rcv1.VolumeDegraded,
 			cond{"True", rcv1.ReasonAsExpected}, cond{"True", rcv1.ReasonPlacedInRack}, cond{"True", rcv1.ReasonDataplaneError}, cond{"True", rcv1.ReasonAsExpected}, "cache device failed"},
+		{"cache metadata damaged", with(func(o *Observation) {
+			o.DataplaneError = "refused"
+			o.CacheDamaged = "cache volume cv-v on cache device cache0: the newest metadata of unit(s) [1] is damaged; 32768 dirty bytes"
+		}), rcv1.VolumeDegraded,
+			cond{"False", rcv1.ReasonDataplaneError}, cond{"True", rcv1.ReasonPlacedInRack}, cond{"True", rcv1.ReasonCacheMetadataDamaged}, cond{"Unknown", rcv1.ReasonUnknown}, "32768 dirty bytes"},
 		{"deleting, flushing", with(func(o *Observation) { o.Deleting, o.Flushing = true, true }), rcv1.VolumeDeleting,
 			cond{"False", rcv1.ReasonDeleting}, cond{"True", rcv1.ReasonPlacedInRack}, cond{"False", rcv1.ReasonAsExpected}, cond{"False", rcv1.ReasonFlushing}, ""},
 		{"deletion blocked by dirty data on a lost server", with(func(o *Observation) { o.Deleting, o.DeleteBlocked = true, "holds dirty data" }), rcv1.VolumeDeleting,

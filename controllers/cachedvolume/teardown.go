@@ -23,7 +23,13 @@ type TeardownResult struct {
 // passes), then the cached bdev is deleted (without force: it would discard
 // what is still dirty), the RBD bdev, and the cluster registration when no
 // other volume uses it. Every step tolerates what is already gone.
-func Teardown(ctx context.Context, c *dataplane.Client, name, cluster string) (TeardownResult, error) {
+//
+// A cache of the volume that a device holds but no cached bdev serves
+// (refused as damaged, or never loaded) cannot be flushed: discardUnattached
+// says what to do with it. nil leaves it; true discards it (the volume held
+// no dirty data, or its owner gave it up); false stops the teardown with an
+// error saying so.
+func Teardown(ctx context.Context, c *dataplane.Client, name, cluster string, discardUnattached *bool) (TeardownResult, error) {
 	var res TeardownResult
 	nqn := SubsystemNQN(name)
 	sub, err := lookupSubsystem(ctx, c, nqn)
@@ -61,6 +67,10 @@ func Teardown(ctx context.Context, c *dataplane.Client, name, cluster string) (T
 		if err := c.DeleteCachedBdev(ctx, cached, false); err != nil && !dataplane.IsNotFound(err) {
 			return res, fmt.Errorf("delete cached bdev %s: %w", cached, err)
 		}
+	} else if discardUnattached != nil {
+		if err := removeUnattached(ctx, c, cached, *discardUnattached); err != nil {
+			return res, err
+		}
 	}
 	rbd := RbdBdevName(name)
 	if err := c.DeleteRbdBdev(ctx, rbd); err != nil && !dataplane.IsNotFound(err) {
@@ -74,4 +84,25 @@ func Teardown(ctx context.Context, c *dataplane.Client, name, cluster string) (T
 	}
 	res.Done = true
 	return res, nil
+}
+
+// removeUnattached discards the cache named cached that a device holds but
+// no cached bdev serves, if discard; otherwise refuses while it is there.
+func removeUnattached(ctx context.Context, c *dataplane.Client, cached string, discard bool) error {
+	devices, err := c.CacheDevices(ctx)
+	if err != nil {
+		return fmt.Errorf("list cache devices: %w", err)
+	}
+	dev := deviceHolding(devices, cached)
+	switch {
+	case dev == "":
+		return nil
+	case !discard:
+		return fmt.Errorf("cache device %s holds this write-back volume's cache, not loaded (see the Degraded condition); "+
+			"its dirty data cannot be written to Ceph, so deletion waits: to give it up, annotate the volume %s=\"true\"", dev, DiscardDirtyDataAnnotation)
+	}
+	if err := c.DeleteCachedBdev(ctx, cached, true); err != nil && !dataplane.IsNotFound(err) {
+		return fmt.Errorf("discard the unattached cache %s on %s: %w", cached, dev, err)
+	}
+	return nil
 }

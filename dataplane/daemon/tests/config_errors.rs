@@ -171,6 +171,26 @@ fn failing_entries_are_kept_and_reported_while_the_rest_is_served() {
     assert!(bdev_names(&socket).contains(&"Spare".to_string()));
     let errs = errors(&socket);
     assert_eq!(errs.len(), 1);
+    // C0's cache is on the device, not loaded: a delete without force
+    // refuses (its dirty data would be lost), with force it is discarded.
+    let e = refused(&socket, "bdev_adacache_delete", json!({"name": "C0"}));
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("force=true to discard"),
+        "{e}"
+    );
+    let on_device = |n: &str| {
+        call("bdev_adacache_get_devices", json!({}))[0]["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v["name"] == n)
+    };
+    assert!(on_device("C0") && on_device("C1"));
+    call("bdev_adacache_delete", json!({"name": "C0", "force": true}));
+    assert!(!on_device("C0") && on_device("C1"));
     // Dropped with SPDK's command line and the plugin: forgotten, also by
     // the persisted file.
     let shown = plugin_cli(&socket, &["rackcache_get_config_errors"]).unwrap();

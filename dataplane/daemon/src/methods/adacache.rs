@@ -208,6 +208,9 @@ pub(crate) struct Delete {
 
 pub(crate) async fn delete(app: &App, Delete { name, force }: Delete) -> Result<Value, RpcError> {
     let mut state = app.state.lock().await;
+    if !state.bdevs.contains_key(&name) {
+        return delete_unattached(&state, &name, force).await;
+    }
     let v = volume(&state, &name)?;
     if let Some(user) = state.wrapper_of(&name) {
         return Err(RpcError::errno(
@@ -433,4 +436,33 @@ pub(crate) async fn get_devices(app: &App, _: super::params::NoParams) -> Result
         })
         .collect();
     Ok(Value::Array(list))
+}
+
+/// `bdev_adacache_delete` of a volume no cached bdev serves but whose cache
+/// an opened device holds (never loaded: refused as damaged, or not
+/// attached yet). Its data cannot be written back without loading it, so
+/// only `force` (discard) removes it; without, the answer says so.
+async fn delete_unattached(state: &State, name: &str, force: bool) -> Result<Value, RpcError> {
+    let holder = state
+        .caches
+        .iter()
+        .find(|(_, d)| d.find_volume(name).is_some());
+    let Some((cache_bdev, device)) = holder else {
+        // Not served and on no opened device: the usual answer.
+        return volume(state, name).map(|_| json!(true));
+    };
+    if !force {
+        return Err(RpcError::errno(
+            libc_errno::EBUSY,
+            format!("no cached bdev named {name}, but cache bdev {cache_bdev} holds its cache, not loaded (damaged, or not attached yet); load it (bdev_adacache_create with load) to write its dirty data back, or force=true to discard it"),
+        ));
+    }
+    device.delete_volume(name).await.map_err(|e| {
+        volume_error(
+            &format!("discarding the unattached cache {name} on {cache_bdev}"),
+            e.into(),
+        )
+    })?;
+    tracing::warn!(volume = %name, cache = %cache_bdev, "unattached cache discarded (force)");
+    Ok(json!(true))
 }
