@@ -71,9 +71,11 @@ func (d *Driver) CreateSnapshot(ctx context.Context, req *csi.CreateSnapshotRequ
 	if err != nil {
 		return nil, err
 	}
-	if err := d.flushVolume(ctx, cv, id.SnapUUID); err != nil {
+	release, err := d.flushVolume(ctx, cv, id.SnapUUID)
+	if err != nil {
 		return nil, err
 	}
+	defer release()
 	if err := copyImage(ctx, images, src.RBDPool, src.Image(), id.Snapshot(), tmpSnapPrefix+id.SnapUUID, []string{"layering"}); err != nil {
 		return nil, err
 	}
@@ -339,10 +341,13 @@ func (d *Driver) cloneFromVolume(ctx context.Context, images Images, id volumeID
 	if got := uint64(cv.Spec.Size.Value()); size < got {
 		return errorf(ErrOutOfRange, "the clone (%d bytes) is smaller than volume %s (%d bytes)", size, srcID, got)
 	}
-	if err := d.flushVolume(ctx, cv, "clone-"+id.UUID); err != nil {
+	release, err := d.flushVolume(ctx, cv, "clone-"+id.UUID)
+	if err != nil {
 		return err
 	}
-	if err := copyImage(ctx, images, id.RBDPool, src.Image(), id.Image(), tmpSnapPrefix+id.UUID, p.ImageFeatures); err != nil {
+	err = copyImage(ctx, images, id.RBDPool, src.Image(), id.Image(), tmpSnapPrefix+id.UUID, p.ImageFeatures)
+	release()
+	if err != nil {
 		return err
 	}
 	return growClone(ctx, images, id, size, uint64(cv.Spec.Size.Value()))

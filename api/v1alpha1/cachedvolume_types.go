@@ -191,6 +191,12 @@ type CachedVolumeStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=128
 	FlushedRequest string `json:"flushedRequest,omitempty"`
+	// WriteThroughHold is the token of the rackcache.io/write-through-hold
+	// annotation the dataplane now serves: the write-back volume runs
+	// write-through until the hold ends (writeMode still says WriteBack).
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	WriteThroughHold string `json:"writeThroughHold,omitempty"`
 	// Stats are key cache statistics.
 	// +optional
 	Stats VolumeStats `json:"stats,omitempty"`

@@ -73,6 +73,17 @@ const (
 // every write acknowledged before it is in Ceph.
 const FlushRequestAnnotation = "rackcache.io/flush-request"
 
+// WriteThroughHoldAnnotation asks the operator to run a write-back volume
+// write-through until the time it names: "<token>@<RFC 3339 time>". The
+// CSI driver sets it with the flush request of a snapshot or clone (same
+// token) and removes it once the RBD snapshot exists, so that writes
+// acknowledged while the snapshot is taken reach Ceph in order and the
+// snapshot is crash-consistent. A flush request with the hold's token is
+// answered only once the dataplane runs the volume write-through; the
+// volume goes back to write-back when the annotation goes or its time
+// passes.
+const WriteThroughHoldAnnotation = "rackcache.io/write-through-hold"
+
 // Finalizers.
 const (
 	// CachePoolFinalizer holds a pool's deletion while volumes use it.

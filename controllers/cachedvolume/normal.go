@@ -130,6 +130,7 @@ func (r *Reconciler) serve(ctx context.Context, s *scope, mayReplace bool) (ctrl
 	}
 	desired := DesiredState(vol, pool, backend, server.ServingAddress(), s.cacheSize)
 	desired.HostKeys = desiredHostKeys(vol.Name, pairs)
+	hold := applyHold(&desired, vol, time.Now())
 	// Served here before (status.address is cleared with the placement) in
 	// a mode that may leave dirty data: its cache must be re-attached,
 	// never replaced by a fresh one on another device.
@@ -149,12 +150,12 @@ func (r *Reconciler) serve(ctx context.Context, s *scope, mayReplace bool) (ctrl
 	}
 	if applied.Flushing == nil {
 		// A flush the CSI driver asked for runs and reports like any other.
-		if applied.Flushing, err = r.serveFlushRequest(ctx, s, c, desired); err != nil {
+		if applied.Flushing, err = r.serveFlushRequest(ctx, s, c, desired, hold, applied.WriteMode); err != nil {
 			s.obs.DataplaneError = fmt.Sprintf("cache server %s: %v", server.NodeName, err)
 			return ctrl.Result{}, err
 		}
 	}
-	r.recordApplied(ctx, s, c, server, desired, applied)
+	r.recordApplied(ctx, s, c, server, desired, applied, hold)
 	if applied.Flushing != nil {
 		return r.flushRequeue(), nil
 	}
@@ -166,10 +167,15 @@ func (r *Reconciler) serve(ctx context.Context, s *scope, mayReplace bool) (ctrl
 // and, once a flush status read after the request shows none left, records
 // the request as done in status.flushedRequest. Returns the flush's status
 // while it runs.
-func (r *Reconciler) serveFlushRequest(ctx context.Context, s *scope, c *dataplane.Client, d Desired) (*dataplane.FlushStatus, error) {
+func (r *Reconciler) serveFlushRequest(ctx context.Context, s *scope, c *dataplane.Client, d Desired, hold, running string) (*dataplane.FlushStatus, error) {
 	vol := s.vol
 	token := vol.Annotations[rcv1.FlushRequestAnnotation]
 	if token == "" || token == vol.Status.FlushedRequest {
+		return nil, nil
+	}
+	// A request under its own hold is done once the volume runs
+	// write-through (the switch flushed everything first).
+	if hold == token && running != dataplane.WriteThrough {
 		return nil, nil
 	}
 	if vol.Status.WriteMode == rcv1.WriteBack {
@@ -269,7 +275,7 @@ func findServer(pool *rcv1.CachePool, name string) *rcv1.ServerStatus {
 
 // recordApplied writes what the dataplane now holds into status, events
 // and metrics.
-func (r *Reconciler) recordApplied(ctx context.Context, s *scope, c *dataplane.Client, server *rcv1.ServerStatus, d Desired, res ApplyResult) {
+func (r *Reconciler) recordApplied(ctx context.Context, s *scope, c *dataplane.Client, server *rcv1.ServerStatus, d Desired, res ApplyResult, hold string) {
 	vol := s.vol
 	st := &vol.Status
 	wasServed := !s.placedNow && (meta.IsStatusConditionTrue(st.Conditions, rcv1.ConditionReady) ||
@@ -280,6 +286,12 @@ func (r *Reconciler) recordApplied(ctx context.Context, s *scope, c *dataplane.C
 	}
 	st.Rack, st.Address, st.Port, st.NQN = server.Rack, server.ServingAddress(), poolPort(s.pool), d.Subsystem.NQN
 	st.WriteMode = APIWriteMode(res.WriteMode)
+	st.WriteThroughHold = ""
+	if hold != "" && res.WriteMode == dataplane.WriteThrough {
+		// Held write-through: the volume's own mode is still write-back
+		// (EffectiveWriteMode reads it back from here).
+		st.WriteMode, st.WriteThroughHold = rcv1.WriteBack, hold
+	}
 	st.CacheDevice = res.CacheDevice
 	s.obs.Applied = true
 	s.obs.CacheDegraded = res.Degraded
