@@ -4,9 +4,13 @@
 
 use std::sync::Arc;
 
+mod common;
+
+use common::{poke, raw};
+
 use bdev::error_inject::{ErrorBdev, ErrorType, IoTypeSel};
 use bdev::malloc::MallocBdev;
-use bdev::{Bdev, CountedBdev, DmaBuf, IoKind};
+use bdev::{Bdev, CountedBdev, IoKind};
 use cache::device::{
     CacheDevice, DeviceError, MetaEntry, UnitMeta, VolumeRegion, VolumeSpec, UNIT_SIZE,
 };
@@ -34,17 +38,6 @@ fn spec(name: &str, units: u32) -> VolumeSpec {
         group_size: 1 << 20,
         units,
     }
-}
-
-async fn raw(b: &Bdev, offset: u64, len: u64) -> Vec<u8> {
-    let (buf, r) = b.read(offset, DmaBuf::new(len as usize)).await;
-    r.unwrap();
-    buf.to_vec()
-}
-
-async fn poke(b: &Bdev, offset: u64, bytes: &[u8]) {
-    let (_, r) = b.write(offset, DmaBuf::from_slice(bytes)).await;
-    r.unwrap();
 }
 
 /// Garbage over one 512-byte block at `offset`.

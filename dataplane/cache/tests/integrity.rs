@@ -7,6 +7,10 @@
 
 use std::sync::Arc;
 
+mod common;
+
+use common::{poke, raw};
+
 use bdev::malloc::MallocBdev;
 use bdev::{Bdev, CountedBdev, DmaBuf};
 use cache::device::{CacheDevice, DeviceError, MetaEntry, UnitMeta, VolumeRegion, VolumeSpec};
@@ -35,17 +39,6 @@ fn spec(name: &str) -> VolumeSpec {
         group_size: 1 << 20,
         units: 2,
     }
-}
-
-async fn raw(b: &Bdev, offset: u64, len: u64) -> Vec<u8> {
-    let (buf, r) = b.read(offset, DmaBuf::new(len as usize)).await;
-    r.unwrap();
-    buf.to_vec()
-}
-
-async fn poke(b: &Bdev, offset: u64, bytes: &[u8]) {
-    let (_, r) = b.write(offset, DmaBuf::from_slice(bytes)).await;
-    r.unwrap();
 }
 
 /// The faults of the matrix, applied to one copy at `at`.
@@ -324,8 +317,6 @@ async fn both_unit_copies_damaged_or_zeroed_is_a_loss() {
 }
 
 // ---- a cached volume over damaged metadata ----
-
-mod common;
 
 /// The finding: 32 acknowledged write-back writes, then one bit
 /// flipped in the newest metadata copy of the units holding them. On

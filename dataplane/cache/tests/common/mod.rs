@@ -195,3 +195,16 @@ impl Model {
 pub async fn read(b: &Bdev, off: u64, len: u64) -> (DmaBuf, bdev::Result<()>) {
     b.read(off, DmaBuf::new(len as usize)).await
 }
+
+/// `len` bytes of `b` at `offset`, as on the device.
+pub async fn raw(b: &Bdev, offset: u64, len: u64) -> Vec<u8> {
+    let (buf, r) = b.read(offset, DmaBuf::new(len as usize)).await;
+    r.unwrap();
+    buf.to_vec()
+}
+
+/// Writes `bytes` at `offset` of `b` (a fault injected on the device).
+pub async fn poke(b: &Bdev, offset: u64, bytes: &[u8]) {
+    let (_, r) = b.write(offset, DmaBuf::from_slice(bytes)).await;
+    r.unwrap();
+}
