@@ -5,7 +5,7 @@
 mod common;
 
 use bdev::DmaBuf;
-use cache::volume::{CacheMode, PolicyChange};
+use cache::volume::{CacheMode, PolicyChange, VolumeError};
 use common::{create, params, read, Devices, Rng};
 
 const VOLUME_MIB: u64 = 24;
@@ -87,6 +87,15 @@ async fn resize_grows_and_shrinks_keeping_data() {
     assert!(vol.resize(0).await.is_err(), "zero is refused");
     // The shrunk size is what a restart attaches to.
     vol.stop(false).await.unwrap();
+    // A grow the stopped volume cannot take leaks no unit of the device.
+    let free = dev.free_units();
+    assert!(matches!(vol.resize(4).await, Err(VolumeError::Stopped(_))));
+    assert_eq!(
+        dev.free_units(),
+        free,
+        "the failed grow gave its units back"
+    );
+    assert_eq!(dev.find_volume("Cache0").unwrap().units.len(), 1);
     let mut p = vol.params();
     assert_eq!(p.cache_size_mib, 1);
     p.load = true;

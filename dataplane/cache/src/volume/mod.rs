@@ -315,13 +315,24 @@ impl CachedVolume {
         if units > cur {
             let grown = dev.resize_volume(&name, units).await?;
             let capacity = grown.cache_bytes();
-            return self
+            let taken = self
                 .ask(|reply| Control::Resize {
                     capacity,
                     region: Arc::new(grown),
                     reply,
                 })
-                .await?;
+                .await
+                .and_then(|r| r);
+            if let Err(e) = taken {
+                // The engine never used the new units (they hold only empty
+                // metadata): give them back rather than leak them.
+                if let Err(undo) = dev.resize_volume(&name, cur).await {
+                    tracing::warn!(volume = %name, error = %undo,
+                        "a failed grow could not return its units; the next resize or load does");
+                }
+                return Err(e);
+            }
+            return Ok(());
         }
         if units < cur {
             self.flush_all().await?;
