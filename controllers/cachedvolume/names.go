@@ -77,5 +77,7 @@ func ObjectNames(name string) []string {
 // IsVolumeObject reports whether object is named like one of a volume's
 // objects (an RBD bdev, a cached bdev or a subsystem of a volume).
 func IsVolumeObject(object string) bool {
-	return strings.HasPrefix(object, "rbd-") || strings.HasPrefix(object, "cv-") || strings.HasPrefix(object, NQNPrefix)
+	// The names with an empty volume name are the prefixes.
+	return strings.HasPrefix(object, RbdBdevName("")) || strings.HasPrefix(object, CachedBdevName("")) ||
+		strings.HasPrefix(object, NQNPrefix)
 }

@@ -238,12 +238,16 @@ impl CacheDevice {
         let half = layout::META_COPY_SIZE as usize;
         let copies =
             [0, 1].map(|c| layout::judge_unit_meta(&buf[c * half..(c + 1) * half], region, index));
-        let what = format!(
-            "unit {index} (device unit {unit}) of volume {}",
-            region.name
-        );
-        for (c, copy) in copies.iter().enumerate() {
-            self.errors.note(&self.name, &what, c, copy);
+        // The record's name is only needed for a damaged copy: no
+        // allocation on the common path (every load reads every unit).
+        if copies.iter().any(|c| c.damage().is_some()) {
+            let what = format!(
+                "unit {index} (device unit {unit}) of volume {}",
+                region.name
+            );
+            for (c, copy) in copies.iter().enumerate() {
+                self.errors.note(&self.name, &what, c, copy);
+            }
         }
         let state = |seq, copy| UnitState {
             seq,
