@@ -47,6 +47,10 @@ pub enum BdevError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// Stored data failed its checksum: it is not served (nor written
+    /// anywhere) rather than passed on damaged.
+    #[error("{0}")]
+    Integrity(String),
     /// librbd or librados returned an error.
     #[error("{op}: {}", std::io::Error::from_raw_os_error(-*errno))]
     Ceph {

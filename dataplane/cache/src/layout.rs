@@ -25,8 +25,9 @@ pub const MAX_ENTRIES: usize = 256;
 /// Smallest engine block size the format can describe.
 pub const MIN_BLOCK: u32 = (UNIT_SIZE / MAX_ENTRIES as u64) as u32;
 /// The format version written and the only one read (1 had no sector
-/// stamps: a device of it is refused, never reformatted).
-pub const VERSION: u32 = 2;
+/// stamps, 2 no checksums of dirty data: a device of either is refused,
+/// never reformatted).
+pub const VERSION: u32 = 3;
 /// Magic of a superblock copy.
 pub const SB_MAGIC: [u8; 8] = *b"RCACHESB";
 /// Magic of a unit-metadata copy.
@@ -39,7 +40,9 @@ pub const SB_HEADER_LEN: usize = 72;
 /// Fixed part of a unit-metadata copy.
 pub const UNIT_HEADER_LEN: usize = 40;
 /// Bytes per unit-metadata entry.
-pub const ENTRY_LEN: usize = 20;
+pub const ENTRY_LEN: usize = 28;
+/// Entry flag: the entry's `crc` covers its dirty sectors.
+pub const ENTRY_CHECKED: u32 = 1;
 /// Offset of the crc field in both record kinds.
 const CRC_AT: usize = 12;
 
@@ -223,6 +226,11 @@ pub struct MetaEntry {
     pub valid: (u16, u16),
     /// Dirty sectors `[lo, hi)` (empty when lo == hi).
     pub dirty: (u16, u16),
+    /// crc32c of the dirty sectors' bytes, when known: set by the write
+    /// that made the block dirty, cleared (durably, before the data is
+    /// touched) by any write into the block while it is dirty, so that a
+    /// checksum on the device never meets bytes a crash left half written.
+    pub crc: Option<u32>,
 }
 
 impl MetaEntry {
@@ -232,11 +240,17 @@ impl MetaEntry {
         size: 0,
         valid: (0, 0),
         dirty: (0, 0),
+        crc: None,
     };
 
     /// Whether the entry describes no block.
     pub fn is_free(&self) -> bool {
         self.offset == u64::MAX
+    }
+
+    /// Whether some sectors of the block are dirty.
+    pub fn is_dirty(&self) -> bool {
+        self.dirty.0 < self.dirty.1
     }
 }
 
@@ -346,6 +360,9 @@ pub fn check_unit_meta(v: &VolumeRegion, meta: &UnitMeta) -> Result<(), String> 
                     "entry {i}: {what} range {lo}..{hi} outside the block"
                 ));
             }
+        }
+        if e.crc.is_some() && !e.is_dirty() {
+            return Err(format!("entry {i}: a checksum on a clean block"));
         }
         covered_until = i + span;
     }

@@ -89,6 +89,7 @@ fn meta(blocks: u64) -> UnitMeta {
             size: 4096,
             valid: (0, 8),
             dirty: (0, 0),
+            crc: None,
         };
     }
     m.entries[64] = MetaEntry {
@@ -96,6 +97,7 @@ fn meta(blocks: u64) -> UnitMeta {
         size: 65536,
         valid: (0, 128),
         dirty: (8, 16),
+        crc: None,
     };
     m
 }
@@ -438,6 +440,7 @@ async fn refused_meta_and_stale_regions() {
         size: 4096,
         valid: (0, 8),
         dirty: (0, 0),
+        crc: None,
     };
     // A 64 KiB block at a cache address that is not a multiple of 64 KiB.
     let mut unaligned = UnitMeta::empty(256);
@@ -453,6 +456,7 @@ async fn refused_meta_and_stale_regions() {
                 size: 8192,
                 valid: (0, 1),
                 dirty: (0, 0),
+                crc: None,
             };
             m
         },
@@ -463,6 +467,7 @@ async fn refused_meta_and_stale_regions() {
                 size: 65536,
                 valid: (0, 1),
                 dirty: (0, 0),
+                crc: None,
             };
             m
         },
@@ -473,6 +478,7 @@ async fn refused_meta_and_stale_regions() {
                 size: 4096,
                 valid: (0, 9),
                 dirty: (0, 0),
+                crc: None,
             };
             m
         },
@@ -483,6 +489,7 @@ async fn refused_meta_and_stale_regions() {
                 size: 4096,
                 valid: (0, 1),
                 dirty: (0, 0),
+                crc: None,
             };
             m
         },

@@ -189,6 +189,7 @@ fn dirty_meta(n: u64) -> UnitMeta {
             size: 4096,
             valid: (0, 8),
             dirty: (0, 8),
+            crc: None,
         };
     }
     m

@@ -62,12 +62,19 @@ fn superblock() -> impl Strategy<Value = Superblock> {
 fn entry() -> impl Strategy<Value = MetaEntry> {
     prop_oneof![
         Just(MetaEntry::FREE),
-        (any::<u64>(), any::<u32>(), any::<[u16; 4]>()).prop_map(|(offset, size, r)| MetaEntry {
-            offset,
-            size,
-            valid: (r[0], r[1]),
-            dirty: (r[2], r[3]),
-        }),
+        (
+            any::<u64>(),
+            any::<u32>(),
+            any::<[u16; 4]>(),
+            any::<Option<u32>>()
+        )
+            .prop_map(|(offset, size, r, crc)| MetaEntry {
+                offset,
+                size,
+                valid: (r[0], r[1]),
+                dirty: (r[2], r[3]),
+                crc,
+            }),
     ]
 }
 

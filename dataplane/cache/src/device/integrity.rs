@@ -1,5 +1,7 @@
 //! Damaged metadata copies: every one is logged and counted, by kind
-//! (`rackcache_cache_metadata_errors_total{device,kind}`).
+//! (`rackcache_cache_metadata_errors_total{device,kind}`); and dirty data
+//! that failed its checksum (`rackcache_cache_data_checksum_errors_total`,
+//! logged by the volume that found it).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -11,6 +13,7 @@ pub struct MetadataErrors {
     torn: AtomicU64,
     checksum: AtomicU64,
     malformed: AtomicU64,
+    dirty_data: AtomicU64,
 }
 
 impl MetadataErrors {
@@ -21,6 +24,15 @@ impl MetadataErrors {
             (Damage::Checksum, self.checksum.load(Ordering::Relaxed)),
             (Damage::Malformed, self.malformed.load(Ordering::Relaxed)),
         ]
+    }
+
+    /// Dirty blocks whose data failed its checksum.
+    pub fn data_checksum(&self) -> u64 {
+        self.dirty_data.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn note_data_checksum(&self, blocks: u64) {
+        self.dirty_data.fetch_add(blocks, Ordering::Relaxed);
     }
 
     /// The count of one kind.

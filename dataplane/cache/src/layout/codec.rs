@@ -212,6 +212,8 @@ pub fn encode_unit_meta(h: &UnitHeader, meta: &UnitMeta) -> Vec<u8> {
         for x in [e.valid.0, e.valid.1, e.dirty.0, e.dirty.1] {
             b.extend_from_slice(&x.to_le_bytes());
         }
+        put32(&mut b, e.crc.unwrap_or(0));
+        put32(&mut b, if e.crc.is_some() { ENTRY_CHECKED } else { 0 });
     }
     seal(&mut b);
     b
@@ -232,11 +234,19 @@ pub fn decode_unit_meta(buf: &[u8]) -> Result<(UnitHeader, UnitMeta), DecodeErro
     verify_crc(&buf[..unit_meta_len(count)], crc)?;
     let mut entries = Vec::with_capacity(count);
     for _ in 0..count {
+        let (offset, size) = (r.u64()?, r.u32()?);
+        let valid = (r.u16()?, r.u16()?);
+        let dirty = (r.u16()?, r.u16()?);
+        let (crc, flags) = (r.u32()?, r.u32()?);
+        if flags & !ENTRY_CHECKED != 0 {
+            return Err(malformed(format!("unknown entry flags {flags:#x}")));
+        }
         entries.push(MetaEntry {
-            offset: r.u64()?,
-            size: r.u32()?,
-            valid: (r.u16()?, r.u16()?),
-            dirty: (r.u16()?, r.u16()?),
+            offset,
+            size,
+            valid,
+            dirty,
+            crc: (flags & ENTRY_CHECKED != 0).then_some(crc),
         });
     }
     let h = UnitHeader {

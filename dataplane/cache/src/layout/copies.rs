@@ -39,6 +39,10 @@ pub fn judge_superblock(copy: &[u8], max_units: u32) -> (Unframed, Copy<Superblo
     (u, judged)
 }
 
+// The largest unit record fits one copy.
+const _: () =
+    assert!(UNIT_HEADER_LEN + MAX_ENTRIES * ENTRY_LEN <= frame::capacity(META_COPY_SIZE as usize));
+
 /// A whole unit-metadata copy (`META_COPY_SIZE` bytes).
 pub fn frame_unit_meta(h: &UnitHeader, meta: &UnitMeta) -> Vec<u8> {
     let rec = encode_unit_meta(h, meta);

@@ -39,6 +39,8 @@ pub(crate) struct Outcome {
     pub cache_failed: bool,
     /// Bytes written back.
     pub written_back: u64,
+    /// Write-backs whose bytes failed their checksum (volume ranges).
+    pub damaged: Vec<Extent>,
 }
 
 #[derive(Clone, Copy)]
@@ -47,6 +49,15 @@ enum Dev {
     CoreWr,
     CacheRd,
     CacheWr,
+    /// Cache bytes read back that fail their checksum.
+    Checksum,
+}
+
+/// The error of dirty bytes at `offset` that fail their checksum.
+pub(crate) fn damaged_error(volume: &str, offset: u64, len: u64) -> BdevError {
+    BdevError::Integrity(format!(
+        "cache volume {volume}: dirty data at bytes {offset}+{len} failed its checksum on the cache device; it is not served or written back"
+    ))
 }
 
 struct Tally {
@@ -69,7 +80,7 @@ impl Tally {
         match dev {
             Dev::CoreRd => self.errors.core_volume_rd += 1,
             Dev::CoreWr => self.errors.core_volume_wr += 1,
-            Dev::CacheRd => self.errors.cache_volume_rd += 1,
+            Dev::CacheRd | Dev::Checksum => self.errors.cache_volume_rd += 1,
             Dev::CacheWr => self.errors.cache_volume_wr += 1,
         }
         self.errors.total += 1;
@@ -133,20 +144,48 @@ pub(crate) async fn cache_write(
     Ok(())
 }
 
-/// Copies the write-backs: cache -> core.
-async fn writebacks(d: &Devices, region: &VolumeRegion, list: &[CacheIo]) -> (Tally, u64) {
+/// Copies the write-backs: cache -> core. `checksums[i]`, when given, is
+/// what write-back `i`'s bytes must hash to: bytes that fail it are not
+/// written anywhere and come back in `damaged`.
+async fn writebacks(
+    d: &Devices,
+    region: &VolumeRegion,
+    list: &[CacheIo],
+    checksums: &[Option<u32>],
+    damaged: &mut Vec<Extent>,
+) -> (Tally, u64) {
     let mut t = Tally::new();
     let mut bytes = 0;
-    let results = join_all(list.iter().map(|w| async move {
+    let results = join_all(list.iter().enumerate().map(|(i, w)| async move {
         let (buf, r) = cache_read(&d.cache, region, w.cache_addr, w.len).await;
         if r.is_err() {
             return (Dev::CacheRd, r, 0);
+        }
+        if let Some(want) = checksums.get(i).copied().flatten() {
+            if crc32c::crc32c(&buf) != want {
+                return (
+                    Dev::Checksum,
+                    Err(damaged_error(&region.name, w.offset, w.len)),
+                    0,
+                );
+            }
         }
         let (_, r) = d.core.write(w.offset, buf).await;
         (Dev::CoreWr, r, w.len)
     }))
     .await;
-    for (dev, r, n) in results {
+    for ((dev, r, n), w) in results.into_iter().zip(list) {
+        // Damaged bytes fail their own block's write-back, not the others'
+        // (the caller keeps just those blocks dirty).
+        if matches!(dev, Dev::Checksum) && r.is_err() {
+            t.errors.cache_volume_rd += 1;
+            t.errors.total += 1;
+            damaged.push(Extent {
+                offset: w.offset,
+                len: w.len,
+            });
+            continue;
+        }
         if t.note(dev, r) {
             bytes += n;
         }
@@ -442,19 +481,22 @@ async fn discard_side(d: &Devices, region: &VolumeRegion, plan: &Plan, t: &mut T
 }
 
 /// Runs every I/O of `plan`. `buf` is the host's buffer: read data goes
-/// into it, write data comes from it.
+/// into it, write data comes from it. `checksums` are those of the plan's
+/// write-backs, where known.
 pub(crate) async fn execute(
     d: &Devices,
     region: &VolumeRegion,
     plan: &Plan,
     mut buf: Option<DmaBuf>,
     fua: bool,
+    checksums: &[Option<u32>],
 ) -> Outcome {
+    let mut damaged = Vec::new();
     let wb = async {
         if plan.writebacks.is_empty() {
             (Tally::new(), 0)
         } else {
-            writebacks(d, region, &plan.writebacks).await
+            writebacks(d, region, &plan.writebacks, checksums, &mut damaged).await
         }
     };
     let work = async {
@@ -487,5 +529,6 @@ pub(crate) async fn execute(
         errors: t.errors,
         cache_failed: t.cache_failed,
         written_back: bytes,
+        damaged,
     }
 }

@@ -10,6 +10,9 @@
 use bdev::CountedBdev;
 use engine::{Engine, Extent, RestoredBlock};
 
+use futures_util::StreamExt;
+
+use super::exec::cache_read;
 use super::meta::MetaTable;
 use super::params::VolumeParams;
 use super::VolumeError;
@@ -22,6 +25,8 @@ pub(super) struct Loaded {
     pub engine: Engine,
     pub region: VolumeRegion,
     pub meta: MetaTable,
+    /// Dirty ranges whose data failed its checksum.
+    pub damaged: Vec<Extent>,
 }
 
 /// Records on the device that the volume's core grew to `volume_size`
@@ -142,17 +147,50 @@ pub(super) async fn open_region(
     for addr in blocks.dropped {
         meta.drop_entry(addr);
     }
+    let damaged = verify_dirty(cache, &region, &meta)
+        .await
+        .map_err(|e| load_err(format!("reading dirty data to verify it: {e}")))?;
     if params.load {
         tracing::info!(bdev = %name, blocks = blocks.keep.len(),
-            dirty_bytes = engine.stats().dirty_bytes, "cache loaded from device");
+            dirty_bytes = engine.stats().dirty_bytes, damaged = damaged.len(),
+            "cache loaded from device");
     }
     Ok(Loaded {
         sector,
         engine,
         region,
         meta,
+        damaged,
     })
 }
+
+/// Reads back every dirty range the table vouches for with a checksum and
+/// returns those (volume ranges) whose bytes fail it.
+async fn verify_dirty(
+    cache: &CacheDevice,
+    region: &VolumeRegion,
+    meta: &MetaTable,
+) -> Result<Vec<Extent>, bdev::BdevError> {
+    let shift = region.sector_size.trailing_zeros();
+    let checked = meta.blocks().into_iter().filter_map(|(addr, e)| {
+        let crc = e.crc?;
+        let lo = u64::from(e.dirty.0) << shift;
+        let len = (u64::from(e.dirty.1) << shift) - lo;
+        Some((addr + lo, e.offset + lo, len, crc))
+    });
+    let results: Vec<_> = futures_util::stream::iter(checked)
+        .map(|(addr, offset, len, crc)| async move {
+            let (buf, r) = cache_read(cache, region, addr, len).await;
+            r.map(|()| (crc32c::crc32c(&buf) != crc).then_some(Extent { offset, len }))
+        })
+        .buffered(VERIFY_CONCURRENCY)
+        .collect()
+        .await;
+    results.into_iter().filter_map(Result::transpose).collect()
+}
+
+/// Dirty ranges read back at a time when a volume loads.
+const VERIFY_CONCURRENCY: usize = 16;
 
 fn last_is_dirty(b: &RestoredBlock) -> bool {
     b.dirty.is_some()

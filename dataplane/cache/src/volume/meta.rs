@@ -114,8 +114,9 @@ impl MetaTable {
         (unit, idx)
     }
 
-    /// The entry describing `b` as the engine has it now.
-    fn entry_of(&self, b: &BlockInfo) -> MetaEntry {
+    /// The entry describing `b` as the engine has it now, `crc` covering its
+    /// dirty bytes (dropped if it has none).
+    fn entry_of(&self, b: &BlockInfo, crc: Option<u32>) -> MetaEntry {
         let s = self.sector_shift;
         let rel = |x: u64| ((x - b.offset) >> s) as u16;
         let valid = (rel(b.valid.offset), rel(b.valid.end()));
@@ -128,7 +129,48 @@ impl MetaTable {
             size: b.size,
             valid,
             dirty,
+            crc: crc.filter(|_| dirty.0 < dirty.1),
         }
+    }
+
+    /// The table's entry for the block `b` (same slot, same volume range),
+    /// if it has one.
+    pub fn entry_for(&self, b: &BlockInfo) -> Option<&MetaEntry> {
+        let (unit, idx) = self.locate(b.cache_addr);
+        let e = self.units.get(unit)?.meta.entries.get(idx)?;
+        (e.offset == b.offset && e.size == b.size).then_some(e)
+    }
+
+    /// The checksum a write-back of volume bytes `[offset, offset + len)`
+    /// out of block `b` must match: the entry's, when it covers exactly
+    /// those bytes.
+    pub fn writeback_checksum(&self, b: &BlockInfo, offset: u64, len: u64) -> Option<u32> {
+        let e = self.entry_for(b)?;
+        let s = self.sector_shift;
+        let lo = b.offset + (u64::from(e.dirty.0) << s);
+        let hi = b.offset + (u64::from(e.dirty.1) << s);
+        e.crc.filter(|_| lo == offset && hi == offset + len)
+    }
+
+    /// Whether `e` records the dirty sectors the engine has for `b`.
+    pub fn same_dirty(&self, e: &MetaEntry, b: &BlockInfo) -> bool {
+        self.entry_of(b, None).dirty == e.dirty
+    }
+
+    /// Before a write into `b`: if its entry vouches for its dirty bytes
+    /// with a checksum, the checksum is dropped, and the write's I/O must
+    /// wait for the returned (unit, version). A crash during the write
+    /// then leaves an entry that claims nothing about those bytes, never a
+    /// checksum that half-written data fails.
+    pub fn uncheck(&mut self, b: &BlockInfo) -> Option<(u32, u64)> {
+        let (unit, idx) = self.locate(b.cache_addr);
+        let e = self.units.get_mut(unit)?.meta.entries.get_mut(idx)?;
+        if e.offset != b.offset || e.size != b.size || e.crc.is_none() {
+            return None;
+        }
+        e.crc = None;
+        self.bump(unit);
+        Some((unit as u32, self.units[unit].version))
     }
 
     fn bump(&mut self, unit: usize) {
@@ -199,11 +241,11 @@ impl MetaTable {
         Some(self.note_removal(unit))
     }
 
-    /// Records `b` as the engine has it now (after its data was written).
-    /// Returns the unit and the version that carries it, or `None` when the
-    /// table already said so.
-    pub fn record(&mut self, b: &BlockInfo) -> Option<(u32, u64)> {
-        let entry = self.entry_of(b);
+    /// Records `b` as the engine has it now (after its data was written),
+    /// with `crc` over its dirty bytes if known. Returns the unit and the
+    /// version that carries it, or `None` when the table already said so.
+    pub fn record(&mut self, b: &BlockInfo, crc: Option<u32>) -> Option<(u32, u64)> {
+        let entry = self.entry_of(b, crc);
         let (unit, idx) = self.locate(b.cache_addr);
         if self.units.get(unit)?.meta.entries.get(idx) == Some(&entry) {
             // Unchanged, but the version that carries it may still be in

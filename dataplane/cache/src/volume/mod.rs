@@ -188,7 +188,8 @@ impl CachedVolume {
             loaded.meta,
             rx,
             tx.clone(),
-        );
+        )
+        .with_damage(&loaded.damaged);
         let o = Arc::new(Slot::new(Some(o)));
         tokio::spawn(owner::run(o.clone()));
         Ok(CachedVolume {

@@ -220,6 +220,12 @@ pub struct VolumeParams {
     /// once a load has dropped them durably.
     #[serde(default = "default_true")]
     pub load_clean: bool,
+    /// Checksum dirty data (crc32c per block, in its metadata entry):
+    /// verified before it is written back and when the volume loads, so
+    /// that bit rot on the cache device never reaches core. Off only to
+    /// measure what it costs.
+    #[serde(default = "default_true")]
+    pub data_checksums: bool,
     /// Format the cache device even though it is not blank (another
     /// system's signature, or a damaged format of ours): erases everything
     /// on it, every other volume's write-back data included. Only for a

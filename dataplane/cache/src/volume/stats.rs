@@ -196,6 +196,9 @@ pub struct VolumeStats {
     pub hit_ratio: HitRatios,
     /// Dirty bytes now.
     pub dirty_bytes: u64,
+    /// Dirty bytes that failed their checksum: the host gets a media error
+    /// on them, and they are never written back.
+    pub damaged_bytes: u64,
     /// Evictions.
     pub evictions: Evictions,
     /// Bytes written back to core by flushing and cleaning.
@@ -433,6 +436,7 @@ pub(crate) struct StatsInput<'a> {
     pub name: &'a str,
     pub mode: &'static str,
     pub degraded: bool,
+    pub damaged_bytes: u64,
     pub capacity: u64,
     pub engine: &'a Stats,
     pub base: &'a Stats,
@@ -501,6 +505,7 @@ impl VolumeStats {
                 write: ratio(wr_hits, wr_total + rt.pt_writes),
             },
             dirty_bytes: e.dirty_bytes,
+            damaged_bytes: i.damaged_bytes,
             evictions: Evictions {
                 blocks: d(|s| s.evicted_blocks),
                 bytes: d(|s| s.evicted_bytes),
@@ -682,6 +687,7 @@ mod tests {
             name: "C0",
             mode: "wt",
             degraded: false,
+            damaged_bytes: 0,
             capacity: cap,
             engine: &stats,
             base: &stats,

@@ -18,6 +18,12 @@ pub const METADATA_ERRORS: (&str, &str) = (
     "Damaged metadata copies found on the cache device, by kind (torn: a write interrupted by a crash, recovered; checksum, malformed: damage).",
 );
 
+/// The dirty-data family.
+pub const DATA_CHECKSUM_ERRORS: (&str, &str) = (
+    "rackcache_cache_data_checksum_errors_total",
+    "Dirty blocks whose data failed its checksum on the cache device (bit rot): found when a volume loaded or before a write-back; never served or written back.",
+);
+
 /// What each device's counters showed at the last refresh.
 #[derive(Default)]
 pub struct DeviceMetrics {
@@ -43,6 +49,12 @@ impl DeviceMetrics {
                 // A device opened again counts from zero: `advance` adds it all.
                 advance(&c, last.entry((name.clone(), kind)).or_default(), n);
             }
+            let (family, help) = DATA_CHECKSUM_ERRORS;
+            let c = registry
+                .counter(family, help, &[("device", name.as_str())])
+                .expect("valid metric names");
+            let n = dev.metadata_errors().data_checksum();
+            advance(&c, last.entry((name.clone(), "data")).or_default(), n);
         }
     }
 }

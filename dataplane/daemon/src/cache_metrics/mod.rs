@@ -193,6 +193,11 @@ const GAUGES: &[(&str, &str, Field)] = &[
         s.cached_blocks
     }),
     (
+        "rackcache_cache_damaged_bytes",
+        "Dirty bytes that failed their checksum on the cache device: not served (media error), not written back.",
+        |s| s.damaged_bytes,
+    ),
+    (
         "rackcache_cache_degraded",
         "1 when the cache device failed and the volume runs in pass-through.",
         |s| u64::from(s.degraded),

@@ -122,6 +122,7 @@ impl From<bdev::BdevError> for RpcError {
                 Self::errno(source.raw_os_error().unwrap_or(libc_errno::EIO), &e)
             }
             E::Ceph { errno, .. } => Self::errno(*errno, &e),
+            E::Integrity(_) => Self::errno(libc_errno::EUCLEAN, &e),
         }
     }
 }

@@ -2,7 +2,7 @@
 //! records) and its completion, which commits or rolls it back.
 
 use crate::blocks::{Ext, PinKind};
-use crate::plan::{Completion, Evicted, Op, Ticket};
+use crate::plan::{Completion, Evicted, Extent, Op, Ticket};
 
 use super::{CompletionError, Engine};
 
@@ -158,6 +158,26 @@ impl Engine {
     /// dirty extent otherwise (the written range is undefined, as after any
     /// failed write); a failed write-back leaves its blocks dirty.
     pub fn complete(&mut self, ticket: Ticket, outcome: Completion) -> Result<(), CompletionError> {
+        self.complete_keeping(ticket, outcome, &[])
+    }
+
+    /// [`Engine::complete`] for a write-back ticket whose write-backs
+    /// succeeded except those of the blocks overlapping `failed`: those
+    /// stay dirty, the others become clean (as with `Ok`).
+    pub fn complete_writeback_except(
+        &mut self,
+        ticket: Ticket,
+        failed: &[Extent],
+    ) -> Result<(), CompletionError> {
+        self.complete_keeping(ticket, Completion::Ok, failed)
+    }
+
+    fn complete_keeping(
+        &mut self,
+        ticket: Ticket,
+        outcome: Completion,
+        keep_dirty: &[Extent],
+    ) -> Result<(), CompletionError> {
         let t = ticket.0;
         let Some(rec) = self.tickets.take_record(t) else {
             return Err(CompletionError::UnknownTicket);
@@ -169,7 +189,11 @@ impl Engine {
         }
         if rec.writeback {
             for &(id, _) in &rec.pins {
-                if outcome == Completion::Ok {
+                let (start, size) = (self.blocks.offset(id), u64::from(self.blocks.size(id)));
+                let kept = keep_dirty
+                    .iter()
+                    .any(|k| k.offset < start + size && start < k.offset + k.len);
+                if outcome == Completion::Ok && !kept {
                     let mut e = self.blocks.ext(id);
                     e.dirty_lo = 0;
                     e.dirty_hi = 0;

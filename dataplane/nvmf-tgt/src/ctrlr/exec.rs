@@ -68,7 +68,9 @@ fn bdev_status(e: &BdevError, read: bool) -> Status {
         BdevError::Unsupported(_) => Status::INVALID_OPCODE,
         BdevError::OutOfMemory(_) => Status::INTERNAL_ERROR,
         _ if read => Status::UNRECOVERED_READ_ERROR,
-        BdevError::Os { .. } | BdevError::Ceph { .. } => Status::WRITE_FAULT,
+        BdevError::Os { .. } | BdevError::Ceph { .. } | BdevError::Integrity(_) => {
+            Status::WRITE_FAULT
+        }
     }
 }
 

@@ -192,6 +192,7 @@ impl Owner {
             name: &self.params.name,
             mode: self.mode.name(),
             degraded: self.shared.is_degraded(),
+            damaged_bytes: self.damage.bytes(),
             capacity,
             engine: self.engine.stats(),
             base: &self.base,

@@ -2,11 +2,11 @@
 //! recorded, the host answered (after durable metadata where needed), a
 //! failing cache device degraded to pass-through.
 
-use engine::{Completion, Engine};
+use engine::{BlockInfo, Completion, Engine, Extent};
 
 use super::barriers::BlockedAck;
-use super::Owner;
-use crate::volume::exec::Outcome;
+use super::{overlaps, Owner};
+use crate::volume::exec::{damaged_error, Outcome};
 use crate::volume::meta::Durability;
 use crate::volume::msg::HostOp;
 use crate::volume::params::CacheMode;
@@ -26,26 +26,46 @@ impl Owner {
             self.forget_dropped();
         }
         if let Some(t) = run.writeback_ticket {
-            let r = if out.writeback_ok {
-                Completion::Ok
-            } else {
-                Completion::Failed
+            let _ = match out.writeback_ok {
+                true if !out.damaged.is_empty() => {
+                    self.engine.complete_writeback_except(t, &out.damaged)
+                }
+                true => self.engine.complete(t, Completion::Ok),
+                false => self.engine.complete(t, Completion::Failed),
             };
-            let _ = self.engine.complete(t, r);
             self.forget_dropped();
         }
         self.add_errors(&out);
+        if !out.damaged.is_empty() {
+            self.note_damaged(&out.damaged);
+        }
+        if out.request_ok && !run.cleaning && run.op != HostOp::Read {
+            if let Some(&io) = run.touched.first() {
+                self.replaced_damaged(io);
+            }
+        }
         self.rt.flushed_bytes += out.written_back;
         if run.cleaning {
             self.cleaning.running = false;
             self.flush_all.done_bytes += out.written_back;
             if let Some(e) = &out.error {
                 self.flush_all.error = Some(e.to_string());
+            } else if let Some(d) = out.damaged.first() {
+                // Never clean: a flush would otherwise plan it forever.
+                self.flush_all.error =
+                    Some(damaged_error(&self.params.name, d.offset, d.len).to_string());
             }
         }
         // Record what is now on the device: blocks the request filled,
         // wrote or trimmed, and blocks its write-backs cleaned.
         let mut units = Vec::new();
+        // A host write's data, for the checksums of the blocks it made dirty.
+        let written = match (&run.op, &out.buf) {
+            (HostOp::Write { .. }, Some(buf)) if !run.cleaning && out.request_ok => {
+                run.touched.first().map(|&e| (e, &buf[..]))
+            }
+            _ => None,
+        };
         for e in &run.touched {
             self.blocks.clear();
             self.engine.blocks_in(e.offset, e.len, &mut self.blocks);
@@ -57,7 +77,8 @@ impl Owner {
                 if self.inflight.writes_cache(b.cache_addr, size) {
                     continue;
                 }
-                if let Some(u) = self.meta.record(b) {
+                let crc = self.dirty_crc(b, written);
+                if let Some(u) = self.meta.record(b, crc) {
                     units.push(u);
                 }
             }
@@ -111,6 +132,38 @@ impl Owner {
             }
         }
         self.retry_waiting();
+    }
+
+    /// The checksum of `b`'s dirty bytes to record, if it can be vouched
+    /// for: computed from the host write that made a clean block dirty
+    /// (covering all its dirty bytes), kept while its dirty bytes do not
+    /// change. A write into bytes already dirty leaves the block unchecked
+    /// until it is cleaned: its checksum was dropped before that write
+    /// ([`MetaTable::uncheck`]) and setting a new one would make the next
+    /// write wait for metadata again.
+    ///
+    /// [`MetaTable::uncheck`]: crate::volume::meta::MetaTable::uncheck
+    fn dirty_crc(&self, b: &BlockInfo, written: Option<(Extent, &[u8])>) -> Option<u32> {
+        let dirty = b.dirty?;
+        if !self.params.data_checksums {
+            return None;
+        }
+        let prev = self.meta.entry_for(b);
+        let block = Extent {
+            offset: b.offset,
+            len: u64::from(b.size),
+        };
+        match written.filter(|(w, _)| overlaps(*w, block)) {
+            None => prev
+                .filter(|p| self.meta.same_dirty(p, b))
+                .and_then(|p| p.crc),
+            Some(_) if prev.is_some_and(|p| p.is_dirty()) => None,
+            Some((w, buf)) if w.offset <= dirty.offset && dirty.end() <= w.end() => {
+                let at = (dirty.offset - w.offset) as usize;
+                Some(crc32c::crc32c(&buf[at..at + dirty.len as usize]))
+            }
+            Some(_) => None,
+        }
     }
 
     /// Blocks a failed completion removed leave the persisted table too.

@@ -81,7 +81,13 @@ impl Owner {
     pub(super) fn clean_tick(&mut self) {
         // Failed metadata writes are retried at this pace, not at once.
         self.meta.retry_failed();
-        if self.flush_all.active || self.cleaning.running || self.stop.requested {
+        // Damaged dirty data fails every write-back of it again: only a
+        // flush asked for tries (and reports it), background cleaning not.
+        if self.flush_all.active
+            || self.cleaning.running
+            || self.stop.requested
+            || !self.damage.is_empty()
+        {
             return;
         }
         let busy = self.inflight.running.len() + self.inflight.hits;

@@ -46,6 +46,9 @@ impl Owner {
             return Now::Wait(rx);
         }
         self.last_io = arrived;
+        if let Some(e) = self.refuse_damaged(HostOp::Read, offset, len) {
+            return Now::Done(Some(buf), Err(e));
+        }
         let started = self.inflight.io.len();
         if self.should_bypass(HostOp::Read, offset, len) {
             let (io, rx) = queued(buf);

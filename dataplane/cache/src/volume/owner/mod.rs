@@ -16,6 +16,7 @@
 mod barriers;
 mod bypass;
 mod control;
+mod damage;
 mod done;
 mod flush;
 mod grant;
@@ -91,6 +92,8 @@ pub(crate) struct Owner {
     spare_plan: Plan,
     /// Wakes the owner's task when a caller in place gave it work.
     waker: Option<Waker>,
+    /// Dirty data that failed its checksum.
+    damage: damage::Damage,
 }
 
 /// A stop asked for: the owner leaves once nothing is left (see
@@ -139,7 +142,14 @@ impl Owner {
             blocks: Vec::new(),
             spare_plan: Plan::new(),
             waker: None,
+            damage: damage::Damage::default(),
         }
+    }
+
+    /// Starts with `ranges` damaged (what the load found).
+    pub fn with_damage(mut self, ranges: &[Extent]) -> Owner {
+        self.note_damaged(ranges);
+        self
     }
 
     /// One pass of the owner's task: every message, plan completion and

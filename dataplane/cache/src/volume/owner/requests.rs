@@ -29,6 +29,10 @@ impl Owner {
             self.waiting.push_back((io, Plan::new()));
             return;
         }
+        if let Some(e) = self.refuse_damaged(io.op, io.offset, io.len) {
+            let _ = io.reply.send((io.buf, Err(e)));
+            return;
+        }
         if self.should_bypass(io.op, io.offset, io.len) {
             self.start_bypass(io);
             return;
@@ -94,6 +98,7 @@ impl Owner {
         for e in &plan.evicted {
             self.meta.remove(e.cache_addr, e.offset);
         }
+        let mut unchecked = Vec::new();
         for c in plan.fills.iter().chain(&plan.cache_writes) {
             self.blocks.clear();
             self.engine.blocks_in(c.offset, c.len, &mut self.blocks);
@@ -105,6 +110,14 @@ impl Owner {
                 );
             }
         }
+        // Dirty bytes a checksum vouches for are about to change.
+        for c in plan.cache_writes.iter().chain(&plan.cache_zeroes) {
+            self.blocks.clear();
+            self.engine.blocks_in(c.offset, c.len, &mut self.blocks);
+            for b in &self.blocks {
+                unchecked.extend(self.meta.uncheck(b));
+            }
+        }
         let writes_anything = !plan.fills.is_empty()
             || !plan.cache_writes.is_empty()
             || !plan.core_writes.is_empty()
@@ -114,7 +127,7 @@ impl Owner {
             return None;
         }
         let need = Durability {
-            units: Vec::new(),
+            units: unchecked,
             removals: self.meta.removal_mark(),
         };
         (!self.meta.satisfied(&need)).then_some(need)
@@ -144,9 +157,26 @@ impl Owner {
         // message back): devices wake it when they complete.
         let devices = self.devices.clone();
         let region = self.region.clone();
+        let checksums = self.writeback_checksums(&plan);
         self.inflight.io.push(Box::pin(async move {
-            let out = exec::execute(&devices, &region, &plan, buf, fua).await;
+            let out = exec::execute(&devices, &region, &plan, buf, fua, &checksums).await;
             (id, out)
         }));
+    }
+
+    /// What each of `plan`'s write-backs must hash to, where the table
+    /// knows (its blocks are pinned: no write changes them meanwhile).
+    fn writeback_checksums(&mut self, plan: &Plan) -> Vec<Option<u32>> {
+        let mut out = Vec::with_capacity(plan.writebacks.len());
+        for w in &plan.writebacks {
+            self.blocks.clear();
+            self.engine.blocks_in(w.offset, w.len, &mut self.blocks);
+            let crc = match self.blocks.as_slice() {
+                [b] => self.meta.writeback_checksum(b, w.offset, w.len),
+                _ => None,
+            };
+            out.push(crc);
+        }
+        out
     }
 }

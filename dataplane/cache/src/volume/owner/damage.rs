@@ -1,0 +1,74 @@
+//! Dirty data that failed its checksum (found when the volume loaded, or
+//! read back for a write-back): its bytes are never served or written
+//! back, and the host gets a media error on them instead of damaged or
+//! stale data. A write or deallocate covering a damaged range whole
+//! replaces what was lost and ends the damage there.
+
+use bdev::BdevError;
+use engine::Extent;
+
+use super::{overlaps, Owner};
+use crate::volume::exec::damaged_error;
+use crate::volume::msg::HostOp;
+
+/// Damaged volume ranges (each the dirty range of one block).
+#[derive(Default)]
+pub(super) struct Damage {
+    ranges: Vec<Extent>,
+}
+
+impl Damage {
+    /// Bytes damaged.
+    pub(super) fn bytes(&self) -> u64 {
+        self.ranges.iter().map(|r| r.len).sum()
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.ranges.is_empty()
+    }
+}
+
+impl Owner {
+    /// Records ranges found damaged; each is logged and counted on the
+    /// device once.
+    pub(super) fn note_damaged(&mut self, found: &[Extent]) {
+        let mut new = 0;
+        for &r in found {
+            if self.damage.ranges.contains(&r) {
+                continue;
+            }
+            tracing::error!(bdev = %self.params.name, device = %self.devices.cache.name(),
+                offset = r.offset, len = r.len,
+                "dirty data failed its checksum: not served, not written back (media error to the host)");
+            self.damage.ranges.push(r);
+            new += 1;
+        }
+        self.devices.cache.metadata_errors().note_data_checksum(new);
+    }
+
+    /// The error for host I/O that touches damaged bytes: any read of them,
+    /// a write or deallocate that does not replace a damaged range whole.
+    pub(super) fn refuse_damaged(&self, op: HostOp, offset: u64, len: u64) -> Option<BdevError> {
+        if self.damage.is_empty() {
+            return None;
+        }
+        let io = Extent { offset, len };
+        let replaces = |r: &Extent| {
+            op != HostOp::Read && io.offset <= r.offset && r.offset + r.len <= io.offset + io.len
+        };
+        let r = self
+            .damage
+            .ranges
+            .iter()
+            .find(|r| overlaps(**r, io) && !replaces(r))?;
+        Some(damaged_error(&self.params.name, r.offset, r.len))
+    }
+
+    /// A write or deallocate of `io` completed: damaged ranges it covered
+    /// hold its data now.
+    pub(super) fn replaced_damaged(&mut self, io: Extent) {
+        self.damage
+            .ranges
+            .retain(|r| !(io.offset <= r.offset && r.offset + r.len <= io.offset + io.len));
+    }
+}
