@@ -85,9 +85,11 @@ impl Owner {
     ) -> ReadInline<DmaBuf> {
         let len = buf.len() as u64;
         let ext = Extent { offset, len };
+        // Damaged bytes are refused on the way that says why.
         if self.stop.requested
             || !self.devices.cache.bdev().bdev().reads_inline()
             || self.inflight.bypass_overlaps(ext)
+            || !self.damage.is_empty()
         {
             return Err(buf);
         }

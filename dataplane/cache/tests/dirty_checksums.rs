@@ -1,0 +1,210 @@
+//! Checksums of dirty data (docs/cache-format.md, "Checksums of dirty
+//! data"): bit rot on the cache device under acknowledged write-back data
+//! is found when the volume loads and before a write-back, the damaged
+//! bytes are never served or written to core, and everything else is.
+
+use std::sync::Arc;
+
+mod common;
+
+use common::{create, params, poke, raw, Devices, Rng};
+
+use bdev::{Bdev, BdevError, DmaBuf};
+use cache::device::{CacheDevice, MetaEntry, VolumeRegion};
+use cache::layout::UNIT_SIZE;
+use cache::volume::{CachedVolume, VolumeParams};
+
+const MIB: u64 = 1 << 20;
+const BLOCK: usize = 4096;
+
+fn write_back(extra: serde_json::Value) -> VolumeParams {
+    let mut p = params(serde_json::json!({"write_mode": "wb", "cleaning": {"policy": "nop"}}));
+    if let Some(on) = extra.get("data_checksums") {
+        p.data_checksums = on.as_bool().unwrap();
+    }
+    p
+}
+
+/// Writes 4 KiB of fresh random bytes at `i` MiB and returns them.
+async fn write_block(b: &Bdev, rng: &mut Rng, i: u64) -> Vec<u8> {
+    let mut buf = DmaBuf::new(BLOCK);
+    rng.fill(&mut buf);
+    let data = buf.to_vec();
+    let (_, r) = b.write(i * MIB, buf).await;
+    r.unwrap();
+    data
+}
+
+async fn read_block(b: &Bdev, i: u64) -> Result<Vec<u8>, BdevError> {
+    let (buf, r) = b.read(i * MIB, DmaBuf::new(BLOCK)).await;
+    r.map(|()| buf.to_vec())
+}
+
+/// The device's entry for the block at volume offset `offset`, and where
+/// its first dirty byte lies on the device.
+async fn entry_at(dev: &CacheDevice, region: &VolumeRegion, offset: u64) -> (MetaEntry, u64) {
+    let min = u64::from(region.min_block);
+    let (u, i, e) = dev
+        .load_volume_blocks(region)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|(_, _, e)| e.offset == offset)
+        .expect("the block has an entry");
+    let addr = u64::from(u) * UNIT_SIZE + u64::from(i) * min;
+    let at = region.data_offset(addr) + u64::from(e.dirty.0) * u64::from(region.sector_size);
+    (e, at)
+}
+
+/// Flips one bit of the byte at device offset `at`.
+async fn flip_bit(cache: &Bdev, at: u64) {
+    let sector = at - at % 512;
+    let mut s = raw(cache, sector, 512).await;
+    s[(at - sector) as usize] ^= 0x10;
+    poke(cache, sector, &s).await;
+}
+
+fn assert_media_error(r: Result<Vec<u8>, BdevError>) {
+    match r {
+        Err(BdevError::Integrity(m)) => assert!(m.contains("failed its checksum"), "{m}"),
+        other => panic!("expected a checksum error, got {:?}", other.map(|_| "data")),
+    }
+}
+
+#[tokio::test]
+async fn a_flipped_bit_under_dirty_data_is_found_at_load_never_served_nor_written_back() {
+    let d = Devices::new(64, 16, false);
+    let dev = d.open_cache().await;
+    let p = write_back(serde_json::json!({}));
+    let (vol, b) = create(&d, &dev, p.clone()).await;
+    let mut rng = Rng(7);
+    let mut data = Vec::new();
+    for i in 0..8 {
+        data.push(write_block(&b, &mut rng, i).await);
+    }
+    vol.stop(false).await.unwrap();
+    let region = dev.find_volume("Cache0").unwrap();
+    let (entry, at) = entry_at(&dev, &region, 3 * MIB).await;
+    // The checksum on the device is the one of the bytes the host wrote.
+    assert_eq!(entry.crc, Some(crc32c::crc32c(&data[3])));
+    drop((vol, b, dev));
+    flip_bit(d.cache.bdev(), at + 100).await;
+
+    let dev = d.open_cache().await;
+    let vol = CachedVolume::create(
+        VolumeParams { load: true, ..p },
+        d.core.clone(),
+        dev.clone(),
+    )
+    .await
+    .expect("the volume loads: only the damaged block is refused");
+    let b = Arc::new(vol.bdev());
+    let stats = vol.stats().await.unwrap();
+    assert_eq!((stats.damaged_bytes, stats.dirty_bytes), (4096, 8 * 4096));
+    assert_eq!(dev.metadata_errors().data_checksum(), 1);
+    assert_media_error(read_block(&b, 3).await);
+    assert_eq!(read_block(&b, 2).await.unwrap(), data[2]);
+
+    // A flush writes back everything else and fails naming the damage.
+    let e = vol
+        .flush_all()
+        .await
+        .expect_err("the damaged block is not written back");
+    assert!(e.to_string().contains("failed its checksum"), "{e}");
+    assert_eq!(vol.stats().await.unwrap().dirty_bytes, 4096);
+    for i in [0, 1, 2, 4, 5, 6, 7] {
+        let core = raw(d.core_ram.bdev(), i * MIB, BLOCK as u64).await;
+        assert_eq!(core, data[i as usize], "block {i} reached core");
+    }
+    let core = raw(d.core_ram.bdev(), 3 * MIB, BLOCK as u64).await;
+    assert_eq!(core, vec![0; BLOCK], "damaged bytes never reach core");
+    // A partial overwrite does not replace what was lost: still refused.
+    let (_, r) = b.write(3 * MIB, DmaBuf::new(512)).await;
+    assert!(matches!(r, Err(BdevError::Integrity(_))), "{r:?}");
+
+    // A write of the whole damaged range replaces it.
+    let fresh = write_block(&b, &mut rng, 3).await;
+    assert_eq!(read_block(&b, 3).await.unwrap(), fresh);
+    vol.flush_all().await.unwrap();
+    assert_eq!(vol.stats().await.unwrap().damaged_bytes, 0);
+    assert_eq!(raw(d.core_ram.bdev(), 3 * MIB, BLOCK as u64).await, fresh);
+    vol.stop(false).await.unwrap();
+}
+
+#[tokio::test]
+async fn rot_under_a_running_volume_is_caught_before_write_back() {
+    let d = Devices::new(64, 16, false);
+    let dev = d.open_cache().await;
+    let (vol, b) = create(&d, &dev, write_back(serde_json::json!({}))).await;
+    let mut rng = Rng(9);
+    let mut data = Vec::new();
+    for i in 0..4 {
+        data.push(write_block(&b, &mut rng, i).await);
+    }
+    let region = dev.find_volume("Cache0").unwrap();
+    let (_, at) = entry_at(&dev, &region, MIB).await;
+    flip_bit(d.cache.bdev(), at + 4000).await;
+
+    let e = vol
+        .flush_all()
+        .await
+        .expect_err("rot is found before write-back");
+    assert!(e.to_string().contains(&format!("bytes {MIB}+4096")), "{e}");
+    assert_eq!(
+        raw(d.core_ram.bdev(), MIB, BLOCK as u64).await,
+        vec![0; BLOCK]
+    );
+    for i in [0, 2, 3] {
+        assert_eq!(
+            raw(d.core_ram.bdev(), i * MIB, BLOCK as u64).await,
+            data[i as usize]
+        );
+    }
+    let stats = vol.stats().await.unwrap();
+    assert_eq!((stats.damaged_bytes, stats.dirty_bytes), (4096, 4096));
+    assert_eq!(dev.metadata_errors().data_checksum(), 1);
+    assert_media_error(read_block(&b, 1).await);
+    // Found again by the next flush, counted once.
+    vol.flush_all().await.expect_err("still damaged");
+    assert_eq!(dev.metadata_errors().data_checksum(), 1);
+    vol.stop(false).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_write_into_dirty_bytes_drops_their_checksum_before_it_lands() {
+    let d = Devices::new(64, 16, false);
+    let dev = d.open_cache().await;
+    let (vol, b) = create(&d, &dev, write_back(serde_json::json!({}))).await;
+    let region = dev.find_volume("Cache0").unwrap();
+    let mut rng = Rng(11);
+    let first = write_block(&b, &mut rng, 0).await;
+    assert_eq!(
+        entry_at(&dev, &region, 0).await.0.crc,
+        Some(crc32c::crc32c(&first))
+    );
+    // Overwritten while dirty: a crash in the middle of such a write must
+    // not leave a checksum the half-written bytes fail, so the entry stops
+    // vouching for them (they are written back unverified).
+    write_block(&b, &mut rng, 0).await;
+    assert_eq!(entry_at(&dev, &region, 0).await.0.crc, None);
+    // Cleaned, then written again: checked again.
+    vol.flush_all().await.unwrap();
+    let again = write_block(&b, &mut rng, 0).await;
+    assert_eq!(
+        entry_at(&dev, &region, 0).await.0.crc,
+        Some(crc32c::crc32c(&again))
+    );
+    vol.stop(false).await.unwrap();
+}
+
+#[tokio::test]
+async fn checksums_off_vouches_for_nothing() {
+    let d = Devices::new(64, 16, false);
+    let dev = d.open_cache().await;
+    let p = write_back(serde_json::json!({"data_checksums": false}));
+    let (vol, b) = create(&d, &dev, p).await;
+    let region = dev.find_volume("Cache0").unwrap();
+    write_block(&b, &mut Rng(3), 0).await;
+    assert_eq!(entry_at(&dev, &region, 0).await.0.crc, None);
+    vol.stop(false).await.unwrap();
+}
