@@ -224,6 +224,35 @@ fn failed_writeback_keeps_data_dirty() {
 }
 
 #[test]
+fn a_writeback_failing_for_some_blocks_cleans_the_others() {
+    let mut cfg = Config::fixed(1 << 30, 128 * K, 32 << 10);
+    cfg.group_size = 32 << 10;
+    cfg.write_mode = WriteMode::WriteBack;
+    let mut e = engine(cfg);
+    for i in 0..3 {
+        run(&mut e, Op::Write, i * 32 * K, 4 * K);
+    }
+    let mut p = Plan::new();
+    e.plan_flush(FlushKind::All, &mut p);
+    assert_eq!(p.writebacks.len(), 3);
+    let failed = crate::Extent {
+        offset: 32 * K,
+        len: 4 * K,
+    };
+    e.complete_writeback_except(p.writeback_ticket.unwrap(), &[failed])
+        .unwrap();
+    assert_eq!(
+        e.stats().dirty_bytes,
+        4 * K,
+        "only the failed block stays dirty"
+    );
+    let mut blocks = Vec::new();
+    e.blocks_in(32 * K, 4 * K, &mut blocks);
+    assert!(blocks[0].dirty.is_some());
+    e.check_invariants().unwrap();
+}
+
+#[test]
 fn write_miss_fill_modes() {
     let mk = |fill| {
         let mut c = Config::fixed(1 << 30, 1 << 20, 32 << 10);
