@@ -132,6 +132,11 @@ type VolumeStats struct {
 	ReadBytes int64 `json:"readBytes,omitempty"`
 	// +optional
 	WrittenBytes int64 `json:"writtenBytes,omitempty"`
+	// DamagedDirtyBytes are write-back bytes that failed their checksum on
+	// the cache device: hosts get a media error on them and they are never
+	// written to Ceph (condition Degraded, reason DirtyDataDamaged).
+	// +optional
+	DamagedDirtyBytes int64 `json:"damagedDirtyBytes,omitempty"`
 }
 
 // CachedVolumeStatus is the observed state of a CachedVolume.

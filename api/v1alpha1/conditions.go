@@ -57,6 +57,10 @@ const (
 	// is damaged where its newest version was; the dataplane refuses to load
 	// that cache (its dirty data cannot be vouched for).
 	ReasonCacheMetadataDamaged = "CacheMetadataDamaged"
+	// ReasonDirtyDataDamaged: some of the volume's write-back data failed
+	// its checksum on the cache device (bit rot): hosts get a media error
+	// on it and it is never written to Ceph; the rest is served.
+	ReasonDirtyDataDamaged = "DirtyDataDamaged"
 	// ReasonFlushing: dirty data is being written to Ceph.
 	ReasonFlushing = "Flushing"
 	// ReasonFlushFailed: writing dirty data to Ceph failed.

@@ -314,12 +314,19 @@ func (r *Reconciler) recordApplied(ctx context.Context, s *scope, c *dataplane.C
 		ctrl.LoggerFrom(ctx).Error(err, "read cached volume statistics", "server", server.NodeName)
 		return
 	}
+	s.obs.DamagedDirtyBytes, s.obs.CacheDevice = stats.DamagedBytes, res.CacheDevice
+	if stats.DamagedBytes > 0 && st.Stats.DamagedDirtyBytes == 0 {
+		r.event(vol, corev1.EventTypeWarning, "DirtyDataDamaged",
+			"%d bytes of write-back data failed their checksum on cache device %s of cache server %s", stats.DamagedBytes, res.CacheDevice, server.NodeName)
+	}
 	dirty := resource.NewQuantity(int64(stats.DirtyBytes), resource.BinarySI)
 	st.Stats = rcv1.VolumeStats{
 		HitRatio:     fmt.Sprintf("%.1f%%", stats.HitRatio.Read*100),
 		Dirty:        dirty,
 		ReadBytes:    int64(stats.Blocks.HostRead),
 		WrittenBytes: int64(stats.Blocks.HostWrite),
+
+		DamagedDirtyBytes: int64(stats.DamagedBytes),
 	}
 	recordVolumeMetrics(vol.Name, s.pool.Name, server.NodeName, volumeMetrics{
 		HitRatio:     stats.HitRatio.Read,

@@ -48,6 +48,11 @@ type Observation struct {
 	// because its metadata is damaged (names the device, the units and the
 	// dirty bytes at risk); "" otherwise.
 	CacheDamaged string
+	// DamagedDirtyBytes are write-back bytes that failed their checksum on
+	// the cache device (served as media errors, never flushed).
+	DamagedDirtyBytes uint64
+	// CacheDevice names the volume's cache device on its server.
+	CacheDevice string
 }
 
 func (o *Observation) lost() bool { return o.Lost != nil && o.Lost.Action != ServerHealthy }
@@ -127,6 +132,12 @@ func degradedCondition(o *Observation) (metav1.ConditionStatus, string, string) 
 		return metav1.ConditionTrue, rcv1.ReasonCacheMetadataDamaged, "the volume's cache cannot be vouched for, so it is not served: " +
 			o.CacheDamaged + ". Acknowledged write-back data may be lost; accept the loss by deleting the volume with annotation " +
 			DiscardDirtyDataAnnotation + "=\"true\" (see docs/operator.md, \"What a lost cache leaves in Ceph\")"
+	case o.DamagedDirtyBytes > 0:
+		return metav1.ConditionTrue, rcv1.ReasonDirtyDataDamaged, fmt.Sprintf(
+			"%d bytes of the volume's write-back data failed their checksum on cache device %s (bit rot): hosts get a media error "+
+				"on them and they are never written to Ceph; the rest is served. The flush error names the ranges; the damage ends "+
+				"when the host rewrites or discards each range whole (see docs/cache-format.md, \"Checksums of dirty data\")",
+			o.DamagedDirtyBytes, o.CacheDevice)
 	case o.CacheDegraded:
 		return metav1.ConditionTrue, rcv1.ReasonDataplaneError, "the cache device failed; the dataplane serves the volume from Ceph"
 	default:
@@ -152,7 +163,7 @@ func Phase(o *Observation) rcv1.CachedVolumePhase {
 	switch {
 	case o.Deleting:
 		return rcv1.VolumeDeleting
-	case o.lost() || o.CacheDegraded || o.CacheDamaged != "":
+	case o.lost() || o.CacheDegraded || o.CacheDamaged != "" || o.DamagedDirtyBytes > 0:
 		return rcv1.VolumeDegraded
 	case o.Flushing || o.FlushError != "":
 		return rcv1.VolumeFlushing

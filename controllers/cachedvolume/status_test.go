@@ -55,6 +55,11 @@ func TestConditionsAndPhase(t *testing.T) {
 			o.CacheDamaged = "cache volume cv-v on cache device cache0: the newest metadata of unit(s) [1] is damaged; 32768 dirty bytes"
 		}), rcv1.VolumeDegraded,
 			cond{"False", rcv1.ReasonDataplaneError}, cond{"True", rcv1.ReasonPlacedInRack}, cond{"True", rcv1.ReasonCacheMetadataDamaged}, cond{"Unknown", rcv1.ReasonUnknown}, "32768 dirty bytes"},
+		{"dirty data damaged: served, except the damaged bytes", with(func(o *Observation) {
+			o.Applied, o.FlushError = true, "dirty data at bytes 1048576+4096 failed its checksum"
+			o.DamagedDirtyBytes, o.CacheDevice = 4096, "cache0"
+		}), rcv1.VolumeDegraded,
+			cond{"True", rcv1.ReasonAsExpected}, cond{"True", rcv1.ReasonPlacedInRack}, cond{"True", rcv1.ReasonDirtyDataDamaged}, cond{"False", rcv1.ReasonFlushFailed}, "4096 bytes of the volume's write-back data failed their checksum on cache device cache0"},
 		{"deleting, flushing", with(func(o *Observation) { o.Deleting, o.Flushing = true, true }), rcv1.VolumeDeleting,
 			cond{"False", rcv1.ReasonDeleting}, cond{"True", rcv1.ReasonPlacedInRack}, cond{"False", rcv1.ReasonAsExpected}, cond{"False", rcv1.ReasonFlushing}, ""},
 		{"deletion blocked by dirty data on a lost server", with(func(o *Observation) { o.Deleting, o.DeleteBlocked = true, "holds dirty data" }), rcv1.VolumeDeleting,

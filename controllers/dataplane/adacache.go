@@ -83,7 +83,10 @@ type CacheStats struct {
 	WriteMode  string `json:"write_mode"`
 	Degraded   bool   `json:"degraded"`
 	DirtyBytes uint64 `json:"dirty_bytes"`
-	Usage      struct {
+	// DamagedBytes are dirty bytes that failed their checksum on the cache
+	// device: hosts get a media error on them, they are never flushed.
+	DamagedBytes uint64 `json:"damaged_bytes"`
+	Usage        struct {
 		CapacityBytes  uint64 `json:"capacity_bytes"`
 		OccupancyBytes uint64 `json:"occupancy_bytes"`
 		DirtyBytes     uint64 `json:"dirty_bytes"`
