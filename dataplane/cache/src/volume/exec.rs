@@ -29,6 +29,9 @@ pub(crate) struct Outcome {
     pub buf: Option<DmaBuf>,
     /// Every I/O of the request's own work succeeded.
     pub request_ok: bool,
+    /// The host's request succeeded (a read whose fills failed to be
+    /// cached still has its data).
+    pub host_ok: bool,
     /// Every write-back succeeded.
     pub writeback_ok: bool,
     /// The first error, for the host's status.
@@ -51,6 +54,8 @@ enum Dev {
     CacheWr,
     /// Cache bytes read back that fail their checksum.
     Checksum,
+    /// The cache write of a read's fill.
+    FillWr,
 }
 
 /// The error of dirty bytes at `offset` that fail their checksum.
@@ -64,6 +69,9 @@ struct Tally {
     errors: Errors,
     first: Option<BdevError>,
     cache_failed: bool,
+    /// A read's fill could not be written to the cache: the plan fails
+    /// (its blocks roll back) but the host's data, read from core, is whole.
+    fill_failed: bool,
 }
 
 impl Tally {
@@ -72,6 +80,7 @@ impl Tally {
             errors: Errors::default(),
             first: None,
             cache_failed: false,
+            fill_failed: false,
         }
     }
 
@@ -81,13 +90,25 @@ impl Tally {
             Dev::CoreRd => self.errors.core_volume_rd += 1,
             Dev::CoreWr => self.errors.core_volume_wr += 1,
             Dev::CacheRd | Dev::Checksum => self.errors.cache_volume_rd += 1,
-            Dev::CacheWr => self.errors.cache_volume_wr += 1,
+            Dev::CacheWr | Dev::FillWr => self.errors.cache_volume_wr += 1,
         }
         self.errors.total += 1;
-        if matches!(dev, Dev::CacheRd | Dev::CacheWr) {
+        if matches!(dev, Dev::CacheRd | Dev::CacheWr | Dev::FillWr) {
             self.cache_failed = true;
         }
         self.first.get_or_insert(e);
+        false
+    }
+
+    /// Notes the cache write of a read's fill: a failure fails the plan,
+    /// not the host's read.
+    fn note_fill(&mut self, r: Result<(), BdevError>) -> bool {
+        let Err(e) = r else { return true };
+        tracing::warn!(error = %e, "a read's fill could not be cached; the read is served from core");
+        self.errors.cache_volume_wr += 1;
+        self.errors.total += 1;
+        self.cache_failed = true;
+        self.fill_failed = true;
         false
     }
 }
@@ -290,14 +311,17 @@ async fn read_side(
                         return (v, Dev::CoreRd, r);
                     }
                     let (v, r) = cache.write_view(dev, v).await;
-                    (v, Dev::CacheWr, r)
+                    (v, Dev::FillWr, r)
                 }
             }
         }))
         .await;
         let mut views = Vec::with_capacity(results.len());
         for (v, dev, r) in results {
-            t.note(dev, r);
+            match dev {
+                Dev::FillWr => t.note_fill(r),
+                _ => t.note(dev, r),
+            };
             views.push(v);
         }
         buf = match BufView::reunite(views) {
@@ -316,13 +340,12 @@ async fn read_side(
             continue;
         }
         let w = cache_write(&d.cache, region, f.cache_addr, &b, false).await;
-        if t.note(Dev::CacheWr, w) {
-            let s = f.offset.max(req.offset);
-            let e = f.end().min(req.end());
-            if s < e {
-                buf[in_request(req, s, e - s)]
-                    .copy_from_slice(&b[(s - f.offset) as usize..(e - f.offset) as usize]);
-            }
+        t.note_fill(w);
+        let s = f.offset.max(req.offset);
+        let e = f.end().min(req.end());
+        if s < e {
+            buf[in_request(req, s, e - s)]
+                .copy_from_slice(&b[(s - f.offset) as usize..(e - f.offset) as usize]);
         }
     }
     buf
@@ -519,11 +542,13 @@ pub(crate) async fn execute(
     };
     let ((wt, bytes), mut t) = tokio::join!(wb, work);
     let writeback_ok = wt.first.is_none();
-    let request_ok = t.first.is_none();
+    let host_ok = t.first.is_none();
+    let request_ok = host_ok && !t.fill_failed;
     merge(&mut t, wt);
     Outcome {
         buf,
         request_ok,
+        host_ok,
         writeback_ok,
         error: t.first,
         errors: t.errors,

@@ -97,7 +97,7 @@ impl Owner {
         }
         if let Some(reply) = run.reply {
             let r = match out.error {
-                Some(e) if !out.request_ok => Err(e),
+                Some(e) if !out.host_ok => Err(e),
                 _ => Ok(()),
             };
             let fua = matches!(run.op, HostOp::Write { fua: true });
