@@ -93,10 +93,17 @@ var _ = Describe("Volumes in the guest's kernel", func() {
 		Expect(err).NotTo(HaveOccurred())
 		_, err = ceph.Admin(ctx, "rbd", "info", ceph.Pool+"/"+snapImage)
 		Expect(err).To(HaveOccurred(), "the snapshot image is gone after DeleteSnapshot")
+		// The snapshot taken while the guest kept writing is a prefix of
+		// those writes, read from Ceph's own copy of it.
+		checkPrefixSnapshot(ctx, vals)
+		_, err = ctrl.DeleteSnapshot(ctx, &csispec.DeleteSnapshotRequest{SnapshotId: vals["prefix-snapshot-id"]})
+		Expect(err).NotTo(HaveOccurred())
 		// The scenario left the expanded volume for the check above.
 		var secretMap map[string]string
 		Expect(json.Unmarshal(secrets, &secretMap)).To(Succeed())
 		_, err = ctrl.DeleteVolume(ctx, &csispec.DeleteVolumeRequest{VolumeId: expandedID, Secrets: secretMap})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = ctrl.DeleteVolume(ctx, &csispec.DeleteVolumeRequest{VolumeId: vals["prefix-volume-id"], Secrets: secretMap})
 		Expect(err).NotTo(HaveOccurred())
 	})
 })
@@ -108,6 +115,48 @@ func buildScenario() string {
 	out, err := runGo(context.Background(), "build", "-o", bin, "./test/csi/testdata/csiscenario")
 	Expect(err).NotTo(HaveOccurred(), "go build csiscenario: %s", out)
 	return bin
+}
+
+// checkPrefixSnapshot: Ceph's copy of the snapshot csiscenario took while
+// writing block after block holds blocks [0, k) stamped and nothing
+// after, where k is at least the writes acknowledged before the snapshot
+// was asked for and at most those acknowledged when it was answered, plus
+// the one in flight.
+func checkPrefixSnapshot(ctx context.Context, vals map[string]string) {
+	GinkgoHelper()
+	var before, after int
+	_, err := fmt.Sscanf(vals["prefix-acked"], "%d,%d", &before, &after)
+	Expect(err).NotTo(HaveOccurred(), "prefix-acked=%q", vals["prefix-acked"])
+	id := vals["prefix-snapshot-id"]
+	Expect(len(id)).To(BeNumerically(">", 36))
+	image := "csi-snap-" + id[len(id)-36:]
+	export := filepath.Join(GinkgoT().TempDir(), "prefix.export")
+	out, err := ceph.Admin(ctx, "rbd", "export", "--no-progress", ceph.Pool+"/"+image+"@"+image, export)
+	Expect(err).NotTo(HaveOccurred(), "rbd export %s: %s", image, out)
+	data, err := os.ReadFile(export)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(len(data)).To(BeNumerically(">=", prefixBlocks*4096))
+	k := 0
+	for k < prefixBlocks && bytes.Equal(data[k*4096:(k+1)*4096], prefixStamp(k)) {
+		k++
+	}
+	Expect(bytes.Equal(data[k*4096:], make([]byte, len(data)-k*4096))).To(BeTrue(),
+		"the snapshot holds blocks 0..%d stamped, then block %d is neither stamped nor empty, or data follows: not a prefix", k, k)
+	Expect(k).To(BeNumerically(">=", before), "the snapshot lacks writes acknowledged before it was asked for")
+	Expect(k).To(BeNumerically("<=", after+1), "the snapshot holds writes issued after it was answered")
+	GinkgoWriter.Printf("snapshot under writes: prefix of %d blocks (acknowledged %d when asked, %d when answered)\n", k, before, after)
+}
+
+// prefixBlocks and prefixStamp are csiscenario's PrefixBlocks and PrefixStamp.
+const prefixBlocks = 8192
+
+func prefixStamp(i int) []byte {
+	line := fmt.Sprintf("rackcache-prefix-block-%08d\n", i)
+	b := make([]byte, 0, 4096)
+	for len(b) < 4096 {
+		b = append(b, line...)
+	}
+	return b[:4096]
 }
 
 // pattern is csiscenario's Pattern: a SHA-256 chain of n bytes.

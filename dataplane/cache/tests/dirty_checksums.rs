@@ -133,7 +133,24 @@ async fn a_flipped_bit_under_dirty_data_is_found_at_load_never_served_nor_writte
 
 #[tokio::test]
 async fn rot_under_a_running_volume_is_caught_before_write_back() {
-    let d = Devices::new(64, 16, false);
+    rot_under_a_running_volume(Devices::new(64, 16, false), false).await;
+}
+
+/// The same on devices that do not answer at once: reads of hits are
+/// granted to the caller, or planned.
+#[tokio::test]
+async fn rot_under_a_running_volume_on_slower_devices() {
+    rot_under_a_running_volume(Devices::delayed(64, 16), false).await;
+}
+
+/// A read of the rotted block finds it first.
+#[tokio::test]
+async fn a_read_of_rotted_dirty_bytes_gets_a_media_error() {
+    rot_under_a_running_volume(Devices::new(64, 16, false), true).await;
+    rot_under_a_running_volume(Devices::delayed(64, 16), true).await;
+}
+
+async fn rot_under_a_running_volume(d: Devices, read_first: bool) {
     let dev = d.open_cache().await;
     let (vol, b) = create(&d, &dev, write_back(serde_json::json!({}))).await;
     let mut rng = Rng(9);
@@ -145,6 +162,18 @@ async fn rot_under_a_running_volume_is_caught_before_write_back() {
     let (_, at) = entry_at(&dev, &region, MIB).await;
     flip_bit(d.cache.bdev(), at + 4000).await;
 
+    if read_first {
+        // Part of the block's dirty bytes cannot be verified: served.
+        let (_, r) = b.read(MIB, DmaBuf::new(2048)).await;
+        r.expect("a read of part of the dirty bytes is not verified");
+        assert_media_error(read_block(&b, 1).await);
+        assert_eq!(vol.stats().await.unwrap().damaged_bytes, 4096);
+        assert_eq!(dev.metadata_errors().data_checksum(), 1);
+        // Known damaged now: any read of it is refused.
+        let (_, r) = b.read(MIB, DmaBuf::new(2048)).await;
+        assert!(matches!(r, Err(BdevError::Integrity(_))), "{r:?}");
+        assert_eq!(read_block(&b, 2).await.unwrap(), data[2]);
+    }
     let e = vol
         .flush_all()
         .await

@@ -13,6 +13,7 @@ use bdev::{BdevError, CountedBdev, DmaBuf};
 use engine::{CacheIo, Extent, Plan};
 use futures_util::future::join_all;
 
+use super::meta::ReadCheck;
 use super::stats::Errors;
 use crate::device::CacheDevice;
 use crate::layout::{VolumeRegion, UNIT_SIZE};
@@ -503,18 +504,27 @@ async fn discard_side(d: &Devices, region: &VolumeRegion, plan: &Plan, t: &mut T
     }
 }
 
+/// What a plan's bytes must hash to, where the table knows.
+pub(crate) struct Checks<'a> {
+    /// Per write-back of the plan.
+    pub writebacks: &'a [Option<u32>],
+    /// Dirty bytes a read verifies in the host's buffer.
+    pub reads: &'a [ReadCheck],
+}
+
 /// Runs every I/O of `plan`. `buf` is the host's buffer: read data goes
-/// into it, write data comes from it. `checksums` are those of the plan's
-/// write-backs, where known.
+/// into it, write data comes from it.
 pub(crate) async fn execute(
     d: &Devices,
     region: &VolumeRegion,
     plan: &Plan,
     mut buf: Option<DmaBuf>,
     fua: bool,
-    checksums: &[Option<u32>],
+    checks: Checks<'_>,
 ) -> Outcome {
+    let checksums = checks.writebacks;
     let mut damaged = Vec::new();
+    let mut read_damaged = Vec::new();
     let wb = async {
         if plan.writebacks.is_empty() {
             (Tally::new(), 0)
@@ -527,7 +537,17 @@ pub(crate) async fn execute(
         match plan.op {
             engine::Op::Read => {
                 if let Some(b) = buf.take() {
-                    buf = Some(read_side(d, region, plan, b, &mut t).await);
+                    let b = read_side(d, region, plan, b, &mut t).await;
+                    if t.first.is_none() && !checks.reads.is_empty() {
+                        read_damaged = ReadCheck::failures(&b, checks.reads);
+                        if let Some(x) = read_damaged.first() {
+                            t.note(
+                                Dev::Checksum,
+                                Err(damaged_error(&region.name, x.offset, x.len)),
+                            );
+                        }
+                    }
+                    buf = Some(b);
                 }
             }
             engine::Op::Write => {
@@ -541,6 +561,7 @@ pub(crate) async fn execute(
         t
     };
     let ((wt, bytes), mut t) = tokio::join!(wb, work);
+    damaged.append(&mut read_damaged);
     let writeback_ok = wt.first.is_none();
     let host_ok = t.first.is_none();
     let request_ok = host_ok && !t.fill_failed;

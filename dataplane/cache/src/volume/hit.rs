@@ -13,6 +13,7 @@
 //! that; the buffer is nobody's then, so the bytes it gets do not matter.
 
 use std::ops::Range;
+use std::sync::Arc;
 use std::time::Instant;
 
 use bdev::view::BufView;
@@ -21,7 +22,8 @@ use engine::{Plan, Ticket};
 use futures_util::future::join_all;
 use tokio::sync::mpsc;
 
-use super::exec::{in_request, unit_pieces};
+use super::exec::{damaged_error, in_request, unit_pieces};
+use super::meta::ReadCheck;
 use crate::layout::{VolumeRegion, UNIT_SIZE};
 
 /// Where a hit's bytes are on the cache device.
@@ -65,6 +67,8 @@ pub(crate) struct HitDone {
     pub elapsed_ns: Option<u64>,
     /// Cache-device reads that failed.
     pub failed_reads: u64,
+    /// Dirty ranges whose bytes failed their checksum.
+    pub damaged: Vec<engine::Extent>,
 }
 
 /// Returns a granted hit's ticket to the owner exactly once: by
@@ -93,12 +97,13 @@ impl<M: From<HitDone>> HitGuard<M> {
     }
 
     /// The read ended at `end`: what the owner must hear.
-    fn finish(mut self, failed_reads: u64, end: Instant) -> HitDone {
+    fn finish(mut self, failed_reads: u64, end: Instant, damaged: Vec<engine::Extent>) -> HitDone {
         self.finished = true;
         HitDone {
             ticket: self.ticket,
             elapsed_ns: Some(since(self.arrived, end)),
             failed_reads,
+            damaged,
         }
     }
 }
@@ -111,6 +116,7 @@ impl<M: From<HitDone>> Drop for HitGuard<M> {
                 ticket: self.ticket,
                 elapsed_ns: None,
                 failed_reads: 0,
+                damaged: Vec::new(),
             }));
         }
     }
@@ -126,6 +132,9 @@ pub(crate) fn since(start: Instant, end: Instant) -> u64 {
 pub(crate) struct HitGrant<M: From<HitDone>> {
     pub pieces: Pieces,
     pub guard: HitGuard<M>,
+    /// Dirty bytes the read verifies once read, and the volume's region
+    /// to name in the error (only then).
+    pub checks: Option<(Vec<ReadCheck>, Arc<VolumeRegion>)>,
 }
 
 impl<M: From<HitDone>> HitGrant<M> {
@@ -151,7 +160,18 @@ impl<M: From<HitDone>> HitGrant<M> {
                 (b, r, failed, Instant::now())
             }
         };
-        (buf, r, self.guard.finish(failed, end))
+        let (damaged, r) = match (&self.checks, r) {
+            (Some((checks, region)), Ok(())) => {
+                let damaged = ReadCheck::failures(&buf, checks);
+                let r = match damaged.first() {
+                    Some(d) => Err(damaged_error(&region.name, d.offset, d.len)),
+                    None => Ok(()),
+                };
+                (damaged, r)
+            }
+            (_, r) => (Vec::new(), r),
+        };
+        (buf, r, self.guard.finish(failed, end, damaged))
     }
 }
 

@@ -22,6 +22,34 @@ use engine::BlockInfo;
 
 use crate::layout::{MetaEntry, UnitMeta, VolumeRegion, UNIT_SIZE};
 
+/// Dirty bytes a read can verify: `len` bytes at `at` in the read's
+/// buffer (volume offset `offset`) must hash to `crc`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ReadCheck {
+    pub at: usize,
+    pub offset: u64,
+    pub len: u64,
+    pub crc: u32,
+}
+
+impl ReadCheck {
+    /// The ranges of `checks` whose bytes in `buf` fail them.
+    pub fn failures(buf: &[u8], checks: &[ReadCheck]) -> Vec<engine::Extent> {
+        checks
+            .iter()
+            .filter(|c| crc32c::crc32c(&buf[c.at..c.at + c.len as usize]) != c.crc)
+            .map(|c| engine::Extent {
+                offset: c.offset,
+                len: c.len,
+            })
+            .collect()
+    }
+}
+
+fn count_checked(m: &UnitMeta) -> usize {
+    m.entries.iter().filter(|e| e.crc.is_some()).count()
+}
+
 /// One unit's table and its write state.
 struct Unit {
     meta: UnitMeta,
@@ -57,6 +85,8 @@ pub(crate) struct MetaTable {
     /// need it, so that `take_writes`, asked after every event (every read
     /// hit too), scans the units only then.
     maybe_writes: bool,
+    /// Entries with a checksum: while none, reads look for none.
+    checked: usize,
 }
 
 impl MetaTable {
@@ -80,6 +110,7 @@ impl MetaTable {
             writing: false,
             failed: false,
         });
+        let checked = units.iter().map(|u| count_checked(&u.meta)).sum();
         MetaTable {
             units,
             min_block: u64::from(region.min_block),
@@ -87,6 +118,7 @@ impl MetaTable {
             pending_removals: BTreeMap::new(),
             next_removal: 0,
             maybe_writes: false,
+            checked,
         }
     }
 
@@ -97,6 +129,9 @@ impl MetaTable {
         // for them before a shrink).
         self.pending_removals
             .retain(|_, &mut (u, _)| (u as usize) < n);
+        for u in self.units.iter().skip(n) {
+            self.checked -= count_checked(&u.meta);
+        }
         self.units.truncate(n);
         self.maybe_writes = true;
         self.units.resize_with(n, || Unit {
@@ -152,6 +187,32 @@ impl MetaTable {
         e.crc.filter(|_| lo == offset && hi == offset + len)
     }
 
+    /// Whether some entry carries a checksum.
+    pub fn any_checked(&self) -> bool {
+        self.checked > 0
+    }
+
+    /// What a read of volume bytes `[offset, offset + len)` over `blocks`
+    /// can verify: the dirty bytes of checked blocks it reads whole.
+    pub fn read_checks(&self, blocks: &[BlockInfo], offset: u64, len: u64) -> Vec<ReadCheck> {
+        let s = self.sector_shift;
+        blocks
+            .iter()
+            .filter_map(|b| {
+                let e = self.entry_for(b)?;
+                let crc = e.crc?;
+                let lo = b.offset + (u64::from(e.dirty.0) << s);
+                let hi = b.offset + (u64::from(e.dirty.1) << s);
+                (offset <= lo && hi <= offset + len).then_some(ReadCheck {
+                    at: (lo - offset) as usize,
+                    offset: lo,
+                    len: hi - lo,
+                    crc,
+                })
+            })
+            .collect()
+    }
+
     /// Whether `e` records the dirty sectors the engine has for `b`.
     pub fn same_dirty(&self, e: &MetaEntry, b: &BlockInfo) -> bool {
         self.entry_of(b, None).dirty == e.dirty
@@ -169,6 +230,7 @@ impl MetaTable {
             return None;
         }
         e.crc = None;
+        self.checked -= 1;
         self.bump(unit);
         Some((unit as u32, self.units[unit].version))
     }
@@ -208,6 +270,7 @@ impl MetaTable {
                 if stop <= addr || start >= end || keep == Some((e.offset, e.size)) {
                     continue;
                 }
+                self.checked -= usize::from(e.crc.is_some());
                 *e = MetaEntry::FREE;
                 changed = true;
             }
@@ -236,6 +299,7 @@ impl MetaTable {
         if e.is_free() || e.offset != offset {
             return None;
         }
+        self.checked -= usize::from(e.crc.is_some());
         *e = MetaEntry::FREE;
         self.bump(unit);
         Some(self.note_removal(unit))
@@ -255,7 +319,10 @@ impl MetaTable {
         // Anything else overlapping its slot is gone (the caller cleared it
         // durably before writing the data; this keeps the table exact).
         self.clear_cache_range(b.cache_addr, u64::from(b.size), Some((b.offset, b.size)));
-        self.units[unit].meta.entries[idx] = entry;
+        let slot = &mut self.units[unit].meta.entries[idx];
+        self.checked =
+            self.checked + usize::from(entry.crc.is_some()) - usize::from(slot.crc.is_some());
+        *slot = entry;
         self.bump(unit);
         Some((unit as u32, self.units[unit].version))
     }
@@ -362,6 +429,7 @@ impl MetaTable {
             .get_mut(unit)
             .and_then(|u| u.meta.entries.get_mut(idx))
         {
+            self.checked -= usize::from(e.crc.is_some());
             *e = MetaEntry::FREE;
             self.bump(unit);
         }

@@ -51,6 +51,16 @@ func (s *scenario) run(ctx context.Context) {
 	fmt.Printf("snapshot-holds-writes=%t\n", sameFile(filepath.Join(v2.target, "b.bin"), b) && sameFile(filepath.Join(v2.target, "a.bin"), a))
 	s.detach(ctx, v2)
 
+	// Writes go on while a write-back volume is snapshotted: the snapshot
+	// is a prefix of them (test/csi reads Ceph's copy; it deletes the
+	// snapshot, then the volume).
+	v5 := s.create(ctx, "data-5", blockCap(), nil, nil)
+	s.publish(ctx, v5)
+	s.attach(ctx, v5)
+	before, after, prefixSnap := s.snapshotUnderWrites(ctx, v5)
+	fmt.Printf("prefix-snapshot-id=%s\nprefix-volume-id=%s\nprefix-acked=%d,%d\n", prefixSnap, v5.vol.VolumeId, before, after)
+	s.detach(ctx, v5)
+
 	// Online expansion, as csi-resizer and the kubelet do it: the
 	// controller grows the image and the namespace, the guest's kernel sees
 	// the new size, the node grows the mounted ext4; the files stay.
@@ -101,7 +111,7 @@ func (s *scenario) run(ctx context.Context) {
 	// Clean up what the host does not check afterwards (it reads data-1's
 	// image in Ceph, then deletes it through the controller).
 	s.detach(ctx, v1)
-	for _, v := range []*volume{v1, v2} {
+	for _, v := range []*volume{v1, v2, v5} {
 		must(s.ctrl.ControllerUnpublishVolume(ctx, &csi.ControllerUnpublishVolumeRequest{VolumeId: v.vol.VolumeId, NodeId: s.nodeID}))("controller unpublish " + v.name)
 	}
 	for _, v := range []*volume{v2, v3, v4} {

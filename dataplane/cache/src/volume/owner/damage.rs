@@ -9,6 +9,7 @@ use engine::Extent;
 
 use super::{overlaps, Owner};
 use crate::volume::exec::damaged_error;
+use crate::volume::meta::ReadCheck;
 use crate::volume::msg::HostOp;
 
 /// Damaged volume ranges (each the dirty range of one block).
@@ -62,6 +63,37 @@ impl Owner {
             .iter()
             .find(|r| overlaps(**r, io) && !replaces(r))?;
         Some(damaged_error(&self.params.name, r.offset, r.len))
+    }
+
+    /// What a read of `[offset, offset + len)` can verify: the dirty bytes
+    /// of checked blocks it reads whole (none while no entry is checked,
+    /// which keeps the hit path of clean data as it was).
+    pub(super) fn read_checks(&mut self, offset: u64, len: u64) -> Vec<ReadCheck> {
+        if !self.meta.any_checked() {
+            return Vec::new();
+        }
+        self.blocks.clear();
+        self.engine.blocks_in(offset, len, &mut self.blocks);
+        self.meta.read_checks(&self.blocks, offset, len)
+    }
+
+    /// Verifies a read's bytes: a failure is noted as damage and is the
+    /// host's error.
+    pub(super) fn verify_read(
+        &mut self,
+        buf: &[u8],
+        checks: &[ReadCheck],
+    ) -> Result<(), BdevError> {
+        if checks.is_empty() {
+            return Ok(());
+        }
+        let bad = ReadCheck::failures(buf, checks);
+        let Some(first) = bad.first() else {
+            return Ok(());
+        };
+        let e = damaged_error(&self.params.name, first.offset, first.len);
+        self.note_damaged(&bad);
+        Err(e)
     }
 
     /// A write or deallocate of `io` completed: damaged ranges it covered

@@ -38,15 +38,19 @@ impl Owner {
     pub(super) fn take_hit(&mut self, arrived: Instant, plan: Plan, buf: DmaBuf) -> Hit {
         let pieces = Pieces::of(&self.region, &plan);
         let ticket = plan.ticket;
+        let checks = self.read_checks(plan.request.offset, plan.request.len);
         self.spare_plan = plan;
         self.inflight.hits += 1;
         let buf = match pieces {
             Pieces::One(dev) => match self.read_device_inline(dev, buf) {
                 Ok((buf, r, end)) => {
+                    let failed_reads = u64::from(r.is_err());
+                    let r = r.and_then(|()| self.verify_read(&buf, &checks));
                     self.hit_done_now(HitDone {
                         ticket,
                         elapsed_ns: Some(since(arrived, end)),
-                        failed_reads: u64::from(r.is_err()),
+                        failed_reads,
+                        damaged: Vec::new(),
                     });
                     return Hit::Served(buf, r);
                 }
@@ -55,7 +59,14 @@ impl Owner {
             Pieces::Many(_) => buf,
         };
         let guard = HitGuard::new(self.tx.clone(), ticket, arrived);
-        Hit::Granted(HitGrant { pieces, guard }, buf)
+        Hit::Granted(
+            HitGrant {
+                pieces,
+                guard,
+                checks: (!checks.is_empty()).then(|| (checks, self.region.clone())),
+            },
+            buf,
+        )
     }
 
     /// A hit's read of the cache device at `dev`, in place when the device
@@ -75,6 +86,9 @@ impl Owner {
     /// records them itself).
     pub(super) fn hit_done(&mut self, d: HitDone) {
         self.inflight.hits -= 1;
+        if !d.damaged.is_empty() {
+            self.note_damaged(&d.damaged);
+        }
         let failed = d.failed_reads > 0;
         if let Some(t) = d.ticket {
             let r = if failed {

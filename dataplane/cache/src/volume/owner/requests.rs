@@ -158,8 +158,16 @@ impl Owner {
         let devices = self.devices.clone();
         let region = self.region.clone();
         let checksums = self.writeback_checksums(&plan);
+        let reads = match (plan.op, &buf) {
+            (Op::Read, Some(_)) => self.read_checks(plan.request.offset, plan.request.len),
+            _ => Vec::new(),
+        };
         self.inflight.io.push(Box::pin(async move {
-            let out = exec::execute(&devices, &region, &plan, buf, fua, &checksums).await;
+            let checks = exec::Checks {
+                writebacks: &checksums,
+                reads: &reads,
+            };
+            let out = exec::execute(&devices, &region, &plan, buf, fua, checks).await;
             (id, out)
         }));
     }
