@@ -199,28 +199,68 @@ async fn rot_under_a_running_volume(d: Devices, read_first: bool) {
     vol.stop(false).await.unwrap();
 }
 
+/// The device's entry for the block at 0 once it has its checksum (or
+/// `None` after the wait: pending checksums go into entries once their
+/// block was left alone for a second, at the next cleaning tick).
+async fn settled_crc(dev: &CacheDevice, region: &VolumeRegion) -> Option<u32> {
+    for _ in 0..40 {
+        if let Some(c) = entry_at(dev, region, 0).await.0.crc {
+            return Some(c);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    None
+}
+
 #[tokio::test]
-async fn a_write_into_dirty_bytes_drops_their_checksum_before_it_lands() {
+async fn a_checksum_goes_on_the_device_once_its_block_rests_and_leaves_it_before_a_write() {
     let d = Devices::new(64, 16, false);
     let dev = d.open_cache().await;
     let (vol, b) = create(&d, &dev, write_back(serde_json::json!({}))).await;
     let region = dev.find_volume("Cache0").unwrap();
+    let writes = || d.cache.stats().num_write_ops.get();
     let mut rng = Rng(11);
     let first = write_block(&b, &mut rng, 0).await;
-    assert_eq!(
-        entry_at(&dev, &region, 0).await.0.crc,
-        Some(crc32c::crc32c(&first))
-    );
-    // Overwritten while dirty: a crash in the middle of such a write must
-    // not leave a checksum the half-written bytes fail, so the entry stops
-    // vouching for them (they are written back unverified).
-    write_block(&b, &mut rng, 0).await;
+    // Known in memory at once (a write-back would verify it), on the
+    // device only once the block rests: a hot block's overwrites cost no
+    // metadata write for their checksums.
     assert_eq!(entry_at(&dev, &region, 0).await.0.crc, None);
-    // Cleaned, then written again: checked again.
+    let before = writes();
+    let hot = write_block(&b, &mut rng, 0).await;
+    assert_eq!(
+        writes() - before,
+        1,
+        "an overwrite of a block with no checksum on the device writes its data only"
+    );
+    assert_eq!(settled_crc(&dev, &region).await, Some(crc32c::crc32c(&hot)));
+    assert_ne!(first, hot);
+
+    // Overwritten once its checksum is on the device: the entry loses it
+    // (durably, before the data lands) so that a crash in the middle of the
+    // write never leaves a checksum the half-written bytes fail...
+    let before = writes();
+    let whole = write_block(&b, &mut rng, 0).await;
+    assert_eq!(entry_at(&dev, &region, 0).await.0.crc, None);
+    assert_eq!(
+        writes() - before,
+        2,
+        "the metadata write that drops the checksum, then the data"
+    );
+    // ... and gets the new one once it rests again.
+    assert_eq!(
+        settled_crc(&dev, &region).await,
+        Some(crc32c::crc32c(&whole))
+    );
+
+    // A write of part of the dirty bytes leaves none to vouch for them.
+    let (_, r) = b.write(0, DmaBuf::from_slice(&[7u8; 2048])).await;
+    r.unwrap();
+    assert_eq!(settled_crc(&dev, &region).await, None);
+    // Cleaned, then written whole again: checked again.
     vol.flush_all().await.unwrap();
     let again = write_block(&b, &mut rng, 0).await;
     assert_eq!(
-        entry_at(&dev, &region, 0).await.0.crc,
+        settled_crc(&dev, &region).await,
         Some(crc32c::crc32c(&again))
     );
     vol.stop(false).await.unwrap();
@@ -234,6 +274,7 @@ async fn checksums_off_vouches_for_nothing() {
     let (vol, b) = create(&d, &dev, p).await;
     let region = dev.find_volume("Cache0").unwrap();
     write_block(&b, &mut Rng(3), 0).await;
-    assert_eq!(entry_at(&dev, &region, 0).await.0.crc, None);
+    // A stop puts every known checksum on the device: there is none.
     vol.stop(false).await.unwrap();
+    assert_eq!(entry_at(&dev, &region, 0).await.0.crc, None);
 }

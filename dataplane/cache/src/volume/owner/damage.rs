@@ -45,6 +45,13 @@ impl Owner {
             new += 1;
         }
         self.devices.cache.metadata_errors().note_data_checksum(new);
+        if new > 0 {
+            // The checksums that found it go on the device now, so that a
+            // restart finds the damage again (not only after the block
+            // rested).
+            self.meta
+                .settle(std::time::Instant::now(), std::time::Duration::ZERO);
+        }
     }
 
     /// The error for host I/O that touches damaged bytes: any read of them,
@@ -65,29 +72,29 @@ impl Owner {
         Some(damaged_error(&self.params.name, r.offset, r.len))
     }
 
-    /// What a read of `[offset, offset + len)` can verify: the dirty bytes
-    /// of checked blocks it reads whole (none while no entry is checked,
-    /// which keeps the hit path of clean data as it was).
-    pub(super) fn read_checks(&mut self, offset: u64, len: u64) -> Vec<ReadCheck> {
+    /// Collects in `self.checks` what a read of `[offset, offset + len)`
+    /// can verify: the dirty bytes of checked blocks it reads whole (none,
+    /// and no lookup, while no block is checked: the hit path of clean
+    /// data stays as it was). Whether there is any.
+    pub(super) fn read_checks(&mut self, offset: u64, len: u64) -> bool {
+        self.checks.clear();
         if !self.meta.any_checked() {
-            return Vec::new();
+            return false;
         }
         self.blocks.clear();
         self.engine.blocks_in(offset, len, &mut self.blocks);
-        self.meta.read_checks(&self.blocks, offset, len)
+        self.meta
+            .read_checks(&self.blocks, offset, len, &mut self.checks);
+        !self.checks.is_empty()
     }
 
-    /// Verifies a read's bytes: a failure is noted as damage and is the
-    /// host's error.
-    pub(super) fn verify_read(
-        &mut self,
-        buf: &[u8],
-        checks: &[ReadCheck],
-    ) -> Result<(), BdevError> {
-        if checks.is_empty() {
+    /// Verifies a read's bytes against `self.checks`: a failure is noted
+    /// as damage and is the host's error.
+    pub(super) fn verify_read(&mut self, buf: &[u8]) -> Result<(), BdevError> {
+        if self.checks.is_empty() {
             return Ok(());
         }
-        let bad = ReadCheck::failures(buf, checks);
+        let bad = ReadCheck::failures(buf, &self.checks);
         let Some(first) = bad.first() else {
             return Ok(());
         };

@@ -7,7 +7,7 @@ use engine::{BlockInfo, Completion, Engine, Extent};
 use super::barriers::BlockedAck;
 use super::{overlaps, Owner};
 use crate::volume::exec::{damaged_error, Outcome};
-use crate::volume::meta::Durability;
+use crate::volume::meta::{DirtyCrc, Durability};
 use crate::volume::msg::HostOp;
 use crate::volume::params::CacheMode;
 
@@ -59,6 +59,7 @@ impl Owner {
         // Record what is now on the device: blocks the request filled,
         // wrote or trimmed, and blocks its write-backs cleaned.
         let mut units = Vec::new();
+        let now = std::time::Instant::now();
         // A host write's data, for the checksums of the blocks it made dirty.
         let written = match (&run.op, &out.buf) {
             (HostOp::Write { .. }, Some(buf)) if !run.cleaning && out.request_ok => {
@@ -78,7 +79,7 @@ impl Owner {
                     continue;
                 }
                 let crc = self.dirty_crc(b, written);
-                if let Some(u) = self.meta.record(b, crc) {
+                if let Some(u) = self.meta.record(b, crc, now) {
                     units.push(u);
                 }
             }
@@ -134,35 +135,29 @@ impl Owner {
         self.retry_waiting();
     }
 
-    /// The checksum of `b`'s dirty bytes to record, if it can be vouched
-    /// for: computed from the host write that made a clean block dirty
-    /// (covering all its dirty bytes), kept while its dirty bytes do not
-    /// change. A write into bytes already dirty leaves the block unchecked
-    /// until it is cleaned: its checksum was dropped before that write
-    /// ([`MetaTable::uncheck`]) and setting a new one would make the next
-    /// write wait for metadata again.
-    ///
-    /// [`MetaTable::uncheck`]: crate::volume::meta::MetaTable::uncheck
-    fn dirty_crc(&self, b: &BlockInfo, written: Option<(Extent, &[u8])>) -> Option<u32> {
-        let dirty = b.dirty?;
+    /// What recording `b` does to the checksum of its dirty bytes: a
+    /// host write that left them whole in its buffer gives their crc, one
+    /// that wrote part of them loses it, anything else keeps it.
+    fn dirty_crc(&self, b: &BlockInfo, written: Option<(Extent, &[u8])>) -> DirtyCrc {
+        let Some(dirty) = b.dirty else {
+            return DirtyCrc::Drop;
+        };
         if !self.params.data_checksums {
-            return None;
+            return DirtyCrc::Drop;
         }
-        let prev = self.meta.entry_for(b);
         let block = Extent {
             offset: b.offset,
             len: u64::from(b.size),
         };
         match written.filter(|(w, _)| overlaps(*w, block)) {
-            None => prev
-                .filter(|p| self.meta.same_dirty(p, b))
-                .and_then(|p| p.crc),
-            Some(_) if prev.is_some_and(|p| p.is_dirty()) => None,
+            // A failed write or a deallocate changed bytes too: their plans
+            // dropped the block's checksum before their I/O (`uncheck`).
+            None => DirtyCrc::Keep,
             Some((w, buf)) if w.offset <= dirty.offset && dirty.end() <= w.end() => {
                 let at = (dirty.offset - w.offset) as usize;
-                Some(crc32c::crc32c(&buf[at..at + dirty.len as usize]))
+                DirtyCrc::New(crc32c::crc32c(&buf[at..at + dirty.len as usize]))
             }
-            Some(_) => None,
+            Some(_) => DirtyCrc::Drop,
         }
     }
 

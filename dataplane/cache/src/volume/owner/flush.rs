@@ -9,6 +9,7 @@ use tokio::sync::oneshot;
 use super::inflight::Running;
 use super::Owner;
 use crate::volume::clean::Cleaner;
+use crate::volume::meta::SETTLE_AFTER;
 use crate::volume::msg::HostOp;
 use crate::volume::params::CacheMode;
 use crate::volume::VolumeError;
@@ -81,6 +82,8 @@ impl Owner {
     pub(super) fn clean_tick(&mut self) {
         // Failed metadata writes are retried at this pace, not at once.
         self.meta.retry_failed();
+        // Checksums of blocks left alone a while go into their entries.
+        self.meta.settle(Instant::now(), SETTLE_AFTER);
         // Damaged dirty data fails every write-back of it again: only a
         // flush asked for tries (and reports it), background cleaning not.
         if self.flush_all.active

@@ -38,14 +38,14 @@ impl Owner {
     pub(super) fn take_hit(&mut self, arrived: Instant, plan: Plan, buf: DmaBuf) -> Hit {
         let pieces = Pieces::of(&self.region, &plan);
         let ticket = plan.ticket;
-        let checks = self.read_checks(plan.request.offset, plan.request.len);
+        let checked = self.read_checks(plan.request.offset, plan.request.len);
         self.spare_plan = plan;
         self.inflight.hits += 1;
         let buf = match pieces {
             Pieces::One(dev) => match self.read_device_inline(dev, buf) {
                 Ok((buf, r, end)) => {
                     let failed_reads = u64::from(r.is_err());
-                    let r = r.and_then(|()| self.verify_read(&buf, &checks));
+                    let r = r.and_then(|()| self.verify_read(&buf));
                     self.hit_done_now(HitDone {
                         ticket,
                         elapsed_ns: Some(since(arrived, end)),
@@ -63,7 +63,7 @@ impl Owner {
             HitGrant {
                 pieces,
                 guard,
-                checks: (!checks.is_empty()).then(|| (checks, self.region.clone())),
+                checks: checked.then(|| (std::mem::take(&mut self.checks), self.region.clone())),
             },
             buf,
         )

@@ -94,6 +94,8 @@ pub(crate) struct Owner {
     waker: Option<Waker>,
     /// Dirty data that failed its checksum.
     damage: damage::Damage,
+    /// What the read being served verifies (kept for its capacity).
+    checks: Vec<crate::volume::meta::ReadCheck>,
 }
 
 /// A stop asked for: the owner leaves once nothing is left (see
@@ -143,6 +145,7 @@ impl Owner {
             spare_plan: Plan::new(),
             waker: None,
             damage: damage::Damage::default(),
+            checks: Vec::new(),
         }
     }
 

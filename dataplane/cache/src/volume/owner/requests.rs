@@ -159,7 +159,9 @@ impl Owner {
         let region = self.region.clone();
         let checksums = self.writeback_checksums(&plan);
         let reads = match (plan.op, &buf) {
-            (Op::Read, Some(_)) => self.read_checks(plan.request.offset, plan.request.len),
+            (Op::Read, Some(_)) if self.read_checks(plan.request.offset, plan.request.len) => {
+                std::mem::take(&mut self.checks)
+            }
             _ => Vec::new(),
         };
         self.inflight.io.push(Box::pin(async move {

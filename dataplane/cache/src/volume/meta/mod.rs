@@ -17,38 +17,14 @@
 //!   recorded before it was planned is durable.
 
 use std::collections::BTreeMap;
+use std::time::Instant;
 
 use engine::BlockInfo;
 
 use crate::layout::{MetaEntry, UnitMeta, VolumeRegion, UNIT_SIZE};
 
-/// Dirty bytes a read can verify: `len` bytes at `at` in the read's
-/// buffer (volume offset `offset`) must hash to `crc`.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct ReadCheck {
-    pub at: usize,
-    pub offset: u64,
-    pub len: u64,
-    pub crc: u32,
-}
-
-impl ReadCheck {
-    /// The ranges of `checks` whose bytes in `buf` fail them.
-    pub fn failures(buf: &[u8], checks: &[ReadCheck]) -> Vec<engine::Extent> {
-        checks
-            .iter()
-            .filter(|c| crc32c::crc32c(&buf[c.at..c.at + c.len as usize]) != c.crc)
-            .map(|c| engine::Extent {
-                offset: c.offset,
-                len: c.len,
-            })
-            .collect()
-    }
-}
-
-fn count_checked(m: &UnitMeta) -> usize {
-    m.entries.iter().filter(|e| e.crc.is_some()).count()
-}
+mod checksums;
+pub(crate) use checksums::{DirtyCrc, ReadCheck, SETTLE_AFTER};
 
 /// One unit's table and its write state.
 struct Unit {
@@ -85,8 +61,11 @@ pub(crate) struct MetaTable {
     /// need it, so that `take_writes`, asked after every event (every read
     /// hit too), scans the units only then.
     maybe_writes: bool,
-    /// Entries with a checksum: while none, reads look for none.
+    /// Entries with a checksum: while none (and none pending), reads look
+    /// for none.
     checked: usize,
+    /// Checksums known in memory, not yet in their entries.
+    pending: checksums::Pending,
 }
 
 impl MetaTable {
@@ -110,7 +89,10 @@ impl MetaTable {
             writing: false,
             failed: false,
         });
-        let checked = units.iter().map(|u| count_checked(&u.meta)).sum();
+        let checked = units
+            .iter()
+            .map(|u| checksums::count_checked(&u.meta))
+            .sum();
         MetaTable {
             units,
             min_block: u64::from(region.min_block),
@@ -119,6 +101,7 @@ impl MetaTable {
             next_removal: 0,
             maybe_writes: false,
             checked,
+            pending: checksums::Pending::default(),
         }
     }
 
@@ -130,8 +113,9 @@ impl MetaTable {
         self.pending_removals
             .retain(|_, &mut (u, _)| (u as usize) < n);
         for u in self.units.iter().skip(n) {
-            self.checked -= count_checked(&u.meta);
+            self.checked -= checksums::count_checked(&u.meta);
         }
+        self.pending.forget_from(n as u64 * UNIT_SIZE);
         self.units.truncate(n);
         self.maybe_writes = true;
         self.units.resize_with(n, || Unit {
@@ -166,73 +150,6 @@ impl MetaTable {
             dirty,
             crc: crc.filter(|_| dirty.0 < dirty.1),
         }
-    }
-
-    /// The table's entry for the block `b` (same slot, same volume range),
-    /// if it has one.
-    pub fn entry_for(&self, b: &BlockInfo) -> Option<&MetaEntry> {
-        let (unit, idx) = self.locate(b.cache_addr);
-        let e = self.units.get(unit)?.meta.entries.get(idx)?;
-        (e.offset == b.offset && e.size == b.size).then_some(e)
-    }
-
-    /// The checksum a write-back of volume bytes `[offset, offset + len)`
-    /// out of block `b` must match: the entry's, when it covers exactly
-    /// those bytes.
-    pub fn writeback_checksum(&self, b: &BlockInfo, offset: u64, len: u64) -> Option<u32> {
-        let e = self.entry_for(b)?;
-        let s = self.sector_shift;
-        let lo = b.offset + (u64::from(e.dirty.0) << s);
-        let hi = b.offset + (u64::from(e.dirty.1) << s);
-        e.crc.filter(|_| lo == offset && hi == offset + len)
-    }
-
-    /// Whether some entry carries a checksum.
-    pub fn any_checked(&self) -> bool {
-        self.checked > 0
-    }
-
-    /// What a read of volume bytes `[offset, offset + len)` over `blocks`
-    /// can verify: the dirty bytes of checked blocks it reads whole.
-    pub fn read_checks(&self, blocks: &[BlockInfo], offset: u64, len: u64) -> Vec<ReadCheck> {
-        let s = self.sector_shift;
-        blocks
-            .iter()
-            .filter_map(|b| {
-                let e = self.entry_for(b)?;
-                let crc = e.crc?;
-                let lo = b.offset + (u64::from(e.dirty.0) << s);
-                let hi = b.offset + (u64::from(e.dirty.1) << s);
-                (offset <= lo && hi <= offset + len).then_some(ReadCheck {
-                    at: (lo - offset) as usize,
-                    offset: lo,
-                    len: hi - lo,
-                    crc,
-                })
-            })
-            .collect()
-    }
-
-    /// Whether `e` records the dirty sectors the engine has for `b`.
-    pub fn same_dirty(&self, e: &MetaEntry, b: &BlockInfo) -> bool {
-        self.entry_of(b, None).dirty == e.dirty
-    }
-
-    /// Before a write into `b`: if its entry vouches for its dirty bytes
-    /// with a checksum, the checksum is dropped, and the write's I/O must
-    /// wait for the returned (unit, version). A crash during the write
-    /// then leaves an entry that claims nothing about those bytes, never a
-    /// checksum that half-written data fails.
-    pub fn uncheck(&mut self, b: &BlockInfo) -> Option<(u32, u64)> {
-        let (unit, idx) = self.locate(b.cache_addr);
-        let e = self.units.get_mut(unit)?.meta.entries.get_mut(idx)?;
-        if e.offset != b.offset || e.size != b.size || e.crc.is_none() {
-            return None;
-        }
-        e.crc = None;
-        self.checked -= 1;
-        self.bump(unit);
-        Some((unit as u32, self.units[unit].version))
     }
 
     fn bump(&mut self, unit: usize) {
@@ -271,6 +188,7 @@ impl MetaTable {
                     continue;
                 }
                 self.checked -= usize::from(e.crc.is_some());
+                self.pending.forget(start);
                 *e = MetaEntry::FREE;
                 changed = true;
             }
@@ -300,18 +218,35 @@ impl MetaTable {
             return None;
         }
         self.checked -= usize::from(e.crc.is_some());
+        self.pending.forget(cache_addr);
         *e = MetaEntry::FREE;
         self.bump(unit);
         Some(self.note_removal(unit))
     }
 
-    /// Records `b` as the engine has it now (after its data was written),
-    /// with `crc` over its dirty bytes if known. Returns the unit and the
-    /// version that carries it, or `None` when the table already said so.
-    pub fn record(&mut self, b: &BlockInfo, crc: Option<u32>) -> Option<(u32, u64)> {
-        let entry = self.entry_of(b, crc);
+    /// Records `b` as the engine has it now (after its data was written);
+    /// `crc` says what becomes of the checksum of its dirty bytes. Returns
+    /// the unit and the version that carries it.
+    pub fn record(&mut self, b: &BlockInfo, crc: DirtyCrc, now: Instant) -> Option<(u32, u64)> {
         let (unit, idx) = self.locate(b.cache_addr);
-        if self.units.get(unit)?.meta.entries.get(idx) == Some(&entry) {
+        let prev = *self.units.get(unit)?.meta.entries.get(idx)?;
+        let fresh = self.entry_of(b, None);
+        let same = prev.offset == b.offset && prev.size == b.size && prev.dirty == fresh.dirty;
+        let entry = match crc {
+            DirtyCrc::Keep if same => MetaEntry {
+                crc: prev.crc,
+                ..fresh
+            },
+            _ => fresh,
+        };
+        match crc {
+            DirtyCrc::Keep if same => {}
+            DirtyCrc::New(c) if entry.is_dirty() => {
+                self.pending.set(b.cache_addr, c, entry.dirty, now)
+            }
+            _ => self.pending.forget(b.cache_addr),
+        }
+        if prev == entry {
             // Unchanged, but the version that carries it may still be in
             // flight: a write-back write must wait for it all the same.
             return Some((unit as u32, self.units[unit].version));
@@ -430,6 +365,7 @@ impl MetaTable {
             .and_then(|u| u.meta.entries.get_mut(idx))
         {
             self.checked -= usize::from(e.crc.is_some());
+            self.pending.forget(cache_addr);
             *e = MetaEntry::FREE;
             self.bump(unit);
         }
