@@ -77,11 +77,7 @@ var _ = Describe("Volumes in the guest's kernel", func() {
 		snapID := vals["snapshot-id"]
 		Expect(len(snapID)).To(BeNumerically(">", 36))
 		snapImage := "csi-snap-" + snapID[len(snapID)-36:]
-		export := filepath.Join(GinkgoT().TempDir(), "snap.export")
-		out, err := ceph.Admin(ctx, "rbd", "export", "--no-progress", ceph.Pool+"/"+snapImage+"@"+snapImage, export)
-		Expect(err).NotTo(HaveOccurred(), "rbd export %s: %s", snapImage, out)
-		data, err := os.ReadFile(export)
-		Expect(err).NotTo(HaveOccurred())
+		data := exportSnapshot(ctx, snapID)
 		Expect(bytes.Contains(data, pattern(snapshotFileSeed, 4096))).To(BeTrue(), "Ceph's copy of the snapshot lacks the file's first block")
 
 		// The snapshot goes through the controller, as the snapshotter would.
@@ -127,14 +123,7 @@ func checkPrefixSnapshot(ctx context.Context, vals map[string]string) {
 	var before, after int
 	_, err := fmt.Sscanf(vals["prefix-acked"], "%d,%d", &before, &after)
 	Expect(err).NotTo(HaveOccurred(), "prefix-acked=%q", vals["prefix-acked"])
-	id := vals["prefix-snapshot-id"]
-	Expect(len(id)).To(BeNumerically(">", 36))
-	image := "csi-snap-" + id[len(id)-36:]
-	export := filepath.Join(GinkgoT().TempDir(), "prefix.export")
-	out, err := ceph.Admin(ctx, "rbd", "export", "--no-progress", ceph.Pool+"/"+image+"@"+image, export)
-	Expect(err).NotTo(HaveOccurred(), "rbd export %s: %s", image, out)
-	data, err := os.ReadFile(export)
-	Expect(err).NotTo(HaveOccurred())
+	data := exportSnapshot(ctx, vals["prefix-snapshot-id"])
 	Expect(len(data)).To(BeNumerically(">=", prefixBlocks*4096))
 	k := 0
 	for k < prefixBlocks && bytes.Equal(data[k*4096:(k+1)*4096], prefixStamp(k)) {
@@ -145,6 +134,20 @@ func checkPrefixSnapshot(ctx context.Context, vals map[string]string) {
 	Expect(k).To(BeNumerically(">=", before), "the snapshot lacks writes acknowledged before it was asked for")
 	Expect(k).To(BeNumerically("<=", after+1), "the snapshot holds writes issued after it was answered")
 	GinkgoWriter.Printf("snapshot under writes: prefix of %d blocks (acknowledged %d when asked, %d when answered)\n", k, before, after)
+}
+
+// exportSnapshot is Ceph's own copy of CSI snapshot id (`rbd export` of
+// the snapshot of its image, read by Ceph's tools).
+func exportSnapshot(ctx context.Context, id string) []byte {
+	GinkgoHelper()
+	Expect(len(id)).To(BeNumerically(">", 36))
+	image := "csi-snap-" + id[len(id)-36:]
+	export := filepath.Join(GinkgoT().TempDir(), image+".export")
+	out, err := ceph.Admin(ctx, "rbd", "export", "--no-progress", ceph.Pool+"/"+image+"@"+image, export)
+	Expect(err).NotTo(HaveOccurred(), "rbd export %s: %s", image, out)
+	data, err := os.ReadFile(export)
+	Expect(err).NotTo(HaveOccurred())
+	return data
 }
 
 // prefixBlocks and prefixStamp are csiscenario's PrefixBlocks and PrefixStamp.

@@ -157,3 +157,15 @@ func fillRandom(t *testing.T, b []byte) {
 		b[i] |= 1
 	}
 }
+
+// sparseFile creates an empty (sparse) file of size bytes at path: a cache
+// device or aio bdev's backing file.
+func sparseFile(t *testing.T, path string, size int64) {
+	t.Helper()
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(path, size); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -92,12 +91,7 @@ func TestCachedVolumeLifecycle(t *testing.T) {
 	d1 := randomFile(t, dir, "d1", 16<<20)
 	d2 := randomFile(t, dir, "d2", 4<<20)
 	cacheFile := filepath.Join(dir, "cache.img")
-	if err := os.WriteFile(cacheFile, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(cacheFile, 128<<20); err != nil {
-		t.Fatal(err)
-	}
+	sparseFile(t, cacheFile, 128<<20)
 
 	registerCeph(t, dp, ceph)
 	dp.Call(t, "bdev_aio_create", map[string]any{"name": "Shared", "filename": cacheFile, "block_size": 4096}, nil)

@@ -172,12 +172,7 @@ func runCrashCycles(t *testing.T, ceph *framework.Ceph, cycles int, image string
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "config.json")
 	cacheFile := filepath.Join(dir, "cache.img")
-	if err := os.WriteFile(cacheFile, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(cacheFile, 64<<20); err != nil {
-		t.Fatal(err)
-	}
+	sparseFile(t, cacheFile, 64<<20)
 	stamps := filepath.Join(dir, "stamps")
 	stampFile(t, stamps, cycles*crashWrites)
 

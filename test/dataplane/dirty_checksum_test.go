@@ -85,12 +85,7 @@ func TestKernelHostGetsMediaErrorsOnRottedDirtyData(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "config.json")
 	cacheFile := filepath.Join(dir, "cache.img")
-	if err := os.WriteFile(cacheFile, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(cacheFile, 64<<20); err != nil {
-		t.Fatal(err)
-	}
+	sparseFile(t, cacheFile, 64<<20)
 	data := randomFile(t, dir, "data", rotBlocks*4096)
 	image := "rot"
 	newRbdImage(t, ceph, image, 32)
@@ -217,7 +212,7 @@ func flipBitUnder(t *testing.T, cacheFile string, block []byte) {
 		t.Fatal(err)
 	}
 	at := bytes.Index(img, block)
-	if at < 0 || bytes.Index(img[at+1:], block) >= 0 {
+	if at < 0 || bytes.Contains(img[at+1:], block) {
 		t.Fatalf("the block's bytes are not in the cache file exactly once (at %d)", at)
 	}
 	f, err := os.OpenFile(cacheFile, os.O_WRONLY, 0)

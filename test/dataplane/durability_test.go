@@ -143,12 +143,7 @@ func TestKernelInitiatorDurability(t *testing.T) {
 	dir := t.TempDir()
 
 	file := filepath.Join(dir, "aio.img")
-	if err := os.WriteFile(file, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(file, 64<<20); err != nil {
-		t.Fatal(err)
-	}
+	sparseFile(t, file, 64<<20)
 	for _, m := range []string{"DurFua", "DurFlush", "DurVwc"} {
 		dp.Call(t, "bdev_malloc_create", map[string]any{"name": m, "num_blocks": 16384, "block_size": 4096}, nil)
 	}

@@ -16,6 +16,14 @@ const VOLUME_MIB: u64 = 24;
 const CACHE_DEV_MIB: u64 = 12;
 const MIB: u64 = 1 << 20;
 
+/// Makes every later I/O of `kind` on the cache device fail.
+fn fail_all(d: &Devices, kind: IoKind) {
+    let ee = Devices::error_bdev(&d.cache);
+    ee.clear();
+    ee.inject(IoTypeSel::Kind(kind), ErrorType::Failure, 1_000_000)
+        .unwrap();
+}
+
 async fn check_all(b: &bdev::Bdev, model: &Model, what: &str) {
     for off in (0..VOLUME_MIB * MIB).step_by(MIB as usize) {
         let (got, r) = read(b, off, MIB).await;
@@ -44,14 +52,7 @@ async fn a_device_failing_again_during_a_degraded_load_never_loses_acknowledged_
     }
     // The cache device starts failing writes: the volume degrades and
     // stops trusting clean blocks on its next load.
-    let cache_ee = Devices::error_bdev(&d.cache);
-    cache_ee
-        .inject(
-            IoTypeSel::Kind(IoKind::Write),
-            ErrorType::Failure,
-            1_000_000,
-        )
-        .unwrap();
+    fail_all(&d, IoKind::Write);
     let _ = read(&b, 16 * MIB, 64 << 10).await;
     assert!(vol.degraded());
     let saved: VolumeParams = vol.params();
@@ -60,10 +61,7 @@ async fn a_device_failing_again_during_a_degraded_load_never_loses_acknowledged_
     drop((vol, b));
 
     // 1. The load's own reads fail: an error, nothing changed.
-    cache_ee.clear();
-    cache_ee
-        .inject(IoTypeSel::Kind(IoKind::Read), ErrorType::Failure, 1_000_000)
-        .unwrap();
+    fail_all(&d, IoKind::Read);
     let err = CachedVolume::create(saved.clone(), d.core.clone(), dev.clone())
         .await
         .err()
@@ -72,14 +70,7 @@ async fn a_device_failing_again_during_a_degraded_load_never_loses_acknowledged_
 
     // 2. Reads work, writes still fail: the volume loads, serves every
     // acknowledged write, and still does not trust clean blocks.
-    cache_ee.clear();
-    cache_ee
-        .inject(
-            IoTypeSel::Kind(IoKind::Write),
-            ErrorType::Failure,
-            1_000_000,
-        )
-        .unwrap();
+    fail_all(&d, IoKind::Write);
     let vol = CachedVolume::create(saved.clone(), d.core.clone(), dev.clone())
         .await
         .expect("loads with the device failing writes");
@@ -94,7 +85,7 @@ async fn a_device_failing_again_during_a_degraded_load_never_loses_acknowledged_
     drop((vol, b));
 
     // 3. Healthy again: every acknowledged write is there.
-    cache_ee.clear();
+    Devices::error_bdev(&d.cache).clear();
     let (vol, b) = create(&d, &dev, again).await;
     check_all(&b, &model, "after the device recovered").await;
     vol.flush_all().await.unwrap();
