@@ -219,6 +219,74 @@ async fn create_refusals_change_nothing() {
 /// Core refusing write-backs: a flush ends with the error instead of
 /// retrying forever, and delete (which flushes) keeps the volume and its
 /// dirty data.
+/// Leaving write-back while a host keeps writing (a snapshot's
+/// write-through hold): writes go to core from the moment the switch is
+/// asked for, so the flush ends however fast the host writes (16 writers
+/// here, on a core slower than the cache: cleaning alone never catches
+/// up); every acknowledged write is on core once the volume reports
+/// write-through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leaving_write_back_ends_under_a_steady_stream_of_writes() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+    const WRITERS: u64 = 16;
+    const BLOCKS: u64 = 256; // per writer
+    let d = Devices::delayed(VOLUME_MIB, 12);
+    let dev = d.open_cache().await;
+    let (vol, b) = create(
+        &d,
+        &dev,
+        params(serde_json::json!({"write_mode": "wb", "cleaning": {"policy": "nop"}})),
+    )
+    .await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let count = Arc::new(AtomicU64::new(0));
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            let (b, stop, count) = (b.clone(), stop.clone(), count.clone());
+            tokio::spawn(async move {
+                // The last stamp acknowledged for each of its blocks.
+                let mut last = std::collections::HashMap::new();
+                let mut i = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let blk = w * BLOCKS + i % BLOCKS;
+                    let stamp = (i % 251) as u8 + 1;
+                    b.write(blk * 4096, DmaBuf::from_slice(&[stamp; 4096]))
+                        .await
+                        .1
+                        .unwrap();
+                    last.insert(blk, stamp);
+                    count.fetch_add(1, Ordering::Relaxed);
+                    i += 1;
+                }
+                last
+            })
+        })
+        .collect();
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let before = count.load(Ordering::Relaxed);
+    tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        vol.set_mode(CacheMode::Wt),
+    )
+    .await
+    .expect("the switch ends while the host writes")
+    .unwrap();
+    let during = count.load(Ordering::Relaxed) - before;
+    let st = vol.stats().await.unwrap();
+    assert_eq!((st.write_mode, st.dirty_bytes), ("wt", 0));
+    stop.store(true, Ordering::Relaxed);
+    assert!(during > 0, "the host wrote during the switch");
+    for w in writers {
+        for (blk, v) in w.await.unwrap() {
+            let (core, r) = d.core_ram.read(blk * 4096, DmaBuf::new(4096)).await;
+            r.unwrap();
+            assert!(core.iter().all(|&x| x == v), "block {blk} on core");
+        }
+    }
+    vol.stop(false).await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flush_core_refuses_fails_and_delete_keeps_the_dirty_data() {
     use bdev::error_inject::{ErrorType, IoTypeSel};

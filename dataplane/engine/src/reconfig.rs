@@ -74,6 +74,25 @@ impl fmt::Display for ResizeError {
 impl std::error::Error for ResizeError {}
 
 impl Engine {
+    /// Switches from write-back to write-through or write-around while
+    /// dirty blocks are cached: from now on writes go to core, and writes
+    /// into dirty blocks keep their dirty extents, which cleaning writes
+    /// back as before (the way out of write-back under a steady stream of
+    /// writes, which a flush alone may never catch up with). Other modes
+    /// are [`Engine::set_write_mode`]'s.
+    pub fn set_write_mode_keeping_dirty(
+        &mut self,
+        mode: WriteMode,
+    ) -> Result<(), ReconfigureError> {
+        match mode {
+            WriteMode::WriteThrough | WriteMode::WriteAround => {
+                self.cfg.write_mode = mode;
+                Ok(())
+            }
+            _ => self.set_write_mode(mode),
+        }
+    }
+
     /// Switches the write mode. Leaving write-back is refused while dirty
     /// bytes are cached (in-flight writes count: they are dirty already).
     pub fn set_write_mode(&mut self, mode: WriteMode) -> Result<(), ReconfigureError> {

@@ -493,6 +493,21 @@ fn live_reconfiguration_keeps_cached_blocks() {
     let p = run(&mut e, Op::Write, 0, 4 * K);
     assert_eq!(p.core_writes.len(), 1);
     assert_eq!(p.cache_writes.len(), 1, "the cached block is updated");
+    // Written through with dirty data cached: it stays dirty and is
+    // cleaned as before; new writes go to core.
+    e.set_write_mode(WriteMode::WriteBack).unwrap();
+    run(&mut e, Op::Write, 0, 8 * K);
+    e.set_write_mode_keeping_dirty(WriteMode::WriteThrough)
+        .unwrap();
+    let p = run(&mut e, Op::Write, 0, 4 * K);
+    assert_eq!((p.core_writes.len(), p.cache_writes.len()), (1, 1));
+    assert_eq!(e.stats().dirty_bytes, 8 * K, "the dirty extent stays");
+    let mut p = Plan::new();
+    e.plan_flush(FlushKind::All, &mut p);
+    e.complete(p.writeback_ticket.unwrap(), Completion::Ok)
+        .unwrap();
+    assert_eq!(e.stats().dirty_bytes, 0);
+    e.check_invariants().unwrap();
     assert_eq!(e.dirty_bytes(), 0);
     // Entering write-back needs nothing.
     e.set_write_mode(WriteMode::WriteBack).unwrap();

@@ -69,7 +69,13 @@ impl Owner {
             Control::SetMode(m, r) => {
                 if self.mode == CacheMode::Wb && m != CacheMode::Wb {
                     // Leaving write-back: every dirty block goes to core
-                    // first, and writes keep going to the cache meanwhile.
+                    // first. For write-through (or -around), writes go to
+                    // core from now on, so that a steady stream of them
+                    // cannot keep the flush from ending; the volume reports
+                    // the new mode once nothing is dirty.
+                    if matches!(m, CacheMode::Wt | CacheMode::Wa) {
+                        let _ = self.engine.set_write_mode_keeping_dirty(m.engine_mode());
+                    }
                     self.begin_flush(AfterFlush::SetMode(m, r));
                 } else {
                     let _ = r.send(self.set_mode_now(m));

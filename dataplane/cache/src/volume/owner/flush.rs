@@ -137,7 +137,11 @@ impl Owner {
             }
             AfterFlush::SetMode(m, r) => {
                 let res = match &self.flush_all.error {
-                    Some(e) => Err(VolumeError::Flush(e.clone())),
+                    Some(e) => {
+                        // Still write-back: writes are cached again.
+                        let _ = self.engine.set_write_mode(self.mode.engine_mode());
+                        Err(VolumeError::Flush(e.clone()))
+                    }
                     None => self.set_mode_now(m),
                 };
                 let _ = r.send(res);
