@@ -157,12 +157,16 @@ def spdk_rpc_plugin_initialize(subparsers):
     by_name('bdev_adacache_flush_status', 'Progress of the flush of a cached bdev')
 
     def bdev_adacache_set_mode(args):
-        print_json(args.client.call('bdev_adacache_set_mode',
-                                    {'name': args.name, 'write_mode': args.write_mode}))
+        params = {'name': args.name, 'write_mode': args.write_mode}
+        if args.no_wait:
+            params['wait'] = False
+        print_json(args.client.call('bdev_adacache_set_mode', params))
     p = subparsers.add_parser('bdev_adacache_set_mode',
                               help='Change the cache mode of a cached bdev (leaving wb flushes first)')
     p.add_argument('name', help='name of the cached bdev')
     p.add_argument('write_mode', choices=['wt', 'wb', 'wa', 'pt'], help='new cache mode')
+    p.add_argument('--no-wait', action='store_true',
+                   help='answer once the change is under way (see bdev_adacache_flush_status)')
     p.set_defaults(func=bdev_adacache_set_mode)
 
     def bdev_adacache_set_policy(args):

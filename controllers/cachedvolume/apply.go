@@ -337,7 +337,23 @@ func reconcileWriteMode(ctx context.Context, c *dataplane.Client, want dataplane
 	if want.WriteMode == "" || have.WriteMode == want.WriteMode {
 		return nil
 	}
-	if have.WriteMode == dataplane.WriteBack {
+	if have.WriteMode == dataplane.WriteBack && want.WriteMode != dataplane.PassThrough {
+		// Write-through or write-around: the dataplane writes through at
+		// once and flushes, so the switch ends however busy the volume is
+		// (a snapshot's hold under load); it reports the new mode when done.
+		st, err := c.CachedBdevFlushStatus(ctx, want.Name)
+		if err != nil {
+			return fmt.Errorf("read flush status of cached bdev %s: %w", want.Name, err)
+		}
+		if st.InProgress || st.DirtyBytes > 0 {
+			if err := c.StartCachedBdevMode(ctx, want.Name, want.WriteMode); err != nil {
+				return fmt.Errorf("start switching cached bdev %s from %s to %s: %w", want.Name, have.WriteMode, want.WriteMode, err)
+			}
+			st.InProgress = true
+			res.Flushing = st
+			return nil
+		}
+	} else if have.WriteMode == dataplane.WriteBack {
 		st, err := startOrPollFlush(ctx, c, want.Name)
 		if err != nil {
 			return err

@@ -192,6 +192,14 @@ func (c *Client) SetCachedBdevMode(ctx context.Context, name, writeMode string) 
 	return c.call(ctx, "bdev_adacache_set_mode", map[string]any{"name": name, "write_mode": writeMode}, nil)
 }
 
+// StartCachedBdevMode starts switching a cached bdev's cache mode and
+// returns at once (bdev_adacache_set_mode with wait false): leaving
+// write-back for write-through or write-around, writes go to core from now
+// on and the new mode shows once the flush (CachedBdevFlushStatus) ends.
+func (c *Client) StartCachedBdevMode(ctx context.Context, name, writeMode string) error {
+	return c.call(ctx, "bdev_adacache_set_mode", map[string]any{"name": name, "write_mode": writeMode, "wait": false}, nil)
+}
+
 // ResizeCachedBdev changes a cached bdev's share of its cache bdev.
 func (c *Client) ResizeCachedBdev(ctx context.Context, name string, cacheSizeMiB uint64) error {
 	return c.call(ctx, "bdev_adacache_resize", map[string]any{"name": name, "cache_size_mib": cacheSizeMiB}, nil)

@@ -275,6 +275,22 @@ async fn leaving_write_back_ends_under_a_steady_stream_of_writes() {
     let during = count.load(Ordering::Relaxed) - before;
     let st = vol.stats().await.unwrap();
     assert_eq!((st.write_mode, st.dirty_bytes), ("wt", 0));
+    // Back to write-back, and out again as the operator asks for it
+    // (bdev_adacache_set_mode with wait false): started, then watched;
+    // asked again meanwhile, nothing more starts.
+    vol.set_mode(CacheMode::Wb).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    vol.start_set_mode(CacheMode::Wt).await.unwrap();
+    vol.start_set_mode(CacheMode::Wt).await.unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while vol.stats().await.unwrap().write_mode != "wt" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the started switch ends while the host writes"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(vol.stats().await.unwrap().dirty_bytes, 0);
     stop.store(true, Ordering::Relaxed);
     assert!(during > 0, "the host wrote during the switch");
     for w in writers {

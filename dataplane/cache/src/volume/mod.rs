@@ -294,6 +294,16 @@ impl CachedVolume {
         self.ask(|r| Control::SetMode(mode, r)).await?
     }
 
+    /// `bdev_adacache_set_mode` with `wait: false`: like
+    /// [`CachedVolume::set_mode`], but answers once the change is under
+    /// way. Leaving write-back for write-through (or -around), writes go to
+    /// core from now on and the new mode is reported once the flush ends
+    /// (`flush_status` shows its progress and error); asked again while
+    /// under way, it starts nothing more.
+    pub async fn start_set_mode(&self, mode: CacheMode) -> Result<(), VolumeError> {
+        self.ask(|r| Control::StartSetMode(mode, r)).await?
+    }
+
     /// `bdev_adacache_set_policy`.
     pub async fn set_policy(&self, change: PolicyChange) -> Result<(), VolumeError> {
         self.ask(|r| Control::SetPolicy(change, r)).await?

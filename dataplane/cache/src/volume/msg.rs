@@ -97,6 +97,9 @@ pub(crate) enum Control {
     FlushAll(oneshot::Sender<Result<(), VolumeError>>),
     FlushStatus(oneshot::Sender<FlushStatus>),
     SetMode(CacheMode, oneshot::Sender<Result<(), VolumeError>>),
+    /// Starts a change of mode and answers at once (see
+    /// `CachedVolume::start_set_mode`).
+    StartSetMode(CacheMode, oneshot::Sender<Result<(), VolumeError>>),
     SetPolicy(PolicyChange, oneshot::Sender<Result<(), VolumeError>>),
     Resize {
         capacity: u64,

@@ -320,16 +320,38 @@ pub(crate) async fn flush_status(app: &App, ByName { name }: ByName) -> Result<V
 pub(crate) struct SetMode {
     name: String,
     write_mode: CacheMode,
+    /// `false`: answer once the change is under way (leaving write-back,
+    /// its flush shows in `bdev_adacache_flush_status`, and the mode in
+    /// `bdev_adacache_get_bdevs` once it is done). Default `true`.
+    #[serde(default)]
+    wait: Option<bool>,
 }
 
 pub(crate) async fn set_mode(
     app: &App,
-    SetMode { name, write_mode }: SetMode,
+    SetMode {
+        name,
+        write_mode,
+        wait,
+    }: SetMode,
 ) -> Result<Value, RpcError> {
     // Held: leaving write-back flushes first, and no other change may
     // interleave with it.
     let state = app.state.lock().await;
     let v = volume(&state, &name)?;
+    if wait == Some(false) {
+        v.start_set_mode(write_mode).await.map_err(|e| {
+            volume_error(
+                &format!(
+                    "starting to set the cache mode of {name} to {}",
+                    write_mode.name()
+                ),
+                e,
+            )
+        })?;
+        tracing::info!(bdev = %name, mode = write_mode.name(), "cache mode change started");
+        return Ok(json!(true));
+    }
     v.set_mode(write_mode).await.map_err(|e| {
         volume_error(
             &format!("setting the cache mode of {name} to {}", write_mode.name()),

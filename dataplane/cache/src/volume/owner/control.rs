@@ -29,6 +29,23 @@ impl Owner {
         Ok(())
     }
 
+    /// Changes the mode, answering `r` when done. Leaving write-back,
+    /// every dirty block goes to core first. For write-through (or
+    /// -around), writes go to core from now on, so that a steady stream of
+    /// them cannot keep the flush from ending; the volume reports the new
+    /// mode once nothing is dirty.
+    fn set_mode(&mut self, m: CacheMode, r: oneshot::Sender<Result<(), VolumeError>>) {
+        if self.mode == CacheMode::Wb && m != CacheMode::Wb {
+            if matches!(m, CacheMode::Wt | CacheMode::Wa) {
+                let _ = self.engine.set_write_mode_keeping_dirty(m.engine_mode());
+            }
+            self.switching_to = Some(m);
+            self.begin_flush(AfterFlush::SetMode(m, r));
+        } else {
+            let _ = r.send(self.set_mode_now(m));
+        }
+    }
+
     pub(super) fn control(&mut self, c: Control) {
         match c {
             Control::Stats(r) => {
@@ -66,20 +83,13 @@ impl Owner {
                     error: self.flush_all.error.clone(),
                 });
             }
-            Control::SetMode(m, r) => {
-                if self.mode == CacheMode::Wb && m != CacheMode::Wb {
-                    // Leaving write-back: every dirty block goes to core
-                    // first. For write-through (or -around), writes go to
-                    // core from now on, so that a steady stream of them
-                    // cannot keep the flush from ending; the volume reports
-                    // the new mode once nothing is dirty.
-                    if matches!(m, CacheMode::Wt | CacheMode::Wa) {
-                        let _ = self.engine.set_write_mode_keeping_dirty(m.engine_mode());
-                    }
-                    self.begin_flush(AfterFlush::SetMode(m, r));
-                } else {
-                    let _ = r.send(self.set_mode_now(m));
+            Control::SetMode(m, r) => self.set_mode(m, r),
+            Control::StartSetMode(m, r) => {
+                let (tx, _rx) = oneshot::channel();
+                if self.switching_to != Some(m) {
+                    self.set_mode(m, tx);
                 }
+                let _ = r.send(Ok(()));
             }
             Control::SetPolicy(p, r) => {
                 let _ = r.send(self.set_policy(p));

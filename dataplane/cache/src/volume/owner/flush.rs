@@ -136,6 +136,7 @@ impl Owner {
                 });
             }
             AfterFlush::SetMode(m, r) => {
+                self.switching_to = None;
                 let res = match &self.flush_all.error {
                     Some(e) => {
                         // Still write-back: writes are cached again.

@@ -96,6 +96,8 @@ pub(crate) struct Owner {
     damage: damage::Damage,
     /// What the read being served verifies (kept for its capacity).
     checks: Vec<crate::volume::meta::ReadCheck>,
+    /// A change of mode out of write-back under way (its flush runs).
+    switching_to: Option<CacheMode>,
 }
 
 /// A stop asked for: the owner leaves once nothing is left (see
@@ -146,6 +148,7 @@ impl Owner {
             waker: None,
             damage: damage::Damage::default(),
             checks: Vec::new(),
+            switching_to: None,
         }
     }
 
