@@ -138,6 +138,10 @@ func TestKernelHostNeverSeesARefusedCache(t *testing.T) {
 		GuestForwards: map[int]int{guestTargetPort: port},
 		Timeout:       6 * time.Minute,
 	}, handle)
+	// The restarted dataplane opened the image seconds after its killed
+	// predecessor: librbd's close would wait out that client's watch on the
+	// OSDs (about 30 s), longer than a graceful stop is given.
+	dp.Kill(t)
 	if res.ExitCode != 0 {
 		t.Fatalf("guest job exited with status %d", res.ExitCode)
 	}
