@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -168,4 +169,25 @@ func sparseFile(t *testing.T, path string, size int64) {
 	if err := os.Truncate(path, size); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// exportWriteBackOverFile serves a write-back cached bdev name over RBD
+// image (bdev Core0, 4 KiB blocks) with aio bdev CacheFile on cacheFile as
+// its cache device (16 MiB of it), as subsystem nqn to the guest on port;
+// extra parameters are added to bdev_adacache_create's.
+func exportWriteBackOverFile(t *testing.T, dp *framework.Dataplane, ceph *framework.Ceph, image, cacheFile, name, nqn string, port int, extra map[string]any) {
+	t.Helper()
+	registerCeph(t, dp, ceph)
+	openRbd(t, dp, ceph, "Core0", image, 4096)
+	dp.Call(t, "bdev_aio_create", map[string]any{"name": "CacheFile", "filename": cacheFile, "block_size": 4096}, nil)
+	params := map[string]any{
+		"name": name, "core_bdev_name": "Core0", "cache_bdev_name": "CacheFile", "cache_size_mib": 16,
+		"write_mode": "wb", "seq_cutoff": map[string]any{"policy": "never"},
+	}
+	for k, v := range extra {
+		params[k] = v
+	}
+	dp.Call(t, "bdev_adacache_create", params, nil)
+	dp.Call(t, "nvmf_create_transport", map[string]any{"trtype": "TCP"}, nil)
+	exportToGuest(t, dp, nqn, name, "rackcache "+strings.ToLower(name), port, framework.GuestHostNQN(t))
 }

@@ -178,15 +178,7 @@ func runCrashCycles(t *testing.T, ceph *framework.Ceph, cycles int, image string
 
 	dp := framework.StartDataplane(t, "--config-persist", cfg)
 	port := framework.FreeLoopbackPort(t)
-	registerCeph(t, dp, ceph)
-	openRbd(t, dp, ceph, "Core0", image, 4096)
-	dp.Call(t, "bdev_aio_create", map[string]any{"name": "CacheFile", "filename": cacheFile, "block_size": 4096}, nil)
-	dp.Call(t, "bdev_adacache_create", map[string]any{
-		"name": "Crash0", "core_bdev_name": "Core0", "cache_bdev_name": "CacheFile", "cache_size_mib": 16,
-		"write_mode": "wb", "seq_cutoff": map[string]any{"policy": "never"},
-	}, nil)
-	dp.Call(t, "nvmf_create_transport", map[string]any{"trtype": "TCP"}, nil)
-	exportToGuest(t, dp, crashNQN, "Crash0", "rackcache crash", port, framework.GuestHostNQN(t))
+	exportWriteBackOverFile(t, dp, ceph, image, cacheFile, "Crash0", crashNQN, port, nil)
 
 	seed := time.Now().UnixNano()
 	t.Logf("kill points from seed %d", seed)

@@ -120,15 +120,7 @@ func TestKernelHostGetsMediaErrorsOnRottedDirtyData(t *testing.T) {
 			t.Errorf("%s: the device's data checksum counter is not 1:\n%s", when, grepLines(metrics, "checksum"))
 		}
 	}
-	registerCeph(t, dp, ceph)
-	openRbd(t, dp, ceph, "Core0", image, 4096)
-	dp.Call(t, "bdev_aio_create", map[string]any{"name": "CacheFile", "filename": cacheFile, "block_size": 4096}, nil)
-	dp.Call(t, "bdev_adacache_create", map[string]any{
-		"name": "Rot0", "core_bdev_name": "Core0", "cache_bdev_name": "CacheFile", "cache_size_mib": 16,
-		"write_mode": "wb", "seq_cutoff": map[string]any{"policy": "never"}, "cleaning": map[string]any{"policy": "nop"},
-	}, nil)
-	dp.Call(t, "nvmf_create_transport", map[string]any{"trtype": "TCP"}, nil)
-	exportToGuest(t, dp, rotNQN, "Rot0", "rackcache rot", port, framework.GuestHostNQN(t))
+	exportWriteBackOverFile(t, dp, ceph, image, cacheFile, "Rot0", rotNQN, port, map[string]any{"cleaning": map[string]any{"policy": "nop"}})
 
 	rotted := data[rotBlock*4096 : (rotBlock+1)*4096]
 	handle := func(step string) error {

@@ -62,15 +62,7 @@ func TestKernelHostNeverSeesARefusedCache(t *testing.T) {
 
 	dp := framework.StartDataplane(t, "--config-persist", cfg)
 	port := framework.FreeLoopbackPort(t)
-	registerCeph(t, dp, ceph)
-	openRbd(t, dp, ceph, "Core0", image, 4096)
-	dp.Call(t, "bdev_aio_create", map[string]any{"name": "CacheFile", "filename": cacheFile, "block_size": 4096}, nil)
-	dp.Call(t, "bdev_adacache_create", map[string]any{
-		"name": "Refused0", "core_bdev_name": "Core0", "cache_bdev_name": "CacheFile", "cache_size_mib": 16,
-		"write_mode": "wb", "seq_cutoff": map[string]any{"policy": "never"}, "cleaning": map[string]any{"policy": "nop"},
-	}, nil)
-	dp.Call(t, "nvmf_create_transport", map[string]any{"trtype": "TCP"}, nil)
-	exportToGuest(t, dp, refusedNQN, "Refused0", "rackcache refused", port, framework.GuestHostNQN(t))
+	exportWriteBackOverFile(t, dp, ceph, image, cacheFile, "Refused0", refusedNQN, port, map[string]any{"cleaning": map[string]any{"policy": "nop"}})
 
 	var damaged []byte
 	handle := func(step string) error {
