@@ -9,7 +9,8 @@
 //!
 //! Part 2, dirty data: two write-back volumes (4 KiB blocks) side by side,
 //! one with checksums of dirty data (the default) and one without; per 4K
-//! request, QD1: the writes that make clean blocks dirty (a crc32c each),
+//! request, QD1: read hits of clean blocks beside checked ones, the writes
+//! that make clean blocks dirty (a crc32c each),
 //! read hits of those blocks (each verified), overwrites of blocks just
 //! written (hot) and of blocks that rested (their checksums on the device:
 //! each overwrite drops one first, a metadata write before the data).
@@ -271,13 +272,21 @@ async fn dirty_data(mib: u64, reads: u64) {
         println!("{what:<22} {off:>12.0} {on:>12.0} {:>8.3}", on / off);
     };
     // Fresh volumes per round; the median of the rounds. Passes, in
-    // order: every block written once (clean -> dirty: a crc32c each, kept
+    // order: random reads with one block in 256 dirty (nearly all of
+    // clean blocks, beside checked ones), every block written once (clean -> dirty: a crc32c each, kept
     // in memory), random reads (each verifies its block), every block
     // overwritten at once (hot: its checksum is not on the device yet),
     // then again after the blocks rested past SETTLE_AFTER (their
     // checksums went on the device: each overwrite drops one first, a
     // metadata write before the data).
-    let mut passes: [[Vec<f64>; 2]; 4] = Default::default();
+    // One block in 256 made dirty first: reads of the clean ones then run
+    // beside checked blocks (each read looks its block up, clean or not).
+    let sparse: Vec<u64> = order
+        .iter()
+        .copied()
+        .filter(|o| (o / BLOCK).is_multiple_of(256))
+        .collect();
+    let mut passes: [[Vec<f64>; 2]; 5] = Default::default();
     for round in 0..ROUNDS {
         // The side that runs second finds memory the first one freed:
         // which one that is alternates.
@@ -289,11 +298,13 @@ async fn dirty_data(mib: u64, reads: u64) {
         for (side, checksums) in sides {
             let v = write_back_volume(mib, checksums).await;
             let b = v.bdev();
-            passes[0][side].push(qd1(&b, &order, true).await);
-            passes[1][side].push(qd1(&b, &random, false).await);
-            passes[2][side].push(qd1(&b, &order, true).await);
-            tokio::time::sleep(REST).await;
+            qd1(&b, &sparse, true).await;
+            passes[0][side].push(qd1(&b, &random, false).await);
+            passes[1][side].push(qd1(&b, &order, true).await);
+            passes[2][side].push(qd1(&b, &random, false).await);
             passes[3][side].push(qd1(&b, &order, true).await);
+            tokio::time::sleep(REST).await;
+            passes[4][side].push(qd1(&b, &order, true).await);
             v.stop(false).await.expect("stop");
         }
     }
@@ -302,6 +313,7 @@ async fn dirty_data(mib: u64, reads: u64) {
         v[v.len() / 2]
     };
     let names = [
+        "read hit, clean",
         "write, clean -> dirty",
         "read hit, verified",
         "overwrite, hot",
