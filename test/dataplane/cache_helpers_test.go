@@ -191,3 +191,17 @@ func exportWriteBackOverFile(t *testing.T, dp *framework.Dataplane, ceph *framew
 	dp.Call(t, "nvmf_create_transport", map[string]any{"trtype": "TCP"}, nil)
 	exportToGuest(t, dp, nqn, name, "rackcache "+strings.ToLower(name), port, framework.GuestHostNQN(t))
 }
+
+// spreadWriteFunction is a guest shell function: `write_spread` writes
+// block i (4 KiB) of /job/data at MiB i of $dev for i < $NB, each in a
+// cache block of its own, and prints write=0 when every write succeeded.
+const spreadWriteFunction = `
+write_spread() {
+	i=0; rc=0
+	while [ $i -lt $NB ]; do
+		dd if=/job/data of="$dev" bs=4096 skip=$i seek=$((i * 256)) count=1 oflag=direct conv=notrunc 2>/dev/null || rc=1
+		i=$((i + 1))
+	done
+	echo "write=$rc"
+}
+`

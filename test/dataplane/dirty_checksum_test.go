@@ -49,12 +49,7 @@ readall() {
 	done
 }
 attach 1
-i=0; rc=0
-while [ $i -lt $NB ]; do
-	dd if=/job/data of="$dev" bs=4096 skip=$i seek=$((i * 256)) count=1 oflag=direct conv=notrunc 2>/dev/null || rc=1
-	i=$((i + 1))
-done
-echo "write=$rc"
+write_spread
 step rot
 echo "step-rot=$?"
 readall rotted
@@ -164,7 +159,7 @@ func TestKernelHostGetsMediaErrorsOnRottedDirtyData(t *testing.T) {
 	}
 	job := fmt.Sprintf(rotJob, guestTargetAddr, guestTargetPort, rotNQN, rotBlocks, rotBlock)
 	res := framework.RunGuestWithSteps(t, framework.GuestOptions{
-		Script:        framework.GuestNVMeFunctions + framework.GuestStepFunctions + job,
+		Script:        framework.GuestNVMeFunctions + framework.GuestStepFunctions + spreadWriteFunction + job,
 		Files:         map[string]string{filepath.Join(dir, "data"): "/job/data"},
 		GuestForwards: map[int]int{guestTargetPort: port},
 		Timeout:       8 * time.Minute,

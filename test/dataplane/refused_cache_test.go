@@ -25,12 +25,7 @@ nvme connect -t tcp -a $A -s $S -n $NQN --nr-io-queues=2
 echo "connect-1=$?"
 dev="$(wait_dev $NQN)"
 [ -n "$dev" ] || { echo "device-1=none"; exit 1; }
-i=0; rc=0
-while [ $i -lt $NB ]; do
-	dd if=/job/data of="$dev" bs=4096 skip=$i seek=$((i * 256)) count=1 oflag=direct conv=notrunc 2>/dev/null || rc=1
-	i=$((i + 1))
-done
-echo "write=$rc"
+write_spread
 nvme disconnect -n $NQN >/dev/null
 step refuse
 echo "step-refuse=$?"
@@ -125,7 +120,7 @@ func TestKernelHostNeverSeesARefusedCache(t *testing.T) {
 	}
 	job := fmt.Sprintf(refusedJob, guestTargetAddr, guestTargetPort, refusedNQN, blocks)
 	res := framework.RunGuestWithSteps(t, framework.GuestOptions{
-		Script:        framework.GuestNVMeFunctions + framework.GuestStepFunctions + job,
+		Script:        framework.GuestNVMeFunctions + framework.GuestStepFunctions + spreadWriteFunction + job,
 		Files:         map[string]string{filepath.Join(dir, "data"): "/job/data"},
 		GuestForwards: map[int]int{guestTargetPort: port},
 		Timeout:       6 * time.Minute,

@@ -199,7 +199,7 @@ async fn writebacks(
     for ((dev, r, n), w) in results.into_iter().zip(list) {
         // Damaged bytes fail their own block's write-back, not the others'
         // (the caller keeps just those blocks dirty).
-        if matches!(dev, Dev::Checksum) && r.is_err() {
+        if matches!(dev, Dev::Checksum) {
             t.errors.cache_volume_rd += 1;
             t.errors.total += 1;
             damaged.push(Extent {
