@@ -199,17 +199,21 @@ async fn rot_under_a_running_volume(d: Devices, read_first: bool) {
     vol.stop(false).await.unwrap();
 }
 
-/// The device's entry for the block at 0 once it has its checksum (or
-/// `None` after the wait: pending checksums go into entries once their
+/// The device's entry for the block at `offset` once it has its checksum
+/// (or `None` after the wait: pending checksums go into entries once their
 /// block was left alone for a second, at the next cleaning tick).
-async fn settled_crc(dev: &CacheDevice, region: &VolumeRegion) -> Option<u32> {
+async fn settled_crc_at(dev: &CacheDevice, region: &VolumeRegion, offset: u64) -> Option<u32> {
     for _ in 0..40 {
-        if let Some(c) = entry_at(dev, region, 0).await.0.crc {
+        if let Some(c) = entry_at(dev, region, offset).await.0.crc {
             return Some(c);
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     None
+}
+
+async fn settled_crc(dev: &CacheDevice, region: &VolumeRegion) -> Option<u32> {
+    settled_crc_at(dev, region, 0).await
 }
 
 #[tokio::test]
@@ -263,6 +267,68 @@ async fn a_checksum_goes_on_the_device_once_its_block_rests_and_leaves_it_before
         settled_crc(&dev, &region).await,
         Some(crc32c::crc32c(&again))
     );
+    vol.stop(false).await.unwrap();
+}
+
+/// The metadata write that drops one block's checksum is its whole unit's:
+/// the unit's other checksums leave the device in it and wait in memory,
+/// still guarding reads, so that the next overwrites into the unit wait
+/// for no metadata write; they go back once the unit rests.
+#[tokio::test]
+async fn an_overwrite_takes_its_units_checksums_off_the_device_until_it_rests() {
+    let d = Devices::new(64, 16, false);
+    let dev = d.open_cache().await;
+    let (vol, b) = create(&d, &dev, write_back(serde_json::json!({}))).await;
+    let region = dev.find_volume("Cache0").unwrap();
+    let writes = || d.cache.stats().num_write_ops.get();
+    let mut rng = Rng(12);
+    let mut data = Vec::new();
+    for i in 0..3 {
+        data.push(write_block(&b, &mut rng, i).await);
+    }
+    let unit_of = |at: u64| (at - region.data_offset(0)) / UNIT_SIZE;
+    let mut units = Vec::new();
+    for i in 0..3 {
+        let crc = settled_crc_at(&dev, &region, i * MIB).await;
+        assert_eq!(crc, Some(crc32c::crc32c(&data[i as usize])), "block {i}");
+        units.push(unit_of(entry_at(&dev, &region, i * MIB).await.1));
+    }
+    assert!(
+        units.iter().all(|&u| u == units[0]),
+        "the test needs the three blocks in one unit: {units:?}"
+    );
+
+    let before = writes();
+    data[0] = write_block(&b, &mut rng, 0).await;
+    assert_eq!(writes() - before, 2, "the unit's metadata, then the data");
+    for i in 0..3 {
+        let (e, _) = entry_at(&dev, &region, i * MIB).await;
+        assert_eq!(
+            e.crc, None,
+            "block {i}: its unit's checksums left the device"
+        );
+    }
+    let before = writes();
+    data[1] = write_block(&b, &mut rng, 1).await;
+    assert_eq!(
+        writes() - before,
+        1,
+        "the next overwrite writes its data only"
+    );
+
+    // The checksum of block 2 still guards it from memory.
+    let (_, at) = entry_at(&dev, &region, 2 * MIB).await;
+    flip_bit(d.cache.bdev(), at + 100).await;
+    assert_media_error(read_block(&b, 2).await);
+    // A write of the whole block heals it.
+    data[2] = write_block(&b, &mut rng, 2).await;
+    assert_eq!(read_block(&b, 2).await.unwrap(), data[2]);
+
+    // Rested, every checksum is back on the device.
+    for i in 0..3 {
+        let crc = settled_crc_at(&dev, &region, i * MIB).await;
+        assert_eq!(crc, Some(crc32c::crc32c(&data[i as usize])), "block {i}");
+    }
     vol.stop(false).await.unwrap();
 }
 

@@ -56,7 +56,7 @@ fn reads_answered_at_once_match_planned_hits() {
         let (mut planned, mut fast) =
             (Engine::new(cfg.clone()).unwrap(), Engine::new(cfg).unwrap());
         let mut rng = rng();
-        let mut at_once = 0;
+        let (mut at_once, mut dirty_at_once) = (0, 0);
         for i in 0..20_000 {
             // A hot 2 MiB and a cold 64 MiB, 4-64 KiB requests, 1 in 8 writes.
             let span = if below(&mut rng, 4) == 0 {
@@ -73,13 +73,20 @@ fn reads_answered_at_once_match_planned_hits() {
             };
             let p = plan_and_complete(&mut planned, op, offset, len);
             if op == Op::Read {
-                if let Some(addr) = fast.read_hit_now(offset, len) {
+                if let Some(hit) = fast.read_hit_now(offset, len) {
                     at_once += 1;
+                    dirty_at_once += usize::from(hit.dirty_block.is_some());
                     let one = vec![CacheIo {
                         offset,
                         len,
-                        cache_addr: addr,
+                        cache_addr: hit.cache_addr,
                     }];
+                    let block = fast.lookup(offset).expect("a hit's block");
+                    assert_eq!(
+                        hit.dirty_block,
+                        block.dirty.is_some().then_some(block),
+                        "request {i}"
+                    );
                     assert_eq!(p.cache_reads, one, "request {i}");
                     assert!(p.fills.is_empty() && p.core_reads.is_empty(), "request {i}");
                     continue;
@@ -88,6 +95,8 @@ fn reads_answered_at_once_match_planned_hits() {
             plan_and_complete(&mut fast, op, offset, len);
         }
         assert!(at_once > 500, "{at_once} reads answered at once");
+        // Write-back (the default): some of them read dirty blocks.
+        assert!(dirty_at_once > 50, "{dirty_at_once} of dirty blocks");
         assert_eq!(fast.stats(), planned.stats());
         assert_eq!(cached(&fast), cached(&planned));
         assert_eq!(fast.policy_names(), planned.policy_names());
@@ -134,8 +143,13 @@ fn reads_planning_must_see_are_not_answered_at_once() {
     e.plan(Op::Read, 8 * K, 4 * K, &mut r).unwrap();
     assert_eq!(r.status, PlanStatus::Ready);
     e.complete(r.ticket.unwrap(), Completion::Ok).unwrap();
+    let block = e.lookup(64 * K).unwrap();
     assert_eq!(
-        e.read_hit_now(64 * K, 4 * K),
-        Some(e.lookup(64 * K).unwrap().cache_addr)
+        e.read_hit_now(68 * K, 4 * K),
+        Some(HitNow {
+            cache_addr: block.cache_addr + 4 * K,
+            dirty_block: None,
+        }),
+        "a clean block"
     );
 }

@@ -95,6 +95,7 @@ pub use config::{
 pub use engine::{BlockInfo, CompletionError, Engine, RequestError};
 pub use fill::FillReport;
 pub use flush::FlushKind;
+pub use hit::HitNow;
 pub use plan::{CacheIo, Completion, Evicted, Extent, Op, Plan, PlanStatus, Ticket};
 pub use reconfig::{ReconfigureError, ResizeError};
 pub use restore::{RestoreError, RestoredBlock};

@@ -13,7 +13,7 @@ use bdev::{BdevError, CountedBdev, DmaBuf};
 use engine::{CacheIo, Extent, Plan};
 use futures_util::future::join_all;
 
-use super::meta::ReadCheck;
+use super::meta::{data_crc, ReadCheck};
 use super::stats::Errors;
 use crate::device::CacheDevice;
 use crate::layout::{VolumeRegion, UNIT_SIZE};
@@ -184,7 +184,7 @@ async fn writebacks(
             return (Dev::CacheRd, r, 0);
         }
         if let Some(want) = checksums.get(i).copied().flatten() {
-            if crc32c::crc32c(&buf) != want {
+            if data_crc(&buf) != want {
                 return (
                     Dev::Checksum,
                     Err(damaged_error(&region.name, w.offset, w.len)),

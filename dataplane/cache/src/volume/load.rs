@@ -13,7 +13,7 @@ use engine::{Engine, Extent, RestoredBlock};
 use futures_util::StreamExt;
 
 use super::exec::cache_read;
-use super::meta::MetaTable;
+use super::meta::{data_crc, MetaTable};
 use super::params::VolumeParams;
 use super::VolumeError;
 use crate::device::{CacheDevice, VolumeSpec};
@@ -181,7 +181,7 @@ async fn verify_dirty(
     let results: Vec<_> = futures_util::stream::iter(checked)
         .map(|(addr, offset, len, crc)| async move {
             let (buf, r) = cache_read(cache, region, addr, len).await;
-            r.map(|()| (crc32c::crc32c(&buf) != crc).then_some(Extent { offset, len }))
+            r.map(|()| (data_crc(&buf) != crc).then_some(Extent { offset, len }))
         })
         .buffered(VERIFY_CONCURRENCY)
         .collect()

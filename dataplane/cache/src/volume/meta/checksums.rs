@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use engine::BlockInfo;
 
 use super::MetaTable;
-use crate::layout::{MetaEntry, UnitMeta};
+use crate::layout::{MetaEntry, UnitMeta, UNIT_SIZE};
 
 /// How long a block's dirty bytes stay unwritten before their checksum
 /// goes into its entry.
@@ -95,6 +95,13 @@ pub(super) fn count_checked(m: &UnitMeta) -> usize {
     m.entries.iter().filter(|e| e.crc.is_some()).count()
 }
 
+/// The crc32c of a block's dirty bytes (the same function as the records'
+/// crcs, by a crate that folds whole blocks with carry-less
+/// multiplication where the CPU has it).
+pub(crate) fn data_crc(bytes: &[u8]) -> u32 {
+    crc_fast::crc32_iscsi(bytes)
+}
+
 /// Dirty bytes a read can verify: `len` bytes at `at` in the read's
 /// buffer (volume offset `offset`) must hash to `crc`.
 #[derive(Clone, Copy, Debug)]
@@ -110,7 +117,7 @@ impl ReadCheck {
     pub fn failures(buf: &[u8], checks: &[ReadCheck]) -> Vec<engine::Extent> {
         checks
             .iter()
-            .filter(|c| crc32c::crc32c(&buf[c.at..c.at + c.len as usize]) != c.crc)
+            .filter(|c| data_crc(&buf[c.at..c.at + c.len as usize]) != c.crc)
             .map(|c| engine::Extent {
                 offset: c.offset,
                 len: c.len,
@@ -179,20 +186,34 @@ impl MetaTable {
 
     /// Before a write into `b` (or zeroes): a checksum of it in memory is
     /// forgotten; if its entry vouches for its dirty bytes with one, that
-    /// is dropped too, and the write's I/O must
-    /// wait for the returned (unit, version). A crash during the write
-    /// then leaves an entry that claims nothing about those bytes, never a
-    /// checksum that half-written data fails.
+    /// is dropped too, and the write's I/O must wait for the returned
+    /// (unit, version). A crash during the write then leaves an entry that
+    /// claims nothing about those bytes, never a checksum that half-written
+    /// data fails.
+    ///
+    /// That metadata write is the whole unit's, so every other checksum of
+    /// the unit leaves the device in it too and waits in memory to settle
+    /// again: the next writes into the unit's blocks (a file rewritten in
+    /// place, a log wrapping round) wait for no metadata write of their
+    /// own. Until then a restart has no checksum for those blocks, as for
+    /// any block written in the last [`SETTLE_AFTER`].
     pub fn uncheck(&mut self, b: &BlockInfo) -> Option<(u32, u64)> {
         // A checksum in memory no longer holds either.
         self.pending.forget(b.cache_addr);
         let (unit, idx) = self.locate(b.cache_addr);
-        let e = self.units.get_mut(unit)?.meta.entries.get_mut(idx)?;
+        let e = self.units.get(unit)?.meta.entries.get(idx)?;
         if e.offset != b.offset || e.size != b.size || e.crc.is_none() {
             return None;
         }
-        e.crc = None;
-        self.checked -= 1;
+        let (unit_addr, now) = (unit as u64 * UNIT_SIZE, Instant::now());
+        for (i, e) in self.units[unit].meta.entries.iter_mut().enumerate() {
+            let Some(crc) = e.crc.take() else { continue };
+            self.checked -= 1;
+            if i != idx {
+                let slot = unit_addr + i as u64 * self.min_block;
+                self.pending.set(slot, crc, e.dirty, now);
+            }
+        }
         self.bump(unit);
         Some((unit as u32, self.units[unit].version))
     }
@@ -228,5 +249,31 @@ impl MetaTable {
             self.checked += 1;
             self.bump(unit);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::data_crc;
+
+    /// The format says crc32c: both crates must agree on it, at every
+    /// length a block's dirty bytes can have and at odd ones.
+    #[test]
+    fn data_crc_is_crc32c() {
+        let bytes: Vec<u8> = (0..256 * 1024u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        for len in [0, 1, 7, 512, 4096, 4099, 65536, 256 * 1024] {
+            assert_eq!(
+                data_crc(&bytes[..len]),
+                crc32c::crc32c(&bytes[..len]),
+                "{len} bytes"
+            );
+        }
+        assert_eq!(
+            data_crc(b"123456789"),
+            0xe306_9283,
+            "the catalogue's check value"
+        );
     }
 }

@@ -24,7 +24,7 @@ use engine::BlockInfo;
 use crate::layout::{MetaEntry, UnitMeta, VolumeRegion, UNIT_SIZE};
 
 mod checksums;
-pub(crate) use checksums::{DirtyCrc, ReadCheck, SETTLE_AFTER};
+pub(crate) use checksums::{data_crc, DirtyCrc, ReadCheck, SETTLE_AFTER};
 
 /// One unit's table and its write state.
 struct Unit {

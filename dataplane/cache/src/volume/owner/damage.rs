@@ -5,7 +5,7 @@
 //! replaces what was lost and ends the damage there.
 
 use bdev::BdevError;
-use engine::Extent;
+use engine::{BlockInfo, Extent};
 
 use super::{overlaps, Owner};
 use crate::volume::exec::damaged_error;
@@ -86,6 +86,17 @@ impl Owner {
         self.meta
             .read_checks(&self.blocks, offset, len, &mut self.checks);
         !self.checks.is_empty()
+    }
+
+    /// [`Self::read_checks`] for a read that `block` holds whole, when the
+    /// engine's lookup found its block dirty (`None`: clean, nothing to
+    /// verify and no second lookup).
+    pub(super) fn read_checks_in(&mut self, block: Option<&BlockInfo>, offset: u64, len: u64) {
+        self.checks.clear();
+        if let Some(b) = block.filter(|_| self.meta.any_checked()) {
+            self.meta
+                .read_checks(std::slice::from_ref(b), offset, len, &mut self.checks);
+        }
     }
 
     /// Verifies a read's bytes against `self.checks`: a failure is noted

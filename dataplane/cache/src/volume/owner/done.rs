@@ -7,7 +7,7 @@ use engine::{BlockInfo, Completion, Engine, Extent};
 use super::barriers::BlockedAck;
 use super::{overlaps, Owner};
 use crate::volume::exec::{damaged_error, Outcome};
-use crate::volume::meta::{DirtyCrc, Durability};
+use crate::volume::meta::{data_crc, DirtyCrc, Durability};
 use crate::volume::msg::HostOp;
 use crate::volume::params::CacheMode;
 
@@ -155,7 +155,7 @@ impl Owner {
             None => DirtyCrc::Keep,
             Some((w, buf)) if w.offset <= dirty.offset && dirty.end() <= w.end() => {
                 let at = (dirty.offset - w.offset) as usize;
-                DirtyCrc::New(crc32c::crc32c(&buf[at..at + dirty.len as usize]))
+                DirtyCrc::New(data_crc(&buf[at..at + dirty.len as usize]))
             }
             Some(_) => DirtyCrc::Drop,
         }

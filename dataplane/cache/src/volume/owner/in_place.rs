@@ -93,9 +93,10 @@ impl Owner {
         {
             return Err(buf);
         }
-        let Some(addr) = self.engine.read_hit_now(offset, len) else {
+        let Some(hit) = self.engine.read_hit_now(offset, len) else {
             return Err(buf);
         };
+        let addr = hit.cache_addr;
         self.last_io = arrived;
         // The sequential stream goes on; a cached range is never bypassed.
         let bypassed = self.should_bypass(HostOp::Read, offset, len);
@@ -104,7 +105,7 @@ impl Owner {
         // spans two units.
         debug_assert!(addr % UNIT_SIZE + len <= UNIT_SIZE);
         let dev = self.region.data_offset(addr);
-        self.read_checks(offset, len);
+        self.read_checks_in(hit.dirty_block.as_ref(), offset, len);
         let Ok((buf, r, end)) = self.read_device_inline(dev, buf) else {
             unreachable!("RAM reads inline");
         };
