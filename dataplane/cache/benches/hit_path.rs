@@ -10,8 +10,8 @@
 //! Part 2, dirty data: two write-back volumes (4 KiB blocks) side by side,
 //! one with checksums of dirty data (the default) and one without; per 4K
 //! request, QD1: read hits of clean blocks beside checked ones, the writes
-//! that make clean blocks dirty (a crc32c each),
-//! read hits of those blocks (each verified), overwrites of blocks just
+//! that make clean blocks dirty (a crc32c each), read hits of those
+//! blocks once they rested (each verified), overwrites of blocks just
 //! written (hot) and of blocks that rested (their checksums on the device:
 //! the first overwrite into a 1 MiB unit drops the unit's, a metadata
 //! write before the data), all of them and then one block in 256 (about
@@ -273,16 +273,16 @@ async fn dirty_data(mib: u64, reads: u64) {
         println!("{what:<22} {off:>12.0} {on:>12.0} {:>8.3}", on / off);
     };
     // Fresh volumes per round; the median of the rounds. Passes, in
-    // order: random reads with one block in 256 dirty (nearly all of
-    // clean blocks, beside checked ones), every block written once (clean -> dirty: a crc32c each, kept
-    // in memory), random reads (each verifies its block), every block
-    // overwritten at once (hot: its checksum is not on the device yet),
-    // then again after the blocks rested past SETTLE_AFTER (their
-    // checksums went on the device: the first overwrite into a unit drops
-    // the unit's first, a metadata write before the data), then one block
-    // in 256 after another rest (the worst case: each one a unit's first).
-    // One block in 256 made dirty first: reads of the clean ones then run
-    // beside checked blocks (each read looks its block up, clean or not).
+    // order: one block in 256 made dirty and left to rest, so that random
+    // reads then run beside checked blocks (nearly all of clean blocks,
+    // each looked up all the same); every block written once (clean ->
+    // dirty: a crc32c each, kept in memory) and at once again (hot: no
+    // checksum on the device yet); after a rest past SETTLE_AFTER (every
+    // checksum on the device, nothing settling in the background), random
+    // reads (each verifies its block) and every block overwritten (the
+    // first overwrite into a unit drops the unit's checksums, a metadata
+    // write before the data); after another rest, one block in 256 (the
+    // worst case: each one a unit's first).
     let sparse: Vec<u64> = order
         .iter()
         .copied()
@@ -313,11 +313,12 @@ async fn dirty_data(mib: u64, reads: u64) {
         for side in sides {
             qd1(&b[side], &sparse, true).await;
         }
+        tokio::time::sleep(REST).await;
         both(&mut passes[0], &random, false).await;
         both(&mut passes[1], &order, true).await;
-        both(&mut passes[2], &random, false).await;
         both(&mut passes[3], &order, true).await;
         tokio::time::sleep(REST).await;
+        both(&mut passes[2], &random, false).await;
         both(&mut passes[4], &order, true).await;
         tokio::time::sleep(REST).await;
         both(&mut passes[5], &sparse, true).await;
