@@ -98,6 +98,7 @@ fn every_method_through_the_stock_spdk_rpc_command_line() {
     vars.insert("work", work.path().display().to_string());
     vars.insert("port", free_port().to_string());
     vars.insert("dport", free_port().to_string());
+    vars.insert("aport", free_port().to_string());
     vars.insert("ceph_user", ceph.var("RACKCACHE_CEPH_USER").to_owned());
     vars.insert("ceph_mon", ceph.var("RACKCACHE_CEPH_MON_HOST").to_owned());
     vars.insert("ceph_key", ceph.var("RACKCACHE_CEPH_KEY").to_owned());

@@ -119,7 +119,7 @@ def nvmf_first_phase():
     expect_error(INTERNAL_ERROR, "nvmf_create_subsystem", nqn=DISCOVERY)
     expect_error(INVALID_PARAMS, "nvmf_create_subsystem", nqn="iqn.2016-06.io.spdk:x")
     expect_error(INVALID_PARAMS, "nvmf_create_subsystem", nqn=CNODE3, serial_number="x" * 21)
-    expect_error(INVALID_PARAMS, "nvmf_create_subsystem", nqn=CNODE3, ana_reporting=True)
+    expect_error(INVALID_PARAMS, "nvmf_create_subsystem", nqn=CNODE3, passthrough=True)
     expect_error(INVALID_PARAMS, "nvmf_create_subsystem", nqn=CNODE3, shape="round")
     expect_error(INVALID_PARAMS, "nvmf_create_subsystem", nqn=CNODE3, max_namespaces=-1)
 

@@ -56,6 +56,7 @@
 //! The in-memory host for tests and the fuzzer is the `nvmf-harness`
 //! crate, outside the daemon.
 
+pub mod ana;
 pub mod auth;
 pub mod ctrlr;
 mod options;

@@ -14,6 +14,7 @@ use std::sync::{Arc, RwLock};
 
 use bdev::CountedBdev;
 
+use crate::ana::ListenerAna;
 use crate::auth::HostKeys;
 use crate::ctrlr::controller::{
     Controller, ControllerTable, NewController, QpairCounts, QpairPath, RegisterError, Revocation,
@@ -71,6 +72,8 @@ pub struct Namespace {
     /// Size in blocks, as hosts were last told (see
     /// [`Subsystem::refresh_namespace_sizes`]).
     pub num_blocks: u64,
+    /// Its ANA group (the nsid unless given; see [`crate::ana`]).
+    pub anagrpid: u32,
 }
 
 impl Namespace {
@@ -85,6 +88,7 @@ impl Namespace {
             block_size: self.block_size,
             block_shift: self.block_shift,
             num_blocks: self.bdev.info().num_blocks(),
+            anagrpid: self.anagrpid,
         }
     }
 }
@@ -113,6 +117,7 @@ impl Namespace {
             nguid: nguid.unwrap_or(derived_nguid),
             uuid: uuid.unwrap_or(derived_uuid),
             bdev,
+            anagrpid: nsid,
         }
     }
 }
@@ -171,6 +176,10 @@ pub struct SubsystemConfig {
     pub allow_any_host: bool,
     /// Largest nsid (Identify NN and MNAN).
     pub max_namespaces: u32,
+    /// Asymmetric Namespace Access reporting (SPDK `--ana-reporting`):
+    /// the subsystem is exported by several servers, each listener
+    /// reporting a state per ANA group ([`crate::ana`]).
+    pub ana_reporting: bool,
 }
 
 impl SubsystemConfig {
@@ -182,6 +191,7 @@ impl SubsystemConfig {
             model: "rackcache Controller".into(),
             allow_any_host: false,
             max_namespaces: 32,
+            ana_reporting: false,
         }
     }
 }
@@ -204,6 +214,13 @@ pub struct Subsystem {
     pub model: String,
     /// Largest nsid.
     pub max_namespaces: u32,
+    /// Reports ANA states (see [`crate::ana`]).
+    pub ana_reporting: bool,
+    /// Each listener's ANA states (none listed: all optimized).
+    pub(crate) ana: RwLock<BTreeMap<SocketAddr, Arc<ListenerAna>>>,
+    /// Bumped on every ANA state change; queue pairs compare it to refresh
+    /// their listener's states.
+    pub ana_generation: AtomicU64,
     /// Whether this is the discovery subsystem.
     pub is_discovery: bool,
     access: RwLock<Access>,
@@ -234,6 +251,9 @@ impl Subsystem {
             serial: cfg.serial,
             model: cfg.model,
             max_namespaces: cfg.max_namespaces,
+            ana_reporting: cfg.ana_reporting,
+            ana: RwLock::new(BTreeMap::new()),
+            ana_generation: AtomicU64::new(0),
             is_discovery,
             access: RwLock::new(Access {
                 allow_any_host: cfg.allow_any_host,
@@ -379,6 +399,25 @@ impl Subsystem {
         nguid: Option<[u8; 16]>,
         uuid: Option<[u8; 16]>,
     ) -> Result<u32, TargetError> {
+        self.add_namespace_in_group(nsid, bdev, nguid, uuid, None)
+    }
+
+    /// [`Self::add_namespace`] into ANA group `anagrpid` (1 to
+    /// `max_namespaces`; its nsid when `None`).
+    pub fn add_namespace_in_group(
+        &self,
+        nsid: Option<u32>,
+        bdev: impl Into<CountedBdev>,
+        nguid: Option<[u8; 16]>,
+        uuid: Option<[u8; 16]>,
+        anagrpid: Option<u32>,
+    ) -> Result<u32, TargetError> {
+        if let Some(g) = anagrpid.filter(|&g| g == 0 || g > self.max_namespaces) {
+            return Err(TargetError::InvalidArgument(format!(
+                "anagrpid {g} outside 1..={}",
+                self.max_namespaces
+            )));
+        }
         if self.is_discovery {
             return Err(TargetError::InvalidArgument(
                 "the discovery subsystem has no namespaces".into(),
@@ -406,7 +445,8 @@ impl Subsystem {
                 }
                 Some(n) => n,
             };
-            let ns = Namespace::new(&self.nqn, nsid, bdev, nguid, uuid);
+            let mut ns = Namespace::new(&self.nqn, nsid, bdev, nguid, uuid);
+            ns.anagrpid = anagrpid.unwrap_or(nsid);
             let mut map = NamespaceMap::clone(&guard);
             map.insert(nsid, Arc::new(ns));
             *guard = Arc::new(map);
@@ -493,6 +533,7 @@ impl Subsystem {
                 return Err(TargetError::NotFound(format!("listener {listen}")));
             }
         }
+        self.forget_ana(listen);
         Ok(self.revoke(|c| c.uses_listener(listen), "listener removed"))
     }
 

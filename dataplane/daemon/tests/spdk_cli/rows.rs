@@ -11,6 +11,8 @@ use serde_json::{json, Value};
 
 pub const NQN: &str = "nqn.2016-06.io.spdk:cnode1";
 pub const DISCOVERY: &str = "nqn.2014-08.org.nvmexpress.discovery";
+/// A subsystem reporting ANA states.
+pub const ANA_NQN: &str = "nqn.2016-06.io.spdk:ana1";
 pub const HOST: &str = "nqn.2014-08.org.nvmexpress:uuid:0f8c1f3a-0000-4000-8000-0000000000c1";
 pub const OTHER_HOST: &str = "nqn.2014-08.org.nvmexpress:uuid:0f8c1f3a-0000-4000-8000-0000000000c2";
 /// A host that must authenticate (DH-HMAC-CHAP).
@@ -133,6 +135,23 @@ impl Ctx {
             .map(|b| b["name"].as_str().expect("a name").to_owned())
             .collect()
     }
+}
+
+/// The ANA state of each group, in order, as the ANA subsystem's one
+/// listener reports them (`nvmf_subsystem_get_listeners`).
+fn ana_states(c: &Ctx) -> Vec<String> {
+    let l = c.rpc("nvmf_subsystem_get_listeners", json!({ "nqn": ANA_NQN }));
+    assert_eq!(l[0]["address"], tcp_listen_address(c.var("aport")));
+    l[0]["ana_states"]
+        .as_array()
+        .expect("ana_states")
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            assert_eq!(s["ana_group"], json!(i + 1));
+            s["ana_state"].as_str().expect("a state").to_owned()
+        })
+        .collect()
 }
 
 pub fn parse(stdout: &str) -> Value {
@@ -548,6 +567,56 @@ pub fn rows() -> Vec<Row> {
             assert_eq!(c.subsystem(NQN)["namespaces"].as_array().unwrap().len(), 1);
         }),
         row("nvmf_delete_subsystem", &[NQN], |c, _| {
+            let all = c.rpc("nvmf_get_subsystems", json!({}));
+            assert_eq!(all.as_array().unwrap().len(), 1, "only discovery left");
+        }),
+        // ANA reporting: a listener added inaccessible, then one group of
+        // it made optimized.
+        row(
+            "nvmf_create_subsystem",
+            &[ANA_NQN, "-a", "-r", "-m", "4"],
+            |c, _| {
+                assert_eq!(c.subsystem(ANA_NQN)["max_namespaces"], json!(4));
+            },
+        ),
+        row(
+            "nvmf_subsystem_add_listener",
+            &[
+                ANA_NQN,
+                "-t",
+                "tcp",
+                "-a",
+                "127.0.0.1",
+                "-s",
+                "{aport}",
+                "-n",
+                "inaccessible",
+            ],
+            |c, _| {
+                assert_eq!(ana_states(c), ["inaccessible"; 4]);
+            },
+        ),
+        row(
+            "nvmf_subsystem_listener_set_ana_state",
+            &[
+                ANA_NQN,
+                "-n",
+                "optimized",
+                "-t",
+                "tcp",
+                "-a",
+                "127.0.0.1",
+                "-s",
+                "{aport}",
+                "-g",
+                "2",
+            ],
+            |c, _| {
+                let want = ["inaccessible", "optimized", "inaccessible", "inaccessible"];
+                assert_eq!(ana_states(c), want);
+            },
+        ),
+        row("nvmf_delete_subsystem", &[ANA_NQN], |c, _| {
             let all = c.rpc("nvmf_get_subsystems", json!({}));
             assert_eq!(all.as_array().unwrap().len(), 1, "only discovery left");
         }),

@@ -9,6 +9,7 @@ use nvmf::sqe::{opcode, sgl, Sqe};
 use super::identify::{self, cns, ControllerIdentity, ControllerType};
 use super::log_page::{self, lid};
 use super::{Outcome, Queue};
+use crate::ana;
 
 /// Feature identifiers served.
 mod fid {
@@ -123,6 +124,7 @@ impl Queue {
                             mdts: opts.mdts(),
                             in_capsule_data: opts.in_capsule_data_size,
                             kas_100ms: 1,
+                            ana_reporting: sub.ana_reporting,
                         },
                     );
                     Ok(())
@@ -139,7 +141,7 @@ impl Queue {
                     } else {
                         match (self.namespace(nsid), cns_value) {
                             (Some(ns), cns::NAMESPACE) => {
-                                identify::namespace(&mut page, &ns);
+                                identify::namespace(&mut page, &ns, sub.ana_reporting);
                                 Ok(())
                             }
                             (Some(ns), cns::NS_DESCRIPTORS) => {
@@ -199,6 +201,7 @@ impl Queue {
         let ctrl = b.ctrl.clone();
         let stats = b.stats.clone();
         let discovery = b.sub.is_discovery;
+        let sub = b.sub.clone();
         let page = match (log_id, discovery) {
             (lid::DISCOVERY, true) => {
                 let (genctr, entries) = self.target.discovery_entries(&ctrl.hostnqn);
@@ -211,6 +214,13 @@ impl Queue {
             (lid::FIRMWARE_SLOT, false) => vec![0u8; 512],
             (lid::CHANGED_NS_LIST, false) => {
                 log_page::changed_ns_list(&ctrl.changed_namespaces(retain))
+            }
+            (lid::ANA, false) if sub.ana_reporting => {
+                // LSP bit 0: Return Groups Only.
+                let groups_only = cdw10 & (1 << 8) != 0;
+                ctrl.ana_log_read(retain);
+                let states = sub.ana_states(ctrl.admin_path.listen);
+                ana::log_page(&states, &sub.ana_groups(), groups_only)
             }
             _ => return complete(cid, Status::INVALID_LOG_PAGE),
         };

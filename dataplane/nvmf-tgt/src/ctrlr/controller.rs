@@ -13,7 +13,7 @@
 //! points back at the table (to leave it when torn down), never at the
 //! subsystem, so this file does not depend on `subsystem`.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -22,6 +22,12 @@ use std::sync::{Arc, Mutex, Weak};
 use tokio::time::Instant;
 
 use tokio::sync::{watch, Notify};
+
+use super::events::AsyncEvents;
+pub use super::events::{
+    AEN_ANA_CHANGED, AEN_CFG_ANA_CHANGE, AEN_CFG_DISCOVERY_CHANGE, AEN_CFG_NS_ATTRIBUTE,
+    AEN_DISCOVERY_CHANGED, AEN_NS_CHANGED,
+};
 
 /// Property offsets (NVMe base specification, "Controller Registers").
 pub mod prop {
@@ -99,34 +105,6 @@ impl Registers {
         self.csts = (self.csts & !CSTS_SHST_MASK) | CSTS_SHST_COMPLETE;
     }
 }
-
-/// Events the admin queue reports through Asynchronous Event Requests.
-#[derive(Default)]
-struct AsyncEvents {
-    /// CDW0 values of events not yet reported.
-    pending: VecDeque<u32>,
-    /// Namespaces changed since the host last read the changed list.
-    changed_ns: BTreeSet<u32>,
-    /// A namespace notice was reported and the log page not yet read:
-    /// further changes are recorded but not reported (spec: masked).
-    ns_notice_masked: bool,
-    /// Asynchronous Event Configuration (feature 0x0B).
-    config: u32,
-}
-
-/// AEN configuration bit: namespace attribute notices.
-pub const AEN_CFG_NS_ATTRIBUTE: u32 = 1 << 8;
-
-/// CDW0 of a "namespace attribute changed" notice: type notice (2), info
-/// 0, log page 0x04.
-pub const AEN_NS_CHANGED: u32 = 0x02 | (0x04 << 16);
-
-/// AEN configuration bit: discovery log page change notices.
-pub const AEN_CFG_DISCOVERY_CHANGE: u32 = 1 << 31;
-
-/// CDW0 of a "discovery log page changed" notice: type notice (2), info
-/// 0xF0, log page 0x70.
-pub const AEN_DISCOVERY_CHANGED: u32 = 0x02 | (0xf0 << 8) | (0x70 << 16);
 
 /// Where one queue pair of a controller came from: the listener it arrived
 /// on (what `nvmf_subsystem_remove_listener` matches) and the host's
@@ -452,6 +430,29 @@ impl Controller {
             ev.pending.push_back(AEN_NS_CHANGED);
             drop(ev);
             self.event_notify.notify_one();
+        }
+    }
+
+    /// Queues an ANA change notice when the host enabled them and has read
+    /// the ANA log page since the last one.
+    pub fn ana_changed(&self) {
+        let mut ev = self.events.lock().unwrap_or_else(|p| p.into_inner());
+        if ev.config & AEN_CFG_ANA_CHANGE != 0 && !ev.ana_notice_masked {
+            ev.ana_notice_masked = true;
+            ev.pending.push_back(AEN_ANA_CHANGED);
+            drop(ev);
+            self.event_notify.notify_one();
+        }
+    }
+
+    /// The host read the ANA log page: unless `retain`, ANA notices are
+    /// unmasked.
+    pub fn ana_log_read(&self, retain: bool) {
+        if !retain {
+            self.events
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .ana_notice_masked = false;
         }
     }
 

@@ -67,6 +67,8 @@ pub struct ControllerIdentity<'a> {
     pub in_capsule_data: u32,
     /// Keep-alive granularity, 100 ms units (KAS).
     pub kas_100ms: u16,
+    /// The subsystem reports ANA states ([`crate::ana`]).
+    pub ana_reporting: bool,
 }
 
 fn put_str(page: &mut [u8], at: usize, len: usize, s: &str) {
@@ -96,6 +98,8 @@ fn put64(page: &mut [u8], at: usize, v: u64) {
 
 /// Optional Asynchronous Events Supported: namespace attribute notices.
 pub const OAES_NS_ATTRIBUTE: u32 = 1 << 8;
+/// OAES: ANA change notices.
+pub const OAES_ANA_CHANGE: u32 = 1 << 11;
 /// OAES: discovery log page change notices (discovery controllers).
 pub const OAES_DISCOVERY_CHANGE: u32 = 1 << 31;
 
@@ -114,6 +118,16 @@ pub fn controller(page: &mut [u8], id: &ControllerIdentity) {
     } else {
         0
     };
+    if id.ana_reporting {
+        // CMIC bit 3: ANA reporting.
+        page[76] |= 0x08;
+        page[342] = ANATT_SECONDS; // ANATT
+                                   // ANACAP: every state reported (bits 0-4); ANAGRPID never changes
+                                   // while a namespace is attached (bit 6); non-zero ANAGRPIDs (bit 7).
+        page[343] = 0x1f | (1 << 6) | (1 << 7);
+        put32(page, 344, id.max_namespaces); // ANAGRPMAX
+        put32(page, 348, id.max_namespaces); // NANAGRPID
+    }
     page[77] = id.mdts;
     put16(page, 78, id.cntlid);
     put32(page, 80, NVME_VERSION);
@@ -121,6 +135,7 @@ pub fn controller(page: &mut [u8], id: &ControllerIdentity) {
         page,
         92,
         match id.kind {
+            ControllerType::Io if id.ana_reporting => OAES_NS_ATTRIBUTE | OAES_ANA_CHANGE,
             ControllerType::Io => OAES_NS_ATTRIBUTE,
             ControllerType::Discovery => OAES_DISCOVERY_CHANGE,
         },
@@ -168,8 +183,13 @@ pub fn controller(page: &mut [u8], id: &ControllerIdentity) {
     // Power state 0: max power 0 (unreported), entry/exit latency 0.
 }
 
-/// Fills `page` with the Identify Namespace structure of `ns`.
-pub fn namespace(page: &mut [u8], ns: &Namespace) {
+/// ANA Transition Time: how long a host waits for a group in the change
+/// state before it counts the path as failed.
+pub const ANATT_SECONDS: u8 = 10;
+
+/// Fills `page` with the Identify Namespace structure of `ns` (with its
+/// ANA group when the subsystem reports ANA states).
+pub fn namespace(page: &mut [u8], ns: &Namespace, ana_reporting: bool) {
     page[..IDENTIFY_LEN].fill(0);
     put64(page, 0, ns.num_blocks); // NSZE
     put64(page, 8, ns.num_blocks); // NCAP
@@ -183,6 +203,9 @@ pub fn namespace(page: &mut [u8], ns: &Namespace) {
                      // deallocates through write-zeroes).
     page[33] = 0x01;
     // NSATTR bit 0: write protected (a read-only bdev).
+    if ana_reporting {
+        put32(page, 92, ns.anagrpid); // ANAGRPID
+    }
     page[99] = u8::from(!ns.bdev.supports(bdev::IoKind::Write));
     page[104..120].copy_from_slice(&ns.nguid); // NGUID
                                                // LBAF0: no metadata, LBADS = log2(block size), relative performance 0.
@@ -244,6 +267,7 @@ mod tests {
             mdts: 8,
             in_capsule_data: 8192,
             kas_100ms: 10,
+            ana_reporting: false,
         }
     }
 
@@ -305,7 +329,7 @@ mod tests {
     fn namespace_layout_and_stable_ids() {
         let n = ns();
         let mut p = vec![0u8; IDENTIFY_LEN];
-        namespace(&mut p, &n);
+        namespace(&mut p, &n, false);
         assert_eq!(u64::from_le_bytes(p[0..8].try_into().unwrap()), 2048);
         assert_eq!(u64::from_le_bytes(p[8..16].try_into().unwrap()), 2048);
         assert_eq!((p[25], p[26]), (0, 0));

@@ -65,6 +65,9 @@ impl Queue {
         let Some(ns) = self.namespace(sqe.nsid()) else {
             return complete(cid, Status::INVALID_NAMESPACE);
         };
+        if let Some(st) = self.ana_refusal(&ns) {
+            return complete(cid, st);
+        }
         let changes_data = match sqe.opcode() {
             opcode::WRITE | opcode::WRITE_ZEROES => true,
             opcode::DATASET_MANAGEMENT => sqe.cdw(11) & (1 << 2) != 0,

@@ -15,6 +15,8 @@ pub mod lid {
     pub const FIRMWARE_SLOT: u8 = 0x03;
     /// Changed namespace list.
     pub const CHANGED_NS_LIST: u8 = 0x04;
+    /// Asymmetric Namespace Access (`crate::ana::log_page`).
+    pub const ANA: u8 = 0x0c;
     /// Discovery log (discovery controllers only).
     pub const DISCOVERY: u8 = 0x70;
 }

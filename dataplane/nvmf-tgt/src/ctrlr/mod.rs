@@ -30,6 +30,7 @@
 mod admin;
 mod auth;
 pub mod controller;
+mod events;
 mod exec;
 mod fabrics;
 pub mod identify;
@@ -51,6 +52,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use self::controller::{AuthState, Controller, QpairPath};
+use crate::ana::ListenerAna;
 use crate::state::TargetState;
 use crate::stats::SubsystemStats;
 use crate::subsystem::{Namespace, NamespaceMap, Subsystem};
@@ -115,6 +117,10 @@ pub(crate) struct Queue {
     /// Namespace snapshot and the generation it was taken at.
     ns_snapshot: Arc<NamespaceMap>,
     ns_generation: u64,
+    /// The controller's listener's ANA states and the generation they were
+    /// taken at (subsystems that report ANA states only).
+    ana_states: Arc<ListenerAna>,
+    ana_generation: u64,
     /// Data an admin command returns: its first `reply_len` bytes.
     reply: Vec<u8>,
     reply_len: usize,
@@ -139,6 +145,8 @@ impl Queue {
             completions: VecDeque::new(),
             ns_snapshot: Arc::new(NamespaceMap::new()),
             ns_generation: u64::MAX,
+            ana_states: Arc::default(),
+            ana_generation: u64::MAX,
             reply: vec![0; identify::IDENTIFY_LEN],
             reply_len: 0,
             auth: None,
@@ -344,6 +352,22 @@ impl Queue {
             self.ns_generation = generation;
         }
         self.ns_snapshot.get(&nsid).cloned()
+    }
+
+    /// The status refusing I/O to `ns` when the controller's listener
+    /// reports its ANA group inaccessible (or lost, or changing); one
+    /// atomic load per command while nothing changes.
+    fn ana_refusal(&mut self, ns: &Namespace) -> Option<Status> {
+        let b = self.bound.as_ref()?;
+        if !b.sub.ana_reporting {
+            return None;
+        }
+        let generation = b.sub.ana_generation.load(Ordering::Acquire);
+        if generation != self.ana_generation {
+            self.ana_states = b.sub.ana_states(b.ctrl.admin_path.listen);
+            self.ana_generation = generation;
+        }
+        self.ana_states.state(ns.anagrpid).io_refusal()
     }
 
     /// The current namespace snapshot.

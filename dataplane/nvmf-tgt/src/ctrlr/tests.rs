@@ -476,5 +476,6 @@ async fn disconnect_and_unbind_release_the_controller() {
     assert!(r.sub.live_controllers().iter().all(|c| c.is_torn_down()));
 }
 
+mod ana;
 mod auth;
 mod tls;

@@ -34,6 +34,7 @@ pub(crate) fn config(nvmf: &NvmfState, key_saved: impl Fn(&str) -> bool) -> Vec<
                 "serial_number": s.serial,
                 "model_number": s.model,
                 "max_namespaces": s.max_namespaces,
+                "ana_reporting": s.ana_reporting,
             }),
         ));
     }
@@ -63,18 +64,19 @@ pub(crate) fn config(nvmf: &NvmfState, key_saved: impl Fn(&str) -> bool) -> Vec<
     }
     for s in &subs {
         for ns in s.namespaces().values() {
-            out.push(call(
-                "nvmf_subsystem_add_ns",
-                json!({
-                    "nqn": s.nqn,
-                    "namespace": {
-                        "nsid": ns.nsid,
-                        "bdev_name": ns.bdev_name,
-                        "nguid": hex_upper(&ns.nguid),
-                        "uuid": uuid_string(&ns.uuid),
-                    }
-                }),
-            ));
+            let mut params = json!({
+                "nqn": s.nqn,
+                "namespace": {
+                    "nsid": ns.nsid,
+                    "bdev_name": ns.bdev_name,
+                    "nguid": hex_upper(&ns.nguid),
+                    "uuid": uuid_string(&ns.uuid),
+                }
+            });
+            if s.ana_reporting {
+                params["namespace"]["anagrpid"] = json!(ns.anagrpid);
+            }
+            out.push(call("nvmf_subsystem_add_ns", params));
         }
     }
     // Listeners last, the discovery subsystem's first (its NQN sorts first

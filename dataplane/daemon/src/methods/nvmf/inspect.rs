@@ -103,11 +103,20 @@ pub(crate) async fn get_listeners(app: &App, p: ByNqn) -> Result<Value, RpcError
     check_tgt_name(&p.tgt_name)?;
     let state = app.state.lock().await;
     let s = listenable(&state.nvmf, resolve_nqn(&p.nqn))?;
-    // SPDK adds "ana_states" only with ANA reporting, which is off here.
     let out: Vec<Value> = s
         .listeners()
         .iter()
-        .map(|l| json!({ "address": trid_json(&l.listen) }))
+        .map(|l| {
+            let mut v = json!({ "address": trid_json(&l.listen) });
+            // With ANA reporting, SPDK lists every group's state.
+            if s.ana_reporting {
+                let ana = s.ana_states(l.listen);
+                v["ana_states"] = (1..=s.max_namespaces)
+                    .map(|g| json!({ "ana_group": g, "ana_state": ana.state(g).name() }))
+                    .collect();
+            }
+            v
+        })
         .collect();
     Ok(Value::Array(out))
 }

@@ -30,13 +30,17 @@ pub(crate) fn subsystem_json(s: &Subsystem) -> Value {
         .namespaces()
         .values()
         .map(|ns| {
-            json!({
+            let mut v = json!({
                 "nsid": ns.nsid,
                 "bdev_name": ns.bdev_name,
                 "name": ns.bdev_name,
                 "nguid": hex_upper(&ns.nguid),
                 "uuid": uuid_string(&ns.uuid),
-            })
+            });
+            if s.ana_reporting {
+                v["anagrpid"] = json!(ns.anagrpid);
+            }
+            v
         })
         .collect();
     json!({

@@ -1,8 +1,10 @@
 //! Listeners: `nvmf_subsystem_add_listener` (with rackcache's
-//! `rackcache_advertised`) and `nvmf_subsystem_remove_listener`.
+//! `rackcache_advertised`), `nvmf_subsystem_remove_listener` and
+//! `nvmf_subsystem_listener_set_ana_state`.
 
 use std::net::{IpAddr, SocketAddr};
 
+use nvmf_tgt::ana::AnaState;
 use nvmf_tgt::ListenAddress;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -114,9 +116,7 @@ pub(crate) fn advertised(a: Option<Advertised>) -> Result<(Option<String>, Optio
 
 pub(crate) async fn add_listener(app: &App, p: AddListener) -> Result<Value, RpcError> {
     check_tgt_name(&p.tgt_name)?;
-    if p.ana_state.is_some() {
-        return Err(unsupported("ana_state"));
-    }
+    let ana_state = p.ana_state.as_deref().map(ana_state).transpose()?;
     if p.sock_impl.as_deref().is_some_and(|s| s != "posix") {
         return Err(unsupported("sock_impl other than posix"));
     }
@@ -127,7 +127,10 @@ pub(crate) async fn add_listener(app: &App, p: AddListener) -> Result<Value, Rpc
     let (adv_addr, adv_port) = advertised(p.rackcache_advertised)?;
     let nqn = resolve_nqn(&p.nqn);
     let state = app.state.lock().await;
-    listenable(&state.nvmf, nqn)?;
+    let sub = listenable(&state.nvmf, nqn)?;
+    if ana_state.is_some() && !sub.ana_reporting {
+        return Err(no_ana_reporting(nqn));
+    }
     let bound = target(&state.nvmf)?
         .add_listener_at(
             ListenAddress {
@@ -139,7 +142,53 @@ pub(crate) async fn add_listener(app: &App, p: AddListener) -> Result<Value, Rpc
             nqn,
         )
         .await?;
+    if let Some(s) = ana_state {
+        sub.set_ana_state(bound, None, s)?;
+    }
     tracing::info!(subnqn = %nqn, listen = %bound, secure_channel = p.secure_channel, "NVMe-oF listener added");
+    Ok(json!(true))
+}
+
+/// SPDK's ANA state names; `persistent_loss` and `change` are the
+/// target's own to report.
+fn ana_state(name: &str) -> Result<AnaState, RpcError> {
+    match AnaState::from_name(name) {
+        Some(s @ (AnaState::Optimized | AnaState::NonOptimized | AnaState::Inaccessible)) => Ok(s),
+        _ => Err(RpcError::invalid_params(format!(
+            "ana_state {name:?}: one of optimized, non_optimized, inaccessible"
+        ))),
+    }
+}
+
+fn no_ana_reporting(nqn: &str) -> RpcError {
+    RpcError::invalid_params(format!(
+        "subsystem {nqn} does not report ANA states (create it with ana_reporting)"
+    ))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SetAnaState {
+    nqn: String,
+    tgt_name: Option<String>,
+    listen_address: ListenAddressParams,
+    ana_state: String,
+    anagrpid: Option<u32>,
+}
+
+/// Sets the ANA state one listener reports for one group (every group
+/// without `anagrpid`). Runtime state: a saved configuration restores
+/// listeners as `nvmf_subsystem_add_listener` says (docs/dataplane.md).
+pub(crate) async fn set_ana_state(app: &App, p: SetAnaState) -> Result<Value, RpcError> {
+    check_tgt_name(&p.tgt_name)?;
+    let addr = p.listen_address.socket_addr()?;
+    let s = ana_state(&p.ana_state)?;
+    let state = app.state.lock().await;
+    let sub = listenable(&state.nvmf, &p.nqn)?;
+    if !sub.ana_reporting {
+        return Err(no_ana_reporting(&p.nqn));
+    }
+    sub.set_ana_state(addr, p.anagrpid, s)?;
     Ok(json!(true))
 }
 

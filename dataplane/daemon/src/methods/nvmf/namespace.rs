@@ -66,7 +66,6 @@ pub(crate) async fn add_ns(app: &App, p: AddNs) -> Result<Value, RpcError> {
             ns.ptpl_file.is_some(),
             "ptpl_file (persistent reservations)",
         ),
-        (ns.anagrpid.is_some_and(|g| g != 0), "anagrpid"),
         (ns.no_auto_visible, "no_auto_visible"),
         (ns.hide_metadata, "hide_metadata"),
     ] {
@@ -96,7 +95,9 @@ pub(crate) async fn add_ns(app: &App, p: AddNs) -> Result<Value, RpcError> {
             ns.bdev_name
         )));
     }
-    let nsid = sub.add_namespace(ns.nsid, bdev.counted(), nguid, uuid)?;
+    // SPDK's 0 is "the nsid", as no anagrpid.
+    let group = ns.anagrpid.filter(|&g| g != 0);
+    let nsid = sub.add_namespace_in_group(ns.nsid, bdev.counted(), nguid, uuid, group)?;
     tracing::info!(subnqn = %p.nqn, nsid, bdev = %ns.bdev_name, "NVMe-oF namespace added");
     Ok(json!(nsid))
 }

@@ -39,7 +39,6 @@ pub(crate) struct CreateSubsystem {
 pub(crate) async fn create_subsystem(app: &App, p: CreateSubsystem) -> Result<Value, RpcError> {
     check_tgt_name(&p.tgt_name)?;
     for (set, what) in [
-        (p.ana_reporting, "ana_reporting"),
         (p.passthrough, "passthrough"),
         (p.enable_nssr, "enable_nssr"),
         (p.admin_label.is_some(), "admin_label"),
@@ -65,6 +64,7 @@ pub(crate) async fn create_subsystem(app: &App, p: CreateSubsystem) -> Result<Va
         cfg.model = mn;
     }
     cfg.allow_any_host = p.allow_any_host;
+    cfg.ana_reporting = p.ana_reporting;
     cfg.max_namespaces = match p.max_namespaces {
         None | Some(0) => DEFAULT_MAX_NAMESPACES,
         Some(n) => n,
