@@ -101,6 +101,43 @@ fn kill_9_and_restart_restores_everything() {
     d.stop();
 }
 
+/// A subsystem reporting ANA states comes back with every listener
+/// inaccessible, whatever they reported before the crash: a restarted
+/// server serves no path until the control plane says which.
+#[test]
+fn ana_listeners_come_back_inaccessible() {
+    let work = TempDir::new("rackcache-persist-ana");
+    let socket = work.path().join("spdk.sock");
+    let file = work.path().join("config.json");
+    let persist = ["--config-persist", file.to_str().unwrap()];
+    let d = Daemon::start_with(&socket, None, &persist);
+    let call = |m: &str, p: Value| rpc(&socket, m, p);
+    let port = free_port();
+    call("nvmf_create_transport", json!({"trtype": "TCP"}));
+    call(
+        "nvmf_create_subsystem",
+        json!({"nqn": NQN, "ana_reporting": true, "max_namespaces": 2}),
+    );
+    let listener = json!({"nqn": NQN, "listen_address": tcp_listen_address(port)});
+    call("nvmf_subsystem_add_listener", listener.clone());
+    let states = || {
+        let l = unix_rpc(&socket, "nvmf_subsystem_get_listeners", json!({"nqn": NQN})).unwrap();
+        l[0]["ana_states"].clone()
+    };
+    let all = |s: &str| json!([{"ana_group": 1, "ana_state": s}, {"ana_group": 2, "ana_state": s}]);
+    assert_eq!(states(), all("optimized"));
+    d.kill9();
+    std::fs::remove_file(&socket).unwrap();
+
+    let d = Daemon::start_with(&socket, None, &persist);
+    assert_eq!(states(), all("inaccessible"));
+    let mut set = listener;
+    set["ana_state"] = json!("optimized");
+    unix_rpc(&socket, "nvmf_subsystem_listener_set_ana_state", set).unwrap();
+    assert_eq!(states(), all("optimized"));
+    d.stop();
+}
+
 /// A start whose configuration has failing calls serves the rest: each
 /// failed call is reported (`rackcache_get_config_errors`, secrets left
 /// out) and kept in the persisted file for the next start.

@@ -123,6 +123,8 @@ pub static METHODS: &[Method] = &[
     method!("nvmf_get_subsystems",            Reads,   subsystem::get_subsystems,           subsystem::GetSubsystems),
     method!("nvmf_subsystem_add_listener",    Changes, listener::add_listener,              listener::AddListener),
     method!("nvmf_subsystem_remove_listener", Changes, listener::remove_listener,           listener::RemoveListener),
+    // It changes the target, not what is saved (listeners come back
+    // inaccessible): the rewrite after it writes the same file, harmless.
     method!("nvmf_subsystem_listener_set_ana_state", Changes, listener::set_ana_state,     listener::SetAnaState),
     method!("nvmf_subsystem_add_ns",          Changes, namespace::add_ns,                   namespace::AddNs),
     method!("nvmf_subsystem_remove_ns",       Changes, namespace::remove_ns,                namespace::RemoveNs),

@@ -95,6 +95,14 @@ pub(crate) fn config(nvmf: &NvmfState, key_saved: impl Fn(&str) -> bool) -> Vec<
             if let Some(a) = advertised_json(&l) {
                 params["rackcache_advertised"] = a;
             }
+            // A restarted server does not claim any path: its listeners
+            // come back inaccessible until the control plane, which knows
+            // whether another server took the volume over meanwhile, sets
+            // their states again (docs/dataplane.md, "Asymmetric Namespace
+            // Access").
+            if s.ana_reporting {
+                params["ana_state"] = json!("inaccessible");
+            }
             out.push(call("nvmf_subsystem_add_listener", params));
         }
     }

@@ -177,8 +177,8 @@ pub(crate) struct SetAnaState {
 }
 
 /// Sets the ANA state one listener reports for one group (every group
-/// without `anagrpid`). Runtime state: a saved configuration restores
-/// listeners as `nvmf_subsystem_add_listener` says (docs/dataplane.md).
+/// without `anagrpid`). Not saved: a restarted server's listeners come
+/// back inaccessible (docs/dataplane.md, "Asymmetric Namespace Access").
 pub(crate) async fn set_ana_state(app: &App, p: SetAnaState) -> Result<Value, RpcError> {
     check_tgt_name(&p.tgt_name)?;
     let addr = p.listen_address.socket_addr()?;
