@@ -40,6 +40,9 @@ type SubsystemParams struct {
 	ModelNumber   string `json:"model_number,omitempty"`
 	AllowAnyHost  bool   `json:"allow_any_host,omitempty"`
 	MaxNamespaces uint32 `json:"max_namespaces,omitempty"`
+	// ANAReporting: each listener reports an ANA state per group, so that
+	// several servers can export the subsystem as paths of one volume.
+	ANAReporting bool `json:"ana_reporting,omitempty"`
 }
 
 // CreateSubsystem creates an NVM subsystem (CodeInternalError when the NQN
@@ -88,6 +91,9 @@ type Namespace struct {
 	BdevName string `json:"bdev_name"`
 	NGUID    string `json:"nguid,omitempty"`
 	UUID     string `json:"uuid,omitempty"`
+	// ANAGroup is the namespace's ANA group (its NSID when 0); listed
+	// for subsystems with ANA reporting only.
+	ANAGroup uint32 `json:"anagrpid,omitempty"`
 }
 
 // Subsystem is one entry of nvmf_get_subsystems.
@@ -134,6 +140,48 @@ func (c *Client) AddListener(ctx context.Context, nqn string, a ListenAddress) e
 func (c *Client) RemoveListener(ctx context.Context, nqn string, a ListenAddress) error {
 	a.Advertised = nil
 	return c.call(ctx, "nvmf_subsystem_remove_listener", listenerParams{NQN: nqn, ListenAddress: a}, nil)
+}
+
+// ANAState is what a listener reports for an ANA group.
+type ANAState string
+
+// The ANA states a control plane sets.
+const (
+	ANAOptimized    ANAState = "optimized"
+	ANANonOptimized ANAState = "non_optimized"
+	ANAInaccessible ANAState = "inaccessible"
+)
+
+// SetANAState sets the state listener a reports for ANA group group (every
+// group when 0) of a subsystem with ANA reporting; hosts connected through
+// a are told at once, and I/O through it to an inaccessible group fails
+// over to their other paths. A restarted dataplane brings the listener
+// back inaccessible.
+func (c *Client) SetANAState(ctx context.Context, nqn string, a ListenAddress, state ANAState, group uint32) error {
+	a.Advertised = nil
+	p := struct {
+		listenerParams
+		ANAState ANAState `json:"ana_state"`
+		ANAGroup uint32   `json:"anagrpid,omitempty"`
+	}{listenerParams{NQN: nqn, ListenAddress: a}, state, group}
+	return c.call(ctx, "nvmf_subsystem_listener_set_ana_state", p, nil)
+}
+
+// Listener is one entry of nvmf_subsystem_get_listeners: its address and,
+// with ANA reporting, each group's state.
+type Listener struct {
+	Address   ListenAddress `json:"address"`
+	ANAStates []struct {
+		Group uint32   `json:"ana_group"`
+		State ANAState `json:"ana_state"`
+	} `json:"ana_states"`
+}
+
+// Listeners lists the subsystem's listeners.
+func (c *Client) Listeners(ctx context.Context, nqn string) ([]Listener, error) {
+	var out []Listener
+	err := c.call(ctx, "nvmf_subsystem_get_listeners", map[string]string{"nqn": nqn}, &out)
+	return out, err
 }
 
 // AddNamespace exposes a bdev as a namespace and returns its NSID.

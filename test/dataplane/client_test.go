@@ -179,6 +179,20 @@ func TestTypedClient(t *testing.T) {
 		s.ListenAddresses[0].Advertised == nil || s.ListenAddresses[0].Advertised.TrAddr != "10.9.8.7" {
 		t.Errorf("Subsystems(%s) = %+v, want serial, one host, namespace C0 with its UUID, the listener advertising 10.9.8.7", nqn, s)
 	}
+	// ANA: a second subsystem reporting states on the same listener.
+	const anaNQN = "nqn.2016-06.io.rackcache:typed-client-ana"
+	must(t, "CreateSubsystem with ANA", c.CreateSubsystem(ctx, dataplane.SubsystemParams{NQN: anaNQN, MaxNamespaces: 2, ANAReporting: true}))
+	wantErr(t, "SetANAState without ANA reporting",
+		c.SetANAState(ctx, nqn, listen, dataplane.ANAInaccessible, 0), dataplane.IsInvalid, "IsInvalid")
+	must(t, "AddListener with ANA", c.AddListener(ctx, anaNQN, listen))
+	must(t, "SetANAState", c.SetANAState(ctx, anaNQN, listen, dataplane.ANAInaccessible, 2))
+	ls, err := c.Listeners(ctx, anaNQN)
+	must(t, "Listeners", err)
+	if len(ls) != 1 || ls[0].Address.TrSvcID != fmt.Sprint(port) || len(ls[0].ANAStates) != 2 ||
+		ls[0].ANAStates[0].State != dataplane.ANAOptimized || ls[0].ANAStates[1].State != dataplane.ANAInaccessible {
+		t.Errorf("Listeners(%s) = %+v, want group 1 optimized, group 2 inaccessible", anaNQN, ls)
+	}
+	must(t, "DeleteSubsystem with ANA", c.DeleteSubsystem(ctx, anaNQN))
 	all2, err := c.Subsystems(ctx, "")
 	must(t, "Subsystems all", err)
 	if len(all2) != 2 || all2[0].Subtype != "Discovery" {
