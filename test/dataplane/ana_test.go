@@ -113,16 +113,12 @@ func TestKernelMultipathFollowsANAStates(t *testing.T) {
 	changed := make(chan error, 1)
 	go func() {
 		for {
-			var stats struct {
-				Bdevs []struct {
-					NumWriteOps int `json:"num_write_ops"`
-				} `json:"bdevs"`
-			}
-			if err := dp.Client.Call(ctx, "bdev_get_iostat", map[string]any{"name": "AnaAio"}, &stats); err != nil {
-				changed <- fmt.Errorf("bdev_get_iostat: %w", err)
+			writes, err := bdevWrites(ctx, dp, "AnaAio")
+			if err != nil {
+				changed <- err
 				return
 			}
-			if len(stats.Bdevs) == 1 && stats.Bdevs[0].NumWriteOps > 0 {
+			if writes > 0 {
 				break
 			}
 			select {

@@ -13,6 +13,7 @@ package dataplane_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/md5"
 	"crypto/rand"
 	"encoding/hex"
@@ -288,6 +289,22 @@ func checkCephCopy(t *testing.T, ceph *framework.Ceph, image string, small, larg
 // listenerParams listens on 127.0.0.1:port and advertises the address the
 // guest reaches it at (rackcache_advertised, the dataplane's extension of
 // SPDK's method), so that discovery hands the guest a usable address.
+// bdevWrites is the number of writes bdev name completed (bdev_get_iostat).
+func bdevWrites(ctx context.Context, dp *framework.Dataplane, name string) (int, error) {
+	var stats struct {
+		Bdevs []struct {
+			NumWriteOps int `json:"num_write_ops"`
+		} `json:"bdevs"`
+	}
+	if err := dp.Client.Call(ctx, "bdev_get_iostat", map[string]any{"name": name}, &stats); err != nil {
+		return 0, fmt.Errorf("bdev_get_iostat %s: %w", name, err)
+	}
+	if len(stats.Bdevs) != 1 {
+		return 0, fmt.Errorf("bdev_get_iostat %s: %d bdevs", name, len(stats.Bdevs))
+	}
+	return stats.Bdevs[0].NumWriteOps, nil
+}
+
 func listenerParams(nqn string, port int) map[string]any {
 	return map[string]any{
 		"nqn": nqn,

@@ -116,17 +116,12 @@ func TestRevokedHostLosesItsKernelController(t *testing.T) {
 				report("nvmf_subsystem_get_controllers: %v", err)
 				return
 			}
-			var stats struct {
-				Bdevs []struct {
-					NumWriteOps int `json:"num_write_ops"`
-				} `json:"bdevs"`
-			}
-			if err := dp.Client.Call(ctx, "bdev_get_iostat", map[string]any{"name": "Malloc0"}, &stats); err != nil {
-				report("bdev_get_iostat: %v", err)
+			writes, err := bdevWrites(ctx, dp, "Malloc0")
+			if err != nil {
+				report("%v", err)
 				return
 			}
-			if len(list) == 1 && list[0].Hostnqn == hostNQN && list[0].NumIOQpairs > 0 &&
-				len(stats.Bdevs) == 1 && stats.Bdevs[0].NumWriteOps > 0 {
+			if len(list) == 1 && list[0].Hostnqn == hostNQN && list[0].NumIOQpairs > 0 && writes > 0 {
 				break
 			}
 			select {
