@@ -157,11 +157,8 @@ impl Subsystem {
                 self.nqn
             )));
         }
-        if let Some(g) = group.filter(|&g| g == 0 || g > self.max_namespaces) {
-            return Err(TargetError::InvalidArgument(format!(
-                "anagrpid {g} outside 1..={}",
-                self.max_namespaces
-            )));
+        if let Some(g) = group {
+            self.check_ana_group(g)?;
         }
         if !self.listeners().iter().any(|l| l.listen == listen) {
             return Err(TargetError::NotFound(format!("listener {listen}")));
@@ -185,6 +182,17 @@ impl Subsystem {
                     c.ana_changed();
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// ANA group ids run from 1 to `max_namespaces`, as nsids do.
+    pub(crate) fn check_ana_group(&self, group: u32) -> Result<(), TargetError> {
+        if group == 0 || group > self.max_namespaces {
+            return Err(TargetError::InvalidArgument(format!(
+                "anagrpid {group} outside 1..={}",
+                self.max_namespaces
+            )));
         }
         Ok(())
     }

@@ -412,11 +412,8 @@ impl Subsystem {
         uuid: Option<[u8; 16]>,
         anagrpid: Option<u32>,
     ) -> Result<u32, TargetError> {
-        if let Some(g) = anagrpid.filter(|&g| g == 0 || g > self.max_namespaces) {
-            return Err(TargetError::InvalidArgument(format!(
-                "anagrpid {g} outside 1..={}",
-                self.max_namespaces
-            )));
+        if let Some(g) = anagrpid {
+            self.check_ana_group(g)?;
         }
         if self.is_discovery {
             return Err(TargetError::InvalidArgument(

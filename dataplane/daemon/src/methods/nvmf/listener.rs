@@ -128,8 +128,12 @@ pub(crate) async fn add_listener(app: &App, p: AddListener) -> Result<Value, Rpc
     let nqn = resolve_nqn(&p.nqn);
     let state = app.state.lock().await;
     let sub = listenable(&state.nvmf, nqn)?;
+    // Checked before the listener exists: the target's own check would
+    // come only after it was added.
     if ana_state.is_some() && !sub.ana_reporting {
-        return Err(no_ana_reporting(nqn));
+        return Err(RpcError::invalid_params(format!(
+            "subsystem {nqn} does not report ANA states (create it with ana_reporting)"
+        )));
     }
     let bound = target(&state.nvmf)?
         .add_listener_at(
@@ -160,12 +164,6 @@ fn ana_state(name: &str) -> Result<AnaState, RpcError> {
     }
 }
 
-fn no_ana_reporting(nqn: &str) -> RpcError {
-    RpcError::invalid_params(format!(
-        "subsystem {nqn} does not report ANA states (create it with ana_reporting)"
-    ))
-}
-
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct SetAnaState {
@@ -184,11 +182,7 @@ pub(crate) async fn set_ana_state(app: &App, p: SetAnaState) -> Result<Value, Rp
     let addr = p.listen_address.socket_addr()?;
     let s = ana_state(&p.ana_state)?;
     let state = app.state.lock().await;
-    let sub = listenable(&state.nvmf, &p.nqn)?;
-    if !sub.ana_reporting {
-        return Err(no_ana_reporting(&p.nqn));
-    }
-    sub.set_ana_state(addr, p.anagrpid, s)?;
+    listenable(&state.nvmf, &p.nqn)?.set_ana_state(addr, p.anagrpid, s)?;
     Ok(json!(true))
 }
 
