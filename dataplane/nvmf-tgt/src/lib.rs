@@ -64,6 +64,7 @@ pub mod poller;
 mod state;
 pub mod stats;
 pub mod subsystem;
+mod subsystem_ana;
 mod target;
 pub mod tcp;
 
