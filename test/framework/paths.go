@@ -7,7 +7,6 @@ package framework
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -66,15 +65,17 @@ func CacheDir() string {
 	return filepath.Join(base, "rackcache")
 }
 
-// FreeLoopbackPort returns a TCP port on 127.0.0.1 that was free a moment ago.
+// FreeLoopbackPort returns a TCP port on 127.0.0.1 that was free a moment
+// ago. It comes from below the kernel's ephemeral range (see freePortRange):
+// a port the kernel handed out for :0 can be taken by an outgoing connection
+// before the process under test binds it, which CI saw under load.
 func FreeLoopbackPort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freePortRange(1)
 	if err != nil {
 		t.Fatalf("find a free loopback port: %v", err)
 	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 // RequireCommand skips nothing: a missing tool is a set-up error that
