@@ -2,8 +2,10 @@ package csi
 
 import (
 	"context"
+	"net"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/go-logr/logr"
@@ -61,11 +63,26 @@ func (d *Driver) ControllerPublishVolume(ctx context.Context, req *csi.Controlle
 	}
 	logr.FromContextOrDiscard(ctx).Info("volume published", "volume", id.String(), "node", node, "hostNQN", hostNQN,
 		"address", cv.Status.Address, "port", cv.Status.Port)
-	return &csi.ControllerPublishVolumeResponse{PublishContext: map[string]string{
+	pc := map[string]string{
 		publishHostNQN: hostNQN,
 		ctxAddress:     cv.Status.Address,
 		ctxPort:        strconv.Itoa(int(cv.Status.Port)),
-	}}, nil
+	}
+	if paths := pathsContext(cv); paths != "" {
+		pc[ctxPaths] = paths
+	}
+	return &csi.ControllerPublishVolumeResponse{PublishContext: pc}, nil
+}
+
+// pathsContext is the volume's portals as ctxPaths carries them.
+func pathsContext(cv *rcv1.CachedVolume) string {
+	var out []string
+	for _, p := range cv.Status.Paths {
+		if p.Address != "" && p.Port != 0 {
+			out = append(out, net.JoinHostPort(p.Address, strconv.Itoa(int(p.Port))))
+		}
+	}
+	return strings.Join(out, ",")
 }
 
 // ControllerUnpublishVolume removes the node's host NQN; the dataplane

@@ -55,9 +55,13 @@ type Images interface {
 	Close()
 }
 
-// Attachment is one NVMe/TCP connection to make.
+// Portal is one address and port exporting a volume.
+type Portal struct{ Address, Port string }
+
+// Attachment is the NVMe/TCP connections to make to one subsystem: one per
+// portal (the owner's first), joined by the kernel's native multipath.
 type Attachment struct {
-	Address, Port   string
+	Portals         []Portal
 	SubNQN          string
 	HostNQN, HostID string
 	Connect         ConnectDefaults
@@ -75,9 +79,10 @@ type HostKeys struct {
 
 // NVMe attaches namespaces with the kernel's initiator.
 type NVMe interface {
-	// Connect is idempotent: a live controller to the subsystem is reused;
-	// stale ones are removed first.
-	Connect(ctx context.Context, a Attachment) error
+	// Connect is idempotent: a live controller at a portal is reused;
+	// stale ones are removed first. It returns how many portals have a
+	// live controller, and why the others do not.
+	Connect(ctx context.Context, a Attachment) (int, error)
 	// Disconnect removes every controller of the subsystem (none: success).
 	Disconnect(ctx context.Context, subNQN string) error
 	// Device finds the namespace's block device (/dev/nvmeXnY) in sysfs;

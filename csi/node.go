@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -49,33 +50,49 @@ func (d *Driver) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi.Nod
 }
 
 // target is where a staged volume's namespace is: the subsystem and
-// namespace (from the volume id and context) and the portal.
+// namespace (from the volume id and context) and the portals exporting
+// it, the owner's first.
 type target struct {
 	SubNQN, NSUUID string
-	Address, Port  string
+	Portals        []Portal
 }
 
 // targetOf reads the volume and publish contexts NodeStage gets: the
-// portal of the publish context (where the volume is served now) wins over
-// the volume context's (where it was created); it then goes through the
-// portal map.
+// publish context's portals (where the volume is served now: every path,
+// or the owner's alone from an older controller) win over the volume
+// context's (where it was created); each then goes through the portal map.
 func (d *Driver) targetOf(id volumeID, vc, pc map[string]string) (target, error) {
-	t := target{SubNQN: cachedvolume.SubsystemNQN(id.Image()), NSUUID: vc[ctxNSUUID], Address: vc[ctxAddress], Port: vc[ctxPort]}
-	if pc[ctxAddress] != "" && pc[ctxPort] != "" {
-		t.Address, t.Port = pc[ctxAddress], pc[ctxPort]
+	t := target{SubNQN: cachedvolume.SubsystemNQN(id.Image()), NSUUID: vc[ctxNSUUID]}
+	switch {
+	case pc[ctxPaths] != "":
+		for _, hp := range strings.Split(pc[ctxPaths], ",") {
+			host, port, err := net.SplitHostPort(hp)
+			if err != nil || host == "" || port == "" {
+				return t, errorf(ErrInvalidArgument, "publish context %s: %q is not address:port", ctxPaths, hp)
+			}
+			t.Portals = append(t.Portals, Portal{host, port})
+		}
+	case pc[ctxAddress] != "" && pc[ctxPort] != "":
+		t.Portals = []Portal{{pc[ctxAddress], pc[ctxPort]}}
+	case vc[ctxAddress] != "" && vc[ctxPort] != "":
+		t.Portals = []Portal{{vc[ctxAddress], vc[ctxPort]}}
 	}
-	if t.Address == "" || t.Port == "" || t.NSUUID == "" {
+	if len(t.Portals) == 0 || t.NSUUID == "" {
 		return t, errorf(ErrInvalidArgument, "the volume context must carry %s, %s and %s (CreateVolume returns them)", ctxAddress, ctxPort, ctxNSUUID)
 	}
 	if got := vc[ctxSubNQN]; got != "" && got != t.SubNQN {
 		return t, errorf(ErrInvalidArgument, "volume context subsystem %s is not volume %s's (%s)", got, id, t.SubNQN)
 	}
-	if to, ok := d.node.PortalMap[net.JoinHostPort(t.Address, t.Port)]; ok {
+	for i, p := range t.Portals {
+		to, ok := d.node.PortalMap[net.JoinHostPort(p.Address, p.Port)]
+		if !ok {
+			continue
+		}
 		host, port, err := net.SplitHostPort(to)
 		if err != nil {
 			return t, fmt.Errorf("portal map entry %s: %w", to, err)
 		}
-		t.Address, t.Port = host, port
+		t.Portals[i] = Portal{host, port}
 	}
 	return t, nil
 }
@@ -91,15 +108,21 @@ func (d *Driver) attach(ctx context.Context, t target, vc, secrets map[string]st
 	if err != nil {
 		return "", err
 	}
-	if err := d.node.NVMe.Connect(ctx, Attachment{
-		Address: t.Address, Port: t.Port, SubNQN: t.SubNQN,
+	connected, err := d.node.NVMe.Connect(ctx, Attachment{
+		Portals: t.Portals, SubNQN: t.SubNQN,
 		HostNQN: d.node.HostNQN, HostID: d.node.HostID, Connect: opts, Keys: keys,
-	}); err != nil {
+	})
+	if connected == 0 {
 		hint := ""
 		if keys == nil {
 			hint = " (" + keysHint + ")"
 		}
-		return "", errorf(ErrUnavailable, "nvme connect to %s at %s:%s: %v%s", t.SubNQN, t.Address, t.Port, err, hint)
+		return "", errorf(ErrUnavailable, "nvme connect to %s at %v: %v%s", t.SubNQN, t.Portals, err, hint)
+	}
+	if err != nil {
+		// A path to a lost server: multipath carries I/O on the others.
+		logr.FromContextOrDiscard(ctx).Info("not every path of the volume connected", "subnqn", t.SubNQN,
+			"connected", connected, "portals", len(t.Portals), "error", err.Error())
 	}
 	// A controller left live by an earlier stage keeps the keys it has.
 	if keys != nil {

@@ -2,6 +2,7 @@ package csi
 
 import (
 	"errors"
+	"reflect"
 	"testing"
 
 	"github.com/rackcache/rackcache/controllers/cachedvolume"
@@ -17,12 +18,21 @@ func TestTargetPrefersThePublishContextsPortal(t *testing.T) {
 	d := &Driver{node: NodeOptions{PortalMap: map[string]string{"10.0.0.2:4420": "127.0.0.1:14420"}}}
 
 	got, err := d.targetOf(id, vc, nil)
-	if err != nil || got.Address != "10.0.0.1" || got.Port != "4420" {
+	if err != nil || !reflect.DeepEqual(got.Portals, []Portal{{"10.0.0.1", "4420"}}) {
 		t.Errorf("without a publish context: %+v, %v", got, err)
 	}
 	got, err = d.targetOf(id, vc, map[string]string{publishHostNQN: "nqn.x", ctxAddress: "10.0.0.2", ctxPort: "4420"})
-	if err != nil || got.Address != "127.0.0.1" || got.Port != "14420" {
+	if err != nil || !reflect.DeepEqual(got.Portals, []Portal{{"127.0.0.1", "14420"}}) {
 		t.Errorf("publish context through the portal map: %+v, %v", got, err)
+	}
+	// Every path, the owner's first, each through the portal map.
+	got, err = d.targetOf(id, vc, map[string]string{publishHostNQN: "nqn.x", ctxAddress: "10.0.0.2", ctxPort: "4420",
+		ctxPaths: "10.0.0.2:4420,[fd00::3]:4420"})
+	if err != nil || !reflect.DeepEqual(got.Portals, []Portal{{"127.0.0.1", "14420"}, {"fd00::3", "4420"}}) {
+		t.Errorf("publish context with paths: %+v, %v", got, err)
+	}
+	if _, err := d.targetOf(id, vc, map[string]string{ctxPaths: "10.0.0.2"}); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("a path without a port: %v", err)
 	}
 	if got.SubNQN != vc[ctxSubNQN] || got.NSUUID != vc[ctxNSUUID] {
 		t.Errorf("subsystem and namespace come from the volume: %+v", got)
@@ -30,7 +40,7 @@ func TestTargetPrefersThePublishContextsPortal(t *testing.T) {
 	// A publish context with only the host NQN (an older controller)
 	// leaves the volume context's portal.
 	got, err = d.targetOf(id, vc, map[string]string{publishHostNQN: "nqn.x"})
-	if err != nil || got.Address != "10.0.0.1" {
+	if err != nil || got.Portals[0].Address != "10.0.0.1" {
 		t.Errorf("host-only publish context: %+v, %v", got, err)
 	}
 	if _, err := d.targetOf(id, map[string]string{}, map[string]string{ctxAddress: "10.0.0.2", ctxPort: "4420"}); !errors.Is(err, ErrInvalidArgument) {

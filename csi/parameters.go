@@ -48,6 +48,12 @@ const (
 // and every new attachment learns where from its publish context.
 const publishHostNQN = "hostNQN"
 
+// ctxPaths (publish context) lists every portal exporting the volume at
+// publish time, the owner's first: "address:port,address:port". The node
+// connects to all of them; a mirror promoted later is one of them, so a
+// failover needs no new publish.
+const ctxPaths = "paths"
+
 // defaultImageFeatures are what the kernel-free path needs: layering for
 // clones. (The dataplane reads the image through librbd, so any feature
 // librbd supports is usable.)

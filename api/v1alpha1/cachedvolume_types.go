@@ -139,6 +139,32 @@ type VolumeStats struct {
 	DamagedDirtyBytes int64 `json:"damagedDirtyBytes,omitempty"`
 }
 
+// PathRole is what a cache server is to a volume.
+// +kubebuilder:validation:Enum=Owner;Mirror
+type PathRole string
+
+const (
+	// RoleOwner serves the volume's I/O (ANA optimized).
+	RoleOwner PathRole = "Owner"
+	// RoleMirror exports the volume's subsystem without serving it (ANA
+	// inaccessible) and is promoted when the owner is lost.
+	RoleMirror PathRole = "Mirror"
+)
+
+// VolumePath is one server's NVMe/TCP portal for a volume.
+type VolumePath struct {
+	// Server is the cache server's node name.
+	Server string `json:"server"`
+	// Role is the server's role for the volume.
+	Role PathRole `json:"role"`
+	// Address and Port are the portal.
+	Address string `json:"address"`
+	Port    int32  `json:"port"`
+	// ANAState is the state the portal reports: optimized or inaccessible.
+	// +optional
+	ANAState string `json:"anaState,omitempty"`
+}
+
 // CachedVolumeStatus is the observed state of a CachedVolume.
 type CachedVolumeStatus struct {
 	// Conditions: Ready, Placed, Degraded, Flushed.
@@ -173,6 +199,30 @@ type CachedVolumeStatus struct {
 	// CrossRack is true when the volume was placed outside spec.rack.
 	// +optional
 	CrossRack bool `json:"crossRack,omitempty"`
+	// Mirror is the node name of the second cache server exporting the
+	// volume (pools with replicas 2): its path is inaccessible to hosts
+	// until the operator promotes it, after fencing the owner.
+	// +optional
+	Mirror string `json:"mirror,omitempty"`
+	// MirrorCacheDevice is the mirror's cache device holding the volume.
+	// +optional
+	MirrorCacheDevice string `json:"mirrorCacheDevice,omitempty"`
+	// Epoch counts the volume's changes of owner (0 before the first
+	// placement); a promotion raises it.
+	// +optional
+	Epoch int64 `json:"epoch,omitempty"`
+	// Paths are the NVMe/TCP portals exporting the volume, the owner's
+	// first, with the ANA state each reports. Hosts connect to all of them
+	// and their native multipath sends I/O where the state allows.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=2
+	Paths []VolumePath `json:"paths,omitempty"`
+	// OwnerCephClient is the Ceph client address (as `ceph osd blocklist`
+	// takes it) of the owner's dataplane: what is blocklisted to fence it
+	// before its mirror is promoted.
+	// +optional
+	OwnerCephClient string `json:"ownerCephClient,omitempty"`
 	// Address and Port are the NVMe/TCP listener hosts connect to.
 	// +optional
 	Address string `json:"address,omitempty"`
@@ -216,6 +266,7 @@ type CachedVolumeStatus struct {
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.spec.writeMode) || oldSelf.spec.writeMode != 'WriteBack' || (has(self.spec.writeMode) && self.spec.writeMode == 'WriteBack') || !has(self.status) || !has(self.status.phase) || !(self.status.phase in ['Degraded', 'Failed'])",message="writeMode cannot leave WriteBack while the volume is Degraded or Failed: its dirty data must be flushed to Ceph first and its server cannot flush; restore the server (or delete the volume) and retry"
 // +kubebuilder:printcolumn:name="Pool",type=string,JSONPath=`.spec.poolName`
 // +kubebuilder:printcolumn:name="Server",type=string,JSONPath=`.status.server`
+// +kubebuilder:printcolumn:name="Mirror",type=string,JSONPath=`.status.mirror`,priority=1
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Size",type=string,JSONPath=`.spec.size`
 // +kubebuilder:printcolumn:name="Cache",type=string,JSONPath=`.spec.cacheSize`

@@ -153,6 +153,21 @@ type CachePoolSpec struct {
 	// Placement says how volumes are spread over the servers.
 	// +optional
 	Placement Placement `json:"placement,omitempty"`
+	// Replicas is how many cache servers serve each volume: 1, or 2 for an
+	// owner and a mirror on different nodes, both exporting the volume's
+	// subsystem as two paths of one namespace (ANA: the owner's optimized,
+	// the mirror's inaccessible until it is promoted). Unset: 2 when the
+	// pool has at least two servers, 1 otherwise.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=2
+	Replicas *int32 `json:"replicas,omitempty"`
+	// FailoverGrace is how long a volume's owner may be lost (not listed,
+	// not ready, or not answering) before its mirror is promoted. Without a
+	// mirror the operator's --server-lost-grace applies.
+	// +optional
+	// +kubebuilder:default="10s"
+	FailoverGrace *metav1.Duration `json:"failoverGrace,omitempty"`
 	// Image is the dataplane container image.
 	// +required
 	// +kubebuilder:validation:MinLength=1

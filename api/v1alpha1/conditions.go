@@ -18,6 +18,9 @@ const (
 	// ConditionFlushed (CachedVolume): no dirty data is waiting for Ceph;
 	// False with ReasonFlushing while a flush runs.
 	ConditionFlushed = "Flushed"
+	// ConditionMirrored (CachedVolume, pools with replicas 2): a second
+	// server exports the volume and can be promoted when the owner is lost.
+	ConditionMirrored = "Mirrored"
 )
 
 // Condition reasons.
@@ -51,6 +54,17 @@ const (
 	// ReasonReplaced: a write-through or write-around volume was re-placed
 	// after its server was lost (the cache starts cold).
 	ReasonReplaced = "Replaced"
+	// ReasonPromoted: the owner was lost; its mirror was fenced off the
+	// old owner and promoted (status.epoch rose).
+	ReasonPromoted = "Promoted"
+	// ReasonMirrorLost: the volume's mirror is lost; another is placed
+	// once the pool's failover grace has passed.
+	ReasonMirrorLost = "MirrorLost"
+	// ReasonNotMirrored: the pool keeps one copy of each volume.
+	ReasonNotMirrored = "NotMirrored"
+	// ReasonWriteBackNotMirrored: the volume runs write-back and its dirty
+	// data is not mirrored yet, so no mirror could take over without it.
+	ReasonWriteBackNotMirrored = "WriteBackNotMirrored"
 	// ReasonDataplaneError: a dataplane call failed; the message says which.
 	ReasonDataplaneError = "DataplaneError"
 	// ReasonCacheMetadataDamaged: the volume's cache metadata on its server

@@ -72,9 +72,9 @@ func nodeRack(ctx context.Context, cfg *config) (string, error) {
 // nvmeAttacher adapts csi/nvme to the driver.
 type nvmeAttacher struct{ cli *nvme.CLI }
 
-func (a nvmeAttacher) Connect(ctx context.Context, at csi.Attachment) error {
+func (a nvmeAttacher) Connect(ctx context.Context, at csi.Attachment) (int, error) {
 	o := nvme.ConnectOptions{
-		Transport: "tcp", Address: at.Address, Port: at.Port, SubNQN: at.SubNQN,
+		Transport: "tcp", SubNQN: at.SubNQN,
 		HostNQN: at.HostNQN, HostID: at.HostID,
 		CtrlLossTmo: at.Connect.CtrlLossTmo, ReconnectDelay: at.Connect.ReconnectDelay,
 		KeepAliveTmo: at.Connect.KeepAliveTmo, NrIOQueues: at.Connect.NrIOQueues,
@@ -83,12 +83,16 @@ func (a nvmeAttacher) Connect(ctx context.Context, at csi.Attachment) error {
 		o.DHChapSecret, o.DHChapCtrlSecret = at.Keys.Host, at.Keys.Ctrl
 		if at.Keys.PSK != "" {
 			if err := a.cli.InsertPSK(ctx, at.HostNQN, at.SubNQN, at.Keys.PSK); err != nil {
-				return err
+				return 0, err
 			}
 			o.TLS = true
 		}
 	}
-	return a.cli.Connect(ctx, o)
+	portals := make([]nvme.Portal, len(at.Portals))
+	for i, p := range at.Portals {
+		portals[i] = nvme.Portal{Address: p.Address, Port: p.Port}
+	}
+	return a.cli.Connect(ctx, o, portals)
 }
 
 func (a nvmeAttacher) InsertPSK(ctx context.Context, hostNQN, subNQN, psk string) error {

@@ -29,6 +29,9 @@ type ApplyResult struct {
 	Flushing *dataplane.FlushStatus
 	// Degraded: the cached bdev reports its cache device failed.
 	Degraded bool
+	// ANAState is the state the server's listener reports for the
+	// volume ("" for a subsystem without ANA reporting).
+	ANAState dataplane.ANAState
 }
 
 // Apply makes the dataplane hold d: each step reads what is there and

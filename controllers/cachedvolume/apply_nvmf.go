@@ -47,6 +47,11 @@ func ensureSubsystem(ctx context.Context, c *dataplane.Client, d Desired, res *A
 		}
 		res.Created = append(res.Created, "subsystem "+nqn)
 	}
+	if !sub.ANAReporting {
+		// Created before ANA reporting: it serves one path, as before,
+		// and cannot take a mirror until the volume is re-created.
+		d.Namespace.ANAGroup, d.ANAState = 0, ""
+	}
 	if sub.AllowAnyHost {
 		if err := c.AllowAnyHost(ctx, nqn, false); err != nil {
 			return fmt.Errorf("restrict subsystem %s to its allowed hosts: %w", nqn, err)
@@ -103,12 +108,47 @@ func ensureListener(ctx context.Context, c *dataplane.Client, d Desired, sub *da
 		res.Changed = append(res.Changed, "removed listener "+l.TrAddr+":"+l.TrSvcID)
 	}
 	if found {
-		return nil
+		return ensureANAState(ctx, c, d, res)
 	}
-	if err := c.AddListener(ctx, nqn, d.Listener); err != nil {
+	// Added with its ANA state: a mirror's path is never optimized, not
+	// even for a moment.
+	if err := c.AddListener(ctx, nqn, d.Listener, d.ANAState); err != nil {
 		return fmt.Errorf("add listener %s:%s to subsystem %s: %w", d.Listener.TrAddr, d.Listener.TrSvcID, nqn, err)
 	}
 	res.Created = append(res.Created, "listener")
+	res.ANAState = d.ANAState
+	return nil
+}
+
+// ensureANAState sets the state the listener reports for the volume's ANA
+// group: a restarted server brings its listeners back inaccessible, and
+// only this call (the operator confirming the server's role) makes the
+// owner's path optimized again.
+func ensureANAState(ctx context.Context, c *dataplane.Client, d Desired, res *ApplyResult) error {
+	if d.ANAState == "" {
+		return nil
+	}
+	nqn := d.Subsystem.NQN
+	listeners, err := c.Listeners(ctx, nqn)
+	if err != nil {
+		return fmt.Errorf("read the ANA states of subsystem %s: %w", nqn, err)
+	}
+	for _, l := range listeners {
+		if !sameListener(l.Address, d.Listener) {
+			continue
+		}
+		for _, g := range l.ANAStates {
+			if g.Group == anaGroup && g.State == d.ANAState {
+				res.ANAState = d.ANAState
+				return nil
+			}
+		}
+	}
+	if err := c.SetANAState(ctx, nqn, d.Listener, d.ANAState, anaGroup); err != nil {
+		return fmt.Errorf("set ANA state %s on listener %s:%s of subsystem %s: %w", d.ANAState, d.Listener.TrAddr, d.Listener.TrSvcID, nqn, err)
+	}
+	res.Changed = append(res.Changed, "ANA state "+string(d.ANAState))
+	res.ANAState = d.ANAState
 	return nil
 }
 

@@ -2,6 +2,7 @@ package cachedvolume
 
 import (
 	"context"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -310,13 +311,19 @@ func dirtyBytes(ctx context.Context, t *testing.T, c *dataplane.Client, name str
 // (the repository's NVMe/TCP host), connecting as loadgenHostNQN.
 func runLoad(t *testing.T, port int, nqn string, keys ...hostkeys.Pair) error {
 	t.Helper()
+	return runLoadAt(t, "127.0.0.1", port, nqn, keys...)
+}
+
+// runLoadAt writes for a second through the portal at addr:port.
+func runLoadAt(t *testing.T, addr string, port int, nqn string, keys ...hostkeys.Pair) error {
+	t.Helper()
 	bin := filepath.Join(filepath.Dir(framework.DataplaneBinary(t)), "rackcache-loadgen")
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("rackcache-loadgen beside the dataplane binary: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	args := []string{"--addr", "127.0.0.1:" + strconv.Itoa(port), "--nqn", nqn,
+	args := []string{"--addr", net.JoinHostPort(addr, strconv.Itoa(port)), "--nqn", nqn,
 		"--pattern", "randwrite", "--qd", "8", "--seconds", "1"}
 	// With keys: the host authenticates (and checks the controller).
 	for _, k := range keys {

@@ -36,6 +36,11 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result
 		return r.deleteFromLostServer(ctx, s, "its CachePool no longer exists")
 	}
 	s.pool = pool
+	// The mirror holds no dirty data: it goes as a former server does.
+	if vol.Status.Mirror != "" {
+		rememberFormerServer(vol, vol.Status.Mirror)
+		vol.Status.Mirror, vol.Status.MirrorCacheDevice = "", ""
+	}
 	// Best effort: a former server that is still lost keeps its stale
 	// objects (docs/operator.md), it does not hold the deletion up.
 	r.cleanFormerServers(ctx, s)

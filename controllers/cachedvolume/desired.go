@@ -40,6 +40,10 @@ type Desired struct {
 	// HostKeys are each host's DH-HMAC-CHAP keys; nil when the pool does
 	// not authenticate hosts (set by the caller from the Secret).
 	HostKeys map[string]HostKeys
+	// ANAState is the state the listener reports for the namespace's ANA
+	// group: optimized on the owner, inaccessible on the mirror. A
+	// subsystem created before ANA reporting keeps none (apply.go).
+	ANAState dataplane.ANAState
 	// MustLoad: the volume ran write-back on this server, so its cache may
 	// hold dirty data: the cached bdev may only be re-attached (load), and
 	// a cache found on no device is an error, never a fresh cache.
@@ -94,11 +98,14 @@ func DesiredState(vol *rcv1.CachedVolume, pool *rcv1.CachePool, backend *ceph.Ba
 			SerialNumber:  SerialNumber(string(vol.UID)),
 			ModelNumber:   ModelNumber,
 			MaxNamespaces: 1,
+			// Every volume may get a second path (a mirror, a promotion).
+			ANAReporting: true,
 		},
 		Namespace: dataplane.Namespace{
 			NSID:     1,
 			BdevName: CachedBdevName(vol.Name),
 			UUID:     NamespaceUUID(string(vol.UID)),
+			ANAGroup: anaGroup,
 		},
 		Listener: dataplane.ListenAddress{
 			TrType:  "TCP",

@@ -66,9 +66,9 @@ func TestDesiredState(t *testing.T) {
 		CacheDevices: []string{"cache0", "cache1"},
 		Subsystem: dataplane.SubsystemParams{
 			NQN: "nqn.2025-01.io.rackcache:vol:pvc-0b6d7c1e", SerialNumber: SerialNumber(string(vol.UID)),
-			ModelNumber: "rackcache cached volume", MaxNamespaces: 1,
+			ModelNumber: "rackcache cached volume", MaxNamespaces: 1, ANAReporting: true,
 		},
-		Namespace: dataplane.Namespace{NSID: 1, BdevName: "cv-pvc-0b6d7c1e", UUID: NamespaceUUID(string(vol.UID))},
+		Namespace: dataplane.Namespace{NSID: 1, BdevName: "cv-pvc-0b6d7c1e", UUID: NamespaceUUID(string(vol.UID)), ANAGroup: 1},
 		Listener:  dataplane.ListenAddress{TrType: "TCP", AdrFam: "IPv4", TrAddr: "10.1.2.3", TrSvcID: "4420"},
 		Hosts:     []string{"nqn.2014-08.org.nvmexpress:uuid:a", "nqn.2014-08.org.nvmexpress:uuid:b"},
 	}

@@ -20,6 +20,8 @@ const (
 	// LostDegrade: a write-back volume's dirty data is on the lost server;
 	// moving it would serve stale data from Ceph, so it stays, Degraded.
 	LostDegrade
+	// LostPromote: fence the lost owner and promote the volume's mirror.
+	LostPromote
 )
 
 // LostInput is what the lost-server decision looks at.
@@ -33,6 +35,11 @@ type LostInput struct {
 	RPCError string
 	// MayHoldDirtyData: the volume runs (or is to run) write-back.
 	MayHoldDirtyData bool
+	// Promotable: the volume has a ready mirror and the lost owner can be
+	// fenced (its Ceph client is known); FailoverGrace then applies
+	// instead of Grace.
+	Promotable    bool
+	FailoverGrace time.Duration
 	// LostSince is when the volume was first seen lost (zero: just now).
 	LostSince time.Time
 	Now       time.Time
@@ -65,8 +72,16 @@ func DecideLost(in LostInput) LostDecision {
 	if since.IsZero() {
 		since = in.Now
 	}
-	if left := since.Add(in.Grace).Sub(in.Now); left > 0 {
+	grace := in.Grace
+	promote := in.Promotable && !in.MayHoldDirtyData
+	if promote {
+		grace = in.FailoverGrace
+	}
+	if left := since.Add(grace).Sub(in.Now); left > 0 {
 		return LostDecision{Action: LostWaiting, Why: why, RequeueAfter: left}
+	}
+	if promote {
+		return LostDecision{Action: LostPromote, Why: why}
 	}
 	if in.MayHoldDirtyData {
 		return LostDecision{Action: LostDegrade, Why: why}

@@ -96,6 +96,10 @@ func (r *Reconciler) serve(ctx context.Context, s *scope, mayReplace bool) (ctrl
 		LostSince:        lostSince(vol),
 		Now:              r.now(),
 		Grace:            r.ServerLostGrace,
+		// Without the owner's Ceph client address it cannot be fenced:
+		// the mirror waits as long as a re-placement would.
+		Promotable:    mirrorReady(vol, pool) && vol.Status.OwnerCephClient != "",
+		FailoverGrace: FailoverGrace(pool),
 	}
 	if !in.Listed || !in.Ready {
 		return r.lost(ctx, s, DecideLost(in), mayReplace)
@@ -130,6 +134,7 @@ func (r *Reconciler) serve(ctx context.Context, s *scope, mayReplace bool) (ctrl
 	}
 	desired := DesiredState(vol, pool, backend, server.ServingAddress(), s.cacheSize)
 	desired.HostKeys = desiredHostKeys(vol.Name, pairs)
+	desired.ANAState = dataplane.ANAOptimized
 	hold := applyHold(&desired, vol, time.Now())
 	// Served here before (status.address is cleared with the placement) in
 	// a mode that may leave dirty data: its cache must be re-attached,
@@ -156,6 +161,8 @@ func (r *Reconciler) serve(ctx context.Context, s *scope, mayReplace bool) (ctrl
 		}
 	}
 	r.recordApplied(ctx, s, c, server, desired, applied, hold)
+	recordOwnerCephClient(ctx, c, s, desired.Cluster.Name)
+	r.serveMirror(ctx, s, backend, pairs)
 	if applied.Flushing != nil {
 		return r.flushRequeue(), nil
 	}
@@ -236,6 +243,11 @@ func (r *Reconciler) lost(ctx context.Context, s *scope, d LostDecision, mayRepl
 		}
 		// Looked at again to notice the server's return.
 		return r.statsRequeue(), nil
+	case LostPromote:
+		if !mayReplace {
+			return r.statsRequeue(), nil
+		}
+		return r.promote(ctx, s, d)
 	case LostReplace:
 		if !mayReplace {
 			return r.statsRequeue(), nil
@@ -285,6 +297,7 @@ func (r *Reconciler) recordApplied(ctx context.Context, s *scope, c *dataplane.C
 			"re-created %v on cache server %s (cache re-attached: %v)", res.Created, server.NodeName, res.Loaded)
 	}
 	st.Rack, st.Address, st.Port, st.NQN = server.Rack, server.ServingAddress(), poolPort(s.pool), d.Subsystem.NQN
+	st.Paths = []rcv1.VolumePath{{Server: server.NodeName, Role: rcv1.RoleOwner, Address: st.Address, Port: st.Port, ANAState: string(res.ANAState)}}
 	st.WriteMode = APIWriteMode(res.WriteMode)
 	st.WriteThroughHold = ""
 	if hold != "" && res.WriteMode == dataplane.WriteThrough {

@@ -10,8 +10,9 @@ import (
 	rcv1 "github.com/rackcache/rackcache/api/v1alpha1"
 )
 
-// place chooses a server for the volume (never exclude) and records it in
-// status; false when no server has room (status says why).
+// place chooses a server for the volume (never exclude, nor its mirror)
+// and records it in status; false when no server has room (status says
+// why).
 func (r *Reconciler) place(ctx context.Context, s *scope, exclude string, replaced bool) bool {
 	vol, pool := s.vol, s.pool
 	alloc, err := r.allocation(ctx, pool.Name, vol.Name)
@@ -19,7 +20,8 @@ func (r *Reconciler) place(ctx context.Context, s *scope, exclude string, replac
 		s.obs.DataplaneError = err.Error()
 		return false
 	}
-	req := PlacementRequest{Rack: vol.Spec.Rack, Need: s.cacheSize, AllowCrossRack: allowCrossRack(pool), Exclude: exclude}
+	req := PlacementRequest{Rack: vol.Spec.Rack, Need: s.cacheSize, AllowCrossRack: allowCrossRack(pool),
+		Exclude: nonEmpty(exclude, vol.Status.Mirror)}
 	res, err := Place(candidates(pool, alloc), req, r.rng())
 	if err != nil {
 		s.obs.NoCapacity = err.Error()
@@ -27,6 +29,7 @@ func (r *Reconciler) place(ctx context.Context, s *scope, exclude string, replac
 	}
 	st := &vol.Status
 	st.Server, st.Rack, st.CrossRack, st.Address = res.Server.Name, res.Server.Rack, res.CrossRack, ""
+	st.Epoch++
 	s.obs.Placed, s.placedNow = true, true
 	switch {
 	case replaced:
@@ -71,6 +74,10 @@ func (r *Reconciler) allocation(ctx context.Context, pool, self string) (map[str
 			continue
 		}
 		out[v.Status.Server] = append(out[v.Status.Server], placedCache{Device: v.Status.CacheDevice, Bytes: v.Status.CacheSize.Value()})
+		// A mirror holds a cache of the same size on its own server.
+		if v.Status.Mirror != "" {
+			out[v.Status.Mirror] = append(out[v.Status.Mirror], placedCache{Device: v.Status.MirrorCacheDevice, Bytes: v.Status.CacheSize.Value()})
+		}
 	}
 	return out, nil
 }
@@ -90,6 +97,17 @@ func candidates(pool *rcv1.CachePool, alloc map[string][]placedCache) []Candidat
 			c.LargestFree, c.KnowsDevices = largestFree(s.Devices, alloc[s.NodeName]), true
 		}
 		out = append(out, c)
+	}
+	return out
+}
+
+// nonEmpty lists the names given that are not "".
+func nonEmpty(names ...string) []string {
+	var out []string
+	for _, n := range names {
+		if n != "" {
+			out = append(out, n)
+		}
 	}
 	return out
 }

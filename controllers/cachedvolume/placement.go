@@ -40,8 +40,9 @@ type PlacementRequest struct {
 	Need int64
 	// AllowCrossRack lets a volume whose rack has no room go elsewhere.
 	AllowCrossRack bool
-	// Exclude names a server not to use (the one a volume was lost on).
-	Exclude string
+	// Exclude names servers not to use (the one a volume was lost on, the
+	// owner when placing its mirror).
+	Exclude []string
 }
 
 // PlacementResult is placement's choice.
@@ -79,7 +80,7 @@ func (e *NoCapacityError) Error() string {
 // server. rng makes the sampling reproducible in tests.
 func Place(servers []Candidate, req PlacementRequest, rng *rand.Rand) (PlacementResult, error) {
 	fits := func(c Candidate) bool {
-		return c.Ready && c.Name != req.Exclude && c.Free() >= req.Need && (!c.KnowsDevices || c.LargestFree >= req.Need)
+		return c.Ready && !slices.Contains(req.Exclude, c.Name) && c.Free() >= req.Need && (!c.KnowsDevices || c.LargestFree >= req.Need)
 	}
 	var inRack, elsewhere []Candidate
 	for _, c := range servers {

@@ -85,7 +85,7 @@ func TestPlace(t *testing.T) {
 		{
 			name:    "the lost server is excluded",
 			servers: []Candidate{srv("a1", "a", 90, 0), srv("a2", "a", 10, 900)},
-			req:     PlacementRequest{Rack: "a", Need: gib, Exclude: "a1"},
+			req:     PlacementRequest{Rack: "a", Need: gib, Exclude: []string{"a1"}},
 			want:    []string{"a2"},
 		},
 	}

@@ -105,7 +105,7 @@ func TestReconcilerServesVolume(t *testing.T) {
 	// The pool authenticates hosts (the CRD's default): the operator made
 	// the allowed host a key pair in the volume's Secret, and the
 	// dataplane serves the host only when it proves it.
-	keys := g.hostKeys("e2e-host-keys", loadgenHostNQN, 1)
+	keys := g.hostKeys("e2e-host-keys", 1)
 	if err := runLoad(t, port, st.NQN); err == nil {
 		t.Fatal("the allowed host NQN without its key wrote to the volume")
 	}
@@ -140,7 +140,7 @@ func TestReconcilerServesVolume(t *testing.T) {
 	if _, _, err = g.pass("e2e"); err != nil {
 		t.Fatalf("pass after the rotation request: %v", err)
 	}
-	rotated := g.hostKeys("e2e-host-keys", loadgenHostNQN, 2)
+	rotated := g.hostKeys("e2e-host-keys", 2)
 	if rotated.Host == keys.Host || rotated.Ctrl == keys.Ctrl {
 		t.Fatal("rotation kept a key")
 	}
@@ -154,7 +154,7 @@ func TestReconcilerServesVolume(t *testing.T) {
 		t.Fatalf("the dataplane's keys of the volume after rotation: %v, %v", names, err)
 	}
 	got, _, _ = g.pass("e2e") // the same request again rotates nothing
-	g.hostKeys("e2e-host-keys", loadgenHostNQN, 2)
+	g.hostKeys("e2e-host-keys", 2)
 	keys = rotated
 
 	// A flush request (the CSI driver's, before a snapshot): answered in
@@ -220,9 +220,10 @@ func TestReconcilerServesVolume(t *testing.T) {
 	}
 }
 
-// hostKeys reads host's pair from the operator's Secret name and checks
-// its generation and that the Secret goes with its volume.
-func (g *reconcilerRig) hostKeys(name, host string, generation int64) hostkeys.Pair {
+// hostKeys reads the loadgen host's pair from the operator's Secret name
+// and checks its generation and that the Secret goes with its volume.
+func (g *reconcilerRig) hostKeys(name string, generation int64) hostkeys.Pair {
+	host := loadgenHostNQN
 	g.t.Helper()
 	sec := &corev1.Secret{}
 	if err := g.c.Get(context.Background(), client.ObjectKey{Namespace: "rackcache-system", Name: name}, sec); err != nil {

@@ -53,11 +53,15 @@ type Observation struct {
 	DamagedDirtyBytes uint64
 	// CacheDevice names the volume's cache device on its server.
 	CacheDevice string
+	// Mirror is what the pass learned of the volume's mirror (nil: the
+	// pass did not get that far; condition Mirrored stays as it was).
+	Mirror *MirrorObservation
 }
 
 func (o *Observation) lost() bool { return o.Lost != nil && o.Lost.Action != ServerHealthy }
 
-// SetConditions writes the four conditions of o onto conds.
+// SetConditions writes the four conditions of o onto conds, and
+// Mirrored when the pass looked at the mirror.
 func SetConditions(conds *[]metav1.Condition, o *Observation) {
 	for _, c := range []struct {
 		typ  string
@@ -77,6 +81,14 @@ func SetConditions(conds *[]metav1.Condition, o *Observation) {
 			meta.RemoveStatusCondition(conds, c.typ)
 		}
 		meta.SetStatusCondition(conds, metav1.Condition{Type: c.typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: o.Generation, LastTransitionTime: metav1.NewTime(o.Now)})
+	}
+	if m := o.Mirror; m != nil {
+		// As for a lost server: the mirror's grace counts from when it
+		// was first found lost.
+		if old := meta.FindStatusCondition(*conds, rcv1.ConditionMirrored); old != nil && m.Reason == rcv1.ReasonMirrorLost && old.Reason != m.Reason {
+			meta.RemoveStatusCondition(conds, rcv1.ConditionMirrored)
+		}
+		meta.SetStatusCondition(conds, metav1.Condition{Type: rcv1.ConditionMirrored, Status: m.Status, Reason: m.Reason, Message: m.Message, ObservedGeneration: o.Generation, LastTransitionTime: metav1.NewTime(o.Now)})
 	}
 }
 

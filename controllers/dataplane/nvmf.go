@@ -107,6 +107,8 @@ type Subsystem struct {
 	ModelNumber     string          `json:"model_number"`
 	MaxNamespaces   uint32          `json:"max_namespaces"`
 	Namespaces      []Namespace     `json:"namespaces"`
+	// ANAReporting: the subsystem was created with ANA reporting.
+	ANAReporting bool `json:"ana_reporting"`
 }
 
 // Subsystems lists every subsystem, the discovery subsystem first
@@ -126,12 +128,15 @@ type listenerParams struct {
 	ListenAddress ListenAddress `json:"listen_address"`
 	Advertised    *Advertised   `json:"rackcache_advertised,omitempty"`
 	SecureChannel bool          `json:"secure_channel,omitempty"`
+	ANAState      ANAState      `json:"ana_state,omitempty"`
 }
 
 // AddListener makes the subsystem reachable at a (binding it if no other
-// subsystem listens there). a.Advertised, if set, is what discovery reports.
-func (c *Client) AddListener(ctx context.Context, nqn string, a ListenAddress) error {
-	p := listenerParams{NQN: nqn, ListenAddress: a, Advertised: a.Advertised, SecureChannel: a.SecureChannel}
+// subsystem listens there). a.Advertised, if set, is what discovery
+// reports. ana, for a subsystem with ANA reporting, is the state the
+// listener reports for every group from the start ("" for optimized).
+func (c *Client) AddListener(ctx context.Context, nqn string, a ListenAddress, ana ANAState) error {
+	p := listenerParams{NQN: nqn, ListenAddress: a, Advertised: a.Advertised, SecureChannel: a.SecureChannel, ANAState: ana}
 	p.ListenAddress.Advertised = nil
 	return c.call(ctx, "nvmf_subsystem_add_listener", p, nil)
 }

@@ -42,31 +42,50 @@ type CLI struct {
 	SysfsRoot string
 }
 
-// Connect makes sure a live controller of o.SubNQN at o.Address:o.Port
-// exists for this host. One already live there is reused; the subsystem's
-// other controllers (left by an earlier loss: reconnecting forever, or at
-// another portal) are disconnected first, so that the namespace found
-// afterwards is the one at this portal (a known failure of peers: a
-// re-stage then found a stale namespace).
-func (c *CLI) Connect(ctx context.Context, o ConnectOptions) error {
+// Portal is one address and port a subsystem is exported at.
+type Portal struct{ Address, Port string }
+
+// Connect makes sure a live controller of o.SubNQN exists at each portal
+// (o.Address and o.Port are ignored): one path per cache server exporting
+// the volume, joined by the kernel's native multipath into one namespace.
+// A controller already live at a portal is reused; the subsystem's other
+// controllers (left by an earlier loss: reconnecting forever, or at a
+// portal no longer listed) are disconnected first, so that the namespace
+// found afterwards is the one at these portals (a known failure of peers:
+// a re-stage then found a stale namespace). It returns how many portals
+// have a live controller and, joined, why the others do not: a path
+// that cannot connect now (its server lost) does not stop the others.
+func (c *CLI) Connect(ctx context.Context, o ConnectOptions, portals []Portal) (int, error) {
 	subs, err := c.Subsystems(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
+	live := make([]bool, len(portals))
 	for _, p := range pathsOf(subs, o.SubNQN) {
-		if p.Live() && p.At(o.Address, o.Port) {
-			return nil
+		at := slices.IndexFunc(portals, func(q Portal) bool { return p.At(q.Address, q.Port) })
+		if at >= 0 && p.Live() && !live[at] {
+			live[at] = true
+			continue
 		}
-	}
-	for _, p := range pathsOf(subs, o.SubNQN) {
 		if _, _, err := c.Exec(ctx, "nvme", "disconnect", "-d", p.Name); err != nil {
-			return fmt.Errorf("disconnect stale controller %s (%s, %s) of %s: %w", p.Name, p.State, p.Address, o.SubNQN, err)
+			return 0, fmt.Errorf("disconnect stale controller %s (%s, %s) of %s: %w", p.Name, p.State, p.Address, o.SubNQN, err)
 		}
 	}
-	if _, _, err := c.Exec(ctx, "nvme", connectArgs(o)...); err != nil {
-		return fmt.Errorf("connect to %s at %s:%s: %w", o.SubNQN, o.Address, o.Port, err)
+	connected := 0
+	var errs []error
+	for i, q := range portals {
+		if live[i] {
+			connected++
+			continue
+		}
+		o.Address, o.Port = q.Address, q.Port
+		if _, _, err := c.Exec(ctx, "nvme", connectArgs(o)...); err != nil {
+			errs = append(errs, fmt.Errorf("connect to %s at %s:%s: %w", o.SubNQN, q.Address, q.Port, err))
+			continue
+		}
+		connected++
 	}
-	return nil
+	return connected, errors.Join(errs...)
 }
 
 // connectArgs are the arguments of `nvme connect` for o.

@@ -2,6 +2,7 @@ package nvme
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -54,6 +55,8 @@ func TestParseListSubsys(t *testing.T) {
 type fakeNVMe struct {
 	listSubsys []byte
 	calls      []string
+	// failing calls contain this ("" for none).
+	failing string
 }
 
 func (f *fakeNVMe) exec(_ context.Context, prog string, args ...string) ([]byte, []byte, error) {
@@ -62,32 +65,48 @@ func (f *fakeNVMe) exec(_ context.Context, prog string, args ...string) ([]byte,
 		return f.listSubsys, nil, nil
 	}
 	f.calls = append(f.calls, call)
+	if f.failing != "" && strings.Contains(call, f.failing) {
+		return nil, nil, errors.New("connect refused")
+	}
 	return nil, nil, nil
 }
 
 func TestConnect(t *testing.T) {
-	opts := ConnectOptions{Address: "10.0.3.100", Port: "4420", SubNQN: captureNQN, HostNQN: "nqn.2014-08.org.nvmexpress:uuid:x", HostID: "x", CtrlLossTmo: 600, ReconnectDelay: 2, KeepAliveTmo: 5}
+	opts := ConnectOptions{SubNQN: captureNQN, HostNQN: "nqn.2014-08.org.nvmexpress:uuid:x", HostID: "x", CtrlLossTmo: 600, ReconnectDelay: 2, KeepAliveTmo: 5}
 	connect := "nvme connect -t tcp -a 10.0.3.100 -s 4420 -n " + captureNQN + " --hostnqn nqn.2014-08.org.nvmexpress:uuid:x --ctrl-loss-tmo 600 --reconnect-delay 2 --keep-alive-tmo 5 --hostid x"
+	connect2 := strings.Replace(connect, "-a 10.0.3.100", "-a 10.0.3.101", 1)
+	owner, mirror := Portal{"10.0.3.100", "4420"}, Portal{"10.0.3.101", "4420"}
 	for name, c := range map[string]struct {
 		listSubsys string
 		opts       func(*ConnectOptions)
+		portals    []Portal
+		failing    string
 		want       []string
+		connected  int
+		wantErr    bool
 	}{
-		"a live controller there is reused":     {"list-subsys-connected.json", nil, nil},
-		"none yet":                              {"list-subsys-empty.json", nil, []string{connect}},
-		"a stale one (reconnecting) goes first": {"list-subsys-connecting.json", nil, []string{"nvme disconnect -d nvme0", connect}},
-		"a live one at another portal goes first": {"list-subsys-connected.json", func(o *ConnectOptions) { o.Port = "4421" },
-			[]string{"nvme disconnect -d nvme0", strings.Replace(connect, "-s 4420", "-s 4421", 1)}},
-		"queues when asked": {"list-subsys-empty.json", func(o *ConnectOptions) { o.NrIOQueues = 4 }, []string{connect + " --nr-io-queues 4"}},
-		"TLS":               {"list-subsys-empty.json", func(o *ConnectOptions) { o.TLS = true }, []string{connect + " --tls"}},
+		"a live controller there is reused":     {"list-subsys-connected.json", nil, []Portal{owner}, "", nil, 1, false},
+		"none yet":                              {"list-subsys-empty.json", nil, []Portal{owner}, "", []string{connect}, 1, false},
+		"a stale one (reconnecting) goes first": {"list-subsys-connecting.json", nil, []Portal{owner}, "", []string{"nvme disconnect -d nvme0", connect}, 1, false},
+		"a live one at another portal goes first": {"list-subsys-connected.json", nil, []Portal{{"10.0.3.100", "4421"}},
+			"", []string{"nvme disconnect -d nvme0", strings.Replace(connect, "-s 4420", "-s 4421", 1)}, 1, false},
+		"queues when asked": {"list-subsys-empty.json", func(o *ConnectOptions) { o.NrIOQueues = 4 }, []Portal{owner}, "", []string{connect + " --nr-io-queues 4"}, 1, false},
+		"TLS":               {"list-subsys-empty.json", func(o *ConnectOptions) { o.TLS = true }, []Portal{owner}, "", []string{connect + " --tls"}, 1, false},
+		// Multipath: the owner's live path stays, the mirror's is added.
+		"a second path joins a live one": {"list-subsys-connected.json", nil, []Portal{owner, mirror}, "", []string{connect2}, 2, false},
+		"both paths":                     {"list-subsys-empty.json", nil, []Portal{owner, mirror}, "", []string{connect, connect2}, 2, false},
+		// A lost server's path does not stop the other.
+		"one path cannot connect": {"list-subsys-empty.json", nil, []Portal{owner, mirror}, "-a 10.0.3.100", []string{connect, connect2}, 1, true},
+		"no path connects":        {"list-subsys-empty.json", nil, []Portal{owner}, "-a 10.0.3.100", []string{connect}, 0, true},
 	} {
-		f := &fakeNVMe{listSubsys: fixture(t, c.listSubsys)}
+		f := &fakeNVMe{listSubsys: fixture(t, c.listSubsys), failing: c.failing}
 		o := opts
 		if c.opts != nil {
 			c.opts(&o)
 		}
-		if err := (&CLI{Exec: f.exec}).Connect(context.Background(), o); err != nil {
-			t.Fatalf("%s: %v", name, err)
+		n, err := (&CLI{Exec: f.exec}).Connect(context.Background(), o, c.portals)
+		if n != c.connected || (err != nil) != c.wantErr {
+			t.Errorf("%s: %d connected, err %v; want %d, error %v", name, n, err, c.connected, c.wantErr)
 		}
 		if !reflect.DeepEqual(f.calls, c.want) {
 			t.Errorf("%s: calls\n%v\nwant\n%v", name, f.calls, c.want)

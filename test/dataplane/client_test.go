@@ -161,9 +161,9 @@ func TestTypedClient(t *testing.T) {
 	port := framework.FreeLoopbackPort(t)
 	listen := dataplane.ListenAddress{TrType: "TCP", AdrFam: "IPv4", TrAddr: "127.0.0.1", TrSvcID: fmt.Sprint(port),
 		Advertised: &dataplane.Advertised{TrAddr: "10.9.8.7"}}
-	must(t, "AddListener", c.AddListener(ctx, nqn, listen))
+	must(t, "AddListener", c.AddListener(ctx, nqn, listen, ""))
 	wantErr(t, "a listener with a name for an address",
-		c.AddListener(ctx, nqn, dataplane.ListenAddress{TrType: "TCP", TrAddr: "localhost", TrSvcID: "1"}), dataplane.IsInvalid, "IsInvalid")
+		c.AddListener(ctx, nqn, dataplane.ListenAddress{TrType: "TCP", TrAddr: "localhost", TrSvcID: "1"}, ""), dataplane.IsInvalid, "IsInvalid")
 	const host = "nqn.2014-08.org.nvmexpress:uuid:0b7c2a64-0a8e-4d57-9a9e-3e5b5f0c1d2e"
 	must(t, "AddHost", c.AddHost(ctx, nqn, host))
 
@@ -184,9 +184,21 @@ func TestTypedClient(t *testing.T) {
 	must(t, "CreateSubsystem with ANA", c.CreateSubsystem(ctx, dataplane.SubsystemParams{NQN: anaNQN, MaxNamespaces: 2, ANAReporting: true}))
 	wantErr(t, "SetANAState without ANA reporting",
 		c.SetANAState(ctx, nqn, listen, dataplane.ANAInaccessible, 0), dataplane.IsInvalid, "IsInvalid")
-	must(t, "AddListener with ANA", c.AddListener(ctx, anaNQN, listen))
-	must(t, "SetANAState", c.SetANAState(ctx, anaNQN, listen, dataplane.ANAInaccessible, 2))
+	// Added inaccessible (a mirror's path), then group 1 made optimized.
+	must(t, "AddListener with ANA", c.AddListener(ctx, anaNQN, listen, dataplane.ANAInaccessible))
 	ls, err := c.Listeners(ctx, anaNQN)
+	must(t, "Listeners", err)
+	if len(ls) != 1 || len(ls[0].ANAStates) != 2 ||
+		ls[0].ANAStates[0].State != dataplane.ANAInaccessible || ls[0].ANAStates[1].State != dataplane.ANAInaccessible {
+		t.Errorf("Listeners(%s) after adding it inaccessible = %+v, want both groups inaccessible", anaNQN, ls)
+	}
+	anaSubs, err := c.Subsystems(ctx, anaNQN)
+	must(t, "Subsystems with ANA", err)
+	if len(anaSubs) != 1 || !anaSubs[0].ANAReporting {
+		t.Errorf("Subsystems(%s) = %+v, want ana_reporting", anaNQN, anaSubs)
+	}
+	must(t, "SetANAState", c.SetANAState(ctx, anaNQN, listen, dataplane.ANAOptimized, 1))
+	ls, err = c.Listeners(ctx, anaNQN)
 	must(t, "Listeners", err)
 	if len(ls) != 1 || ls[0].Address.TrSvcID != fmt.Sprint(port) || len(ls[0].ANAStates) != 2 ||
 		ls[0].ANAStates[0].State != dataplane.ANAOptimized || ls[0].ANAStates[1].State != dataplane.ANAInaccessible {

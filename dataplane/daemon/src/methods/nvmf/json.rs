@@ -62,6 +62,9 @@ pub(crate) fn subsystem_json(s: &Subsystem) -> Value {
         "serial_number": s.serial,
         "model_number": s.model,
         "max_namespaces": s.max_namespaces,
+        // Not in SPDK's answer: a control plane needs it to tell a
+        // subsystem that can take a second path from one that cannot.
+        "ana_reporting": s.ana_reporting,
         "passthrough": false,
         "min_cntlid": MIN_CNTLID,
         "max_cntlid": MAX_CNTLID,

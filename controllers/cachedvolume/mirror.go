@@ -1,0 +1,197 @@
+package cachedvolume
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	rcv1 "github.com/rackcache/rackcache/api/v1alpha1"
+	"github.com/rackcache/rackcache/controllers/ceph"
+	"github.com/rackcache/rackcache/controllers/dataplane"
+	"github.com/rackcache/rackcache/controllers/hostkeys"
+)
+
+// A volume of a pool with replicas 2 has a mirror: a second server that
+// exports the same subsystem (same NQN, same namespace UUID, ANA group 1)
+// at its own portal, reporting the group inaccessible. Hosts connect to
+// both; their native multipath sends I/O to the owner's optimized path
+// only. When the owner is lost the mirror is fenced off from it and
+// promoted (promote.go): its path turns optimized and the host's queued
+// I/O goes there. The mirror serves nothing while it is mirror, so its
+// cache holds no block the owner has since overwritten.
+
+// defaultFailoverGrace is how long an owner with a ready mirror may be lost
+// before the mirror is promoted, when the pool does not say.
+const defaultFailoverGrace = 10 * time.Second
+
+// anaGroup is the ANA group of every volume's namespace (one namespace per
+// subsystem): each server's listener reports its own state for it.
+const anaGroup = 1
+
+// EffectiveReplicas is how many servers serve each volume of pool:
+// spec.replicas, else 2 when the pool has at least two servers.
+func EffectiveReplicas(pool *rcv1.CachePool) int {
+	if pool.Spec.Replicas != nil {
+		return int(*pool.Spec.Replicas)
+	}
+	if len(pool.Status.Servers) >= 2 {
+		return 2
+	}
+	return 1
+}
+
+// FailoverGrace is the pool's failover grace.
+func FailoverGrace(pool *rcv1.CachePool) time.Duration {
+	if pool.Spec.FailoverGrace != nil && pool.Spec.FailoverGrace.Duration > 0 {
+		return pool.Spec.FailoverGrace.Duration
+	}
+	return defaultFailoverGrace
+}
+
+// MirrorObservation is what a pass learned about the volume's mirror.
+type MirrorObservation struct {
+	Status  metav1.ConditionStatus
+	Reason  string
+	Message string
+}
+
+// mirrorWanted says whether vol gets a mirror in pool and, when not, why.
+func mirrorWanted(vol *rcv1.CachedVolume, pool *rcv1.CachePool) (bool, *MirrorObservation) {
+	if EffectiveReplicas(pool) < 2 {
+		return false, &MirrorObservation{metav1.ConditionFalse, rcv1.ReasonNotMirrored,
+			"the pool keeps one copy of each volume (spec.replicas 1, or fewer than two servers)"}
+	}
+	if mayHoldDirtyData(vol.Status.WriteMode, EffectiveWriteMode(vol, pool)) {
+		return false, &MirrorObservation{metav1.ConditionFalse, rcv1.ReasonWriteBackNotMirrored,
+			"write-back data is not mirrored to a second server yet, so a mirror could not take over without it; " +
+				"a lost server keeps the volume Degraded until it returns"}
+	}
+	return true, nil
+}
+
+// serveMirror makes the volume's mirror export it (placing one first when
+// it has none), drops a mirror that is no longer wanted or was lost for
+// longer than the failover grace, and adds the mirror's path to status.
+// The owner is served already: nothing here fails the pass.
+func (r *Reconciler) serveMirror(ctx context.Context, s *scope, backend *ceph.Backend, pairs map[string]hostkeys.Pair) {
+	vol, pool, st := s.vol, s.pool, &s.vol.Status
+	wanted, why := mirrorWanted(vol, pool)
+	if !wanted {
+		if st.Mirror != "" {
+			r.dropMirror(s, why.Message)
+		}
+		s.obs.Mirror = why
+		return
+	}
+	if st.Mirror == "" && !r.placeMirror(ctx, s) {
+		return
+	}
+	server := findServer(pool, st.Mirror)
+	lost := ""
+	switch {
+	case server == nil:
+		lost = "it is no longer one of the pool's servers"
+	case !server.Ready || (pool.Spec.DataPath.NamesDataPath() && server.DataAddress == ""):
+		lost = "the pool reports it not ready"
+	}
+	var c *dataplane.Client
+	if lost == "" {
+		var err error
+		if c, err = r.dataplaneClient(ctx, pool.Name, server); err != nil {
+			lost = "it does not answer: " + err.Error()
+		}
+	}
+	if lost == "" {
+		d := DesiredState(vol, pool, backend, server.ServingAddress(), s.cacheSize)
+		d.HostKeys = desiredHostKeys(vol.Name, pairs)
+		d.ANAState = dataplane.ANAInaccessible
+		res, err := Apply(ctx, c, d)
+		switch {
+		case err != nil && unreachable(err):
+			lost = "it does not answer: " + err.Error()
+		case err != nil:
+			s.obs.Mirror = &MirrorObservation{metav1.ConditionFalse, rcv1.ReasonDataplaneError,
+				fmt.Sprintf("mirror %s: %v", st.Mirror, err)}
+			return
+		default:
+			st.MirrorCacheDevice = res.CacheDevice
+			st.Paths = append(st.Paths, rcv1.VolumePath{Server: st.Mirror, Role: rcv1.RoleMirror,
+				Address: server.ServingAddress(), Port: poolPort(pool), ANAState: string(dataplane.ANAInaccessible)})
+			s.obs.Mirror = &MirrorObservation{metav1.ConditionTrue, rcv1.ReasonAsExpected, fmt.Sprintf(
+				"cache server %s exports the volume's second path, inaccessible until it is promoted", st.Mirror)}
+			return
+		}
+	}
+	r.mirrorLost(ctx, s, lost)
+}
+
+// mirrorLost reports a lost mirror and, once the failover grace has
+// passed, gives it up: another is placed on the next pass.
+func (r *Reconciler) mirrorLost(ctx context.Context, s *scope, why string) {
+	st := &s.vol.Status
+	msg := fmt.Sprintf("mirror %s is lost: %s", st.Mirror, why)
+	s.obs.Mirror = &MirrorObservation{metav1.ConditionFalse, rcv1.ReasonMirrorLost, msg}
+	since := r.now()
+	if c := meta.FindStatusCondition(st.Conditions, rcv1.ConditionMirrored); c != nil && c.Reason == rcv1.ReasonMirrorLost {
+		since = c.LastTransitionTime.Time
+	}
+	if r.now().Sub(since) < FailoverGrace(s.pool) {
+		ctrl.LoggerFrom(ctx).Info("mirror lost, within the failover grace", "mirror", st.Mirror, "why", why)
+		return
+	}
+	r.dropMirror(s, msg)
+}
+
+// dropMirror forgets the volume's mirror; its objects are removed by the
+// former-server cleanup once it answers (it holds no dirty data).
+func (r *Reconciler) dropMirror(s *scope, why string) {
+	st := &s.vol.Status
+	r.event(s.vol, corev1.EventTypeNormal, "MirrorRemoved", "mirror %s removed: %s", st.Mirror, why)
+	rememberFormerServer(s.vol, st.Mirror)
+	st.Mirror, st.MirrorCacheDevice = "", ""
+}
+
+// placeMirror chooses the volume's mirror: never its owner nor a former
+// server, in the owner's rack when one there has room (as an owner is
+// placed in the volume's rack), otherwise where the pool's rack rules
+// allow. False when none has room.
+func (r *Reconciler) placeMirror(ctx context.Context, s *scope) bool {
+	vol, pool, st := s.vol, s.pool, &s.vol.Status
+	alloc, err := r.allocation(ctx, pool.Name, vol.Name)
+	if err != nil {
+		s.obs.Mirror = &MirrorObservation{metav1.ConditionFalse, rcv1.ReasonDataplaneError, err.Error()}
+		return false
+	}
+	// The owner's own cache counts against its server.
+	alloc[st.Server] = append(alloc[st.Server], placedCache{Device: st.CacheDevice, Bytes: s.cacheSize})
+	rack := st.Rack
+	if rack == "" {
+		rack = vol.Spec.Rack
+	}
+	req := PlacementRequest{Rack: rack, Need: s.cacheSize, AllowCrossRack: true,
+		Exclude: append([]string{st.Server}, st.FormerServers...)}
+	res, err := Place(candidates(pool, alloc), req, r.rng())
+	if err != nil {
+		s.obs.Mirror = &MirrorObservation{metav1.ConditionFalse, rcv1.ReasonNoCapacity, "no server for a mirror: " + err.Error()}
+		return false
+	}
+	st.Mirror, st.MirrorCacheDevice = res.Server.Name, ""
+	ctrl.LoggerFrom(ctx).Info("mirror placed", "mirror", res.Server.Name, "rack", res.Server.Rack, "owner", st.Server)
+	r.event(vol, corev1.EventTypeNormal, "MirrorPlaced", "mirror placed on %s (rack %q)", res.Server.Name, res.Server.Rack)
+	return true
+}
+
+// mirrorReady: the volume has a mirror that exported it on the last pass
+// and the pool reports ready, so it can be promoted.
+func mirrorReady(vol *rcv1.CachedVolume, pool *rcv1.CachePool) bool {
+	if vol.Status.Mirror == "" || !meta.IsStatusConditionTrue(vol.Status.Conditions, rcv1.ConditionMirrored) {
+		return false
+	}
+	server := findServer(pool, vol.Status.Mirror)
+	return server != nil && server.Ready
+}
