@@ -1,14 +1,16 @@
-"""rackcache's cached-volume commands for SPDK's command line (spdk-rpc).
+"""rackcache's own commands for SPDK's command line (spdk-rpc).
 
-SPDK's stock client knows nothing of bdev_adacache_*; this plugin adds a
-command per method, with options mirroring the JSON parameters:
+SPDK's stock client knows nothing of bdev_adacache_*, bdev_rbd_blocklist_add
+or rackcache_*; this plugin adds a command per method, with options
+mirroring the JSON parameters:
 
     PYTHONPATH=python spdk-rpc --plugin rackcache_rpc_plugin \\
         bdev_adacache_create C0 Ceph0 Nvme0 1024 --write-mode wb
 
 Every option left out is left out of the request (the daemon's default
 applies). Nested parameters (cleaning, seq_cutoff) are built from their
-flags. See docs/dataplane.md, "Cached volumes".
+flags. See docs/dataplane.md, "Cached volumes", "Fencing another server's
+Ceph client" and "Lease and ANA fence".
 """
 
 from spdk.rpc.cmd_parser import print_dict, print_json
@@ -189,6 +191,34 @@ def spdk_rpc_plugin_initialize(subparsers):
     p.add_argument('name', help='name of the cached bdev')
     p.add_argument('cache_size_mib', type=int, help='new share, MiB')
     p.set_defaults(func=bdev_adacache_resize)
+
+    def bdev_rbd_blocklist_add(args):
+        print_json(args.client.call('bdev_rbd_blocklist_add', _params(
+            cluster_name=args.cluster_name,
+            client_address=args.client_address,
+            expire_seconds=args.expire_seconds)))
+    p = subparsers.add_parser('bdev_rbd_blocklist_add',
+                              help="Blocklist (fence) another server's Ceph client through a registered cluster")
+    p.add_argument('cluster_name', help='the registered cluster to ask Ceph through')
+    p.add_argument('client_address',
+                   help="the client's address, IP:PORT/NONCE (its server's bdev_rbd_get_clusters_info)")
+    p.add_argument('-e', '--expire-seconds', type=int, help='how long Ceph keeps it blocklisted (default 3600)')
+    p.set_defaults(func=bdev_rbd_blocklist_add)
+
+    def rackcache_lease_renew(args):
+        print_dict(args.client.call('rackcache_lease_renew',
+                                    {'holder': args.holder, 'duration_ms': args.duration_ms}))
+    p = subparsers.add_parser('rackcache_lease_renew',
+                              help='Grant or renew the lease on the ANA paths; when it runs out they are fenced')
+    p.add_argument('holder', help='who renews (for the logs)')
+    p.add_argument('duration_ms', type=int, help='how long it lasts from now, ms (1000 to 600000)')
+    p.set_defaults(func=rackcache_lease_renew)
+
+    def rackcache_lease_get(args):
+        print_dict(args.client.call('rackcache_lease_get'))
+    p = subparsers.add_parser('rackcache_lease_get',
+                              help='The lease on the ANA paths: granted, fenced, time left, holder')
+    p.set_defaults(func=rackcache_lease_get)
 
     def bdev_adacache_get_devices(args):
         print_dict(args.client.call('bdev_adacache_get_devices'))

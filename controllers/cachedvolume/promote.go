@@ -31,6 +31,16 @@ func (r *Reconciler) promote(ctx context.Context, s *scope, d LostDecision) (ctr
 	if mirror == nil {
 		return r.statsRequeue(), nil
 	}
+	// A lost owner that still reaches its hosts (cut off from the
+	// operator only) fences itself when its lease runs out: no promotion
+	// before that, so that at most one server acknowledges writes.
+	if r.Leases != nil {
+		if at := r.Leases.ExpiredAt(pool, old); r.now().Before(at) {
+			ctrl.LoggerFrom(ctx).Info("waiting for the lost owner's lease to run out before promoting its mirror",
+				"lostOwner", old, "until", at)
+			return ctrl.Result{RequeueAfter: at.Sub(r.now())}, nil
+		}
+	}
 	backend, err := ceph.Resolve(ctx, r.Client, pool, ceph.Node)
 	if err != nil {
 		s.obs.CephError = err.Error()
@@ -60,6 +70,7 @@ func (r *Reconciler) promote(ctx context.Context, s *scope, d LostDecision) (ctr
 	s.obs.PlacedMessage = fmt.Sprintf("cache server %s was lost (%s); mirror %s was fenced off from it and promoted (epoch %d)",
 		old, d.Why, mirror.NodeName, st.Epoch)
 	r.event(vol, corev1.EventTypeWarning, "Promoted", "%s", s.obs.PlacedMessage)
+	s.obs.Lost, s.obs.LostServer = nil, ""
 	return r.serve(ctx, s, false)
 }
 

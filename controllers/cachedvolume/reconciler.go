@@ -50,6 +50,11 @@ type Reconciler struct {
 	APIReader client.Reader
 	// Rand drives placement's sampling (seeded from the clock when nil).
 	Rand *rand.Rand
+	// Leases, when set, says when a server's lease has surely run out: a
+	// lost owner's mirror is promoted no earlier (nil: no leases run).
+	Leases interface {
+		ExpiredAt(pool *rcv1.CachePool, node string) time.Time
+	}
 	// Dial makes the client of a server (Connector.Client when nil; tests
 	// reach a real dataplane on its Unix socket).
 	Dial func(ctx context.Context, pool, node, address string) (*dataplane.Client, error)

@@ -9,8 +9,10 @@ import (
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	rcv1 "github.com/rackcache/rackcache/api/v1alpha1"
 	"github.com/rackcache/rackcache/controllers/cachedvolume"
 	"github.com/rackcache/rackcache/controllers/cachepool"
+	"github.com/rackcache/rackcache/controllers/leases"
 	"github.com/rackcache/rackcache/controllers/servers"
 )
 
@@ -78,6 +80,12 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if err := pools.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the CachePool reconciler: %w", err)
 	}
+	// Servers of pools with mirrored volumes hold a lease the operator
+	// renews; a lost owner's mirror is promoted once that lease ran out.
+	renewer := &leases.Renewer{Client: mgr.GetClient(), Dial: conn.Client, Duration: leaseDuration}
+	if err := mgr.Add(renewer); err != nil {
+		return fmt.Errorf("add the lease renewer: %w", err)
+	}
 	volumes := &cachedvolume.Reconciler{
 		Client:          mgr.GetClient(),
 		Namespace:       o.Namespace,
@@ -86,9 +94,19 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		ServerLostGrace: o.ServerLostGrace,
 		StatsInterval:   o.StatusInterval,
 		APIReader:       mgr.GetAPIReader(),
+		Leases:          renewer,
 	}
 	if err := volumes.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the CachedVolume reconciler: %w", err)
 	}
 	return nil
+}
+
+// leaseDuration is the lease of a pool's servers: the failover grace, for
+// pools whose volumes have mirrors; none otherwise.
+func leaseDuration(pool *rcv1.CachePool) time.Duration {
+	if cachedvolume.EffectiveReplicas(pool) < 2 {
+		return 0
+	}
+	return cachedvolume.FailoverGrace(pool)
 }

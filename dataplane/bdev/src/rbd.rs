@@ -7,6 +7,10 @@
 //! [`on_complete`] on one of its threads when it is done, and that wakes the
 //! waiting task through a oneshot channel. The buffer stays owned by the
 //! pending operation until then.
+//!
+//! Fencing: `fence` (a connection's client address, and blocklisting
+//! another client through it) and `fenced` (how this connection's writes
+//! end once another server has blocklisted it).
 
 use std::ffi::{c_char, c_int, c_void, CString};
 use std::ptr;
@@ -17,6 +21,11 @@ use tokio::sync::oneshot;
 
 use crate::buf::{back, AnyBuf, IoBuf};
 use crate::{uuid_from_name, BdevError, BdevInfo, DmaBuf, IoKind, Result};
+
+mod fence;
+mod fenced;
+pub use fence::{CephClientAddr, MAX_BLOCKLIST_SECONDS};
+use fenced::FenceProbe;
 
 #[allow(non_camel_case_types)]
 mod ffi {
@@ -249,6 +258,9 @@ impl Drop for RbdCluster {
 pub struct RbdBdev {
     info: BdevInfo,
     image: ffi::rbd_image_t,
+    /// The image's pool context, for the fence probe (see `fenced`).
+    ioctx: ffi::rados_ioctx_t,
+    fence: FenceProbe,
     pool: String,
     image_name: String,
     // The open handles and the connection they need, closed once (on
@@ -323,6 +335,7 @@ impl RbdBdev {
         let mut id = [0 as c_char; 64];
         // SAFETY: buffer of the given length.
         let id_rc = unsafe { ffi::rbd_get_id(handle, id.as_mut_ptr(), id.len()) };
+        let fence = FenceProbe::default();
         let bdev = Self {
             info: BdevInfo {
                 name: name.to_owned(),
@@ -339,9 +352,11 @@ impl RbdBdev {
                 },
             },
             image: handle,
+            ioctx,
             pool: pool.to_owned(),
             image_name: image.to_owned(),
-            closer: Some(Closer::new(handle, ioctx, cluster)),
+            closer: Some(Closer::new(handle, ioctx, cluster, fence.clone())),
+            fence,
         };
         check(|| format!("get size of {pool}/{image}"), rc)?;
         Ok(bdev)
@@ -406,10 +421,13 @@ impl RbdBdev {
 
     /// Submits one aio operation built by `start` (given the image, the
     /// completion and a pointer into `buf`, if any) and waits for it.
-    /// Returns librbd's return value and the buffer.
+    /// Returns librbd's return value and the buffer. An operation that
+    /// changes the image (`mutates`) ends with ESHUTDOWN, without its
+    /// buffer, once this client turns out fenced (see `fenced`).
     async fn submit(
         &self,
         what: &'static str,
+        mutates: bool,
         buf: Option<AnyBuf>,
         start: impl FnOnce(ffi::rbd_image_t, ffi::rbd_completion_t, *mut c_char) -> c_int,
     ) -> (Option<AnyBuf>, Result<isize>) {
@@ -419,7 +437,19 @@ impl RbdBdev {
             Ok(rx) => rx,
             Err((buf, rc)) => return (buf, Err(self.ceph_err(what, rc))),
         };
-        match rx.await {
+        let answer = if mutates {
+            let ask = || self.fence.ask(self.ioctx);
+            match self.fence.answer(rx, ask).await {
+                Some(a) => a,
+                None => {
+                    let fenced = format!("{what} (this Ceph client is blocklisted)");
+                    return (None, Err(self.ceph_err(&fenced, -libc::ESHUTDOWN)));
+                }
+            }
+        } else {
+            rx.await
+        };
+        match answer {
             Ok((rv, buf)) if rv < 0 => (buf, Err(self.ceph_err(what, rv as c_int))),
             Ok((rv, buf)) => (buf, Ok(rv)),
             Err(_) => (None, Err(self.ceph_err(what, -libc::EIO))),
@@ -483,7 +513,7 @@ impl RbdBdev {
     pub(crate) async fn read_buf<B: IoBuf>(&self, offset: u64, buf: B) -> (B, Result<()>) {
         let len = buf.len();
         let (any, r) = self
-            .submit("read", Some(buf.into_any()), |image, c, p| {
+            .submit("read", false, Some(buf.into_any()), |image, c, p| {
                 // SAFETY: p points at len bytes owned by the pending operation.
                 unsafe { ffi::rbd_aio_read(image, offset, len, p, c) }
             })
@@ -508,7 +538,7 @@ impl RbdBdev {
     ) -> (B, Result<()>) {
         let len = buf.len();
         let (any, r) = self
-            .submit("write", Some(buf.into_any()), |image, c, p| {
+            .submit("write", true, Some(buf.into_any()), |image, c, p| {
                 // SAFETY: as in `read_buf`.
                 unsafe { ffi::rbd_aio_write(image, offset, len, p, c) }
             })
@@ -531,7 +561,7 @@ impl RbdBdev {
     /// Flushes librbd's cache to the OSDs.
     pub async fn flush(&self) -> Result<()> {
         // SAFETY: open image and fresh completion.
-        self.submit("flush", None, |image, c, _| unsafe {
+        self.submit("flush", true, None, |image, c, _| unsafe {
             ffi::rbd_aio_flush(image, c)
         })
         .await
@@ -541,7 +571,7 @@ impl RbdBdev {
 
     /// rbd_aio_write_zeroes.
     pub async fn write_zeroes(&self, offset: u64, len: u64) -> Result<()> {
-        self.submit("write zeroes", None, |image, c, _| {
+        self.submit("write zeroes", true, None, |image, c, _| {
             // SAFETY: open image and fresh completion.
             unsafe { ffi::rbd_aio_write_zeroes(image, offset, len as usize, c, 0, 0) }
         })
@@ -568,6 +598,7 @@ struct Closer {
     // Released after the image: the last image may shut the connection down,
     // which blocks too.
     cluster: Arc<RbdCluster>,
+    fence: FenceProbe,
 }
 
 // SAFETY: librbd handles may be closed from any thread.
@@ -580,12 +611,18 @@ unsafe impl Send for Closer {}
 static OPEN_IMAGES: (Mutex<usize>, Condvar) = (Mutex::new(0), Condvar::new());
 
 impl Closer {
-    fn new(image: ffi::rbd_image_t, ioctx: ffi::rados_ioctx_t, cluster: Arc<RbdCluster>) -> Self {
+    fn new(
+        image: ffi::rbd_image_t,
+        ioctx: ffi::rados_ioctx_t,
+        cluster: Arc<RbdCluster>,
+        fence: FenceProbe,
+    ) -> Self {
         *OPEN_IMAGES.0.lock().unwrap_or_else(|e| e.into_inner()) += 1;
         Self {
             image,
             ioctx,
             cluster,
+            fence,
         }
     }
 
@@ -595,7 +632,11 @@ impl Closer {
         // SAFETY: handles opened in `open`, closed once.
         unsafe {
             ffi::rbd_close(self.image);
-            ffi::rados_ioctx_destroy(self.ioctx);
+            // A fence probe still in flight would use a destroyed ioctx:
+            // leaked instead (a probe unanswered until the close).
+            if !self.fence.in_flight() {
+                ffi::rados_ioctx_destroy(self.ioctx);
+            }
         }
         drop(self.cluster);
         let (count, closed) = &OPEN_IMAGES;

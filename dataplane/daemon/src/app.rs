@@ -203,6 +203,9 @@ pub struct App {
     pub poller: nvmf_tgt::Poller,
     /// `--ceph-keyring`: the keyring of clusters registered without a key.
     pub ceph_keyring: Option<std::path::PathBuf>,
+    /// The control plane's lease on the ANA paths (outside the control
+    /// lock: running out must fence even while a long call holds it).
+    pub lease: crate::lease::Lease,
 }
 
 impl App {
@@ -217,6 +220,7 @@ impl App {
             device_metrics: Default::default(),
             poller: Default::default(),
             ceph_keyring: None,
+            lease: Default::default(),
         }
     }
 }

@@ -5,6 +5,8 @@
 //! - [`app`]: control-plane state (bdevs, Ceph clusters, the NVMe-oF target).
 //! - [`cached_volumes`]: the cached bdevs among the registered ones.
 //! - [`cache_metrics`]: cached bdevs' statistics on /metrics.
+//! - [`lease`]: the control plane's lease on the ANA paths, and the fence
+//!   when it runs out.
 //! - [`methods`]: the JSON-RPC methods, SPDK names and parameters, listed
 //!   once in [`methods::table`].
 //! - [`rpc`]: JSON-RPC 2.0 framing, the Unix socket server, error codes.
@@ -14,5 +16,6 @@ pub mod app;
 pub mod cache_metrics;
 pub mod cached_volumes;
 pub mod config;
+pub mod lease;
 pub mod methods;
 pub mod rpc;

@@ -366,6 +366,7 @@ async fn run(args: Args, app: Arc<App>) -> Result<(), String> {
 /// daemon restarted or another server, stalls 30 seconds), and librbd's
 /// threads would race the process's exit.
 async fn release_all(app: &App) {
+    app.lease.detach();
     let mut state = app.state.lock().await;
     state.nvmf = Default::default();
     state.caches.clear();

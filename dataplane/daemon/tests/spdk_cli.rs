@@ -55,7 +55,10 @@ fn run(socket: &Path, args: &[String]) -> Result<String, String> {
     cmd.arg("-s").arg(socket);
     // rackcache's own methods come from its plugin; SPDK's from the stock
     // command line alone.
-    if args[0].starts_with("bdev_adacache_") || args[0].starts_with("rackcache_") {
+    if args[0].starts_with("bdev_adacache_")
+        || args[0].starts_with("rackcache_")
+        || args[0] == "bdev_rbd_blocklist_add"
+    {
         cmd.env("PYTHONPATH", repo_root().join("python"))
             .args(["--plugin", "rackcache_rpc_plugin"]);
     }

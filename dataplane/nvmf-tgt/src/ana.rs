@@ -94,15 +94,34 @@ pub struct ListenerAna {
     states: BTreeMap<u32, AnaState>,
     /// ANA log page change count: bumped on every change.
     pub change_count: u64,
+    /// Under the target's ANA fence ([`crate::ana_fence`]): every group
+    /// reads inaccessible, the states set kept underneath. Only in what
+    /// [`ListenerAna::under_fence`] returns, never in the states set.
+    fenced: bool,
 }
 
 impl ListenerAna {
     /// Group `group`'s state.
     pub fn state(&self, group: u32) -> AnaState {
+        if self.fenced {
+            return AnaState::Inaccessible;
+        }
         self.states
             .get(&group)
             .copied()
             .unwrap_or(AnaState::Optimized)
+    }
+
+    /// These states as the listener reports them under the target's ANA
+    /// fence: inaccessible throughout while `fenced`; the change count
+    /// also counts the fence's `transitions`, so that it moves at each
+    /// (and only goes up).
+    pub fn under_fence(&self, fenced: bool, transitions: u64) -> Self {
+        Self {
+            states: self.states.clone(),
+            change_count: self.change_count + transitions,
+            fenced,
+        }
     }
 
     /// Sets the state of `groups`; whether any changed (the change count
@@ -194,6 +213,30 @@ mod tests {
             (AnaState::Optimized, AnaState::Inaccessible)
         );
         assert_eq!(a.change_count, 2);
+    }
+
+    #[test]
+    fn a_fence_hides_the_states_set_and_counts_as_changes() {
+        let mut a = ListenerAna::default();
+        a.set([2], AnaState::NonOptimized);
+        let f = a.under_fence(true, 3);
+        assert_eq!(
+            (f.state(1), f.state(2)),
+            (AnaState::Inaccessible, AnaState::Inaccessible)
+        );
+        assert_eq!(f.change_count, 4);
+        let lifted = a.under_fence(false, 4);
+        assert_eq!(
+            (lifted.state(1), lifted.state(2)),
+            (AnaState::Optimized, AnaState::NonOptimized),
+            "the states set are back"
+        );
+        assert_eq!(lifted.change_count, 5);
+        let groups = BTreeMap::from([(1, vec![1])]);
+        assert_eq!(
+            log_page(&f, &groups, true)[32],
+            AnaState::Inaccessible.code()
+        );
     }
 
     #[test]

@@ -25,7 +25,9 @@
 //! pairs and the [`Target`] handle share, behind methods: the subsystem
 //! registry, listener table, controllers still draining, shutdown and
 //! drain signals, buffer budget), `target` (the configuration API),
-//! `options` ([`TransportOptions`]), [`stats`] (per-subsystem metrics) and
+//! `options` ([`TransportOptions`]), [`ana`] and [`ana_fence`] (Asymmetric
+//! Namespace Access, and the target-wide gate over it), [`stats`]
+//! (per-subsystem metrics) and
 //! [`poller`] (busy polling). Dependencies point one way: `target` ->
 //! `tcp` -> `ctrlr` -> `state`/`subsystem` -> `ctrlr::controller`.
 //!
@@ -57,6 +59,7 @@
 //! crate, outside the daemon.
 
 pub mod ana;
+pub mod ana_fence;
 pub mod auth;
 pub mod ctrlr;
 mod options;

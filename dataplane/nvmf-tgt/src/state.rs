@@ -13,6 +13,7 @@ use std::time::Duration;
 use metrics::{Counter, Registry};
 use tokio::sync::{mpsc, watch};
 
+use crate::ana_fence::AnaFence;
 use crate::auth::AuthPolicy;
 use crate::ctrlr::controller::{Controller, QpairCounts, QpairCountsSnapshot};
 use crate::ctrlr::log_page::DiscoveryEntry;
@@ -68,6 +69,8 @@ pub(crate) struct TargetState {
     /// costs a modular exponentiation, and a party that has not
     /// authenticated can ask for them.
     dh_budget: PeerLog,
+    /// The ANA fence every subsystem reports under.
+    ana_fence: Arc<AnaFence>,
 }
 
 /// DH-HMAC-CHAP challenges with a DH group per peer address: a burst as
@@ -98,6 +101,7 @@ impl TargetState {
         dcfg.allow_any_host = true;
         dcfg.max_namespaces = 0;
         let qpair_counts = Arc::new(QpairCounts::default());
+        let ana_fence = Arc::new(AnaFence::default());
         let in_use = metrics
             .gauge(
                 "rackcache_nvmf_buffer_bytes_in_use",
@@ -138,6 +142,7 @@ impl TargetState {
             true,
             SubsystemStats::register(&metrics, DISCOVERY_NQN),
             qpair_counts.clone(),
+            ana_fence.clone(),
         ));
         Ok(Self {
             opts,
@@ -159,7 +164,13 @@ impl TargetState {
             peer_log: PeerLog::default(),
             auth_policy: AuthPolicy::default(),
             dh_budget: PeerLog::with_rate(DH_CHALLENGES_PER_MINUTE, DH_CHALLENGES_PER_MINUTE),
+            ana_fence,
         })
+    }
+
+    /// The ANA fence (see [`crate::ana_fence`]).
+    pub(crate) fn ana_fence(&self) -> &AnaFence {
+        &self.ana_fence
     }
 
     /// The transport options.
@@ -275,7 +286,13 @@ impl TargetState {
             return Err(TargetError::Exists(format!("subsystem {}", cfg.nqn)));
         }
         let stats = SubsystemStats::register(&self.metrics, &cfg.nqn);
-        let s = Arc::new(Subsystem::new(cfg, false, stats, self.qpair_counts.clone()));
+        let s = Arc::new(Subsystem::new(
+            cfg,
+            false,
+            stats,
+            self.qpair_counts.clone(),
+            self.ana_fence.clone(),
+        ));
         subs.insert(s.nqn.clone(), s.clone());
         Ok(s)
     }

@@ -15,6 +15,7 @@ use std::sync::{Arc, RwLock};
 use bdev::CountedBdev;
 
 use crate::ana::ListenerAna;
+use crate::ana_fence::AnaFence;
 use crate::auth::HostKeys;
 use crate::ctrlr::controller::{
     Controller, ControllerTable, NewController, QpairCounts, QpairPath, RegisterError, Revocation,
@@ -218,9 +219,12 @@ pub struct Subsystem {
     pub ana_reporting: bool,
     /// Each listener's ANA states (none listed: all optimized).
     pub(crate) ana: RwLock<BTreeMap<SocketAddr, Arc<ListenerAna>>>,
-    /// Bumped on every ANA state change; queue pairs compare it to refresh
-    /// their listener's states.
+    /// Bumped on every ANA state change (the target's ANA fence's
+    /// included); queue pairs compare it to refresh their listener's
+    /// states.
     pub ana_generation: AtomicU64,
+    /// The target's ANA fence, over the states set here.
+    pub(crate) ana_fence: Arc<AnaFence>,
     /// Whether this is the discovery subsystem.
     pub is_discovery: bool,
     access: RwLock<Access>,
@@ -244,6 +248,7 @@ impl Subsystem {
         is_discovery: bool,
         stats: SubsystemStats,
         qpair_counts: Arc<QpairCounts>,
+        ana_fence: Arc<AnaFence>,
     ) -> Self {
         Self {
             controllers: Arc::new(ControllerTable::new(&cfg.nqn, qpair_counts)),
@@ -254,6 +259,7 @@ impl Subsystem {
             ana_reporting: cfg.ana_reporting,
             ana: RwLock::new(BTreeMap::new()),
             ana_generation: AtomicU64::new(0),
+            ana_fence,
             is_discovery,
             access: RwLock::new(Access {
                 allow_any_host: cfg.allow_any_host,
@@ -628,6 +634,7 @@ mod tests {
             false,
             stats,
             Arc::new(QpairCounts::default()),
+            Arc::default(),
         ));
         let host = "nqn.2014-08.org.example:h";
         sub.add_host(host, HostKeys::default()).unwrap();

@@ -1,6 +1,7 @@
 //! A subsystem's ANA states ([`crate::ana`]): each listener's state per
 //! group, set by the control plane and told to the controllers that came
-//! through that listener.
+//! through that listener, and reported under the target's ANA fence
+//! ([`crate::ana_fence`]).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -12,14 +13,32 @@ use crate::subsystem::Subsystem;
 use crate::TargetError;
 
 impl Subsystem {
-    /// The ANA states reported through listener `listen`.
+    /// The ANA states reported through listener `listen`: the states
+    /// set, unless the target's ANA fence is up.
     pub fn ana_states(&self, listen: SocketAddr) -> Arc<ListenerAna> {
+        let set = self.configured_ana_states(listen);
+        match self.ana_fence.snapshot() {
+            // Never fenced: the states set, as they are.
+            (false, 0) => set,
+            (fenced, transitions) => Arc::new(set.under_fence(fenced, transitions)),
+        }
+    }
+
+    /// The ANA states the control plane set for listener `listen`, which
+    /// the target's ANA fence hides while it is up.
+    pub fn configured_ana_states(&self, listen: SocketAddr) -> Arc<ListenerAna> {
         self.ana
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .get(&listen)
             .cloned()
             .unwrap_or_default()
+    }
+
+    /// The states reported changed: queues read them again at their next
+    /// command.
+    pub(crate) fn ana_states_changed(&self) {
+        self.ana_generation.fetch_add(1, Ordering::Release);
     }
 
     /// Sets the state of ANA group `group` (every group, 1 to
@@ -56,7 +75,7 @@ impl Subsystem {
             changed
         };
         if changed {
-            self.ana_generation.fetch_add(1, Ordering::Release);
+            self.ana_states_changed();
             tracing::info!(nqn = %self.nqn, %listen, ?group, state = state.name(), "ANA state changed");
             for c in self.live_controllers() {
                 if c.admin_path.listen == listen {

@@ -175,6 +175,21 @@ impl Target {
         self.existing(nqn)?.set_host_keys(hostnqn, keys)
     }
 
+    /// Raises (`true`) or lifts the target's ANA fence
+    /// ([`crate::ana_fence`]): while it is up, every subsystem reporting
+    /// ANA states reports every group inaccessible on every listener, the
+    /// states set kept for when it is lifted. Each transition sends an
+    /// ANA change notice to those subsystems' controllers. Whether it
+    /// changed.
+    pub fn set_ana_fenced(&self, up: bool) -> bool {
+        crate::ana_fence::set(&self.inner, up)
+    }
+
+    /// Whether the target's ANA fence is up.
+    pub fn ana_fenced(&self) -> bool {
+        self.inner.ana_fence().snapshot().0
+    }
+
     /// The hashes and groups DH-HMAC-CHAP accepts.
     pub fn auth_policy(&self) -> &AuthPolicy {
         self.inner.auth_policy()

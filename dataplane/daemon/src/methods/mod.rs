@@ -6,10 +6,12 @@
 mod adacache;
 mod bdev;
 mod bdev_inspect;
+mod ceph;
 mod config_errors;
 mod fault;
 mod framework;
 mod keyring;
+mod lease;
 mod nvmf;
 mod params;
 mod registry;

@@ -15,7 +15,8 @@ use serde_json::{json, Value};
 use super::nvmf::{host, inspect, listener, namespace, set_config, subsystem, transport};
 use super::params::{parse, NoParams};
 use super::{
-    adacache, bdev, bdev_inspect, config_errors, fault, framework, keyring, resize, saved_config,
+    adacache, bdev, bdev_inspect, ceph, config_errors, fault, framework, keyring, lease, resize,
+    saved_config,
 };
 use crate::app::App;
 use crate::rpc::error::{ErrorKind, RpcError};
@@ -33,6 +34,11 @@ pub enum Effect {
     /// after the call succeeds (a needless rewrite is harmless, a missed
     /// one is not, so a method that acts on the state is declared so).
     Changes,
+    /// Acts on what is never saved (the lease, another Ceph client):
+    /// nothing is rewritten after the call, and a restart does not replay
+    /// it. For calls the control plane repeats every second or that must
+    /// not happen again by themselves.
+    Acts,
 }
 
 /// One method of the table.
@@ -97,6 +103,8 @@ pub static METHODS: &[Method] = &[
     method!("bdev_rbd_create",                Changes, bdev::rbd_create,                    bdev::RbdCreate),
     method!("bdev_rbd_delete",                Changes, bdev::delete,                        bdev::ByName, "Ceph Rbd Disk"),
     method!("bdev_rbd_resize",                Changes, resize::rbd_resize,                  resize::RbdResize),
+    method!("bdev_rbd_get_clusters_info",     Reads,   ceph::get_clusters_info,             ceph::GetClustersInfo),
+    method!("bdev_rbd_blocklist_add",         Acts,    ceph::blocklist_add,                 ceph::BlocklistAdd),
     method!("bdev_delay_create",              Changes, fault::delay_create,                 fault::DelayCreate),
     method!("bdev_delay_delete",              Changes, bdev::delete,                        bdev::ByName, "delay"),
     method!("bdev_delay_update_latency",      Changes, fault::delay_update_latency,         fault::UpdateLatency),
@@ -142,6 +150,8 @@ pub static METHODS: &[Method] = &[
     method!("nvmf_subsystem_get_qpairs",      Reads,   inspect::get_qpairs,                 inspect::ByNqn),
     method!("nvmf_subsystem_get_listeners",   Reads,   inspect::get_listeners,              inspect::ByNqn),
     method!("nvmf_get_stats",                 Reads,   inspect::get_stats,                  inspect::GetStats),
+    method!("rackcache_lease_renew",          Acts,    lease::renew,                        lease::Renew),
+    method!("rackcache_lease_get",            Reads,   lease::get,                          NoParams),
 ];
 
 /// The method called `name`.
@@ -246,8 +256,12 @@ mod tests {
         ] {
             assert!(changes(m), "{m}");
         }
-        for m in METHODS.iter().filter(|m| m.name.contains("_get_")) {
+        for m in METHODS.iter().filter(|m| m.name.contains("_get")) {
             assert_eq!(m.effect, Effect::Reads, "{}", m.name);
+        }
+        // Nothing rewritten after them, nothing replayed at a restart.
+        for m in ["rackcache_lease_renew", "bdev_rbd_blocklist_add"] {
+            assert_eq!(find(m).unwrap().effect, Effect::Acts, "{m}");
         }
     }
 }

@@ -312,6 +312,22 @@ pub fn rows() -> Vec<Row> {
             let b = c.rpc("bdev_get_bdevs", json!({ "name": "Ceph0" }));
             assert_eq!(b[0]["num_blocks"], json!(48 * 1024 * 1024 / 4096));
         }),
+        row("bdev_rbd_get_clusters_info", &["-b", "ceph"], |c, out| {
+            let info = parse(out);
+            assert_eq!(info["cluster_name"], "ceph");
+            assert_eq!(info["user_id"].as_str(), Some(c.var("ceph_user")));
+            let addr = info["client_address"].as_str().expect("an address");
+            assert!(addr.contains('/'), "IP:PORT/NONCE: {addr}");
+            assert!(!out.contains(c.var("ceph_key")), "the cephx key: {out}");
+            assert_eq!(c.rpc("bdev_rbd_get_clusters_info", json!({}))[0], info);
+        }),
+        // Another server's client (an address no connection has): Ceph
+        // takes it; rbd_blocklist.rs fences a real one.
+        row(
+            "bdev_rbd_blocklist_add",
+            &["ceph", "127.0.0.1:0/4242", "--expire-seconds", "60"],
+            |_, out| assert_eq!(out.trim(), "true"),
+        ),
         row("nvmf_create_transport", &["-t", "TCP"], |c, _| {
             assert_eq!(
                 c.rpc("nvmf_get_transports", json!({}))
@@ -616,6 +632,23 @@ pub fn rows() -> Vec<Row> {
                 assert_eq!(ana_states(c), want);
             },
         ),
+        // A lease long enough for the rest of the run (it is never taken
+        // back): nothing is fenced.
+        row(
+            "rackcache_lease_renew",
+            &["spdk-cli", "600000"],
+            |c, out| {
+                let left = parse(out)["expires_in_ms"].as_u64().expect("ms left");
+                assert!(left <= 600_000, "{out}");
+                let want = ["inaccessible", "optimized", "inaccessible", "inaccessible"];
+                assert_eq!(ana_states(c), want);
+            },
+        ),
+        row("rackcache_lease_get", &[], |_, out| {
+            let l = parse(out);
+            assert_eq!((&l["granted"], &l["fenced"]), (&json!(true), &json!(false)));
+            assert_eq!(l["holder"], "spdk-cli");
+        }),
         row("nvmf_delete_subsystem", &[ANA_NQN], |c, _| {
             let all = c.rpc("nvmf_get_subsystems", json!({}));
             assert_eq!(all.as_array().unwrap().len(), 1, "only discovery left");

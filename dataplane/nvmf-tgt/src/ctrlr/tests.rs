@@ -477,5 +477,6 @@ async fn disconnect_and_unbind_release_the_controller() {
 }
 
 mod ana;
+mod ana_fence;
 mod auth;
 mod tls;

@@ -193,6 +193,7 @@ pub(crate) async fn create_transport(app: &App, p: CreateTransport) -> Result<Va
     if let Some((digests, groups)) = &state.nvmf.dhchap {
         target.auth_policy().set(digests, groups);
     }
+    app.lease.attach(&target);
     state.nvmf.target = Some(target);
     state.nvmf.transport = Some(saved);
     tracing::info!("NVMe/TCP transport created");

@@ -8,12 +8,12 @@ use super::*;
 use crate::ana::AnaState;
 use crate::ctrlr::controller::{AEN_ANA_CHANGED, AEN_CFG_ANA_CHANGE};
 
-const LID_ANA: u32 = 0x0c;
-const SECOND: &str = "127.0.0.1:4421";
+pub(super) const LID_ANA: u32 = 0x0c;
+pub(super) const SECOND: &str = "127.0.0.1:4421";
 
 /// A subsystem reporting ANA states, listening at 127.0.0.1:4420 and
 /// `SECOND`; an enabled admin queue through each.
-fn ana_rig() -> (Rig, Queue) {
+pub(super) fn ana_rig() -> (Rig, Queue) {
     let mut cfg = SubsystemConfig::new(NQN);
     cfg.allow_any_host = true;
     cfg.ana_reporting = true;
@@ -49,14 +49,14 @@ fn le32(p: &[u8], at: usize) -> u32 {
 }
 
 /// The admin command's reply data.
-fn reply(q: &mut Queue, sqe: &Sqe) -> Vec<u8> {
+pub(super) fn reply(q: &mut Queue, sqe: &Sqe) -> Vec<u8> {
     let o = q.exec(sqe, &[]);
     assert_eq!(status_of(&o), Status::SUCCESS);
     q.reply().to_vec()
 }
 
 /// The state of the one ANA group in the log page, and its change count.
-fn ana_log(q: &mut Queue) -> (u8, u64) {
+pub(super) fn ana_log(q: &mut Queue) -> (u8, u64) {
     let p = reply(q, &get_log_page(9, LID_ANA, 1024, 0));
     assert_eq!(le16(&p, 8), 1, "one group");
     assert_eq!((le32(&p, 16), le32(&p, 20), le32(&p, 48)), (1, 1, 1));

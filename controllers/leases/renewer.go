@@ -1,0 +1,173 @@
+// Package leases keeps the cache servers of pools with mirrored volumes on
+// a short lease that only the operator renews. A server whose lease runs
+// out fences itself: every path it exports with ANA turns inaccessible,
+// so it acknowledges no more writes (docs/dataplane.md, "The lease"). The
+// operator promotes a lost owner's mirror only once that owner's lease has
+// surely run out: a server cut off from the operator but not from its
+// hosts then serves nothing while the mirror takes over.
+package leases
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	rcv1 "github.com/rackcache/rackcache/api/v1alpha1"
+	"github.com/rackcache/rackcache/controllers/dataplane"
+)
+
+// Holder names the operator in the dataplanes' lease logs.
+const Holder = "rackcache-operator"
+
+// minDuration is the shortest lease the dataplane grants.
+const minDuration = time.Second
+
+// Renewer renews the lease of every server of every pool that wants one,
+// a quarter of the lease apart, and remembers when each renewal was sent.
+type Renewer struct {
+	Client client.Reader
+	// Dial makes the client of a server.
+	Dial func(ctx context.Context, pool, node, address string) (*dataplane.Client, error)
+	// Duration is a pool's lease (0: the pool's servers get none).
+	Duration func(pool *rcv1.CachePool) time.Duration
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+
+	mu      sync.Mutex
+	started time.Time
+	// sent is when the last renewal to each server was sent, and for how
+	// long: the server's lease runs from when it got it, which is later.
+	sent map[serverKey]grant
+}
+
+type serverKey struct{ pool, node string }
+
+type grant struct {
+	at time.Time
+	d  time.Duration
+}
+
+// Start renews until ctx ends (a controller-runtime Runnable).
+func (r *Renewer) Start(ctx context.Context) error {
+	r.mu.Lock()
+	r.started = r.now()
+	r.sent = map[serverKey]grant{}
+	r.mu.Unlock()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	next := map[serverKey]time.Time{}
+	for {
+		r.renewDue(ctx, next)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// NeedLeaderElection: only the leading operator grants leases.
+func (r *Renewer) NeedLeaderElection() bool { return true }
+
+// renewDue renews each server whose next renewal is due, each on its own
+// goroutine bounded by a quarter of its lease.
+func (r *Renewer) renewDue(ctx context.Context, next map[serverKey]time.Time) {
+	var pools rcv1.CachePoolList
+	if err := r.Client.List(ctx, &pools); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "list CachePools to renew their servers' leases")
+		return
+	}
+	former, err := r.formerServers(ctx)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "list CachedVolumes to renew their servers' leases")
+		return
+	}
+	var wg sync.WaitGroup
+	for i := range pools.Items {
+		pool := &pools.Items[i]
+		d := r.Duration(pool)
+		if d < minDuration {
+			continue
+		}
+		for _, s := range pool.Status.Servers {
+			k := serverKey{pool.Name, s.NodeName}
+			if former[k] || r.now().Before(next[k]) {
+				continue
+			}
+			next[k] = r.now().Add(d / 4)
+			wg.Add(1)
+			go func(address string) {
+				defer wg.Done()
+				r.renew(ctx, k, address, d)
+			}(s.Address)
+		}
+	}
+	wg.Wait()
+}
+
+// formerServers are the servers some volume was moved away from and whose
+// objects for it are not removed yet. They get no lease: renewing it would
+// lift their fence, and a returning former owner would serve its stale
+// cache on an optimized path until the volume's next pass removes it.
+func (r *Renewer) formerServers(ctx context.Context) (map[serverKey]bool, error) {
+	var vols rcv1.CachedVolumeList
+	if err := r.Client.List(ctx, &vols); err != nil {
+		return nil, err
+	}
+	out := map[serverKey]bool{}
+	for _, v := range vols.Items {
+		for _, n := range v.Status.FormerServers {
+			out[serverKey{v.Spec.PoolName, n}] = true
+		}
+	}
+	return out, nil
+}
+
+func (r *Renewer) renew(ctx context.Context, k serverKey, address string, d time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, d/4)
+	defer cancel()
+	c, err := r.Dial(ctx, k.pool, k.node, address)
+	if err != nil {
+		return
+	}
+	sentAt := r.now()
+	// Recorded before the call: a renewal that timed out may still have
+	// been granted.
+	r.mu.Lock()
+	r.sent[k] = grant{sentAt, d}
+	r.mu.Unlock()
+	if err := c.RenewLease(ctx, Holder, d); err != nil {
+		ctrl.LoggerFrom(ctx).V(1).Info("lease not renewed", "pool", k.pool, "server", k.node, "error", err.Error())
+	}
+}
+
+// ExpiredAt is when pool's server node has surely lost its lease: the
+// last renewal sent plus its duration, and never before the renewer
+// started plus the longest lease (an operator before this one may have
+// renewed just before it stopped). Zero when the renewer does not run.
+func (r *Renewer) ExpiredAt(pool *rcv1.CachePool, node string) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.started.IsZero() {
+		return time.Time{}
+	}
+	d := r.Duration(pool)
+	if d < minDuration {
+		return time.Time{}
+	}
+	at := r.started.Add(d)
+	if g, ok := r.sent[serverKey{pool.Name, node}]; ok && g.at.Add(g.d).After(at) {
+		at = g.at.Add(g.d)
+	}
+	return at
+}
+
+func (r *Renewer) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
