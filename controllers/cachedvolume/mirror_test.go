@@ -1,0 +1,56 @@
+package cachedvolume
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	rcv1 "github.com/rackcache/rackcache/api/v1alpha1"
+)
+
+func TestEffectiveReplicasAndFailoverGrace(t *testing.T) {
+	pool := &rcv1.CachePool{}
+	if got := EffectiveReplicas(pool); got != 1 {
+		t.Errorf("no servers: %d replicas, want 1", got)
+	}
+	pool.Status.Servers = []rcv1.ServerStatus{{NodeName: "a"}, {NodeName: "b"}}
+	if got := EffectiveReplicas(pool); got != 2 {
+		t.Errorf("two servers: %d replicas, want 2", got)
+	}
+	pool.Spec.Replicas = i32(1)
+	if got := EffectiveReplicas(pool); got != 1 {
+		t.Errorf("replicas 1 asked: %d", got)
+	}
+	if got := FailoverGrace(pool); got != 10*time.Second {
+		t.Errorf("default failover grace %v", got)
+	}
+	pool.Spec.FailoverGrace = &metav1.Duration{Duration: 3 * time.Second}
+	if got := FailoverGrace(pool); got != 3*time.Second {
+		t.Errorf("failover grace %v, want 3s", got)
+	}
+}
+
+// Write-back volumes get no mirror: their dirty data would not be on it.
+func TestMirrorWanted(t *testing.T) {
+	two := &rcv1.CachePool{Status: rcv1.CachePoolStatus{Servers: []rcv1.ServerStatus{{NodeName: "a"}, {NodeName: "b"}}}}
+	one := &rcv1.CachePool{Spec: rcv1.CachePoolSpec{Replicas: i32(1)}}
+	for _, c := range []struct {
+		name   string
+		pool   *rcv1.CachePool
+		mode   rcv1.WriteMode
+		want   bool
+		reason string
+	}{
+		{"write-through, two servers", two, rcv1.WriteThrough, true, ""},
+		{"write-around, two servers", two, rcv1.WriteAround, true, ""},
+		{"write-back", two, rcv1.WriteBack, false, rcv1.ReasonWriteBackNotMirrored},
+		{"replicas 1", one, rcv1.WriteThrough, false, rcv1.ReasonNotMirrored},
+	} {
+		vol := &rcv1.CachedVolume{Spec: rcv1.CachedVolumeSpec{WriteMode: c.mode}}
+		got, why := mirrorWanted(vol, c.pool)
+		if got != c.want || (why == nil) != c.want || (why != nil && why.Reason != c.reason) {
+			t.Errorf("%s: wanted %v (%+v), want %v %s", c.name, got, why, c.want, c.reason)
+		}
+	}
+}
