@@ -32,6 +32,9 @@ type ApplyResult struct {
 	// ANAState is the state the server's listener reports for the
 	// volume ("" for a subsystem without ANA reporting).
 	ANAState dataplane.ANAState
+	// ANAReporting and MinCntlid describe the subsystem found or made.
+	ANAReporting bool
+	MinCntlid    uint16
 }
 
 // Apply makes the dataplane hold d: each step reads what is there and

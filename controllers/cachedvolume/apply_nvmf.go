@@ -47,6 +47,7 @@ func ensureSubsystem(ctx context.Context, c *dataplane.Client, d Desired, res *A
 		}
 		res.Created = append(res.Created, "subsystem "+nqn)
 	}
+	res.ANAReporting, res.MinCntlid = sub.ANAReporting, sub.MinCntlid
 	if !sub.ANAReporting {
 		// Created before ANA reporting: it serves one path, as before,
 		// and cannot take a mirror until the volume is re-created.

@@ -33,6 +33,45 @@ const defaultFailoverGrace = 10 * time.Second
 // subsystem): each server's listener reports its own state for it.
 const anaGroup = 1
 
+// Controller ids: the NVMe range (1..0xFFEF) in cntlidSlots slices. Each
+// server of a pool creates a volume's subsystem in the slice of its rank
+// among the pool's servers, and a mirror whose slice is the owner's takes
+// the next: the Linux host refuses a second path whose controller id it
+// already has from the first ("duplicate cntlid").
+const (
+	cntlidSlots   = 16
+	cntlidPerSlot = 4095
+	maxCntlid     = 0xffef
+)
+
+// cntlidRange is the controller id range of slot.
+func cntlidRange(slot int) (uint16, uint16) {
+	first := 1 + slot*cntlidPerSlot
+	return uint16(first), uint16(min(first+cntlidPerSlot-1, maxCntlid))
+}
+
+// cntlidSlot is node's slot: its rank among the pool's servers by name.
+func cntlidSlot(pool *rcv1.CachePool, node string) int {
+	rank := 0
+	for _, s := range pool.Status.Servers {
+		if s.NodeName < node {
+			rank++
+		}
+	}
+	return rank % cntlidSlots
+}
+
+// mirrorCntlidRange is the mirror's range: its own slot, unless the
+// owner's subsystem (created earlier, maybe when the servers ranked
+// otherwise) uses it.
+func mirrorCntlidRange(pool *rcv1.CachePool, mirror string, ownerMin uint16) (uint16, uint16) {
+	slot := cntlidSlot(pool, mirror)
+	if lo, _ := cntlidRange(slot); lo == ownerMin {
+		slot = (slot + 1) % cntlidSlots
+	}
+	return cntlidRange(slot)
+}
+
 // EffectiveReplicas is how many servers serve each volume of pool:
 // spec.replicas, else 2 when the pool has at least two servers.
 func EffectiveReplicas(pool *rcv1.CachePool) int {
@@ -79,6 +118,13 @@ func mirrorWanted(vol *rcv1.CachedVolume, pool *rcv1.CachePool) (bool, *MirrorOb
 // longer than the failover grace, and adds the mirror's path to status.
 // The owner is served already: nothing here fails the pass.
 func (r *Reconciler) serveMirror(ctx context.Context, s *scope, backend *ceph.Backend, pairs map[string]hostkeys.Pair) {
+	if !s.ownerANA {
+		// Created before ANA reporting: one path only.
+		s.obs.Mirror = &MirrorObservation{metav1.ConditionFalse, rcv1.ReasonNotMirrored,
+			"the owner's subsystem was created without ANA reporting (before mirrors existed) and takes no second path; " +
+				"a volume created now gets one"}
+		return
+	}
 	vol, pool, st := s.vol, s.pool, &s.vol.Status
 	wanted, why := mirrorWanted(vol, pool)
 	if !wanted {
@@ -110,6 +156,7 @@ func (r *Reconciler) serveMirror(ctx context.Context, s *scope, backend *ceph.Ba
 		d := DesiredState(vol, pool, backend, server.ServingAddress(), s.cacheSize)
 		d.HostKeys = desiredHostKeys(vol.Name, pairs)
 		d.ANAState = dataplane.ANAInaccessible
+		d.Subsystem.MinCntlid, d.Subsystem.MaxCntlid = mirrorCntlidRange(pool, st.Mirror, s.ownerMinCntlid)
 		res, err := Apply(ctx, c, d)
 		switch {
 		case err != nil && unreachable(err):

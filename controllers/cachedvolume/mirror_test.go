@@ -54,3 +54,26 @@ func TestMirrorWanted(t *testing.T) {
 		}
 	}
 }
+
+// The owner's and the mirror's subsystems never share controller ids.
+func TestCntlidRanges(t *testing.T) {
+	if lo, hi := cntlidRange(0); lo != 1 || hi != 4095 {
+		t.Errorf("slot 0: %d-%d", lo, hi)
+	}
+	if lo, hi := cntlidRange(cntlidSlots - 1); lo != 61426 || hi != 0xffef {
+		t.Errorf("last slot: %d-%d, want 61426-65519", lo, hi)
+	}
+	pool := &rcv1.CachePool{Status: rcv1.CachePoolStatus{Servers: []rcv1.ServerStatus{{NodeName: "b"}, {NodeName: "a"}, {NodeName: "c"}}}}
+	if cntlidSlot(pool, "a") != 0 || cntlidSlot(pool, "c") != 2 {
+		t.Errorf("slots by rank: a %d, c %d", cntlidSlot(pool, "a"), cntlidSlot(pool, "c"))
+	}
+	// The mirror's own slot is free: it keeps it.
+	if lo, _ := mirrorCntlidRange(pool, "b", 1); lo != 4096 {
+		t.Errorf("mirror b beside owner a: starts at %d, want 4096", lo)
+	}
+	// The owner's subsystem took b's slot (made when the servers ranked
+	// otherwise): the mirror takes the next.
+	if lo, _ := mirrorCntlidRange(pool, "b", 4096); lo != 8191 {
+		t.Errorf("mirror b beside an owner in its slot: starts at %d, want 8191", lo)
+	}
+}

@@ -135,6 +135,7 @@ func (r *Reconciler) serve(ctx context.Context, s *scope, mayReplace bool) (ctrl
 	desired := DesiredState(vol, pool, backend, server.ServingAddress(), s.cacheSize)
 	desired.HostKeys = desiredHostKeys(vol.Name, pairs)
 	desired.ANAState = dataplane.ANAOptimized
+	desired.Subsystem.MinCntlid, desired.Subsystem.MaxCntlid = cntlidRange(cntlidSlot(pool, server.NodeName))
 	hold := applyHold(&desired, vol, time.Now())
 	// Served here before (status.address is cleared with the placement) in
 	// a mode that may leave dirty data: its cache must be re-attached,
@@ -160,6 +161,7 @@ func (r *Reconciler) serve(ctx context.Context, s *scope, mayReplace bool) (ctrl
 			return ctrl.Result{}, err
 		}
 	}
+	s.ownerANA, s.ownerMinCntlid = applied.ANAReporting, applied.MinCntlid
 	r.recordApplied(ctx, s, c, server, desired, applied, hold)
 	recordOwnerCephClient(ctx, c, s, desired.Cluster.Name)
 	r.serveMirror(ctx, s, backend, pairs)

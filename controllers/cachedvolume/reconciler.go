@@ -74,6 +74,11 @@ type scope struct {
 	// cacheSize is the resolved cache size in bytes.
 	cacheSize int64
 	obs       Observation
+	// ownerANA and ownerMinCntlid describe the owner's subsystem as the
+	// pass found or made it: whether it reports ANA (takes a mirror) and
+	// where its controller ids start (the mirror's must not).
+	ownerANA       bool
+	ownerMinCntlid uint16
 	// placedNow: the volume got its server in this pass (its objects are
 	// new there, not a recovery).
 	placedNow bool

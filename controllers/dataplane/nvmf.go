@@ -43,6 +43,11 @@ type SubsystemParams struct {
 	// ANAReporting: each listener reports an ANA state per group, so that
 	// several servers can export the subsystem as paths of one volume.
 	ANAReporting bool `json:"ana_reporting,omitempty"`
+	// MinCntlid and MaxCntlid bound the controller ids it hands out
+	// (0: the whole range): servers exporting one subsystem take
+	// disjoint ranges, or a host refuses its second path.
+	MinCntlid uint16 `json:"min_cntlid,omitempty"`
+	MaxCntlid uint16 `json:"max_cntlid,omitempty"`
 }
 
 // CreateSubsystem creates an NVM subsystem (CodeInternalError when the NQN
@@ -109,6 +114,9 @@ type Subsystem struct {
 	Namespaces      []Namespace     `json:"namespaces"`
 	// ANAReporting: the subsystem was created with ANA reporting.
 	ANAReporting bool `json:"ana_reporting"`
+	// MinCntlid and MaxCntlid bound its controller ids.
+	MinCntlid uint16 `json:"min_cntlid"`
+	MaxCntlid uint16 `json:"max_cntlid"`
 }
 
 // Subsystems lists every subsystem, the discovery subsystem first

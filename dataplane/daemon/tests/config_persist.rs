@@ -116,7 +116,7 @@ fn ana_listeners_come_back_inaccessible() {
     call("nvmf_create_transport", json!({"trtype": "TCP"}));
     call(
         "nvmf_create_subsystem",
-        json!({"nqn": NQN, "ana_reporting": true, "max_namespaces": 2}),
+        json!({"nqn": NQN, "ana_reporting": true, "max_namespaces": 2, "min_cntlid": 8191, "max_cntlid": 12285}),
     );
     let listener = json!({"nqn": NQN, "listen_address": tcp_listen_address(port)});
     call("nvmf_subsystem_add_listener", listener.clone());
@@ -131,6 +131,13 @@ fn ana_listeners_come_back_inaccessible() {
 
     let d = Daemon::start_with(&socket, None, &persist);
     assert_eq!(states(), all("inaccessible"));
+    // The controller id range comes back too: a host connected to another
+    // server's path never meets one of its ids here.
+    let subs = unix_rpc(&socket, "nvmf_get_subsystems", json!({"nqn": NQN})).unwrap();
+    assert_eq!(
+        (&subs[0]["min_cntlid"], &subs[0]["max_cntlid"]),
+        (&json!(8191), &json!(12285))
+    );
     let mut set = listener;
     set["ana_state"] = json!("optimized");
     unix_rpc(&socket, "nvmf_subsystem_listener_set_ana_state", set).unwrap();

@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::ops::RangeInclusive;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
@@ -19,6 +20,7 @@ use crate::ana_fence::AnaFence;
 use crate::auth::HostKeys;
 use crate::ctrlr::controller::{
     Controller, ControllerTable, NewController, QpairCounts, QpairPath, RegisterError, Revocation,
+    MAX_CNTLID,
 };
 use crate::stats::SubsystemStats;
 use crate::TargetError;
@@ -181,6 +183,10 @@ pub struct SubsystemConfig {
     /// the subsystem is exported by several servers, each listener
     /// reporting a state per ANA group ([`crate::ana`]).
     pub ana_reporting: bool,
+    /// The controller ids it hands out (SPDK's `min_cntlid`..`max_cntlid`):
+    /// servers exporting one subsystem get disjoint ranges, or a host
+    /// refuses its second path ("duplicate cntlid").
+    pub cntlid_range: RangeInclusive<u16>,
 }
 
 impl SubsystemConfig {
@@ -193,6 +199,7 @@ impl SubsystemConfig {
             allow_any_host: false,
             max_namespaces: 32,
             ana_reporting: false,
+            cntlid_range: 1..=MAX_CNTLID,
         }
     }
 }
@@ -251,7 +258,11 @@ impl Subsystem {
         ana_fence: Arc<AnaFence>,
     ) -> Self {
         Self {
-            controllers: Arc::new(ControllerTable::new(&cfg.nqn, qpair_counts)),
+            controllers: Arc::new(ControllerTable::new(
+                &cfg.nqn,
+                cfg.cntlid_range.clone(),
+                qpair_counts,
+            )),
             nqn: cfg.nqn,
             serial: cfg.serial,
             model: cfg.model,
@@ -589,6 +600,11 @@ impl Subsystem {
     /// if the subsystem is still reachable that way.
     pub(crate) fn attach_io_queue(&self, ctrl: &Controller, qid: u16, path: QpairPath) -> bool {
         ctrl.attach_io_queue(qid, path, |listen| self.reachable_through(listen))
+    }
+
+    /// The controller ids it hands out.
+    pub fn cntlid_range(&self) -> RangeInclusive<u16> {
+        self.controllers.range()
     }
 
     /// The controller `cntlid`, if it is alive.

@@ -587,12 +587,19 @@ pub fn rows() -> Vec<Row> {
             assert_eq!(all.as_array().unwrap().len(), 1, "only discovery left");
         }),
         // ANA reporting: a listener added inaccessible, then one group of
-        // it made optimized.
+        // it made optimized. Its controller ids come from a range of their
+        // own (a second server exporting it would take another).
         row(
             "nvmf_create_subsystem",
-            &[ANA_NQN, "-a", "-r", "-m", "4"],
+            &[ANA_NQN, "-a", "-r", "-m", "4", "-i", "4096", "-I", "8190"],
             |c, _| {
-                assert_eq!(c.subsystem(ANA_NQN)["max_namespaces"], json!(4));
+                let s = c.subsystem(ANA_NQN);
+                assert_eq!(s["max_namespaces"], json!(4));
+                assert_eq!(s["ana_reporting"], json!(true));
+                assert_eq!(
+                    (&s["min_cntlid"], &s["max_cntlid"]),
+                    (&json!(4096), &json!(8190))
+                );
             },
         ),
         row(

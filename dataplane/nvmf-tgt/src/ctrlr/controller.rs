@@ -15,6 +15,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::ops::RangeInclusive;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
@@ -512,26 +513,35 @@ pub(crate) enum RegisterError {
     Busy,
 }
 
-/// Controller ids a dynamic controller may get (0xFFF0.. are reserved).
-const MAX_CNTLID: u16 = 0xffef;
+/// The largest id a dynamic controller may get (0xFFF0.. are reserved).
+pub const MAX_CNTLID: u16 = 0xffef;
 
 /// One subsystem's controllers by id, held weakly: a controller lives as
 /// long as a queue pair holds it, and leaves the table when torn down.
 pub(crate) struct ControllerTable {
     subnqn: String,
     controllers: Mutex<BTreeMap<u16, Weak<Controller>>>,
+    /// The ids this subsystem hands out (several servers exporting one
+    /// subsystem must never give a host two controllers with one id).
+    range: RangeInclusive<u16>,
     next_cntlid: Mutex<u16>,
     /// The target's queue pair counts (shared by all its subsystems).
     qpair_counts: Arc<QpairCounts>,
 }
 
 impl ControllerTable {
-    /// An empty table for subsystem `subnqn`.
-    pub(crate) fn new(subnqn: &str, qpair_counts: Arc<QpairCounts>) -> Self {
+    /// An empty table for subsystem `subnqn`, handing out ids in `range`
+    /// (within 1..=MAX_CNTLID).
+    pub(crate) fn new(
+        subnqn: &str,
+        range: RangeInclusive<u16>,
+        qpair_counts: Arc<QpairCounts>,
+    ) -> Self {
         Self {
             subnqn: subnqn.to_owned(),
             controllers: Mutex::new(BTreeMap::new()),
-            next_cntlid: Mutex::new(1),
+            next_cntlid: Mutex::new(*range.start()),
+            range,
             qpair_counts,
         }
     }
@@ -554,9 +564,10 @@ impl ControllerTable {
         admit()?;
         ctrls.retain(|_, w| w.strong_count() > 0);
         let mut next = self.next_cntlid.lock().unwrap_or_else(|p| p.into_inner());
-        for _ in 0..MAX_CNTLID {
+        let (first, last) = (*self.range.start(), *self.range.end());
+        for _ in first..=last {
             let id = *next;
-            *next = if id >= MAX_CNTLID { 1 } else { id + 1 };
+            *next = if id >= last { first } else { id + 1 };
             if let std::collections::btree_map::Entry::Vacant(slot) = ctrls.entry(id) {
                 let c = Arc::new(Controller::new(id, self.clone(), new));
                 slot.insert(Arc::downgrade(&c));
@@ -565,6 +576,11 @@ impl ControllerTable {
             }
         }
         Err(RegisterError::Busy)
+    }
+
+    /// The ids it hands out.
+    pub(crate) fn range(&self) -> RangeInclusive<u16> {
+        self.range.clone()
     }
 
     /// Forgets controller `cntlid`.
@@ -726,6 +742,7 @@ mod tests {
     async fn revocation_waits_until_the_controller_is_gone() {
         let table = Arc::new(ControllerTable::new(
             "nqn.2016-06.io.x:r",
+            1..=MAX_CNTLID,
             Arc::new(QpairCounts::default()),
         ));
         let admin_path = QpairPath {
@@ -772,5 +789,46 @@ mod tests {
         // Disable resets RDY and SHST.
         assert_eq!(r.write_cc(0), CcTransition::Reset);
         assert_eq!(r.csts, 0);
+    }
+}
+
+#[cfg(test)]
+mod cntlid_range_tests {
+    use super::*;
+
+    fn new_controller() -> NewController {
+        NewController {
+            hostnqn: "h".into(),
+            host_id: [0; 16],
+            kato_ms: 0,
+            io_queues: 1,
+            admin_path: QpairPath {
+                listen: "127.0.0.1:4420".parse().unwrap(),
+                peer: "127.0.0.1:5000".parse().unwrap(),
+            },
+        }
+    }
+
+    /// Ids stay in the subsystem's range, wrap within it, and a full range
+    /// refuses a new controller.
+    #[test]
+    fn controller_ids_stay_in_the_subsystems_range() {
+        let table = Arc::new(ControllerTable::new(
+            "nqn.2016-06.io.x:range",
+            4096..=4098,
+            Arc::new(QpairCounts::default()),
+        ));
+        let held: Vec<_> = (0..3)
+            .map(|_| table.register(|| Ok(()), new_controller()).unwrap())
+            .collect();
+        let ids: Vec<u16> = held.iter().map(|c| c.cntlid).collect();
+        assert_eq!(ids, [4096, 4097, 4098]);
+        assert!(matches!(
+            table.register(|| Ok(()), new_controller()),
+            Err(RegisterError::Busy)
+        ));
+        drop(held);
+        let again = table.register(|| Ok(()), new_controller()).unwrap();
+        assert!((4096..=4098).contains(&again.cntlid));
     }
 }

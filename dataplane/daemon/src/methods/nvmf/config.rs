@@ -35,6 +35,8 @@ pub(crate) fn config(nvmf: &NvmfState, key_saved: impl Fn(&str) -> bool) -> Vec<
                 "model_number": s.model,
                 "max_namespaces": s.max_namespaces,
                 "ana_reporting": s.ana_reporting,
+                "min_cntlid": s.cntlid_range().start(),
+                "max_cntlid": s.cntlid_range().end(),
             }),
         ));
     }

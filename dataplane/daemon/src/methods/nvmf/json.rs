@@ -7,7 +7,6 @@ use nvmf_tgt::{ListenAddress, Subsystem, DISCOVERY_NQN};
 use serde_json::{json, Value};
 
 use super::super::registry::uuid_string;
-use super::target::{MAX_CNTLID, MIN_CNTLID};
 
 /// The discovery subsystem lets anyone in; it answers on its own
 /// listeners (listed) and on every NVM subsystem's (not listed).
@@ -66,8 +65,8 @@ pub(crate) fn subsystem_json(s: &Subsystem) -> Value {
         // subsystem that can take a second path from one that cannot.
         "ana_reporting": s.ana_reporting,
         "passthrough": false,
-        "min_cntlid": MIN_CNTLID,
-        "max_cntlid": MAX_CNTLID,
+        "min_cntlid": s.cntlid_range().start(),
+        "max_cntlid": s.cntlid_range().end(),
         "namespaces": namespaces,
     })
 }

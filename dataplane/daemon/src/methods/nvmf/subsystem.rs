@@ -49,14 +49,18 @@ pub(crate) async fn create_subsystem(app: &App, p: CreateSubsystem) -> Result<Va
             return Err(unsupported(what));
         }
     }
-    if p.min_cntlid.is_some_and(|v| v != MIN_CNTLID)
-        || p.max_cntlid.is_some_and(|v| v != MAX_CNTLID)
-    {
+    let (min, max) = (
+        p.min_cntlid.unwrap_or(MIN_CNTLID),
+        p.max_cntlid.unwrap_or(MAX_CNTLID),
+    );
+    if min < MIN_CNTLID || max > MAX_CNTLID || min > max {
         return Err(RpcError::invalid_params(format!(
-            "the controller id range is fixed at [{MIN_CNTLID}-{MAX_CNTLID}]"
+            "min_cntlid {min} and max_cntlid {max} must make a range within [{MIN_CNTLID}-{MAX_CNTLID}]"
         )));
     }
     let mut cfg = SubsystemConfig::new(&p.nqn);
+    // Servers exporting one subsystem (ANA paths) get disjoint ranges.
+    cfg.cntlid_range = min..=max;
     if let Some(sn) = p.serial_number {
         cfg.serial = sn;
     }
