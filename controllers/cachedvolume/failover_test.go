@@ -132,7 +132,7 @@ func (h *haRig) serve(ctx context.Context, t *testing.T, vol string) rcv1.Cached
 	o, err1 := lookupSubsystem(ctx, h.dps[owner].Client, nqn)
 	m, err2 := lookupSubsystem(ctx, h.dps[mirror].Client, nqn)
 	if err1 != nil || err2 != nil || o == nil || m == nil || !o.ANAReporting || !m.ANAReporting ||
-		o.MaxCntlid < o.MinCntlid || m.MaxCntlid < m.MinCntlid || !(o.MaxCntlid < m.MinCntlid || m.MaxCntlid < o.MinCntlid) {
+		o.MaxCntlid < o.MinCntlid || m.MaxCntlid < m.MinCntlid || (o.MaxCntlid >= m.MinCntlid && m.MaxCntlid >= o.MinCntlid) {
 		t.Fatalf("owner's subsystem %+v (%v), mirror's %+v (%v): want ANA reporting and disjoint controller id ranges", o, err1, m, err2)
 	}
 	return st
