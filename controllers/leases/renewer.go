@@ -9,6 +9,8 @@ package leases
 
 import (
 	"context"
+	"errors"
+	"net"
 	"sync"
 	"time"
 
@@ -134,14 +136,28 @@ func (r *Renewer) renew(ctx context.Context, k serverKey, address string, d time
 		return
 	}
 	sentAt := r.now()
-	// Recorded before the call: a renewal that timed out may still have
-	// been granted.
+	err = c.RenewLease(ctx, Holder, d)
+	if err != nil && neverSent(err) {
+		// The server never got it: its lease runs from the last renewal
+		// that may have reached it.
+		ctrl.LoggerFrom(ctx).V(1).Info("lease not renewed", "pool", k.pool, "server", k.node, "error", err.Error())
+		return
+	}
+	// Answered, or maybe granted (a timeout, a connection cut after the
+	// call went out): the lease may run from as late as now.
 	r.mu.Lock()
 	r.sent[k] = grant{sentAt, d}
 	r.mu.Unlock()
-	if err := c.RenewLease(ctx, Holder, d); err != nil {
-		ctrl.LoggerFrom(ctx).V(1).Info("lease not renewed", "pool", k.pool, "server", k.node, "error", err.Error())
+	if err != nil {
+		ctrl.LoggerFrom(ctx).V(1).Info("lease renewal unanswered", "pool", k.pool, "server", k.node, "error", err.Error())
 	}
+}
+
+// neverSent: the call failed before a connection to the server existed
+// (refused, no route, no socket), so it cannot have been granted.
+func neverSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // ExpiredAt is when pool's server node has surely lost its lease: the

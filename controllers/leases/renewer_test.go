@@ -99,3 +99,16 @@ func TestRenewerGrantsLeases(t *testing.T) {
 		t.Errorf("Start: %v", err)
 	}
 }
+
+// A renewal that never reached the server (nothing listens) does not push
+// its lease's end further; one that may have reached it does.
+func TestNeverSent(t *testing.T) {
+	c := dataplane.NewUnixClient(t.TempDir() + "/none.sock")
+	err := c.RenewLease(context.Background(), Holder, time.Second)
+	if err == nil || !neverSent(err) {
+		t.Errorf("a call to a missing socket: %v, neverSent %v", err, err != nil && neverSent(err))
+	}
+	if neverSent(context.DeadlineExceeded) {
+		t.Error("a timeout may have been granted")
+	}
+}
