@@ -40,26 +40,6 @@ for s in $SA $SB; do
 	nvme connect -t tcp -a $A -s $s -n $NQN --ctrl-loss-tmo=600 --reconnect-delay=1
 	echo "connect-$s=$?"
 done
-subsys() {
-	for s in /sys/class/nvme-subsystem/nvme-subsys*; do
-		[ "$(cat "$s/subsysnqn" 2>/dev/null)" = "$NQN" ] && echo "$s" && return
-	done
-}
-ana() {
-	s="$(subsys)"
-	for c in "$s"/nvme[0-9]*; do
-		grep -q "trsvcid=$1" "$c/address" 2>/dev/null || continue
-		cat "$c"/nvme*c*n1/ana_state 2>/dev/null && return
-	done
-	echo none
-}
-headdev() {
-	s="$(subsys)"
-	for n in "$s"/nvme*n1; do
-		case "${n##*/}" in *c*) continue ;; esac
-		[ -b "/dev/${n##*/}" ] && echo "/dev/${n##*/}" && return
-	done
-}
 i=0
 while { [ -z "$(headdev)" ] || [ "$(ana $SB)" = none ]; } && [ $i -lt 150 ]; do sleep 0.2; i=$((i + 1)); done
 DEV="$(headdev)"
@@ -161,7 +141,7 @@ func failoverAttempt(t *testing.T, attempt int, partition bool) bool {
 	var promotedAfter time.Duration
 	var ownerWrites uint64
 	res := framework.RunGuestWithSteps(t, framework.GuestOptions{
-		Script: framework.GuestStepFunctions + fmt.Sprintf(failoverJob, guestPathA, guestPathB, nqn, failoverBlocks),
+		Script: framework.GuestStepFunctions + framework.GuestMultipathFunctions + fmt.Sprintf(failoverJob, guestPathA, guestPathB, nqn, failoverBlocks),
 		GuestForwardsTo: map[int]string{
 			guestPathA: h.addrs[owner] + ":" + strconv.Itoa(h.port),
 			guestPathB: h.addrs[mirror] + ":" + strconv.Itoa(h.port),

@@ -30,28 +30,6 @@ for s in $SA $SB; do
 	nvme connect -t tcp -a $A -s $s -n $NQN --ctrl-loss-tmo=30 --reconnect-delay=1
 	echo "connect-$s=$?"
 done
-subsys() {
-	for s in /sys/class/nvme-subsystem/nvme-subsys*; do
-		[ "$(cat "$s/subsysnqn" 2>/dev/null)" = "$NQN" ] && echo "$s" && return
-	done
-}
-# ana PORT: the ANA state of the path through PORT, as the kernel has it.
-ana() {
-	s="$(subsys)"
-	for c in "$s"/nvme[0-9]*; do
-		grep -q "trsvcid=$1" "$c/address" 2>/dev/null || continue
-		cat "$c"/nvme*c*n1/ana_state 2>/dev/null && return
-	done
-	echo none
-}
-# headdev: the namespace's multipath block device.
-headdev() {
-	s="$(subsys)"
-	for n in "$s"/nvme*n1; do
-		case "${n##*/}" in *c*) continue ;; esac
-		[ -b "/dev/${n##*/}" ] && echo "/dev/${n##*/}" && return
-	done
-}
 i=0
 while { [ -z "$(headdev)" ] || [ "$(ana $SB)" = none ]; } && [ $i -lt 100 ]; do sleep 0.2; i=$((i + 1)); done
 DEV="$(headdev)"
@@ -136,7 +114,7 @@ func TestKernelMultipathFollowsANAStates(t *testing.T) {
 
 	job := fmt.Sprintf(anaJob, guestTargetAddr, guestTargetPort, guestSecondPort, anaNQN)
 	res := framework.RunGuest(t, framework.GuestOptions{
-		Script:        job,
+		Script:        framework.GuestMultipathFunctions + job,
 		GuestForwards: map[int]int{guestTargetPort: portA, guestSecondPort: portB},
 		Files:         map[string]string{dataPath: "/job/data"},
 		Timeout:       6 * time.Minute,
