@@ -150,6 +150,11 @@ func ensureCachedBdev(ctx context.Context, c *dataplane.Client, d Desired, res *
 		if err := createCachedBdev(ctx, c, d, res); err != nil {
 			return err
 		}
+		if res.Loaded && d.FreshCache {
+			if err := discardStaleCache(ctx, c, d, res); err != nil {
+				return err
+			}
+		}
 		if have, err = lookupCachedBdev(ctx, c, d.Cached.Name); err != nil {
 			return err
 		}
@@ -170,6 +175,37 @@ func ensureCachedBdev(ctx context.Context, c *dataplane.Client, d Desired, res *
 		res.Changed = append(res.Changed, fmt.Sprintf("cache size %d MiB", d.Cached.CacheSizeMiB))
 	}
 	return reconcileWriteMode(ctx, c, d.Cached, have, res)
+}
+
+// staleCacheDiscarded starts the ApplyResult.Changed entry of a discard.
+const staleCacheDiscarded = "discarded a stale cache"
+
+// discardStaleCache replaces the cache createCachedBdev found and loaded
+// with a new, empty one on the same device: what the server cached when it
+// served the volume before is stale (another server took the writes
+// since). A cache holding dirty data is never discarded.
+func discardStaleCache(ctx context.Context, c *dataplane.Client, d Desired, res *ApplyResult) error {
+	name := d.Cached.Name
+	have, err := lookupCachedBdev(ctx, c, name)
+	if err != nil {
+		return fmt.Errorf("look up the stale cache of %s: %w", name, err)
+	}
+	if have == nil {
+		return fmt.Errorf("cached bdev %s is missing right after it was loaded", name)
+	}
+	st, err := c.CachedBdevStats(ctx, name)
+	if err != nil {
+		return fmt.Errorf("read the stale cache of %s: %w", name, err)
+	}
+	if st.DirtyBytes > 0 {
+		return fmt.Errorf("cached bdev %s found on %s holds %d dirty bytes; not discarding them to make a fresh cache: remove it by hand (bdev_adacache_delete with force) once they are known to be obsolete",
+			name, have.CacheBdevName, st.DirtyBytes)
+	}
+	if err := c.DeleteCachedBdev(ctx, name, false); err != nil {
+		return fmt.Errorf("discard the stale cache of %s on %s: %w", name, have.CacheBdevName, err)
+	}
+	res.Changed = append(res.Changed, staleCacheDiscarded+" on "+have.CacheBdevName)
+	return createOn(ctx, c, d.Cached, have.CacheBdevName, false, res)
 }
 
 // createCachedBdev attaches to the volume's cache where a device already

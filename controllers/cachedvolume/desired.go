@@ -44,6 +44,10 @@ type Desired struct {
 	// group: optimized on the owner, inaccessible on the mirror. A
 	// subsystem created before ANA reporting keeps none (apply.go).
 	ANAState dataplane.ANAState
+	// FreshCache: a cache of the volume found on a device is stale (a
+	// mirror's, on a server that served the volume before): it is
+	// discarded and a new one made. Never with dirty data in it.
+	FreshCache bool
 	// MustLoad: the volume ran write-back on this server, so its cache may
 	// hold dirty data: the cached bdev may only be re-attached (load), and
 	// a cache found on no device is an error, never a fresh cache.

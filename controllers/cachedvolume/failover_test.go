@@ -36,12 +36,15 @@ type haRig struct {
 	cluster *framework.Ceph
 	dps     map[string]*framework.Dataplane
 	addrs   map[string]string
-	port    int
-	image   string
+	// files are the servers' cache devices (a restarted server reopens
+	// its own).
+	files map[string]string
+	port  int
+	image string
 }
 
 func newHARig(t *testing.T, ctx context.Context, vol string, auth rcv1.HostAuthentication, hosts ...string) *haRig {
-	h := &haRig{g: newReconcilerRig(t), cluster: framework.StartCeph(t), dps: map[string]*framework.Dataplane{},
+	h := &haRig{g: newReconcilerRig(t), cluster: framework.StartCeph(t), dps: map[string]*framework.Dataplane{}, files: map[string]string{},
 		addrs: map[string]string{"n1": "127.0.0.1", "n2": "127.0.0.2"}, port: framework.FreeLoopbackPort(t), image: "cv-" + vol}
 	if out, err := h.cluster.Admin(ctx, "rbd", "create", "--size", "64M", h.cluster.Pool+"/"+h.image); err != nil {
 		t.Fatalf("create rbd image: %v\n%s", err, out)
@@ -56,6 +59,7 @@ func newHARig(t *testing.T, ctx context.Context, vol string, auth rcv1.HostAuthe
 			t.Fatal(err)
 		}
 		cacheFiles = append(cacheFiles, f)
+		h.files[n] = f
 		h.dps[n] = startServer(t, f, h.cluster)
 	}
 	// A killed server's client stays: calls to it fail as to any dead one.

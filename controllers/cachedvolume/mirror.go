@@ -3,6 +3,8 @@ package cachedvolume
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -156,6 +158,9 @@ func (r *Reconciler) serveMirror(ctx context.Context, s *scope, backend *ceph.Ba
 		d := DesiredState(vol, pool, backend, server.ServingAddress(), s.cacheSize)
 		d.HostKeys = desiredHostKeys(vol.Name, pairs)
 		d.ANAState = dataplane.ANAInaccessible
+		// Its own cache of the volume from an earlier time (a former
+		// owner back as mirror) missed the writes since: never promote it.
+		d.FreshCache = true
 		d.Subsystem.MinCntlid, d.Subsystem.MaxCntlid = mirrorCntlidRange(pool, st.Mirror, s.ownerMinCntlid)
 		res, err := Apply(ctx, c, d)
 		switch {
@@ -166,6 +171,10 @@ func (r *Reconciler) serveMirror(ctx context.Context, s *scope, backend *ceph.Ba
 				fmt.Sprintf("mirror %s: %v", st.Mirror, err)}
 			return
 		default:
+			if slices.ContainsFunc(res.Changed, func(c string) bool { return strings.HasPrefix(c, staleCacheDiscarded) }) {
+				r.event(vol, corev1.EventTypeNormal, "StaleCacheDiscarded",
+					"mirror %s held a cache of the volume from an earlier time, stale since; it was discarded and a new one made", st.Mirror)
+			}
 			st.MirrorCacheDevice = res.CacheDevice
 			st.Paths = append(st.Paths, rcv1.VolumePath{Server: st.Mirror, Role: rcv1.RoleMirror,
 				Address: server.ServingAddress(), Port: poolPort(pool), ANAState: string(dataplane.ANAInaccessible)})
