@@ -166,7 +166,7 @@ type CachePoolSpec struct {
 	// not ready, or not answering) before its mirror is promoted. Without a
 	// mirror the operator's --server-lost-grace applies.
 	// +optional
-	// +kubebuilder:default="10s"
+	// +kubebuilder:default="5s"
 	FailoverGrace *metav1.Duration `json:"failoverGrace,omitempty"`
 	// Image is the dataplane container image.
 	// +required

@@ -148,16 +148,6 @@ func failoverAttempt(t *testing.T, attempt int, partition bool, cycles int) bool
 	vol := fmt.Sprintf("ha-guest-%d", attempt)
 	h := newHARig(t, ctx, vol, rcv1.HostAuthenticationNone, framework.GuestHostNQN(t))
 	h.g.r.Now = time.Now // passes on the real clock, as the grace runs
-	// The operator's view of each server: a partition makes the owner's
-	// calls fail as a dead server's would, its process still serving.
-	cutOff := map[string]bool{}
-	dial := h.g.r.Dial
-	h.g.r.Dial = func(ctx context.Context, pool, node, addr string) (*dataplane.Client, error) {
-		if cutOff[node] {
-			return dataplane.NewUnixClient(filepath.Join(t.TempDir(), "unreachable.sock")), nil
-		}
-		return dial(ctx, pool, node, addr)
-	}
 	renewer := &leases.Renewer{Client: h.g.c, Dial: h.g.r.Dial, Duration: func(*rcv1.CachePool) time.Duration { return 2 * time.Second }}
 	h.g.r.Leases = renewer
 	renewing, stopRenewing := context.WithCancel(ctx)
@@ -204,7 +194,9 @@ func failoverAttempt(t *testing.T, attempt int, partition bool, cycles int) bool
 		owner, mirror := cur.Status.Server, cur.Status.Mirror
 		lost := time.Now()
 		if partition {
-			cutOff[owner] = true
+			// Cut off from the operator (JSON-RPC and portal), not from
+			// the host.
+			h.rpcCut[owner], h.dataCut[owner] = true, true
 		} else {
 			h.dps[owner].Kill(t)
 		}
@@ -267,7 +259,7 @@ func failoverAttempt(t *testing.T, attempt int, partition bool, cycles int) bool
 	if partition {
 		// The cut-off owner acknowledged nothing after the promotion.
 		owner := ""
-		for n := range cutOff {
+		for n := range h.dataCut {
 			owner = n
 		}
 		st, err := h.dps[owner].Client.CachedBdevStats(ctx, CachedBdevName(vol))

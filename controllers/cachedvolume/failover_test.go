@@ -39,12 +39,16 @@ type haRig struct {
 	// files are the servers' cache devices (a restarted server reopens
 	// its own).
 	files map[string]string
-	port  int
-	image string
+	// rpcCut and dataCut cut the operator off a server's JSON-RPC and
+	// from its NVMe/TCP portal (the host's path to it stays).
+	rpcCut, dataCut map[string]bool
+	port            int
+	image           string
 }
 
 func newHARig(t *testing.T, ctx context.Context, vol string, auth rcv1.HostAuthentication, hosts ...string) *haRig {
 	h := &haRig{g: newReconcilerRig(t), cluster: framework.StartCeph(t), dps: map[string]*framework.Dataplane{}, files: map[string]string{},
+		rpcCut: map[string]bool{}, dataCut: map[string]bool{},
 		addrs: map[string]string{"n1": "127.0.0.1", "n2": "127.0.0.2"}, port: framework.FreeLoopbackPort(t), image: "cv-" + vol}
 	if out, err := h.cluster.Admin(ctx, "rbd", "create", "--size", "64M", h.cluster.Pool+"/"+h.image); err != nil {
 		t.Fatalf("create rbd image: %v\n%s", err, out)
@@ -62,13 +66,25 @@ func newHARig(t *testing.T, ctx context.Context, vol string, auth rcv1.HostAuthe
 		h.files[n] = f
 		h.dps[n] = startServer(t, f, h.cluster)
 	}
-	// A killed server's client stays: calls to it fail as to any dead one.
+	// A killed server's client stays: calls to it fail as to any dead
+	// one; so do the calls to a server cut off.
 	h.g.r.Dial = func(_ context.Context, _, node, _ string) (*dataplane.Client, error) {
 		dp, ok := h.dps[node]
-		if !ok {
+		switch {
+		case !ok:
 			return nil, fmt.Errorf("no server %s in this test", node)
+		case h.rpcCut[node]:
+			return dataplane.NewUnixClient(filepath.Join(t.TempDir(), "unreachable.sock")), nil
 		}
 		return dp.Client, nil
+	}
+	h.g.r.ProbeDataPath = func(ctx context.Context, address string, port int32) bool {
+		for n, a := range h.addrs {
+			if a == address && h.dataCut[n] {
+				return false
+			}
+		}
+		return dataPathAnswers(ctx, address, port)
 	}
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "ceph-user", Namespace: "default"},
@@ -172,10 +188,24 @@ func TestReconcilerMirrorsAndPromotes(t *testing.T) {
 		t.Fatalf("second pass: %v, %+v", err, again.Status)
 	}
 
+	// The owner's JSON-RPC cut off, its portal still answering (an RPC
+	// flood): lost, but no failover, whatever the grace.
+	h.rpcCut[owner] = true
+	_, _, _ = g.pass("ha")
+	g.now = g.now.Add(time.Minute)
+	got, _, _ := g.pass("ha")
+	if got.Status.Server != owner || got.Status.Epoch != 1 || !strings.Contains(condition(got, rcv1.ConditionReady).Message, "portal") {
+		t.Fatalf("owner's RPC cut off, its portal answering: %+v\nready %+v", got.Status, condition(got, rcv1.ConditionReady))
+	}
+	h.rpcCut[owner] = false
+	if got, _, err := g.pass("ha"); err != nil || got.Status.Server != owner || got.Status.Phase != rcv1.VolumeReady {
+		t.Fatalf("owner's RPC back: %v, %+v", err, got.Status)
+	}
+
 	// kill -9 the owner: lost, the grace runs, then the mirror is promoted.
 	fenced := st.OwnerCephClient
 	dps[owner].Kill(t)
-	got, _, _ := g.pass("ha")
+	got, _, _ = g.pass("ha")
 	if got.Status.Server != owner || condition(got, rcv1.ConditionReady).Reason != rcv1.ReasonServerLost {
 		t.Fatalf("within the grace: %+v", got.Status)
 	}

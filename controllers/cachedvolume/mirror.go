@@ -29,7 +29,7 @@ import (
 
 // defaultFailoverGrace is how long an owner with a ready mirror may be lost
 // before the mirror is promoted, when the pool does not say.
-const defaultFailoverGrace = 10 * time.Second
+const defaultFailoverGrace = 5 * time.Second
 
 // anaGroup is the ANA group of every volume's namespace (one namespace per
 // subsystem): each server's listener reports its own state for it.

@@ -22,7 +22,7 @@ func TestEffectiveReplicasAndFailoverGrace(t *testing.T) {
 	if got := EffectiveReplicas(pool); got != 1 {
 		t.Errorf("replicas 1 asked: %d", got)
 	}
-	if got := FailoverGrace(pool); got != 10*time.Second {
+	if got := FailoverGrace(pool); got != 5*time.Second {
 		t.Errorf("default failover grace %v", got)
 	}
 	pool.Spec.FailoverGrace = &metav1.Duration{Duration: 3 * time.Second}

@@ -31,6 +31,16 @@ func (r *Reconciler) promote(ctx context.Context, s *scope, d LostDecision) (ctr
 	if mirror == nil {
 		return r.statsRequeue(), nil
 	}
+	// An owner whose portal still answers is alive and serving (its RPC
+	// flooded or cut off alone): no failover. Should it be cut off from
+	// the operator, its lease runs out and it fences itself meanwhile.
+	if st.Address != "" && r.probeDataPath(ctx, st.Address, st.Port) {
+		if s.obs.Lost != nil {
+			s.obs.Lost.Why += fmt.Sprintf("; its NVMe/TCP portal %s:%d still answers, so mirror %s is not promoted", st.Address, st.Port, mirror.NodeName)
+		}
+		ctrl.LoggerFrom(ctx).Info("lost owner's data path answers; not promoting", "lostOwner", old, "portal", st.Address)
+		return ctrl.Result{RequeueAfter: probeTimeout}, nil
+	}
 	// A lost owner that still reaches its hosts (cut off from the
 	// operator only) fences itself when its lease runs out: no promotion
 	// before that, so that at most one server acknowledges writes.

@@ -15,8 +15,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	rcv1 "github.com/rackcache/rackcache/api/v1alpha1"
 	"github.com/rackcache/rackcache/controllers/dataplane"
@@ -55,6 +57,12 @@ type Reconciler struct {
 	Leases interface {
 		ExpiredAt(pool *rcv1.CachePool, node string) time.Time
 	}
+	// LeaseEvents, when set, names pools whose servers did not answer a
+	// lease renewal: their volumes are reconciled at once.
+	LeaseEvents <-chan event.GenericEvent
+	// ProbeDataPath says whether a server's NVMe/TCP portal answers
+	// (dataPathAnswers when nil; tests cut one off).
+	ProbeDataPath func(ctx context.Context, address string, port int32) bool
 	// Dial makes the client of a server (Connector.Client when nil; tests
 	// reach a real dataplane on its Unix socket).
 	Dial func(ctx context.Context, pool, node, address string) (*dataplane.Client, error)
@@ -200,10 +208,13 @@ func (r *Reconciler) flushRequeue() ctrl.Result {
 // reads the allocation of the other volumes, which a concurrent pass could
 // be changing.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&rcv1.CachedVolume{}).
-		Watches(&rcv1.CachePool{}, handler.EnqueueRequestsFromMapFunc(r.volumesOfPool)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
+		Watches(&rcv1.CachePool{}, handler.EnqueueRequestsFromMapFunc(r.volumesOfPool))
+	if r.LeaseEvents != nil {
+		b = b.WatchesRawSource(source.Channel(r.LeaseEvents, handler.EnqueueRequestsFromMapFunc(r.volumesOfPool)))
+	}
+	return b.WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
 		Named("cachedvolume").
 		Complete(r)
 }

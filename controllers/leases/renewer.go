@@ -14,8 +14,10 @@ import (
 	"sync"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	rcv1 "github.com/rackcache/rackcache/api/v1alpha1"
 	"github.com/rackcache/rackcache/controllers/dataplane"
@@ -37,6 +39,11 @@ type Renewer struct {
 	Duration func(pool *rcv1.CachePool) time.Duration
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// Unanswered, when set, gets the pool of every server whose renewal
+	// failed (never blocking): the volumes there are looked at at once,
+	// so a lost server is noticed within a renewal period, not a status
+	// interval.
+	Unanswered chan<- event.GenericEvent
 
 	mu      sync.Mutex
 	started time.Time
@@ -137,6 +144,9 @@ func (r *Renewer) renew(ctx context.Context, k serverKey, address string, d time
 	}
 	sentAt := r.now()
 	err = c.RenewLease(ctx, Holder, d)
+	if err != nil {
+		r.tell(k.pool)
+	}
 	if err != nil && neverSent(err) {
 		// The server never got it: its lease runs from the last renewal
 		// that may have reached it.
@@ -150,6 +160,18 @@ func (r *Renewer) renew(ctx context.Context, k serverKey, address string, d time
 	r.mu.Unlock()
 	if err != nil {
 		ctrl.LoggerFrom(ctx).V(1).Info("lease renewal unanswered", "pool", k.pool, "server", k.node, "error", err.Error())
+	}
+}
+
+// tell wakes the volumes of pool (a dropped event is fine: the next
+// failed renewal sends another).
+func (r *Renewer) tell(pool string) {
+	if r.Unanswered == nil {
+		return
+	}
+	select {
+	case r.Unanswered <- event.GenericEvent{Object: &rcv1.CachePool{ObjectMeta: metav1.ObjectMeta{Name: pool}}}:
+	default:
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	rcv1 "github.com/rackcache/rackcache/api/v1alpha1"
 	"github.com/rackcache/rackcache/controllers/cachedvolume"
@@ -82,7 +83,8 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	}
 	// Servers of pools with mirrored volumes hold a lease the operator
 	// renews; a lost owner's mirror is promoted once that lease ran out.
-	renewer := &leases.Renewer{Client: mgr.GetClient(), Dial: conn.Client, Duration: leaseDuration}
+	unanswered := make(chan event.GenericEvent, 64)
+	renewer := &leases.Renewer{Client: mgr.GetClient(), Dial: conn.Client, Duration: leaseDuration, Unanswered: unanswered}
 	if err := mgr.Add(renewer); err != nil {
 		return fmt.Errorf("add the lease renewer: %w", err)
 	}
@@ -95,6 +97,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		StatsInterval:   o.StatusInterval,
 		APIReader:       mgr.GetAPIReader(),
 		Leases:          renewer,
+		LeaseEvents:     unanswered,
 	}
 	if err := volumes.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the CachedVolume reconciler: %w", err)
