@@ -144,7 +144,9 @@ func (r *Renewer) renew(ctx context.Context, k serverKey, address string, d time
 	}
 	sentAt := r.now()
 	err = c.RenewLease(ctx, Holder, d)
-	if err != nil {
+	var refused *dataplane.RPCError
+	if err != nil && !errors.As(err, &refused) {
+		// No answer at all (a refusal is an answer: the server lives).
 		r.tell(k.pool)
 	}
 	if err != nil && neverSent(err) {

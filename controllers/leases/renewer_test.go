@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	rcv1 "github.com/rackcache/rackcache/api/v1alpha1"
 	"github.com/rackcache/rackcache/controllers/dataplane"
@@ -47,12 +48,19 @@ func TestRenewerGrantsLeases(t *testing.T) {
 	former := &rcv1.CachedVolume{ObjectMeta: metav1.ObjectMeta{Name: "v"}, Spec: rcv1.CachedVolumeSpec{PoolName: "ha"},
 		Status: rcv1.CachedVolumeStatus{FormerServers: []string{"b"}}}
 	c := fake.NewClientBuilder().WithScheme(scheme).
-		WithObjects(pool("ha", true, "a", "b"), pool("single", false, "c"), former).WithStatusSubresource(former).Build()
+		WithObjects(pool("ha", true, "a", "b"), pool("single", false, "c"), pool("gone", true, "d"), former).WithStatusSubresource(former).Build()
 	if err := c.Status().Update(context.Background(), former); err != nil {
 		t.Fatal(err)
 	}
-	r := &Renewer{Client: c, Duration: duration,
-		Dial: func(_ context.Context, _, node, _ string) (*dataplane.Client, error) { return dps[node].Client, nil }}
+	// Server d never answers: its pool's volumes are woken.
+	unanswered := make(chan event.GenericEvent, 16)
+	r := &Renewer{Client: c, Duration: duration, Unanswered: unanswered,
+		Dial: func(_ context.Context, _, node, _ string) (*dataplane.Client, error) {
+			if node == "d" {
+				return dataplane.NewUnixClient(t.TempDir() + "/none.sock"), nil
+			}
+			return dps[node].Client, nil
+		}}
 	if !r.ExpiredAt(pool("ha", true), "a").IsZero() {
 		t.Error("ExpiredAt before the renewer runs must be zero")
 	}
@@ -93,6 +101,19 @@ func TestRenewerGrantsLeases(t *testing.T) {
 	}
 	if !r.ExpiredAt(pool("single", false), "c").IsZero() {
 		t.Error("a pool without leases: ExpiredAt must be zero")
+	}
+	select {
+	case e := <-unanswered:
+		if e.Object.GetName() != "gone" {
+			t.Errorf("woke pool %s, want gone (server d does not answer)", e.Object.GetName())
+		}
+	default:
+		t.Error("server d's unanswered renewals woke no pool")
+	}
+	// A renewal that never reached d does not move its lease's end past
+	// the renewer's start plus a lease.
+	if at := r.ExpiredAt(pool("gone", true), "d"); at.After(start.Add(5 * time.Second)) {
+		t.Errorf("ExpiredAt(d) = %v, later than the start plus a lease", at)
 	}
 	cancel()
 	if err := <-done; err != nil {
