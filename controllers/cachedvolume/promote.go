@@ -3,6 +3,7 @@ package cachedvolume
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,10 +32,14 @@ func (r *Reconciler) promote(ctx context.Context, s *scope, d LostDecision) (ctr
 	if mirror == nil {
 		return r.statsRequeue(), nil
 	}
+	// An owner that still answers (reported not ready by Kubernetes, its
+	// pod or node) is demoted first: its path turns inaccessible, so it
+	// acknowledges no more writes, and neither probe nor lease is needed.
+	demoted := r.demoteOwner(ctx, s)
 	// An owner whose portal still answers is alive and serving (its RPC
 	// flooded or cut off alone): no failover. Should it be cut off from
 	// the operator, its lease runs out and it fences itself meanwhile.
-	if st.Address != "" && r.probeDataPath(ctx, st.Address, st.Port) {
+	if !demoted && st.Address != "" && r.probeDataPath(ctx, st.Address, st.Port) {
 		if s.obs.Lost != nil {
 			s.obs.Lost.Why += fmt.Sprintf("; its NVMe/TCP portal %s:%d still answers, so mirror %s is not promoted", st.Address, st.Port, mirror.NodeName)
 		}
@@ -44,7 +49,7 @@ func (r *Reconciler) promote(ctx context.Context, s *scope, d LostDecision) (ctr
 	// A lost owner that still reaches its hosts (cut off from the
 	// operator only) fences itself when its lease runs out: no promotion
 	// before that, so that at most one server acknowledges writes.
-	if r.Leases != nil {
+	if r.Leases != nil && !demoted {
 		if at := r.Leases.ExpiredAt(pool, old); r.now().Before(at) {
 			ctrl.LoggerFrom(ctx).Info("waiting for the lost owner's lease to run out before promoting its mirror",
 				"lostOwner", old, "until", at)
@@ -66,7 +71,7 @@ func (r *Reconciler) promote(ctx context.Context, s *scope, d LostDecision) (ctr
 		s.obs.DataplaneError = fmt.Sprintf("fence cache server %s through mirror %s before promoting it: %v", old, mirror.NodeName, err)
 		return ctrl.Result{}, err
 	}
-	ctrl.LoggerFrom(ctx).Info("promoting the mirror", "lostOwner", old, "mirror", mirror.NodeName,
+	ctrl.LoggerFrom(ctx).Info("promoting the mirror", "lostOwner", old, "mirror", mirror.NodeName, "demoted", demoted,
 		"fencedCephClient", st.OwnerCephClient, "why", d.Why, "epoch", st.Epoch+1)
 	forgetVolumeMetrics(vol.Name)
 	rememberFormerServer(vol, old)
@@ -93,4 +98,26 @@ func recordOwnerCephClient(ctx context.Context, c *dataplane.Client, s *scope, c
 		return
 	}
 	s.vol.Status.OwnerCephClient = info.ClientAddress
+}
+
+// demoteOwner makes the lost owner's path inaccessible when the owner
+// still answers; true when it did.
+func (r *Reconciler) demoteOwner(ctx context.Context, s *scope) bool {
+	st := &s.vol.Status
+	server := findServer(s.pool, st.Server)
+	if server == nil || st.Address == "" {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	c, err := r.dataplaneClient(ctx, s.pool.Name, server)
+	if err != nil {
+		return false
+	}
+	listener := dataplane.ListenAddress{TrType: "TCP", AdrFam: addressFamily(st.Address), TrAddr: st.Address, TrSvcID: strconv.Itoa(int(st.Port))}
+	if err := c.SetANAState(ctx, SubsystemNQN(s.vol.Name), listener, dataplane.ANAInaccessible, anaGroup); err != nil {
+		return false
+	}
+	ctrl.LoggerFrom(ctx).Info("lost owner still answers: its path is now inaccessible", "owner", st.Server)
+	return true
 }

@@ -10,10 +10,11 @@ import (
 	"github.com/rackcache/rackcache/test/framework/standin"
 )
 
-// Two servers in one rack; both volumes start on the first, then it is lost
+// Two servers in one rack; both volumes start on the first, the second
+// becomes the write-through volume's mirror, then the first is lost
 // (process killed, pod and Node not ready).
 var _ = Describe("A lost cache server", func() {
-	It("re-places its write-through volume and degrades its write-back volume, which comes back with its server", func(ctx SpecContext) {
+	It("promotes its write-through volume's mirror and degrades its write-back volume, which comes back with its server", func(ctx SpecContext) {
 		pool := createPool(ctx, poolInput{Name: "lost"})
 		first := cluster.StartServer(ctx, standin.ServerInput{Pool: pool, Node: "lost-1", IP: "127.0.0.6", Rack: "rack-l", CacheMiB: 128})
 		// The second server is not ready yet: both volumes land on the
@@ -34,16 +35,26 @@ var _ = Describe("A lost cache server", func() {
 		second.SetPodReady(ctx, true)
 		waitPoolReady(ctx, pool.Name, 2)
 
+		By("mirroring the write-through volume on the second server once it is ready (not the write-back one)")
+		Eventually(func(g Gomega) {
+			v := getVolume(g, ctx, wt.Name)
+			g.Expect(v.Status.Mirror).To(Equal(second.In.Node))
+			g.Expect(condition(v.Status.Conditions, rcv1.ConditionMirrored)).To(HaveField("Status", BeEquivalentTo("True")))
+			g.Expect(condition(getVolume(g, ctx, wb.Name).Status.Conditions, rcv1.ConditionMirrored)).To(
+				HaveField("Reason", rcv1.ReasonWriteBackNotMirrored))
+		}).WithContext(ctx).WithTimeout(convergeTimeout).WithPolling(poll).Should(Succeed())
+
 		By("losing the first server")
 		first.MarkLost(ctx)
 
-		By("re-placing the write-through volume on the second server (cold cache)")
+		By("promoting the write-through volume's mirror on the second server (epoch 2)")
 		Eventually(func(g Gomega) {
 			v := getVolume(g, ctx, wt.Name)
 			g.Expect(v.Status.Server).To(Equal(second.In.Node))
 			g.Expect(v.Status.Address).To(Equal(second.In.IP))
 			g.Expect(v.Status.Phase).To(Equal(rcv1.VolumeReady), "phase; conditions %v", v.Status.Conditions)
-			g.Expect(v.Status.Conditions).To(ContainElement(HaveField("Reason", rcv1.ReasonReplaced)), "a condition says it was re-placed")
+			g.Expect(v.Status.Conditions).To(ContainElement(HaveField("Reason", rcv1.ReasonPromoted)), "a condition says its mirror was promoted")
+			g.Expect(v.Status.Epoch).To(BeEquivalentTo(2))
 			g.Expect(v.Status.NQN).To(Equal(wtNQN), "the NQN derives from the volume, not the server")
 			expectServes(g, ctx, second, wtNQN, nil, "wt")
 		}).WithContext(ctx).WithTimeout(convergeTimeout).WithPolling(poll).Should(Succeed())
@@ -73,13 +84,16 @@ var _ = Describe("A lost cache server", func() {
 			expectServes(g, ctx, first, wbNQN, nil, "wb")
 		}).WithContext(ctx).WithTimeout(convergeTimeout).WithPolling(poll).Should(Succeed())
 
-		By("removing the write-through volume's stale objects from the returned server")
+		By("making the returned server the write-through volume's mirror again, its stale objects gone first")
 		// Its persisted configuration brought back the subsystem and a
-		// cache that missed every write since the move.
+		// cache that missed every write since the move: removed (it was a
+		// former server), then a fresh mirror made there.
 		Eventually(func(g Gomega) {
-			expectNotServing(g, ctx, first, wtNQN)
-			g.Expect(cachedBdevsOf(g, ctx, first)).NotTo(HaveKey("cv-" + wt.Name))
-			g.Expect(getVolume(g, ctx, wt.Name).Status.FormerServers).To(BeEmpty())
+			v := getVolume(g, ctx, wt.Name)
+			g.Expect(v.Status.FormerServers).To(BeEmpty())
+			g.Expect(v.Status.Mirror).To(Equal(first.In.Node))
+			g.Expect(condition(v.Status.Conditions, rcv1.ConditionMirrored)).To(HaveField("Status", BeEquivalentTo("True")))
+			g.Expect(eventsFor(g, ctx, "CachedVolume", wt.Name)).To(ContainElement(HaveField("Reason", "FormerServerCleaned")))
 			expectServes(g, ctx, second, wtNQN, nil, "wt")
 		}).WithContext(ctx).WithTimeout(convergeTimeout).WithPolling(poll).Should(Succeed())
 

@@ -105,7 +105,14 @@ var _ = Describe("A CachePool with servers in two racks", Ordered, func() {
 			b := expectServes(g, ctx, srvB, v.Status.NQN, hostNQNs, "wt")
 			g.Expect(b.CacheSizeMiB).To(BeEquivalentTo(16))
 		}).WithContext(ctx).WithTimeout(convergeTimeout).WithPolling(poll).Should(Succeed())
-		Eventually(func(g Gomega) { expectNotServing(g, ctx, srvA, v.Status.NQN) }).WithContext(ctx).WithTimeout(convergeTimeout).Should(Succeed())
+		// Rack A's server holds its mirror (the only other server).
+		Eventually(func(g Gomega) {
+			m := getVolume(g, ctx, vol.Name)
+			g.Expect(m.Status.Mirror).To(Equal(srvA.In.Node))
+			g.Expect(condition(m.Status.Conditions, rcv1.ConditionMirrored)).To(HaveField("Status", BeEquivalentTo("True")))
+			g.Expect(m.Status.Paths).To(HaveLen(2))
+			g.Expect(m.Status.Paths[1]).To(And(HaveField("Server", srvA.In.Node), HaveField("ANAState", "inaccessible")))
+		}).WithContext(ctx).WithTimeout(convergeTimeout).WithPolling(poll).Should(Succeed())
 
 		By("recording an Event on placement")
 		Eventually(func(g Gomega) {
