@@ -133,9 +133,10 @@ var _ = Describe("A CachePool with servers in two racks", Ordered, func() {
 			g.Expect(v).To(BeEquivalentTo(16 << 20))
 			g.Expect(seriesWithLabel(g, "rackcache_volume_", "volume", vol.Name)).To(ContainElements(
 				"rackcache_volume_hit_ratio", "rackcache_volume_dirty_bytes"), "rackcache_volume_* series of %s", vol.Name)
+			// The owner's cache on B and the mirror's on A.
 			v, ok = gaugeValue(g, "rackcache_pool_allocated_bytes", map[string]string{"pool": poolName})
 			g.Expect(ok).To(BeTrue())
-			g.Expect(v).To(BeEquivalentTo(16 << 20))
+			g.Expect(v).To(BeEquivalentTo(32 << 20))
 		}).WithContext(ctx).WithTimeout(convergeTimeout).WithPolling(poll).Should(Succeed())
 	})
 
