@@ -65,7 +65,9 @@ func (r *Renewer) Start(ctx context.Context) error {
 	r.started = r.now()
 	r.sent = map[serverKey]grant{}
 	r.mu.Unlock()
-	t := time.NewTicker(time.Second)
+	// A quarter of the shortest lease: each server's own period (a
+	// quarter of its lease) is then kept, not rounded up to the tick.
+	t := time.NewTicker(minDuration / 4)
 	defer t.Stop()
 	next := map[serverKey]time.Time{}
 	for {
