@@ -84,15 +84,11 @@ func (d *Driver) targetOf(id volumeID, vc, pc map[string]string) (target, error)
 		return t, errorf(ErrInvalidArgument, "volume context subsystem %s is not volume %s's (%s)", got, id, t.SubNQN)
 	}
 	for i, p := range t.Portals {
-		to, ok := d.node.PortalMap[net.JoinHostPort(p.Address, p.Port)]
-		if !ok {
-			continue
-		}
-		host, port, err := net.SplitHostPort(to)
+		q, err := d.mapPortal(p)
 		if err != nil {
-			return t, fmt.Errorf("portal map entry %s: %w", to, err)
+			return t, err
 		}
-		t.Portals[i] = Portal{host, port}
+		t.Portals[i] = q
 	}
 	return t, nil
 }
@@ -175,6 +171,12 @@ func (d *Driver) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRe
 		return nil, err
 	}
 	defer unlock()
+	// The path follower leaves the subsystem alone meanwhile.
+	unlockPaths, err := d.locks.lock(pathsLock(t.SubNQN))
+	if err != nil {
+		return nil, err
+	}
+	defer unlockPaths()
 	log := logr.FromContextOrDiscard(ctx).WithValues("volume", id.String(), "subnqn", t.SubNQN)
 	dev, err := d.attach(ctx, t, req.GetVolumeContext(), req.GetSecrets())
 	if err != nil {
@@ -227,6 +229,11 @@ func (d *Driver) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstageVolu
 		return nil, fmt.Errorf("unmount staging path %s: %w", staging, err)
 	}
 	subNQN := cachedvolume.SubsystemNQN(id.Image())
+	unlockPaths, err := d.locks.lock(pathsLock(subNQN))
+	if err != nil {
+		return nil, err
+	}
+	defer unlockPaths()
 	if err := d.node.NVMe.Disconnect(ctx, subNQN); err != nil {
 		return nil, errorf(ErrUnavailable, "nvme disconnect %s: %v", subNQN, err)
 	}

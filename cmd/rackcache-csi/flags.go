@@ -28,6 +28,7 @@ type config struct {
 	portalMap          portalMap
 	probeListen        string
 	volumeReadyTimeout time.Duration
+	followPaths        time.Duration
 	connect            csi.ConnectDefaults
 	zap                zap.Options
 }
@@ -67,6 +68,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (*config, error) {
 	fs.Var(cfg.portalMap, "portal-map", "node mode, repeatable: rewrite a target portal HOST:PORT=HOST:PORT (NAT, port forwards)")
 	fs.StringVar(&cfg.probeListen, "probe-listen", ":9808", "HTTP address of /healthz (the CSI Probe); empty disables")
 	fs.DurationVar(&cfg.volumeReadyTimeout, "volume-ready-timeout", 2*time.Minute, "controller mode: how long a call waits for a CachedVolume to be served or to apply a change")
+	fs.DurationVar(&cfg.followPaths, "follow-paths", 30*time.Second, "node mode: how often the host's NVMe paths are matched to each volume's CachedVolume paths (a change of paths is followed at once); 0 disables")
 	fs.IntVar(&cfg.connect.CtrlLossTmo, "ctrl-loss-tmo", cfg.connect.CtrlLossTmo, "node mode: default nvme connect --ctrl-loss-tmo, seconds (-1: forever)")
 	fs.IntVar(&cfg.connect.ReconnectDelay, "reconnect-delay", cfg.connect.ReconnectDelay, "node mode: default nvme connect --reconnect-delay, seconds")
 	fs.IntVar(&cfg.connect.KeepAliveTmo, "keep-alive-tmo", cfg.connect.KeepAliveTmo, "node mode: default nvme connect --keep-alive-tmo, seconds")

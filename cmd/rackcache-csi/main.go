@@ -80,7 +80,7 @@ func run(ctx context.Context, cfg *config, log logr.Logger) error {
 		return err
 	}
 	srv := csi.NewServer(driver, log)
-	errs := make(chan error, 3)
+	errs := make(chan error, 4)
 	go func() { errs <- srv.Serve(lis) }()
 	log.Info("serving", "driver", csi.DriverName, "version", version, "mode", cfg.mode, "endpoint", cfg.endpoint)
 
@@ -89,6 +89,13 @@ func run(ctx context.Context, cfg *config, log logr.Logger) error {
 	}
 	if cfg.mode != csi.ModeController && cfg.registrationDir != "" {
 		go func() { errs <- register(ctx, cfg) }()
+	}
+	if cfg.mode != csi.ModeController {
+		go func() {
+			if err := followPaths(ctx, cfg, driver, nodeOpts.NVMe); err != nil {
+				errs <- err
+			}
+		}()
 	}
 	select {
 	case <-ctx.Done():

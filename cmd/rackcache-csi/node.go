@@ -88,11 +88,7 @@ func (a nvmeAttacher) Connect(ctx context.Context, at csi.Attachment) (int, erro
 			o.TLS = true
 		}
 	}
-	portals := make([]nvme.Portal, len(at.Portals))
-	for i, p := range at.Portals {
-		portals[i] = nvme.Portal{Address: p.Address, Port: p.Port}
-	}
-	return a.cli.Connect(ctx, o, portals)
+	return a.cli.Connect(ctx, o, nvmePortals(at.Portals))
 }
 
 func (a nvmeAttacher) InsertPSK(ctx context.Context, hostNQN, subNQN, psk string) error {
@@ -105,6 +101,41 @@ func (a nvmeAttacher) SetKeys(subNQN string, keys csi.HostKeys) (int, error) {
 
 func (a nvmeAttacher) Disconnect(ctx context.Context, subNQN string) error {
 	return a.cli.Disconnect(ctx, subNQN)
+}
+
+func (a nvmeAttacher) Attached(ctx context.Context) (map[string][]csi.HostPath, error) {
+	subs, err := a.cli.Subsystems(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]csi.HostPath{}
+	for _, s := range subs {
+		for _, p := range s.Paths {
+			q := p.Portal()
+			out[s.NQN] = append(out[s.NQN], csi.HostPath{Name: p.Name, Portal: csi.Portal{Address: q.Address, Port: q.Port}, Live: p.Live()})
+		}
+	}
+	return out, nil
+}
+
+func (a nvmeAttacher) AddPaths(ctx context.Context, subNQN string, portals []csi.Portal, d csi.ConnectDefaults) (int, error) {
+	o := nvme.ConnectOptions{
+		Transport: "tcp", CtrlLossTmo: d.CtrlLossTmo, ReconnectDelay: d.ReconnectDelay,
+		KeepAliveTmo: d.KeepAliveTmo, NrIOQueues: d.NrIOQueues,
+	}
+	return a.cli.AddPaths(ctx, subNQN, nvmePortals(portals), o)
+}
+
+func (a nvmeAttacher) RemovePath(ctx context.Context, subNQN, name string) error {
+	return a.cli.RemovePath(ctx, subNQN, name)
+}
+
+func nvmePortals(portals []csi.Portal) []nvme.Portal {
+	out := make([]nvme.Portal, len(portals))
+	for i, p := range portals {
+		out[i] = nvme.Portal{Address: p.Address, Port: p.Port}
+	}
+	return out
 }
 
 func (a nvmeAttacher) Device(subNQN, nsUUID string) (string, error) {

@@ -32,6 +32,12 @@ func (p Path) At(addr, port string) bool {
 	return f["traddr"] == addr && f["trsvcid"] == port
 }
 
+// Portal is the path's address and port.
+func (p Path) Portal() Portal {
+	f := addressFields(p.Address)
+	return Portal{f["traddr"], f["trsvcid"]}
+}
+
 // addressFields splits "traddr=a,trsvcid=p,src_addr=s".
 func addressFields(a string) map[string]string {
 	out := map[string]string{}

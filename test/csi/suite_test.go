@@ -24,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -74,6 +75,9 @@ var (
 	controllerPort int
 	// nodeBinary is rackcache-csi built without cgo, for the guest.
 	nodeBinary string
+	// apiConfig reaches envtest's apiserver (the guest's node plugin
+	// gets a copy through a forward).
+	apiConfig *rest.Config
 )
 
 func TestCSI(t *testing.T) {
@@ -86,6 +90,7 @@ var _ = BeforeSuite(func() {
 	// The operator's errors only: its info lines would bury the guest's.
 	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.Level(zapcore.ErrorLevel)))
 	_, cfg := framework.StartEnvtest(tb, filepath.Join(framework.RepoRoot(), "config", "crd", "bases"))
+	apiConfig = cfg
 	scheme := runtime.NewScheme()
 	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
 	Expect(rcv1.AddToScheme(scheme)).To(Succeed())

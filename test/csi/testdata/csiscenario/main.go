@@ -30,6 +30,7 @@ var (
 	secretsJSON    = flag.String("secrets", "{}", "provisioner secrets (JSON)")
 	rack           = flag.String("rack", "rack-a", "the preferred rack")
 	rackLabel      = flag.String("rack-label", "topology.rackcache.io/rack", "the topology key")
+	follow         = flag.Bool("follow", false, "run the path-following scenario (follow.go) instead")
 )
 
 const mib = 1 << 20
@@ -40,6 +41,10 @@ func main() {
 	s, err := newScenario()
 	if err != nil {
 		fail("setup", err)
+	}
+	if *follow {
+		s.runFollow(ctx)
+		return
 	}
 	s.run(ctx)
 }
