@@ -72,6 +72,10 @@ type NodeOptions struct {
 	PortalMap map[string]string
 	// Connect are the nvme connect defaults.
 	Connect ConnectDefaults
+	// Volumes reads CachedVolumes (an informer's cache; nil without the
+	// Kubernetes API): a stage connects to the volume's current paths,
+	// and the path follower keeps them (node_paths.go).
+	Volumes client.Reader
 }
 
 // Driver implements the CSI services. One binary serves either role.

@@ -177,6 +177,7 @@ func (d *Driver) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRe
 		return nil, err
 	}
 	defer unlockPaths()
+	t = d.currentPortals(ctx, id, t)
 	log := logr.FromContextOrDiscard(ctx).WithValues("volume", id.String(), "subnqn", t.SubNQN)
 	dev, err := d.attach(ctx, t, req.GetVolumeContext(), req.GetSecrets())
 	if err != nil {

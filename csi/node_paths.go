@@ -151,6 +151,29 @@ func (d *Driver) followSubsystem(ctx context.Context, f PathFollower, nqn string
 	return errors.Join(errs...)
 }
 
+// currentPortals replaces t's portals (from the publish context, which
+// stays what it was at publish) with the ones the volume's CachedVolume
+// lists now, when the node reads CachedVolumes: a stage after a
+// promotion connects to the new owner and mirror, not to a lost server.
+// When the volume cannot be read, the publish context's portals stay.
+func (d *Driver) currentPortals(ctx context.Context, id volumeID, t target) target {
+	if d.node.Volumes == nil {
+		return t
+	}
+	log := logr.FromContextOrDiscard(ctx)
+	var cv rcv1.CachedVolume
+	if err := d.node.Volumes.Get(ctx, client.ObjectKey{Name: id.Image()}, &cv); err != nil {
+		log.Info("volume's current paths unknown: connecting to the publish context's", "volume", id.String(), "error", err.Error())
+		return t
+	}
+	portals, err := d.statusPortals(&cv)
+	if err != nil || len(portals) == 0 || cv.Status.NQN != t.SubNQN {
+		return t
+	}
+	t.Portals = portals
+	return t
+}
+
 // pathsLock is the lock a subsystem's stage, unstage and path changes
 // share.
 func pathsLock(subNQN string) string { return "paths/" + subNQN }

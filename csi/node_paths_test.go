@@ -127,3 +127,34 @@ func TestSyncPathsFollowsStatus(t *testing.T) {
 		t.Errorf("removed %v, want %v", k.removed, want)
 	}
 }
+
+// A stage connects to the paths the volume has now, not the ones it had
+// at publish; without the volume (or its paths) the publish context's.
+func TestStageUsesTheVolumesCurrentPaths(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := rcv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	promoted := &rcv1.CachedVolume{ObjectMeta: metav1.ObjectMeta{Name: volumeID{UUID: "promoted"}.Image()}}
+	promoted.Status.NQN = cachedvolume.SubsystemNQN(promoted.Name)
+	promoted.Status.Paths = []rcv1.VolumePath{
+		{Server: "s2", Role: rcv1.RoleOwner, Address: "10.1.0.2", Port: 4420},
+		{Server: "s3", Role: rcv1.RoleMirror, Address: "10.1.0.3", Port: 4420},
+	}
+	placing := &rcv1.CachedVolume{ObjectMeta: metav1.ObjectMeta{Name: volumeID{UUID: "placing"}.Image()}}
+	placing.Status.NQN = cachedvolume.SubsystemNQN(placing.Name)
+	reader := fake.NewClientBuilder().WithScheme(scheme).WithObjects(promoted, placing).Build()
+	d := &Driver{locks: newVolumeLocks(), node: NodeOptions{Volumes: reader}}
+	published := []Portal{{"10.1.0.1", "4420"}, {"10.1.0.2", "4420"}}
+	for uuid, want := range map[string][]Portal{
+		"promoted": {{"10.1.0.2", "4420"}, {"10.1.0.3", "4420"}},
+		"placing":  published,
+		"unknown":  published,
+	} {
+		id := volumeID{CachePool: "pool", RBDPool: "rbd", UUID: uuid}
+		got := d.currentPortals(context.Background(), id, target{SubNQN: cachedvolume.SubsystemNQN(id.Image()), Portals: published})
+		if !reflect.DeepEqual(got.Portals, want) {
+			t.Errorf("%s: portals %v, want %v", uuid, got.Portals, want)
+		}
+	}
+}

@@ -47,6 +47,7 @@ func main() {
 func run(ctx context.Context, cfg *config, log logr.Logger) error {
 	var ctrlOpts csi.ControllerOptions
 	var nodeOpts csi.NodeOptions
+	var pathsChanged <-chan struct{}
 	var ready []func(context.Context) error
 	if cfg.mode != csi.ModeNode {
 		opts, check, err := controllerOptions(cfg)
@@ -60,6 +61,13 @@ func run(ctx context.Context, cfg *config, log logr.Logger) error {
 		opts, check, err := nodeOptions(ctx, cfg)
 		if err != nil {
 			return err
+		}
+		volumes, changed, err := volumeWatch(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		if volumes != nil {
+			opts.Volumes, pathsChanged = volumes, changed
 		}
 		nodeOpts = opts
 		ready = append(ready, check)
@@ -92,7 +100,7 @@ func run(ctx context.Context, cfg *config, log logr.Logger) error {
 	}
 	if cfg.mode != csi.ModeController {
 		go func() {
-			if err := followPaths(ctx, cfg, driver, nodeOpts.NVMe); err != nil {
+			if err := followPaths(ctx, cfg, driver, nodeOpts, pathsChanged); err != nil {
 				errs <- err
 			}
 		}()

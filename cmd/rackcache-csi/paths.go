@@ -15,31 +15,30 @@ import (
 	"github.com/rackcache/rackcache/csi"
 )
 
-// followPaths keeps the host's NVMe paths to its volumes those their
-// CachedVolumes list (csi.PathFollower), reading them from an informer:
-// a change of a volume's paths wakes a pass at once, and a full pass
-// runs every --follow-paths. Without a Kubernetes API (a node plugin run
-// by hand with --rack) it says so and returns: staging works without it.
-func followPaths(ctx context.Context, cfg *config, d *csi.Driver, n csi.NVMe) error {
+// volumeWatch reads CachedVolumes through an informer, for the node's
+// stage (current paths) and its path follower; changed gets a value when
+// a volume's paths change. Without a Kubernetes API (a node plugin run by
+// hand with --rack) it says so and returns nil: staging then uses the
+// publish context alone, and paths are not followed.
+func volumeWatch(ctx context.Context, cfg *config) (cache.Cache, <-chan struct{}, error) {
 	log := logr.FromContextOrDiscard(ctx)
-	pn, ok := n.(csi.PathNVMe)
-	if !ok || cfg.followPaths <= 0 {
-		return nil
+	if cfg.followPaths <= 0 {
+		return nil, nil, nil
 	}
 	restCfg, err := restConfig(cfg.kubeconfig)
 	if err != nil {
 		log.Error(err, "not following the volumes' paths: hosts keep the paths they were staged with")
-		return nil
+		return nil, nil, nil
 	}
 	scheme := runtime.NewScheme()
 	utilruntime.Must(rcv1.AddToScheme(scheme))
 	volumes, err := cache.New(restCfg, cache.Options{Scheme: scheme})
 	if err != nil {
-		return fmt.Errorf("CachedVolume cache: %w", err)
+		return nil, nil, fmt.Errorf("CachedVolume cache: %w", err)
 	}
 	inf, err := volumes.GetInformer(ctx, &rcv1.CachedVolume{})
 	if err != nil {
-		return fmt.Errorf("CachedVolume informer: %w", err)
+		return nil, nil, fmt.Errorf("CachedVolume informer: %w", err)
 	}
 	changed := make(chan struct{}, 1)
 	wake := func() {
@@ -59,7 +58,7 @@ func followPaths(ctx context.Context, cfg *config, d *csi.Driver, n csi.NVMe) er
 			}
 		},
 	}); err != nil {
-		return fmt.Errorf("CachedVolume informer: %w", err)
+		return nil, nil, fmt.Errorf("CachedVolume informer: %w", err)
 	}
 	go func() {
 		if err := volumes.Start(ctx); err != nil {
@@ -67,8 +66,18 @@ func followPaths(ctx context.Context, cfg *config, d *csi.Driver, n csi.NVMe) er
 		}
 	}()
 	if !volumes.WaitForCacheSync(ctx) {
-		return nil // stopping
+		return nil, nil, fmt.Errorf("CachedVolume cache: not synced before the node plugin stopped")
 	}
-	log.Info("following the volumes' paths", "every", cfg.followPaths.String())
-	return d.FollowPaths(ctx, csi.PathFollower{Volumes: volumes, NVMe: pn, Every: cfg.followPaths, Changed: changed})
+	return volumes, changed, nil
+}
+
+// followPaths runs the node's path follower (csi.PathFollower) when the
+// node reads CachedVolumes.
+func followPaths(ctx context.Context, cfg *config, d *csi.Driver, opts csi.NodeOptions, changed <-chan struct{}) error {
+	pn, ok := opts.NVMe.(csi.PathNVMe)
+	if !ok || opts.Volumes == nil {
+		return nil
+	}
+	logr.FromContextOrDiscard(ctx).Info("following the volumes' paths", "every", cfg.followPaths.String())
+	return d.FollowPaths(ctx, csi.PathFollower{Volumes: opts.Volumes, NVMe: pn, Every: cfg.followPaths, Changed: changed})
 }
