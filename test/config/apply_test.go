@@ -100,6 +100,9 @@ func TestDefaultOverlayAccepted(t *testing.T) {
 		{authzv1.ResourceAttributes{Verb: "get", Resource: "nodes"}, true},
 		{authzv1.ResourceAttributes{Verb: "update", Resource: "nodes"}, false},
 		{authzv1.ResourceAttributes{Namespace: namespace, Verb: "get", Resource: "secrets"}, false},
+		// Following volumes' paths: read CachedVolumes, never change them.
+		{authzv1.ResourceAttributes{Verb: "watch", Group: "rackcache.io", Resource: "cachedvolumes"}, true},
+		{authzv1.ResourceAttributes{Verb: "update", Group: "rackcache.io", Resource: "cachedvolumes", Subresource: "status"}, false},
 	})
 }
 

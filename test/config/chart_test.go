@@ -156,6 +156,9 @@ func TestChartAccepted(t *testing.T) {
 	expectAccess(ctx, t, c, "rackcache-csi-node", []access{
 		{authzv1.ResourceAttributes{Verb: "get", Resource: "nodes"}, true},
 		{authzv1.ResourceAttributes{Namespace: namespace, Verb: "get", Resource: "secrets"}, false},
+		// Following volumes' paths: read CachedVolumes, never change them.
+		{authzv1.ResourceAttributes{Verb: "watch", Group: "rackcache.io", Resource: "cachedvolumes"}, true},
+		{authzv1.ResourceAttributes{Verb: "update", Group: "rackcache.io", Resource: "cachedvolumes", Subresource: "status"}, false},
 	})
 }
 
