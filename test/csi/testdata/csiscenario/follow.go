@@ -33,12 +33,18 @@ func (s *scenario) runFollow(ctx context.Context) {
 	fmt.Printf("follow-staged-paths=%d\n", liveControllers(nqn))
 	stamp := func(i int) []byte { return Pattern(fmt.Sprintf("follow-%d", i), 4096) }
 
+	// Each step returns once the CachedVolume lists the new paths; what
+	// follows is the node's part, timed.
 	step("mirror-off")
+	t0 := time.Now()
 	fmt.Printf("follow-after-mirror-off=%d\n", waitLiveControllers(nqn, 1, 90*time.Second))
+	fmt.Printf("follow-off-ms=%d\n", time.Since(t0).Milliseconds())
 	fmt.Printf("follow-io-one-path=%t\n", writeRead(v.target, 0, stamp(0)))
 
 	step("mirror-on")
+	t0 = time.Now()
 	fmt.Printf("follow-after-mirror-on=%d\n", waitLiveControllers(nqn, 2, 90*time.Second))
+	fmt.Printf("follow-on-ms=%d\n", time.Since(t0).Milliseconds())
 	fmt.Printf("follow-io-two-paths=%t\n", writeRead(v.target, 4096, stamp(1)))
 
 	s.detach(ctx, v)
