@@ -2,14 +2,17 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
+	"sync/atomic"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rcv1 "github.com/rackcache/rackcache/api/v1alpha1"
 	"github.com/rackcache/rackcache/csi"
@@ -20,7 +23,7 @@ import (
 // a volume's paths change. Without a Kubernetes API (a node plugin run by
 // hand with --rack) it says so and returns nil: staging then uses the
 // publish context alone, and paths are not followed.
-func volumeWatch(ctx context.Context, cfg *config) (cache.Cache, <-chan struct{}, error) {
+func volumeWatch(ctx context.Context, cfg *config) (client.Reader, <-chan struct{}, error) {
 	log := logr.FromContextOrDiscard(ctx)
 	if cfg.followPaths <= 0 {
 		return nil, nil, nil
@@ -65,11 +68,41 @@ func volumeWatch(ctx context.Context, cfg *config) (cache.Cache, <-chan struct{}
 			log.Error(err, "CachedVolume cache stopped")
 		}
 	}()
-	if !volumes.WaitForCacheSync(ctx) {
-		return nil, nil, fmt.Errorf("CachedVolume cache: not synced before the node plugin stopped")
-	}
-	return volumes, changed, nil
+	r := &syncedReader{Reader: volumes}
+	// The node serves at once: until the cache has synced, reads fail
+	// fast (a stage then uses the publish context) instead of waiting on
+	// an apiserver that may be far away.
+	go func() {
+		if volumes.WaitForCacheSync(ctx) {
+			r.synced.Store(true)
+			wake()
+		}
+	}()
+	return r, changed, nil
 }
+
+// syncedReader reads an informer's cache once it has synced; before, every
+// read fails at once (a cache's reads would wait for the sync).
+type syncedReader struct {
+	client.Reader
+	synced atomic.Bool
+}
+
+func (r *syncedReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if !r.synced.Load() {
+		return errNotSynced
+	}
+	return r.Reader.Get(ctx, key, obj, opts...)
+}
+
+func (r *syncedReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if !r.synced.Load() {
+		return errNotSynced
+	}
+	return r.Reader.List(ctx, list, opts...)
+}
+
+var errNotSynced = errors.New("CachedVolumes not read from the apiserver yet")
 
 // followPaths runs the node's path follower (csi.PathFollower) when the
 // node reads CachedVolumes.
