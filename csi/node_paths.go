@@ -57,6 +57,9 @@ type PathFollower struct {
 func (d *Driver) FollowPaths(ctx context.Context, f PathFollower) error {
 	log := logr.FromContextOrDiscard(ctx).WithName("paths")
 	ctx = logr.NewContext(ctx, log)
+	if f.Every <= 0 {
+		f.Every = 30 * time.Second
+	}
 	tick := time.NewTicker(f.Every)
 	defer tick.Stop()
 	for {
