@@ -85,13 +85,13 @@ func (d *Driver) SyncPaths(ctx context.Context, f PathFollower) error {
 	if err != nil {
 		return err
 	}
-	ours := 0
-	for nqn := range attached {
+	ours := map[string][]HostPath{}
+	for nqn, have := range attached {
 		if strings.HasPrefix(nqn, cachedvolume.NQNPrefix) {
-			ours++
+			ours[nqn] = have
 		}
 	}
-	if ours == 0 {
+	if len(ours) == 0 {
 		return nil
 	}
 	var list rcv1.CachedVolumeList
@@ -112,9 +112,9 @@ func (d *Driver) SyncPaths(ctx context.Context, f PathFollower) error {
 		wanted[cv.Status.NQN] = portals
 	}
 	var errs []error
-	for nqn, have := range attached {
-		want, ok := wanted[nqn]
-		if !ok || len(want) == 0 || !strings.HasPrefix(nqn, cachedvolume.NQNPrefix) {
+	for nqn, have := range ours {
+		want := wanted[nqn]
+		if len(want) == 0 {
 			continue
 		}
 		if err := d.followSubsystem(ctx, f, nqn, have, want); err != nil {

@@ -73,12 +73,8 @@ func nodeRack(ctx context.Context, cfg *config) (string, error) {
 type nvmeAttacher struct{ cli *nvme.CLI }
 
 func (a nvmeAttacher) Connect(ctx context.Context, at csi.Attachment) (int, error) {
-	o := nvme.ConnectOptions{
-		Transport: "tcp", SubNQN: at.SubNQN,
-		HostNQN: at.HostNQN, HostID: at.HostID,
-		CtrlLossTmo: at.Connect.CtrlLossTmo, ReconnectDelay: at.Connect.ReconnectDelay,
-		KeepAliveTmo: at.Connect.KeepAliveTmo, NrIOQueues: at.Connect.NrIOQueues,
-	}
+	o := connectOptions(at.Connect)
+	o.SubNQN, o.HostNQN, o.HostID = at.SubNQN, at.HostNQN, at.HostID
 	if at.Keys != nil {
 		o.DHChapSecret, o.DHChapCtrlSecret = at.Keys.Host, at.Keys.Ctrl
 		if at.Keys.PSK != "" {
@@ -119,11 +115,15 @@ func (a nvmeAttacher) Attached(ctx context.Context) (map[string][]csi.HostPath, 
 }
 
 func (a nvmeAttacher) AddPaths(ctx context.Context, subNQN string, portals []csi.Portal, d csi.ConnectDefaults) (int, error) {
-	o := nvme.ConnectOptions{
+	return a.cli.AddPaths(ctx, subNQN, nvmePortals(portals), connectOptions(d))
+}
+
+// connectOptions are nvme connect's options for the driver's defaults.
+func connectOptions(d csi.ConnectDefaults) nvme.ConnectOptions {
+	return nvme.ConnectOptions{
 		Transport: "tcp", CtrlLossTmo: d.CtrlLossTmo, ReconnectDelay: d.ReconnectDelay,
 		KeepAliveTmo: d.KeepAliveTmo, NrIOQueues: d.NrIOQueues,
 	}
-	return a.cli.AddPaths(ctx, subNQN, nvmePortals(portals), o)
 }
 
 func (a nvmeAttacher) RemovePath(ctx context.Context, subNQN, name string) error {

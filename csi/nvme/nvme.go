@@ -71,13 +71,23 @@ func (c *CLI) Connect(ctx context.Context, o ConnectOptions, portals []Portal) (
 			return 0, fmt.Errorf("disconnect stale controller %s (%s, %s) of %s: %w", p.Name, p.State, p.Address, o.SubNQN, err)
 		}
 	}
+	var missing []Portal
+	for i, q := range portals {
+		if !live[i] {
+			missing = append(missing, q)
+		}
+	}
+	connected, err := c.connectEach(ctx, o, missing)
+	return len(portals) - len(missing) + connected, err
+}
+
+// connectEach runs one `nvme connect` of o per portal. It returns how many
+// connected and, joined, why the others did not: one portal that cannot
+// connect now (its server lost) does not stop the next.
+func (c *CLI) connectEach(ctx context.Context, o ConnectOptions, portals []Portal) (int, error) {
 	connected := 0
 	var errs []error
-	for i, q := range portals {
-		if live[i] {
-			connected++
-			continue
-		}
+	for _, q := range portals {
 		o.Address, o.Port = q.Address, q.Port
 		if _, _, err := c.Exec(ctx, "nvme", connectArgs(o)...); err != nil {
 			errs = append(errs, fmt.Errorf("connect to %s at %s:%s: %w", o.SubNQN, q.Address, q.Port, err))

@@ -2,7 +2,6 @@ package nvme
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -42,17 +41,7 @@ func (c *CLI) AddPaths(ctx context.Context, subNQN string, portals []Portal, o C
 	o.DHChapCtrlSecret = secret(readAttr(filepath.Join(ctrl, "dhchap_ctrl_secret")))
 	// A TLS controller shows the serial of the PSK it took.
 	o.TLS = secret(readAttr(filepath.Join(ctrl, "tls_key"))) != ""
-	connected := 0
-	var errs []error
-	for _, q := range portals {
-		o.Address, o.Port = q.Address, q.Port
-		if _, _, err := c.Exec(ctx, "nvme", connectArgs(o)...); err != nil {
-			errs = append(errs, fmt.Errorf("connect to %s at %s:%s: %w", subNQN, q.Address, q.Port, err))
-			continue
-		}
-		connected++
-	}
-	return connected, errors.Join(errs...)
+	return c.connectEach(ctx, o, portals)
 }
 
 // RemovePath disconnects one controller (nvme3) of subNQN; a controller
