@@ -89,6 +89,11 @@ pub trait LayeredBdev: Send + Sync {
     fn write_zeroes(&self, offset: u64, len: u64) -> BoxFuture<'_, Result<()>>;
     /// Deallocates a range; it reads as zeroes after.
     fn unmap(&self, offset: u64, len: u64) -> BoxFuture<'_, Result<()>>;
+    /// A mirror's clean mark ([`crate::IoKind::MarkClean`]); unsupported
+    /// unless the bdev says otherwise.
+    fn mark_clean(&self, _offset: u64, _len: u64) -> BoxFuture<'_, Result<()>> {
+        Box::pin(async { Err(crate::BdevError::Unsupported(crate::IoKind::MarkClean)) })
+    }
     /// Its entry in a saved configuration, written by the bdev itself
     /// because its parameters change after creation (a cached volume's
     /// mode, policies and size). `None`: the call that created it, as the

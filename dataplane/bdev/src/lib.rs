@@ -77,6 +77,9 @@ pub enum IoKind {
     WriteZeroes,
     /// Deallocate (discard/trim).
     Unmap,
+    /// A mirror's clean mark: its owner wrote a range back (cached
+    /// volumes only; a vendor-specific NVMe command).
+    MarkClean,
 }
 
 /// A bdev's size in blocks, which can grow while it is in use (an RBD
@@ -381,6 +384,16 @@ impl Bdev {
     pub async fn unmap(&self, offset: u64, len: u64) -> Result<()> {
         self.info().check_range(offset, len)?;
         dispatch!(self, b => b.unmap(offset, len).await)
+    }
+
+    /// A mirror's clean mark for `[offset, offset + len)` (see
+    /// [`IoKind::MarkClean`]).
+    pub async fn mark_clean(&self, offset: u64, len: u64) -> Result<()> {
+        self.info().check_range(offset, len)?;
+        match self {
+            Bdev::Layered(l) => l.mark_clean(offset, len).await,
+            _ => Err(BdevError::Unsupported(IoKind::MarkClean)),
+        }
     }
 }
 

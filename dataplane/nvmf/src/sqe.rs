@@ -27,6 +27,9 @@ pub mod opcode {
     pub const WRITE_ZEROES: u8 = 0x08;
     /// I/O: Dataset Management.
     pub const DATASET_MANAGEMENT: u8 = 0x09;
+    /// I/O, vendor specific (no data): rackcache's clean mark, from a
+    /// mirrored volume's owner to its mirror; SLBA and NLB as a Write's.
+    pub const MARK_CLEAN: u8 = 0x80;
     /// Fabrics commands (the type is in byte 4).
     pub const FABRICS: u8 = 0x7f;
 }

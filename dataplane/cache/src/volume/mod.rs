@@ -11,6 +11,7 @@
 //! - [`hit`]: pure read hits, read by the caller itself.
 //! - [`meta`]: the persisted block table and its durability rules.
 //! - [`clean`]: when background cleaning runs.
+//! - [`replica`]: mirrored write-back (roles, forwarding, clean marks).
 //! - [`stats`]: the figures of `bdev_adacache_get_stats` and
 //!   `bdev_adacache_get_mrc`.
 
@@ -24,6 +25,7 @@ mod meta;
 mod msg;
 mod owner;
 pub mod params;
+pub mod replica;
 mod slot;
 pub mod stats;
 
@@ -42,6 +44,7 @@ use hit::HitDone;
 use msg::{Answer, Control, HostIo, HostOp, Msg, Now, Reply};
 use owner::Owner;
 pub use params::{CacheMode, Cleaning, SeqCutoff, VolumeParams};
+use replica::{Replica, Role};
 use slot::Slot;
 pub use stats::{FillShadow, FillState, VolumeMrc, VolumeStats};
 
@@ -107,6 +110,11 @@ pub(crate) struct Shared {
     degraded: AtomicBool,
     params: Mutex<VolumeParams>,
     host_flushes: AtomicU64,
+    /// The mirror an owner forwards to (host flushes reach it too), and
+    /// how many times it was set: answers held for a broken mirror wait
+    /// for the next setting.
+    replica: Mutex<Option<Arc<dyn Replica>>>,
+    replica_generation: tokio::sync::watch::Sender<u64>,
 }
 
 impl Shared {
@@ -129,6 +137,27 @@ impl Shared {
 
     pub(crate) fn set_params(&self, p: &VolumeParams) {
         *self.params.lock().expect("params lock") = p.clone();
+    }
+
+    pub(crate) fn replica_generation(&self) -> u64 {
+        *self.replica_generation.borrow()
+    }
+
+    pub(crate) fn set_replica(&self, r: Option<Arc<dyn Replica>>) {
+        *self.replica.lock().expect("replica lock") = r;
+        self.replica_generation.send_modify(|g| *g += 1);
+    }
+
+    fn replica(&self) -> Option<Arc<dyn Replica>> {
+        self.replica.lock().expect("replica lock").clone()
+    }
+
+    /// Waits until the mirror that broke in generation `broken` has been
+    /// dropped or replaced: until then a write it could not mirror is not
+    /// acknowledged.
+    async fn released(&self, broken: u64) {
+        let mut rx = self.replica_generation.subscribe();
+        let _ = rx.wait_for(|g| *g > broken).await;
     }
 }
 
@@ -165,6 +194,8 @@ impl CachedVolume {
             degraded: AtomicBool::new(false),
             params: Mutex::new(params.clone()),
             host_flushes: AtomicU64::new(0),
+            replica: Mutex::new(None),
+            replica_generation: tokio::sync::watch::channel(0).0,
         });
         let ci = core.info();
         let info = BdevInfo {
@@ -302,6 +333,26 @@ impl CachedVolume {
     /// under way, it starts nothing more.
     pub async fn start_set_mode(&self, mode: CacheMode) -> Result<(), VolumeError> {
         self.ask(|r| Control::StartSetMode(mode, r)).await?
+    }
+
+    /// `bdev_adacache_set_role`: owner or mirror (see [`replica`]).
+    pub async fn set_role(&self, role: Role) -> Result<(), VolumeError> {
+        self.ask(|r| Control::SetRole(role, r)).await?
+    }
+
+    /// `bdev_adacache_set_mirror`: the mirror this owner forwards its
+    /// write-back writes to, or none. Answers held for a broken mirror are
+    /// released.
+    pub async fn set_replica(&self, replica: Option<Arc<dyn Replica>>) -> Result<(), VolumeError> {
+        self.ask(|r| Control::SetReplica(replica, r)).await?
+    }
+
+    /// A mirror's owner wrote `[offset, offset + len)` back to core: its
+    /// dirty bytes wholly inside become clean here. Returns the bytes
+    /// cleaned; refused on an owner.
+    pub async fn mark_clean(&self, offset: u64, len: u64) -> Result<u64, VolumeError> {
+        self.ask(|reply| Control::MarkClean { offset, len, reply })
+            .await?
     }
 
     /// `bdev_adacache_set_policy`.
@@ -471,6 +522,13 @@ impl CachedVolume {
             Now::Done(buf, r) => return (buf, r),
             Now::Wait(rx) => match rx.await {
                 Ok(Answer::Done(buf, r)) => return (buf, r),
+                Ok(Answer::Mirrored(buf, mirror)) => {
+                    // Dropped (the mirror was dropped meanwhile): answered.
+                    if let Ok(Err(broken)) = mirror.await {
+                        self.inner.shared.released(broken).await;
+                    }
+                    return (buf, Ok(()));
+                }
                 Ok(Answer::Hit(grant, buf)) => (grant, buf),
                 Err(_) => return (None, Err(stopped(&self.inner.info.name))),
             },
@@ -492,6 +550,21 @@ impl CachedVolume {
                 // A stopped owner has nothing pinned.
                 let _ = self.inner.tx.send(Msg::HitDone(d));
             }
+        }
+    }
+
+    /// A host flush reaches the mirror too: the writes it acknowledged
+    /// are in its volatile write cache as much as in ours. A mirror that
+    /// fails it is waited out like a failed write (`Shared::released`).
+    async fn flush_mirror(&self) {
+        let shared = &self.inner.shared;
+        let generation = shared.replica_generation();
+        let Some(r) = shared.replica() else {
+            return;
+        };
+        if let Err(e) = r.flush().await {
+            tracing::warn!(bdev = %self.inner.info.name, error = %e, "the mirror failed a flush");
+            shared.released(generation).await;
         }
     }
 
@@ -523,7 +596,12 @@ impl LayeredBdev for CachedVolume {
     fn supports(&self, kind: IoKind) -> bool {
         matches!(
             kind,
-            IoKind::Read | IoKind::Write | IoKind::Flush | IoKind::WriteZeroes | IoKind::Unmap
+            IoKind::Read
+                | IoKind::Write
+                | IoKind::Flush
+                | IoKind::WriteZeroes
+                | IoKind::Unmap
+                | IoKind::MarkClean
         )
     }
 
@@ -569,7 +647,11 @@ impl LayeredBdev for CachedVolume {
             if self.inner.shared.mode() == CacheMode::Wb {
                 // Requests that bypassed the cache (not admitted, cut off)
                 // went to core: its write cache is flushed too.
-                let (c, k) = tokio::join!(self.inner.cache.flush(), self.inner.core.flush());
+                let (c, k, ()) = tokio::join!(
+                    self.inner.cache.flush(),
+                    self.inner.core.flush(),
+                    self.flush_mirror()
+                );
                 c.map_err(device_io)?;
                 k
             } else {
@@ -599,6 +681,15 @@ impl LayeredBdev for CachedVolume {
 
     fn unmap(&self, offset: u64, len: u64) -> BoxFuture<'_, bdev::Result<()>> {
         Box::pin(async move { self.io(HostOp::Deallocate, offset, len, None).await.1 })
+    }
+
+    fn mark_clean(&self, offset: u64, len: u64) -> BoxFuture<'_, bdev::Result<()>> {
+        Box::pin(async move {
+            CachedVolume::mark_clean(self, offset, len)
+                .await
+                .map(|_| ())
+                .map_err(|e| BdevError::InvalidArgument(e.to_string()))
+        })
     }
 
     /// `bdev_adacache_create` with the current parameters (mode,

@@ -8,6 +8,7 @@ use bdev::{BdevError, DmaBuf};
 use tokio::sync::oneshot;
 
 use super::hit::{HitDone, HitGrant};
+use super::replica::{Replica, Role};
 use super::{CacheMode, FlushStatus, PolicyChange, VolumeError, VolumeMrc, VolumeStats};
 use crate::layout::VolumeRegion;
 
@@ -19,12 +20,20 @@ pub(crate) enum HostOp {
     Deallocate,
 }
 
+/// The mirror's answer to a forwarded request: `Err(generation)` when
+/// the mirror is broken since that generation of
+/// `CachedVolume::set_replica` (the answer waits for the next one).
+pub(crate) type MirrorAnswer = Result<(), u64>;
+
 /// What a host request is answered with.
 pub(crate) enum Answer {
     /// Its outcome, with its buffer.
     Done(Option<DmaBuf>, Result<(), BdevError>),
     /// A pure read hit for the caller to read itself, with its buffer.
     Hit(HitGrant<Msg>, DmaBuf),
+    /// A write that succeeded here and was forwarded to the mirror: it is
+    /// acknowledged once the mirror has it too (see [`super::replica`]).
+    Mirrored(Option<DmaBuf>, oneshot::Receiver<MirrorAnswer>),
 }
 
 /// What a read submitted in place (`Owner::read_now`) became.
@@ -37,24 +46,37 @@ pub(crate) enum Now {
     Wait(oneshot::Receiver<Answer>),
 }
 
-/// The way back to a host request's caller.
-pub(crate) struct Reply(oneshot::Sender<Answer>);
+/// The way back to a host request's caller, and the mirror's answer the
+/// caller waits for too when the request was forwarded.
+pub(crate) struct Reply {
+    tx: oneshot::Sender<Answer>,
+    mirrored: Option<oneshot::Receiver<MirrorAnswer>>,
+}
 
 impl Reply {
     pub(crate) fn channel() -> (Reply, oneshot::Receiver<Answer>) {
         let (tx, rx) = oneshot::channel();
-        (Reply(tx), rx)
+        (Reply { tx, mirrored: None }, rx)
+    }
+
+    /// The request was forwarded to the mirror, which answers on `rx`.
+    pub(crate) fn set_mirrored(&mut self, rx: oneshot::Receiver<MirrorAnswer>) {
+        self.mirrored = Some(rx);
     }
 
     /// Answers with the outcome; fails when the caller went away.
     pub(crate) fn send(self, (buf, r): (Option<DmaBuf>, Result<(), BdevError>)) -> Result<(), ()> {
-        self.0.send(Answer::Done(buf, r)).map_err(|_| ())
+        let answer = match (self.mirrored, r) {
+            (Some(rx), Ok(())) => Answer::Mirrored(buf, rx),
+            (_, r) => Answer::Done(buf, r),
+        };
+        self.tx.send(answer).map_err(|_| ())
     }
 
     /// Hands over a hit. A caller that went away drops the grant, whose
     /// guard then gives the ticket back.
     pub(crate) fn grant(self, g: HitGrant<Msg>, buf: DmaBuf) {
-        let _ = self.0.send(Answer::Hit(g, buf));
+        let _ = self.tx.send(Answer::Hit(g, buf));
     }
 }
 
@@ -113,5 +135,18 @@ pub(crate) enum Control {
     Stop {
         flush: bool,
         reply: oneshot::Sender<Result<(), VolumeError>>,
+    },
+    /// Makes the volume owner or mirror (see [`super::replica`]).
+    SetRole(Role, oneshot::Sender<Result<(), VolumeError>>),
+    /// Attaches (or with `None` drops) the mirror an owner forwards to.
+    SetReplica(
+        Option<Arc<dyn Replica>>,
+        oneshot::Sender<Result<(), VolumeError>>,
+    ),
+    /// A mirror's owner wrote these bytes back: clean them here.
+    MarkClean {
+        offset: u64,
+        len: u64,
+        reply: oneshot::Sender<Result<u64, VolumeError>>,
     },
 }

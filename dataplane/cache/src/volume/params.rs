@@ -5,6 +5,7 @@
 //! Policies use the engine's names (`engine::names`, the simulator's
 //! command-line syntax): `"admission": "nhit:2"`, `"eviction": "lazy:2:1.0"`.
 
+use super::replica::Role;
 use engine::config::max_volume_size;
 use engine::{
     AdmissionConfig, Config, EvictionConfig, FillSize, FlushConfig, WriteMissFill, WriteMode,
@@ -175,6 +176,10 @@ pub struct VolumeParams {
     /// Cache mode.
     #[serde(default = "default_mode")]
     pub write_mode: CacheMode,
+    /// Owner, or mirror of another server's owner (mirrored write-back;
+    /// see [`super::replica`]). Saved, so a restarted mirror stays one.
+    #[serde(default, skip_serializing_if = "is_owner")]
+    pub role: Role,
     /// Adaptive or fixed block size.
     #[serde(default = "default_block_mode")]
     pub mode: BlockMode,
@@ -547,4 +552,8 @@ mod tests {
         let back: VolumeParams = serde_json::from_value(serde_json::to_value(&p).unwrap()).unwrap();
         assert_eq!(back, p);
     }
+}
+
+fn is_owner(r: &Role) -> bool {
+    *r == Role::Owner
 }

@@ -5,6 +5,7 @@
 //! eviction policy's online choice; and `bdev_adacache_get_mrc`'s whole
 //! curve ([`VolumeMrc`]).
 
+use crate::volume::replica::{ReplicaStats, Role};
 use engine::choice::ChoiceReport;
 use engine::mrc::Curve;
 use engine::{FillReport, Stats};
@@ -83,6 +84,8 @@ pub(crate) struct RuntimeCounters {
     pub host_flushes: u64,
     /// Metadata writes.
     pub meta_writes: u64,
+    /// A mirror's dirty bytes its owner's marks cleaned.
+    pub marked_clean_bytes: u64,
 }
 
 /// OCF's usage group.
@@ -182,6 +185,14 @@ pub struct VolumeStats {
     pub name: String,
     /// Current cache mode.
     pub write_mode: &'static str,
+    /// `owner`, or `mirror` (holds its owner's dirty data, writes back
+    /// nothing).
+    pub role: &'static str,
+    /// An owner's mirror, when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replica: Option<ReplicaStats>,
+    /// A mirror's dirty bytes its owner's marks cleaned.
+    pub marked_clean_bytes: u64,
     /// The cache device failed and the volume runs in pass-through.
     pub degraded: bool,
     /// OCF usage.
@@ -435,6 +446,8 @@ impl VolumeMrc {
 pub(crate) struct StatsInput<'a> {
     pub name: &'a str,
     pub mode: &'static str,
+    pub role: Role,
+    pub replica: Option<ReplicaStats>,
     pub degraded: bool,
     pub damaged_bytes: u64,
     pub capacity: u64,
@@ -470,6 +483,9 @@ impl VolumeStats {
         VolumeStats {
             name: i.name.to_owned(),
             write_mode: i.mode,
+            role: i.role.name(),
+            replica: i.replica,
+            marked_clean_bytes: rt.marked_clean_bytes,
             degraded: i.degraded,
             usage: Usage {
                 capacity_bytes: i.capacity,

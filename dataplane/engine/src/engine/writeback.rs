@@ -2,7 +2,7 @@
 //! ticket a plan's write-backs share.
 
 use crate::blocks::{make_id, FREE_KEY, F_DIRTY, F_PINNED};
-use crate::plan::{Plan, Ticket};
+use crate::plan::{Op, Plan, Ticket};
 
 use super::Engine;
 
@@ -61,5 +61,51 @@ impl Engine {
     pub(crate) fn finish_flush_plan(&mut self, plan: &mut Plan) {
         plan.writeback_ticket = self.tickets.take_plan_writeback().map(Ticket);
         self.count_volumes(plan);
+    }
+}
+
+impl Engine {
+    /// Plans write-backs of the dirty blocks whose dirty bytes lie wholly
+    /// in `[offset, offset + len)` and that may be written back now, into
+    /// `plan` (cleared first). A mirror completes the ticket without any
+    /// I/O when its owner says those bytes reached core: the blocks become
+    /// clean exactly as after a write-back of their own. A block whose
+    /// dirty bytes reach past the range stays dirty (writing the same bytes
+    /// back again later is harmless; cleaning bytes core lacks is not).
+    pub fn plan_flush_range(&mut self, offset: u64, len: u64, plan: &mut Plan) -> u32 {
+        plan.reset(Op::Write, 0, 0);
+        let end = offset.saturating_add(len).min(self.cfg.volume_size);
+        let mut picked = 0;
+        if self.stats.dirty_bytes == 0 || offset >= end {
+            return 0;
+        }
+        let s = self.sector_shift;
+        for c in 0..self.blocks.classes.len() {
+            let class = &self.blocks.classes[c];
+            if class.index.len() == 0 {
+                continue;
+            }
+            let shift = class.shift;
+            for key in (offset >> shift)..=((end - 1) >> shift) {
+                let Some(slot) = self.blocks.classes[c].lookup(key as u32) else {
+                    continue;
+                };
+                let id = make_id(c, slot);
+                if !self.can_write_back(id) {
+                    continue;
+                }
+                let e = self.blocks.ext(id);
+                let start = self.blocks.offset(id);
+                let lo = start + ((e.dirty_lo as u64) << s);
+                let hi = lo + ((e.dirty_sectors() as u64) << s);
+                if offset <= lo && hi <= end {
+                    self.start_writeback(id, plan);
+                    picked += 1;
+                }
+            }
+        }
+        // Not counted as core traffic: nothing is written.
+        plan.writeback_ticket = self.tickets.take_plan_writeback().map(Ticket);
+        picked
     }
 }

@@ -41,6 +41,12 @@ pub(crate) enum Op {
         ranges: DmaBuf,
         sync: bool,
     },
+    /// A mirror's clean mark ([`IoKind::MarkClean`]).
+    MarkClean {
+        ns: Arc<Namespace>,
+        offset: u64,
+        len: u64,
+    },
     /// Controller shutdown: flush every namespace, then report complete.
     ShutdownFlush { namespaces: Arc<NamespaceMap> },
 }
@@ -97,7 +103,7 @@ impl Op {
     pub(crate) fn changes_data(&self) -> bool {
         matches!(
             self,
-            Op::Write { .. } | Op::WriteZeroes { .. } | Op::Unmap { .. }
+            Op::Write { .. } | Op::WriteZeroes { .. } | Op::Unmap { .. } | Op::MarkClean { .. }
         )
     }
 
@@ -124,6 +130,11 @@ impl Op {
                 io(r, Some(buf), IoKind::Write)
             }
             Op::Flush { ns } => io(ns.bdev.flush().await, None, IoKind::Flush),
+            Op::MarkClean { ns, offset, len } => io(
+                ns.bdev.bdev().mark_clean(offset, len).await,
+                None,
+                IoKind::MarkClean,
+            ),
             Op::WriteZeroes {
                 ns,
                 offset,

@@ -69,7 +69,7 @@ impl Queue {
             return complete(cid, st);
         }
         let changes_data = match sqe.opcode() {
-            opcode::WRITE | opcode::WRITE_ZEROES => true,
+            opcode::WRITE | opcode::WRITE_ZEROES | opcode::MARK_CLEAN => true,
             opcode::DATASET_MANAGEMENT => sqe.cdw(11) & (1 << 2) != 0,
             _ => false,
         };
@@ -96,6 +96,10 @@ impl Queue {
                 })
             }
             opcode::DATASET_MANAGEMENT => self.dataset_management(sqe, ns, data),
+            opcode::MARK_CLEAN if ns.bdev.supports(IoKind::MarkClean) => match range(sqe, &ns) {
+                Ok((offset, len)) => Outcome::Submit(Op::MarkClean { ns, offset, len }),
+                Err(st) => complete(cid, st),
+            },
             _ => complete(cid, Status::INVALID_OPCODE),
         }
     }

@@ -241,7 +241,7 @@ impl Queue {
             }
             IoKind::Unmap => s.unmap_ops.inc(),
             IoKind::Flush => s.flush_ops.inc(),
-            IoKind::WriteZeroes => {}
+            IoKind::WriteZeroes | IoKind::MarkClean => {}
         }
     }
 

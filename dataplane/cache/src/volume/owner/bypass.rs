@@ -61,12 +61,13 @@ impl Owner {
         self.blocks.is_empty()
     }
 
-    pub(super) fn start_bypass(&mut self, io: HostIo) {
+    pub(super) fn start_bypass(&mut self, mut io: HostIo) {
         let id = self.inflight.new_id();
         let ext = Extent {
             offset: io.offset,
             len: io.len,
         };
+        self.forward(io.op, ext, io.buf.as_ref(), &mut io.reply);
         match io.op {
             HostOp::Read => {
                 self.rt.pt_reads += 1;

@@ -110,6 +110,15 @@ impl Owner {
                     self.stop.reply = Some(reply);
                 }
             }
+            Control::SetRole(role, r) => {
+                let _ = r.send(self.set_role(role));
+            }
+            Control::SetReplica(replica, r) => {
+                let _ = r.send(self.set_replica(replica));
+            }
+            Control::MarkClean { offset, len, reply } => {
+                let _ = reply.send(self.mark_clean(offset, len));
+            }
         }
     }
 
@@ -207,6 +216,8 @@ impl Owner {
         VolumeStats::build(StatsInput {
             name: &self.params.name,
             mode: self.mode.name(),
+            role: self.params.role,
+            replica: self.replica_stats(),
             degraded: self.shared.is_degraded(),
             damaged_bytes: self.damage.bytes(),
             capacity,

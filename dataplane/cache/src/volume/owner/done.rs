@@ -45,6 +45,9 @@ impl Owner {
             }
         }
         self.rt.flushed_bytes += out.written_back;
+        if run.cleaning && out.writeback_ok {
+            self.mark_written_back(&run.touched, &out.damaged);
+        }
         if run.cleaning {
             self.cleaning.running = false;
             self.flush_all.done_bytes += out.written_back;

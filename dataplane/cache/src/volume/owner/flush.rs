@@ -12,6 +12,7 @@ use crate::volume::clean::Cleaner;
 use crate::volume::meta::SETTLE_AFTER;
 use crate::volume::msg::HostOp;
 use crate::volume::params::CacheMode;
+use crate::volume::replica::Role;
 use crate::volume::VolumeError;
 
 /// Control work that waits for every dirty block to be written back.
@@ -21,6 +22,8 @@ pub(super) enum AfterFlush {
     Stop {
         reply: oneshot::Sender<Result<(), VolumeError>>,
     },
+    /// A new mirror lacks the dirty data from before it was attached.
+    Synced,
 }
 
 /// Background cleaning: when it runs, and whether a cleaning (or flush)
@@ -84,9 +87,12 @@ impl Owner {
         self.meta.retry_failed();
         // Checksums of blocks left alone a while go into their entries.
         self.meta.settle(Instant::now(), SETTLE_AFTER);
+        self.resume_sync();
         // Damaged dirty data fails every write-back of it again: only a
         // flush asked for tries (and reports it), background cleaning not.
+        // A mirror cleans only when its owner says (`mark_clean`).
         if self.flush_all.active
+            || self.params.role == Role::Mirror
             || self.cleaning.running
             || self.stop.requested
             || !self.damage.is_empty()
@@ -108,6 +114,16 @@ impl Owner {
     pub(super) fn pump_flush(&mut self) {
         if !self.flush_all.active || self.cleaning.running {
             return;
+        }
+        // A volume made mirror meanwhile writes nothing back any more.
+        if self.params.role == Role::Mirror
+            && self.engine.stats().dirty_bytes > 0
+            && self.flush_all.error.is_none()
+        {
+            self.flush_all.error = Some(format!(
+                "cached bdev {} is a mirror: its owner writes back",
+                self.params.name
+            ));
         }
         // A write-back that failed ends the flush with its error: core
         // refusing data would otherwise make flushing retry forever.
@@ -146,6 +162,10 @@ impl Owner {
                     None => self.set_mode_now(m),
                 };
                 let _ = r.send(res);
+            }
+            AfterFlush::Synced => {
+                let e = self.flush_all.error.clone();
+                self.synced(e.as_deref());
             }
             AfterFlush::Stop { reply } => match &self.flush_all.error {
                 // Dirty data core refused stays: the volume keeps running.

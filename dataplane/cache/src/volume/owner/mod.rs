@@ -23,6 +23,7 @@ mod grant;
 mod in_place;
 mod inflight;
 mod pump;
+mod replicate;
 mod requests;
 
 use std::collections::VecDeque;
@@ -98,6 +99,8 @@ pub(crate) struct Owner {
     checks: Vec<crate::volume::meta::ReadCheck>,
     /// A change of mode out of write-back under way (its flush runs).
     switching_to: Option<CacheMode>,
+    /// The mirror writes are forwarded to (`replicate.rs`).
+    replication: replicate::Replication,
 }
 
 /// A stop asked for: the owner leaves once nothing is left (see
@@ -149,6 +152,7 @@ impl Owner {
             damage: damage::Damage::default(),
             checks: Vec::new(),
             switching_to: None,
+            replication: replicate::Replication::default(),
         }
     }
 
@@ -186,6 +190,12 @@ impl Owner {
                     }
                     progressed = true;
                 }
+            }
+            if self.poll_replica(cx) {
+                if self.after_event() {
+                    return Poll::Ready(());
+                }
+                progressed = true;
             }
             if tick.poll_tick(cx).is_ready() {
                 self.clean_tick();

@@ -25,7 +25,7 @@ impl Owner {
         };
         // Requests overlapping a bypassing one wait for it: a fill planned
         // now could read core before the bypassing write lands.
-        if self.inflight.bypass_overlaps(ext) {
+        if self.inflight.bypass_overlaps(ext) || self.mirror_busy(io.op, ext) {
             self.waiting.push_back((io, Plan::new()));
             return;
         }
@@ -64,6 +64,8 @@ impl Owner {
             (Some(buf), true) => return self.grant_hit(io.reply, io.arrived, buf, plan),
             (buf, _) => HostIo { buf, ..io },
         };
+        let mut io = io;
+        self.forward(io.op, ext, io.buf.as_ref(), &mut io.reply);
         let id = self.inflight.new_id();
         let fua = matches!(io.op, HostOp::Write { fua: true });
         let mut touched = vec![ext];
