@@ -104,6 +104,8 @@ pub use stats::{AllocStats, Metadata, OpStats, Stats};
 #[cfg(test)]
 mod hit_tests;
 #[cfg(test)]
+mod mirror_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_runtime;

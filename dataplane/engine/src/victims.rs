@@ -73,7 +73,7 @@ impl Engine {
             }
         });
         for &id in &skipped {
-            if self.can_write_back(id) {
+            if !self.hold_dirty && self.can_write_back(id) {
                 self.start_writeback(id, plan);
             }
         }

@@ -448,6 +448,10 @@ fn parse_eviction(s: &str) -> Result<EvictionConfig, ParamError> {
     engine::names::parse_eviction(s).map_err(ParamError)
 }
 
+fn is_owner(r: &Role) -> bool {
+    *r == Role::Owner
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -552,8 +556,4 @@ mod tests {
         let back: VolumeParams = serde_json::from_value(serde_json::to_value(&p).unwrap()).unwrap();
         assert_eq!(back, p);
     }
-}
-
-fn is_owner(r: &Role) -> bool {
-    *r == Role::Owner
 }

@@ -702,6 +702,8 @@ mod tests {
         let s = VolumeStats::build(StatsInput {
             name: "C0",
             mode: "wt",
+            role: Role::Owner,
+            replica: None,
             degraded: false,
             damaged_bytes: 0,
             capacity: cap,

@@ -114,6 +114,9 @@ pub struct Engine {
     pub(crate) scratch: Scratch,
     /// Where flushing resumes its scan: (class, slot).
     pub(crate) flush_cursor: (usize, u32),
+    /// Dirty blocks are never written back to make room (a mirror's: see
+    /// [`Engine::set_hold_dirty`]).
+    pub(crate) hold_dirty: bool,
 }
 
 /// What watches the request stream besides the admission and eviction
@@ -194,6 +197,7 @@ impl Engine {
             waiters: Waiters::default(),
             scratch: Scratch::default(),
             flush_cursor: (0, 0),
+            hold_dirty: false,
             cfg,
         };
         e.observers.chooser = e.new_chooser();

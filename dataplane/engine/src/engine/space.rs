@@ -124,7 +124,7 @@ impl Engine {
                 self.stats.replaced_blocks += 1;
                 return Some(tail);
             }
-            if self.can_write_back(tail) {
+            if !self.hold_dirty && self.can_write_back(tail) {
                 self.start_writeback(tail, plan);
             }
         }

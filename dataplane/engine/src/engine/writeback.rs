@@ -8,6 +8,9 @@ use super::Engine;
 
 impl Engine {
     pub(crate) fn clean_group(&mut self, g: u32, plan: &mut Plan) {
+        if self.hold_dirty {
+            return;
+        }
         let grp = self.groups.groups[g as usize];
         let class = grp.class as usize;
         let per = self.blocks.classes[class].per_group;
@@ -65,6 +68,15 @@ impl Engine {
 }
 
 impl Engine {
+    /// With `hold`, reclaiming space never writes a dirty block back: only
+    /// clean blocks are evicted, and a miss that finds none bypasses the
+    /// cache. For a mirror, whose dirty data another server writes back
+    /// (its own write-back of an older copy could land in core after the
+    /// owner's newer one).
+    pub fn set_hold_dirty(&mut self, hold: bool) {
+        self.hold_dirty = hold;
+    }
+
     /// Plans write-backs of the dirty blocks whose dirty bytes lie wholly
     /// in `[offset, offset + len)` and that may be written back now, into
     /// `plan` (cleared first). A mirror completes the ticket without any

@@ -213,7 +213,8 @@ impl Owner {
                 for b in self.engine.cached_blocks() {
                     self.meta.remove(b.cache_addr, b.offset);
                 }
-                if let Ok(fresh) = Engine::new(self.engine.config().clone()) {
+                if let Ok(mut fresh) = Engine::new(self.engine.config().clone()) {
+                    fresh.set_hold_dirty(self.params.role == crate::volume::replica::Role::Mirror);
                     self.engine = fresh;
                 }
             }

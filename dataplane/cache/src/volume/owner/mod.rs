@@ -114,7 +114,7 @@ struct Stop {
 impl Owner {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
-        engine: Engine,
+        mut engine: Engine,
         params: VolumeParams,
         shared: Arc<Shared>,
         devices: Arc<Devices>,
@@ -124,6 +124,7 @@ impl Owner {
         tx: mpsc::UnboundedSender<Msg>,
     ) -> Owner {
         let cleaning = Cleaning::new(Cleaner::new(params.cleaning.clone()));
+        engine.set_hold_dirty(params.role == crate::volume::replica::Role::Mirror);
         let device_reads = devices.cache.bdev().stats().local_reads();
         Owner {
             device_reads,

@@ -252,6 +252,7 @@ impl Owner {
             self.set_replica(None)?;
         }
         self.params.role = role;
+        self.engine.set_hold_dirty(role == Role::Mirror);
         self.shared.set_params(&self.params);
         tracing::info!(bdev = %self.params.name, role = role.name(),
             dirty_bytes = self.engine.stats().dirty_bytes, "role set");
