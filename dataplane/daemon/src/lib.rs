@@ -18,4 +18,5 @@ pub mod cached_volumes;
 pub mod config;
 pub mod lease;
 pub mod methods;
+pub mod mirror;
 pub mod rpc;

@@ -277,6 +277,16 @@ impl HostQueue {
                 >= CommonHeader::parse(avail[..CH_LEN].try_into().expect("8 bytes")).plen as usize
     }
 
+    /// On a busy-polling (non-blocking) queue: whether the socket has bytes
+    /// to read now, or is closed, so that a [`HostQueue::recv`] will not
+    /// wait for the first byte.
+    pub fn readable_now(&self) -> bool {
+        match self.stream.peek(&mut [0u8; 1]) {
+            Ok(_) => true,
+            Err(e) => e.kind() != io::ErrorKind::WouldBlock,
+        }
+    }
+
     /// The data of the last [`Event::Data`].
     pub fn last_data(&self, len: usize) -> &[u8] {
         &self.rbuf[self.data_at..self.data_at + len]
@@ -685,6 +695,15 @@ impl HostQueue {
     pub fn deallocate(&mut self, nsid: u32, ranges: &[(u64, u32)]) -> Result<Cqe> {
         let (sqe, data) = wire::deallocate(0, nsid, ranges);
         self.execute_raw(sqe, Some(&data), None, "Dataset Management")
+    }
+}
+
+/// The queue's socket, for a caller that waits for it to be readable
+/// (with busy-polling on, so that [`HostQueue::recv`] reads without
+/// blocking) instead of blocking in `recv`.
+impl std::os::fd::AsRawFd for HostQueue {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        std::os::fd::AsRawFd::as_raw_fd(&self.stream)
     }
 }
 

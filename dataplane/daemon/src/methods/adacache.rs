@@ -26,7 +26,7 @@ use crate::cached_volumes::{as_volume, volumes};
 use crate::rpc::error::{libc_errno, RpcError};
 
 /// Cached bdev `name` (a handle sharing it).
-fn volume(state: &State, name: &str) -> Result<CachedVolume, RpcError> {
+pub(super) fn volume(state: &State, name: &str) -> Result<CachedVolume, RpcError> {
     state
         .bdevs
         .get(name)
@@ -64,7 +64,7 @@ fn summary(v: &CachedVolume) -> Value {
     })
 }
 
-fn volume_error(what: &str, e: cache::volume::VolumeError) -> RpcError {
+pub(super) fn volume_error(what: &str, e: cache::volume::VolumeError) -> RpcError {
     RpcError::cache(what, &e)
 }
 

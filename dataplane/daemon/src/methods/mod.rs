@@ -12,6 +12,7 @@ mod fault;
 mod framework;
 mod keyring;
 mod lease;
+mod mirror;
 mod nvmf;
 mod params;
 mod registry;

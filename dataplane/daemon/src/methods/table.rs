@@ -15,8 +15,8 @@ use serde_json::{json, Value};
 use super::nvmf::{host, inspect, listener, namespace, set_config, subsystem, transport};
 use super::params::{parse, NoParams};
 use super::{
-    adacache, bdev, bdev_inspect, ceph, config_errors, fault, framework, keyring, lease, resize,
-    saved_config,
+    adacache, bdev, bdev_inspect, ceph, config_errors, fault, framework, keyring, lease, mirror,
+    resize, saved_config,
 };
 use crate::app::App;
 use crate::rpc::error::{ErrorKind, RpcError};
@@ -123,6 +123,8 @@ pub static METHODS: &[Method] = &[
     method!("bdev_adacache_set_mode",         Changes, adacache::set_mode,                  adacache::SetMode),
     method!("bdev_adacache_set_policy",       Changes, adacache::set_policy,                adacache::SetPolicy),
     method!("bdev_adacache_resize",           Changes, adacache::resize,                    adacache::Resize),
+    method!("bdev_adacache_set_role",         Changes, mirror::set_role,                    mirror::SetRole),
+    method!("bdev_adacache_set_mirror",       Acts,    mirror::set_mirror,                  mirror::SetMirror),
     method!("bdev_adacache_get_devices",      Reads,   adacache::get_devices,               NoParams),
     method!("nvmf_create_transport",          Changes, transport::create_transport,         transport::CreateTransport),
     method!("nvmf_get_transports",            Reads,   transport::get_transports,           transport::GetTransports),

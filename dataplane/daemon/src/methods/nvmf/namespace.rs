@@ -89,7 +89,17 @@ pub(crate) async fn add_ns(app: &App, p: AddNs) -> Result<Value, RpcError> {
             ns.bdev_name
         )));
     }
-    if let Some((nqn, nsid)) = state.nvmf.claims(&ns.bdev_name).into_iter().next() {
+    // A cached bdev may be in several namespaces (a mirror's volume is in
+    // its hosts' subsystem and in the replication subsystem its owner
+    // writes to): every request goes through the volume's owner task,
+    // which orders them. Any other bdev is one namespace's.
+    let shared = crate::cached_volumes::as_volume(&bdev.bdev).is_some();
+    if let Some((nqn, nsid)) = state
+        .nvmf
+        .claims(&ns.bdev_name)
+        .into_iter()
+        .find(|_| !shared)
+    {
         return Err(RpcError::invalid_params(format!(
             "bdev {} is already claimed by namespace {nsid} of subsystem {nqn}",
             ns.bdev_name
