@@ -83,6 +83,7 @@ def spdk_rpc_plugin_initialize(subparsers):
             eviction=args.eviction,
             cleaning=_cleaning(args),
             seq_cutoff=_seq_cutoff(args),
+            role=args.role,
             load=True if args.load else None,
             load_clean=False if args.no_load_clean else None)))
     p = subparsers.add_parser('bdev_adacache_create', help='Create a cached bdev (rackcache)')
@@ -98,6 +99,7 @@ def spdk_rpc_plugin_initialize(subparsers):
     p.add_argument('--fill-size', choices=['request', 'locality'],
                    help='how a miss sizes its block: after the request (default) or by observed locality')
     _policy_options(p)
+    p.add_argument('--role', choices=['owner', 'mirror'], help='owner (default) or mirror of another server')
     p.add_argument('-l', '--load', action='store_true',
                    help="attach to the volume's existing cache on the cache bdev instead of creating it")
     p.add_argument('--no-load-clean', action='store_true',
@@ -191,6 +193,34 @@ def spdk_rpc_plugin_initialize(subparsers):
     p.add_argument('name', help='name of the cached bdev')
     p.add_argument('cache_size_mib', type=int, help='new share, MiB')
     p.set_defaults(func=bdev_adacache_resize)
+
+    def bdev_adacache_set_role(args):
+        print_json(args.client.call('bdev_adacache_set_role', {'name': args.name, 'role': args.role}))
+    p = subparsers.add_parser('bdev_adacache_set_role',
+                              help='Make a cached bdev owner or mirror (a mirror writes nothing back)')
+    p.add_argument('name', help='name of the cached bdev')
+    p.add_argument('role', choices=['owner', 'mirror'], help='new role')
+    p.set_defaults(func=bdev_adacache_set_role)
+
+    def bdev_adacache_set_mirror(args):
+        params = {'name': args.name}
+        if args.traddr:
+            params['mirror'] = _params(traddr=args.traddr, trsvcid=args.trsvcid, subnqn=args.subnqn,
+                                       hostnqn=args.hostnqn, nsid=args.nsid, dhchap_key=args.dhchap_key,
+                                       dhchap_ctrlr_key=args.dhchap_ctrlr_key)
+        print_json(args.client.call('bdev_adacache_set_mirror', params))
+    p = subparsers.add_parser('bdev_adacache_set_mirror',
+                              help="Connect a write-back cached bdev to its mirror's replication subsystem "
+                                   '(without -a: drop the mirror)')
+    p.add_argument('name', help='name of the cached bdev')
+    p.add_argument('-a', '--traddr', help="the mirror's address")
+    p.add_argument('-s', '--trsvcid', help="the mirror's port")
+    p.add_argument('-n', '--subnqn', help='the replication subsystem')
+    p.add_argument('-q', '--hostnqn', help="this server's host NQN, as the mirror allows it")
+    p.add_argument('--nsid', type=int, help='namespace (default 1)')
+    p.add_argument('--dhchap-key', help='keyring key name of the host secret')
+    p.add_argument('--dhchap-ctrlr-key', help='keyring key name of the controller secret')
+    p.set_defaults(func=bdev_adacache_set_mirror)
 
     def bdev_rbd_blocklist_add(args):
         print_json(args.client.call('bdev_rbd_blocklist_add', _params(
