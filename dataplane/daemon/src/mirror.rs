@@ -24,8 +24,11 @@ use nvmf_host::wire;
 use tokio::io::unix::AsyncFd;
 use tokio::sync::{mpsc, oneshot};
 
-/// An operation not answered for this long ends the connection.
-pub const IO_TIMEOUT: Duration = Duration::from_secs(2);
+/// An operation not answered for this long ends the connection. Long
+/// enough for a loaded server to answer; a mirror that is gone is dropped
+/// by the control plane on its own timing anyway (which releases what
+/// waits for it), this only makes the owner report it `broken`.
+pub const IO_TIMEOUT: Duration = Duration::from_secs(5);
 /// The admin queue's keep-alive timeout, sent with Connect; a keep-alive
 /// goes every third of it.
 const KATO: Duration = Duration::from_secs(6);

@@ -84,7 +84,7 @@ fn stats(socket: &Path) -> Value {
 
 /// Writes of 4-64 KiB over the first 32 MiB, many overwriting earlier
 /// ones; returns what the volume must hold (`model`).
-fn write_load(host: &mut HostController, model: &mut [u8], seed: u64, n: usize) {
+fn write_load(host: &mut HostController, model: &mut [u8], seed: u64, n: usize, dir: &Path) {
     let mut x = seed;
     for i in 0..n {
         x = x
@@ -93,9 +93,16 @@ fn write_load(host: &mut HostController, model: &mut [u8], seed: u64, n: usize) 
         let blocks = 1 + (x >> 60) as usize;
         let lba = (x >> 20) % (8192 - blocks as u64);
         let data = pattern((i as u8) ^ (seed as u8), blocks * BS);
-        host.io[0]
-            .write_blocks(1, lba, BS, &data, 8192)
-            .expect("an acknowledged write");
+        if let Err(e) = host.io[0].write_blocks(1, lba, BS, &data, 8192) {
+            // The daemons' logs say why.
+            for f in ["owner.log", "mirror.log"] {
+                eprintln!(
+                    "== {f}\n{}",
+                    std::fs::read_to_string(dir.join(f)).unwrap_or_default()
+                );
+            }
+            panic!("write {i} was not acknowledged: {e}");
+        }
         let at = lba as usize * BS;
         model[at..at + data.len()].copy_from_slice(&data);
     }
@@ -132,7 +139,7 @@ fn a_promoted_mirror_brings_core_to_every_write_the_killed_owner_acknowledged() 
         HostController::connect(&host_params(volume_port, VOLUME_NQN, APP_HOST, 0xa2), 1)
             .expect("the host connects to the owner");
     let mut model = vec![0u8; CORE_SIZE as usize];
-    write_load(&mut host, &mut model, 7, 1500);
+    write_load(&mut host, &mut model, 7, 1500, work.path());
     let st = stats(&osock);
     let r = &st["replica"];
     assert_eq!(r["state"], "in-sync", "{st}");
@@ -233,7 +240,7 @@ fn a_mirror_lost_under_load_holds_answers_until_it_is_dropped() {
         HostController::connect(&host_params(volume_port, VOLUME_NQN, APP_HOST, 0xa2), 1)
             .expect("the host connects to the owner");
     let mut model = vec![0u8; CORE_SIZE as usize];
-    write_load(&mut host, &mut model, 9, 200);
+    write_load(&mut host, &mut model, 9, 200, work.path());
 
     mirror.kill9();
     let (tx, rx) = std::sync::mpsc::channel();

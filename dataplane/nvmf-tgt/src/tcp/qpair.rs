@@ -536,7 +536,10 @@ impl Connection {
             return self.ctrlr.shutdown_flushed();
         };
         let read = kind == IoKind::Read;
-        if matches!(kind, IoKind::Write | IoKind::WriteZeroes | IoKind::Unmap) {
+        if matches!(
+            kind,
+            IoKind::Write | IoKind::WriteZeroes | IoKind::Unmap | IoKind::MarkClean
+        ) {
             debug_assert!(self.changing > 0, "a data change finished twice");
             self.changing = self.changing.saturating_sub(1);
         }

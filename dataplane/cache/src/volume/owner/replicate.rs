@@ -106,6 +106,11 @@ impl Owner {
         let id = r.next;
         r.pending.insert(id, (ext, waiter));
         r.ops.push(Box::pin(async move { (id, io.await) }));
+        // Pushed by a caller in place, the operation is polled (and its
+        // answer seen) only once the owner's task runs: wake it.
+        if let Some(w) = &self.waker {
+            w.wake_by_ref();
+        }
     }
 
     /// A cleaning plan wrote `written` back: the mirror may clean what is
