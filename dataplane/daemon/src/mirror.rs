@@ -22,6 +22,7 @@ use nvmf_host::auth::DhchapKeys;
 use nvmf_host::host::{ConnectParams, Event, HostController, HostQueue};
 use nvmf_host::wire;
 use tokio::io::unix::AsyncFd;
+use tokio::io::{Interest, Ready};
 use tokio::sync::{mpsc, oneshot};
 
 /// An operation not answered for this long ends the connection. Long
@@ -32,6 +33,8 @@ pub const IO_TIMEOUT: Duration = Duration::from_secs(5);
 /// The admin queue's keep-alive timeout, sent with Connect; a keep-alive
 /// goes every third of it.
 const KATO: Duration = Duration::from_secs(6);
+/// How long a receive spins for the rest of a PDU that arrived in part.
+const PARTIAL_PDU_SPIN: Duration = Duration::from_micros(500);
 /// The data pointer of a command that moves none.
 const NO_DATA: SglDescriptor = SglDescriptor {
     address: 0,
@@ -69,6 +72,8 @@ enum Kind {
         len: u64,
     },
     Flush,
+    /// Ends the connection (its keep-alive failed).
+    Fail(String),
 }
 
 struct Op {
@@ -82,17 +87,25 @@ pub struct NvmfReplica {
     tx: mpsc::UnboundedSender<Op>,
 }
 
+/// A mirror connected, its connection not started yet.
+pub struct Connected {
+    target: MirrorTarget,
+    io: HostQueue,
+    admin: HostQueue,
+    conn: Connection,
+}
+
 impl NvmfReplica {
     /// Connects (admin and one I/O queue, authenticating with `keys` when
-    /// asked), checks that the namespace matches `volume_size` and
-    /// `block_size`, and starts the connection's thread. Blocking: call
-    /// it off the runtime.
+    /// asked) and checks that the namespace matches `volume_size` and
+    /// `block_size`. Blocking: call it off the runtime, then
+    /// [`Connected::start`] on it.
     pub fn connect(
         target: MirrorTarget,
         keys: Option<DhchapKeys>,
         volume_size: u64,
         block_size: u32,
-    ) -> Result<NvmfReplica, String> {
+    ) -> Result<Connected, String> {
         let what = format!("connecting to mirror {} at {}", target.subnqn, target.addr);
         let p = ConnectParams {
             addr: target.addr.clone(),
@@ -116,34 +129,26 @@ impl NvmfReplica {
         let mut io =
             c.io.pop()
                 .ok_or_else(|| format!("{what}: no I/O queue granted"))?;
-        let mut admin = c.admin;
-        for q in [&mut io, &mut admin] {
-            q.set_busy_poll(true).map_err(|e| format!("{what}: {e}"))?;
-            q.set_read_timeout(IO_TIMEOUT)
-                .map_err(|e| format!("{what}: {e}"))?;
-        }
-        let (tx, rx) = mpsc::unbounded_channel();
+        // Non-blocking: the task waits for readiness, and spins at most
+        // this long for the rest of a PDU received in part.
+        io.set_busy_poll(true).map_err(|e| format!("{what}: {e}"))?;
+        io.set_read_timeout(PARTIAL_PDU_SPIN)
+            .map_err(|e| format!("{what}: {e}"))?;
+        c.admin
+            .set_read_timeout(IO_TIMEOUT)
+            .map_err(|e| format!("{what}: {e}"))?;
         let conn = Connection {
-            admin,
             nsid: target.nsid,
             lba: u64::from(lba),
             in_capsule,
             inflight: HashMap::new(),
         };
-        let name = target.subnqn.clone();
-        std::thread::Builder::new()
-            .name("mirror-conn".into())
-            .spawn(move || {
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .expect("a current-thread runtime");
-                if let Err(e) = rt.block_on(conn.run(io, rx)) {
-                    tracing::error!(mirror = %name, error = %e, "connection to the mirror ended");
-                }
-            })
-            .map_err(|e| format!("{what}: starting its thread: {e}"))?;
-        Ok(NvmfReplica { target, tx })
+        Ok(Connected {
+            target,
+            io,
+            admin: c.admin,
+            conn,
+        })
     }
 
     fn submit(&self, kind: Kind) -> BoxFuture<'static, Result<(), ReplicaError>> {
@@ -157,6 +162,49 @@ impl NvmfReplica {
             rx.await
                 .unwrap_or_else(|_| Err(format!("the connection to mirror {target} has ended")))
         })
+    }
+}
+
+impl Connected {
+    /// Starts the connection: its task on the current runtime (the
+    /// owner's, so that forwarding costs no thread switch), and the admin
+    /// queue's keep-alives on a thread of their own.
+    pub fn start(self) -> NvmfReplica {
+        let Connected {
+            target,
+            io,
+            admin,
+            conn,
+        } = self;
+        let (tx, rx) = mpsc::unbounded_channel();
+        let name = target.subnqn.clone();
+        tokio::spawn(async move {
+            if let Err(e) = conn.run(io, rx).await {
+                tracing::error!(mirror = %name, error = %e, "connection to the mirror ended");
+            }
+        });
+        let weak = tx.downgrade();
+        let _ = std::thread::Builder::new()
+            .name("mirror-keepalive".into())
+            .spawn(move || keep_alive(admin, weak));
+        NvmfReplica { target, tx }
+    }
+}
+
+/// Sends a Keep Alive every third of [`KATO`] until the replica is
+/// dropped; a failure ends the connection.
+fn keep_alive(mut admin: HostQueue, tx: mpsc::WeakUnboundedSender<Op>) {
+    loop {
+        std::thread::sleep(KATO / 3);
+        let Some(tx) = tx.upgrade() else { return };
+        if let Err(e) = admin.keep_alive() {
+            let (done, _) = oneshot::channel();
+            let _ = tx.send(Op {
+                kind: Kind::Fail(format!("keep-alive to the mirror: {e}")),
+                done,
+            });
+            return;
+        }
     }
 }
 
@@ -220,7 +268,6 @@ struct Sent {
 }
 
 struct Connection {
-    admin: HostQueue,
     nsid: u32,
     lba: u64,
     in_capsule: usize,
@@ -236,62 +283,87 @@ impl Connection {
         // SAFETY: the queue owns its socket for its whole life, and its
         // `as_raw_fd` always names that socket.
         let mut io = unsafe { AsyncFd::register(io) }.map_err(|e| e.to_string())?;
-        let mut keep_alive = tokio::time::interval(KATO / 3);
-        keep_alive.tick().await;
+        // Bytes queued that the socket did not take yet.
+        let mut unsent = false;
         let r = loop {
             let oldest = self.inflight.values().map(|s| s.at).min();
             let deadline =
                 tokio::time::Instant::from_std(oldest.unwrap_or_else(Instant::now) + IO_TIMEOUT);
             tokio::select! {
-                op = rx.recv(), if self.inflight.len() < QUEUE_DEPTH => {
+                op = rx.recv(), if self.inflight.len() < QUEUE_DEPTH && !unsent => {
                     let Some(op) = op else { break Ok(()) };
                     let q = io.get_mut();
-                    self.send(q, op);
-                    while self.inflight.len() < QUEUE_DEPTH {
-                        match rx.try_recv() {
-                            Ok(op) => self.send(q, op),
-                            Err(_) => break,
+                    let mut next = Some(op);
+                    let mut failed = None;
+                    while let Some(op) = next.take() {
+                        if let Kind::Fail(e) = op.kind {
+                            failed = Some(e);
+                            break;
+                        }
+                        self.send(q, op);
+                        if self.inflight.len() < QUEUE_DEPTH {
+                            next = rx.try_recv().ok();
                         }
                     }
-                    if let Err(e) = q.flush() {
-                        break Err(format!("sending to the mirror: {e}"));
+                    if let Some(e) = failed {
+                        break Err(e);
+                    }
+                    match q.try_flush() {
+                        Ok(all) => unsent = !all,
+                        Err(e) => break Err(format!("sending to the mirror: {e}")),
                     }
                 }
-                ready = io.readable_mut() => {
+                ready = io.ready_mut(if unsent { Interest::READABLE | Interest::WRITABLE } else { Interest::READABLE }) => {
                     let mut guard = ready.map_err(|e| e.to_string())?;
+                    let readiness = guard.ready();
                     let q = guard.get_inner_mut();
                     // Everything the socket holds (one wake-up for a burst
                     // of completions), then wait again.
-                    let r = loop {
+                    let mut r = Ok(());
+                    while readiness.is_readable() {
                         match q.recv() {
                             Ok(ev) => {
                                 if let Err(e) = self.handle(q, ev) {
-                                    break Err(e);
+                                    r = Err(e);
+                                    break;
                                 }
                                 if !q.pdu_buffered() && !q.readable_now() {
-                                    break Ok(());
+                                    break;
                                 }
                             }
                             Err(nvmf_host::host::HostError::Io(e))
                                 if e.kind() == std::io::ErrorKind::WouldBlock =>
                             {
-                                break Ok(());
+                                break;
                             }
-                            Err(e) => break Err(format!("receiving from the mirror: {e}")),
+                            Err(e) => {
+                                r = Err(format!("receiving from the mirror: {e}"));
+                                break;
+                            }
                         }
-                    };
-                    guard.clear_ready();
-                    if let Err(e) = r {
-                        break Err(e);
                     }
+                    // What is queued (data an R2T asked for, commands the
+                    // socket did not take) goes as the socket takes it.
+                    let r = r.and_then(|()| {
+                        q.try_flush().map_err(|e| format!("sending to the mirror: {e}"))
+                    });
+                    match r {
+                        Ok(all) => unsent = !all,
+                        Err(e) => break Err(e),
+                    }
+                    // Only what was seen and used up: a readiness of the
+                    // other kind may have come with it.
+                    let mut drained = Ready::EMPTY;
+                    if readiness.is_readable() {
+                        drained |= Ready::READABLE;
+                    }
+                    if readiness.is_writable() && unsent {
+                        drained |= Ready::WRITABLE;
+                    }
+                    guard.clear_ready_matching(drained);
                 }
                 _ = tokio::time::sleep_until(deadline), if oldest.is_some() => {
                     break Err(format!("the mirror answered nothing for {IO_TIMEOUT:?}"));
-                }
-                _ = keep_alive.tick() => {
-                    if let Err(e) = self.admin.keep_alive() {
-                        break Err(format!("keep-alive to the mirror: {e}"));
-                    }
                 }
             }
         };
@@ -350,6 +422,7 @@ impl Connection {
                 );
                 (sqe, false, None)
             }
+            Kind::Fail(_) => return,
             Kind::Flush => (
                 Sqe::build(opcode::FLUSH, cid, self.nsid, NO_DATA, [0; 6]),
                 false,
@@ -404,7 +477,7 @@ impl Connection {
                     q.queue_h2c(r.cccid, r.ttag, (off + done) as u32, d, done + n == len);
                     done += n;
                 }
-                q.flush().map_err(|e| format!("sending to the mirror: {e}"))
+                Ok(())
             }
             Event::Data { .. } => Err("the mirror sent data for a command that reads none".into()),
         }

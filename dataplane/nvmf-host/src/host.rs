@@ -105,6 +105,8 @@ pub struct HostQueue {
     data_at: usize,
     neg: Negotiated,
     out: Vec<u8>,
+    /// How much of `out` a [`HostQueue::try_flush`] has sent.
+    out_sent: usize,
     /// The controller id (after Connect).
     pub cntlid: u16,
     /// Queue id.
@@ -157,6 +159,7 @@ impl HostQueue {
             data_at: 0,
             neg: Negotiated::default(),
             out: Vec::with_capacity(1 << 20),
+            out_sent: 0,
             cntlid: 0,
             qid: 0,
             maxh2cdata: 0,
@@ -243,7 +246,7 @@ impl HostQueue {
 
     /// Sends everything queued, in one write where the kernel allows.
     pub fn flush(&mut self) -> Result<()> {
-        let mut sent = 0;
+        let mut sent = std::mem::take(&mut self.out_sent);
         while sent < self.out.len() {
             match self.stream.write(&self.out[sent..]) {
                 Ok(0) => return Err(io::Error::from(io::ErrorKind::WriteZero).into()),
@@ -256,6 +259,25 @@ impl HostQueue {
         }
         self.out.clear();
         Ok(())
+    }
+
+    /// On a non-blocking (busy-polling) queue: sends what the socket takes
+    /// now of everything queued, keeping the rest for the next call.
+    /// `Ok(true)` once all of it is sent; `Ok(false)`: wait until the
+    /// socket is writable and call again.
+    pub fn try_flush(&mut self) -> Result<bool> {
+        while self.out_sent < self.out.len() {
+            match self.stream.write(&self.out[self.out_sent..]) {
+                Ok(0) => return Err(io::Error::from(io::ErrorKind::WriteZero).into()),
+                Ok(n) => self.out_sent += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        self.out.clear();
+        self.out_sent = 0;
+        Ok(true)
     }
 
     /// Busy-polls the socket (as SPDK's perf does) instead of sleeping in

@@ -114,7 +114,7 @@ pub(crate) async fn set_mirror(
                 )
             })?
             .map_err(RpcError::invalid_params)?;
-            Some(Arc::new(r))
+            Some(Arc::new(r.start()))
         }
     };
     v.set_replica(replica)
