@@ -332,3 +332,33 @@ async fn a_new_mirror_is_synced_by_writing_back_what_it_lacks() {
         "nothing was copied to the mirror"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leaving_write_back_marks_the_mirror_clean_and_drops_it() {
+    let p = pair(true).await;
+    write_load(&p.owner_bdev, 3, 60).await;
+    assert!(p.mirror.stats().await.unwrap().dirty_bytes > 0);
+    p.owner
+        .set_mode(cache::volume::CacheMode::Wt)
+        .await
+        .unwrap();
+    // Written through from now on: nothing reaches the mirror, whose
+    // dirty bytes (in core since the switch's flush) must never be
+    // written back over newer data.
+    let mut dropped = false;
+    for _ in 0..200 {
+        if p.owner.stats().await.unwrap().replica.is_none() {
+            dropped = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(dropped, "the mirror is dropped once marked clean");
+    assert_eq!(p.mirror.stats().await.unwrap().dirty_bytes, 0);
+    p.owner_bdev
+        .write(0, DmaBuf::from_slice(&[9u8; 4096]))
+        .await
+        .1
+        .unwrap();
+    assert_eq!(p.mirror.stats().await.unwrap().usage.dirty_bytes, 0);
+}

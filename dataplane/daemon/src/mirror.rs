@@ -33,6 +33,8 @@ pub const IO_TIMEOUT: Duration = Duration::from_secs(5);
 /// The admin queue's keep-alive timeout, sent with Connect; a keep-alive
 /// goes every third of it.
 const KATO: Duration = Duration::from_secs(6);
+/// Most blocks one MARK_CLEAN names (its NLB, 0's based, has 16 bits).
+const MAX_MARK_BLOCKS: u64 = 1 << 16;
 /// How long a receive spins for the rest of a PDU that arrived in part.
 const PARTIAL_PDU_SPIN: Duration = Duration::from_micros(500);
 /// The data pointer of a command that moves none.
@@ -85,6 +87,8 @@ struct Op {
 pub struct NvmfReplica {
     target: MirrorTarget,
     tx: mpsc::UnboundedSender<Op>,
+    /// The namespace's block size.
+    lba: u64,
 }
 
 /// A mirror connected, its connection not started yet.
@@ -178,6 +182,7 @@ impl Connected {
         } = self;
         let (tx, rx) = mpsc::unbounded_channel();
         let name = target.subnqn.clone();
+        let lba = conn.lba;
         tokio::spawn(async move {
             if let Err(e) = conn.run(io, rx).await {
                 tracing::error!(mirror = %name, error = %e, "connection to the mirror ended");
@@ -187,7 +192,7 @@ impl Connected {
         let _ = std::thread::Builder::new()
             .name("mirror-keepalive".into())
             .spawn(move || keep_alive(admin, weak));
-        NvmfReplica { target, tx }
+        NvmfReplica { target, tx, lba }
     }
 }
 
@@ -220,8 +225,25 @@ impl Replica for NvmfReplica {
     fn deallocate(&self, offset: u64, len: u64) -> BoxFuture<'static, Result<(), ReplicaError>> {
         self.submit(Kind::Deallocate { offset, len })
     }
+    /// In commands of at most [`MAX_MARK_BLOCKS`] (NLB has 16 bits), all
+    /// sent at once.
     fn mark_clean(&self, offset: u64, len: u64) -> BoxFuture<'static, Result<(), ReplicaError>> {
-        self.submit(Kind::MarkClean { offset, len })
+        let step = MAX_MARK_BLOCKS * self.lba;
+        let marks: Vec<_> = (offset..offset + len)
+            .step_by(step as usize)
+            .map(|o| {
+                self.submit(Kind::MarkClean {
+                    offset: o,
+                    len: step.min(offset + len - o),
+                })
+            })
+            .collect();
+        Box::pin(async move {
+            for m in marks {
+                m.await?;
+            }
+            Ok(())
+        })
     }
     fn flush(&self) -> BoxFuture<'static, Result<(), ReplicaError>> {
         self.submit(Kind::Flush)

@@ -22,7 +22,11 @@ impl Owner {
         self.engine
             .set_write_mode(m.engine_mode())
             .map_err(|e| VolumeError::Busy(e.to_string()))?;
+        let left_write_back = self.mode == CacheMode::Wb && m != CacheMode::Wb;
         self.mode = m;
+        if left_write_back {
+            self.detach_mirror_cleaned();
+        }
         self.params.write_mode = m;
         self.shared.set_mode(m);
         self.shared.set_params(&self.params);

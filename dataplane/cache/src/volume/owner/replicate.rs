@@ -32,6 +32,8 @@ pub(super) struct Replication {
     next: u64,
     /// The first failure since the mirror was attached.
     broken: Option<String>,
+    /// The whole-volume mark after which the mirror is dropped.
+    detach_after: Option<u64>,
     /// Dirty data from before the mirror was attached is being written
     /// back: until it is, some dirty bytes are on this server only.
     syncing: bool,
@@ -100,7 +102,7 @@ impl Owner {
         ext: Extent,
         io: BoxFuture<'static, Result<(), ReplicaError>>,
         waiter: Option<oneshot::Sender<MirrorAnswer>>,
-    ) {
+    ) -> u64 {
         let r = &mut self.replication;
         r.next += 1;
         let id = r.next;
@@ -111,6 +113,28 @@ impl Owner {
         if let Some(w) = &self.waker {
             w.wake_by_ref();
         }
+        id
+    }
+
+    /// The volume left write-back: nothing is forwarded any more, so the
+    /// mirror's copy goes stale from the next write. Its dirty bytes (all
+    /// in core now: the switch flushed) are marked clean over the whole
+    /// volume, so that a promotion could never write them back over newer
+    /// data, and once that mark is answered the mirror is dropped. Its
+    /// clean blocks go stale too: such a mirror must be made anew before
+    /// it serves (the control plane's part).
+    pub(super) fn detach_mirror_cleaned(&mut self) {
+        let Some(replica) = self.replication.replica.clone() else {
+            return;
+        };
+        tracing::info!(bdev = %self.params.name, mirror = %self.replication.stats.target,
+            "left write-back: the mirror is marked clean and dropped");
+        let io = replica.mark_clean(0, self.region.volume_size);
+        // Covering no bytes: writes are not forwarded any more, so none
+        // has to wait for it.
+        let none = Extent { offset: 0, len: 0 };
+        let id = self.push_replica_op(none, io, None);
+        self.replication.detach_after = Some(id);
     }
 
     /// A cleaning plan wrote `written` back: the mirror may clean what is
@@ -151,6 +175,15 @@ impl Owner {
                 break;
             };
             progressed = true;
+            if self.replication.detach_after == Some(id) {
+                if let Err(e) = &r {
+                    tracing::warn!(bdev = %self.params.name, error = %e,
+                        "marking the dropped mirror clean failed: it must not be promoted");
+                }
+                // Cannot fail: dropping.
+                let _ = self.set_replica(None);
+                break;
+            }
             let Some((_, waiter)) = self.replication.pending.remove(&id) else {
                 continue;
             };
@@ -195,6 +228,7 @@ impl Owner {
         r.ops = FuturesUnordered::new();
         r.pending.clear();
         r.broken = None;
+        r.detach_after = None;
         r.stats = ReplicaStats {
             target: replica.as_ref().map(|r| r.describe()).unwrap_or_default(),
             ..ReplicaStats::default()
