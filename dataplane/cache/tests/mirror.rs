@@ -210,7 +210,7 @@ async fn a_promoted_mirror_brings_core_to_every_acknowledged_write() {
         "some acknowledged writes are in the caches only"
     );
     p.owner.stop(false).await.unwrap();
-    p.mirror.set_role(Role::Owner).await.unwrap();
+    p.mirror.set_role(Role::Owner, None).await.unwrap();
     p.mirror.flush_all().await.unwrap();
     let size = VOLUME_MIB << 20;
     model.check(
@@ -361,4 +361,61 @@ async fn leaving_write_back_marks_the_mirror_clean_and_drops_it() {
         .1
         .unwrap();
     assert_eq!(p.mirror.stats().await.unwrap().usage.dirty_bytes, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_volume_loaded_with_an_epoch_writes_nothing_back_until_confirmed() {
+    let d = Devices::new(VOLUME_MIB, 12, false);
+    let dev = d.open_cache().await;
+    let wb = serde_json::json!({"write_mode": "wb", "cache_size_mib": 6, "epoch": 3,
+        "cleaning": {"policy": "aggressive", "dirty_ratio": 0.0, "batch_blocks": 8, "wake_up_ms": 5}});
+    let (v, b) = create(&d, &dev, params(wb.clone())).await;
+    assert!(
+        !v.stats().await.unwrap().held,
+        "created, not loaded: confirmed"
+    );
+    // Dirty data a restart finds (the volume stopped without a flush).
+    v.set_policy(cache::volume::PolicyChange {
+        cleaning: Some(cache::volume::Cleaning::Nop {}),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let model = write_load(&b, 4, 30).await;
+    v.stop(false).await.unwrap();
+    let mut loaded = params(wb);
+    loaded.load = true;
+    let (v, b) = create(&d, &dev, loaded).await;
+    let st = v.stats().await.unwrap();
+    assert!(
+        st.held && st.epoch == Some(3) && st.dirty_bytes > 0,
+        "{st:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        v.stats().await.unwrap().flushed_bytes,
+        0,
+        "aggressive cleaning is held"
+    );
+    assert!(matches!(v.flush_all().await, Err(VolumeError::Flush(e)) if e.contains("epoch 3")));
+    // The volume serves reads meanwhile (its paths are the control plane's).
+    let size = VOLUME_MIB << 20;
+    model.check(0, &raw(&b, 0, size).await, "read while held");
+    assert!(
+        v.set_role(Role::Owner, Some(2)).await.is_err(),
+        "an older epoch is refused"
+    );
+    assert!(v.stats().await.unwrap().held);
+    v.set_role(Role::Owner, Some(4)).await.unwrap();
+    v.flush_all().await.unwrap();
+    let st = v.stats().await.unwrap();
+    assert!(
+        !st.held && st.epoch == Some(4) && st.dirty_bytes == 0,
+        "{st:?}"
+    );
+    model.check(
+        0,
+        &raw(d.core_ram.bdev(), 0, size).await,
+        "core once confirmed and flushed",
+    );
 }

@@ -335,9 +335,11 @@ impl CachedVolume {
         self.ask(|r| Control::StartSetMode(mode, r)).await?
     }
 
-    /// `bdev_adacache_set_role`: owner or mirror (see [`replica`]).
-    pub async fn set_role(&self, role: Role) -> Result<(), VolumeError> {
-        self.ask(|r| Control::SetRole(role, r)).await?
+    /// `bdev_adacache_set_role`: owner or mirror (see [`replica`]), with
+    /// the control plane's epoch when it keeps one
+    /// ([`VolumeParams::epoch`]).
+    pub async fn set_role(&self, role: Role, epoch: Option<u64>) -> Result<(), VolumeError> {
+        self.ask(|r| Control::SetRole(role, epoch, r)).await?
     }
 
     /// `bdev_adacache_set_mirror`: the mirror this owner forwards its

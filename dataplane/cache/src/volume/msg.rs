@@ -137,7 +137,7 @@ pub(crate) enum Control {
         reply: oneshot::Sender<Result<(), VolumeError>>,
     },
     /// Makes the volume owner or mirror (see [`super::replica`]).
-    SetRole(Role, oneshot::Sender<Result<(), VolumeError>>),
+    SetRole(Role, Option<u64>, oneshot::Sender<Result<(), VolumeError>>),
     /// Attaches (or with `None` drops) the mirror an owner forwards to.
     SetReplica(
         Option<Arc<dyn Replica>>,

@@ -180,6 +180,14 @@ pub struct VolumeParams {
     /// see [`super::replica`]). Saved, so a restarted mirror stays one.
     #[serde(default, skip_serializing_if = "is_owner")]
     pub role: Role,
+    /// The control plane's epoch of the volume when it last set this
+    /// server's role (it rises with every change of owner). A volume
+    /// loaded with one (`load`: a restart, a returning server) writes
+    /// nothing back until `bdev_adacache_set_role` confirms its role with
+    /// an epoch at least as new: a server that was replaced while it was
+    /// away must not write its stale dirty data over the new owner's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<u64>,
     /// Adaptive or fixed block size.
     #[serde(default = "default_block_mode")]
     pub mode: BlockMode,

@@ -193,6 +193,11 @@ pub struct VolumeStats {
     pub replica: Option<ReplicaStats>,
     /// A mirror's dirty bytes its owner's marks cleaned.
     pub marked_clean_bytes: u64,
+    /// The control plane's epoch of the volume, when it keeps one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<u64>,
+    /// Loaded with an epoch and not confirmed since: writes nothing back.
+    pub held: bool,
     /// The cache device failed and the volume runs in pass-through.
     pub degraded: bool,
     /// OCF usage.
@@ -448,6 +453,8 @@ pub(crate) struct StatsInput<'a> {
     pub mode: &'static str,
     pub role: Role,
     pub replica: Option<ReplicaStats>,
+    pub epoch: Option<u64>,
+    pub held: bool,
     pub degraded: bool,
     pub damaged_bytes: u64,
     pub capacity: u64,
@@ -486,6 +493,8 @@ impl VolumeStats {
             role: i.role.name(),
             replica: i.replica,
             marked_clean_bytes: rt.marked_clean_bytes,
+            epoch: i.epoch,
+            held: i.held,
             degraded: i.degraded,
             usage: Usage {
                 capacity_bytes: i.capacity,
@@ -704,6 +713,8 @@ mod tests {
             mode: "wt",
             role: Role::Owner,
             replica: None,
+            epoch: None,
+            held: false,
             degraded: false,
             damaged_bytes: 0,
             capacity: cap,

@@ -22,15 +22,19 @@ use crate::rpc::error::{ErrorKind, RpcError};
 pub(crate) struct SetRole {
     name: String,
     role: Role,
+    /// The control plane's epoch of the volume; an older one than the
+    /// volume has is refused.
+    #[serde(default)]
+    epoch: Option<u64>,
 }
 
 pub(crate) async fn set_role(
     app: &App,
-    SetRole { name, role }: SetRole,
+    SetRole { name, role, epoch }: SetRole,
 ) -> Result<Value, RpcError> {
     let state = app.state.lock().await;
     let v = volume(&state, &name)?;
-    v.set_role(role)
+    v.set_role(role, epoch)
         .await
         .map_err(|e| volume_error(&format!("making {name} {}", role.name()), e))?;
     Ok(json!(true))

@@ -114,8 +114,8 @@ impl Owner {
                     self.stop.reply = Some(reply);
                 }
             }
-            Control::SetRole(role, r) => {
-                let _ = r.send(self.set_role(role));
+            Control::SetRole(role, epoch, r) => {
+                let _ = r.send(self.set_role(role, epoch));
             }
             Control::SetReplica(replica, r) => {
                 let _ = r.send(self.set_replica(replica));
@@ -222,6 +222,8 @@ impl Owner {
             mode: self.mode.name(),
             role: self.params.role,
             replica: self.replica_stats(),
+            epoch: self.params.epoch,
+            held: self.held,
             degraded: self.shared.is_degraded(),
             damaged_bytes: self.damage.bytes(),
             capacity,

@@ -214,7 +214,7 @@ impl Owner {
                     self.meta.remove(b.cache_addr, b.offset);
                 }
                 if let Ok(mut fresh) = Engine::new(self.engine.config().clone()) {
-                    fresh.set_hold_dirty(self.params.role == crate::volume::replica::Role::Mirror);
+                    fresh.set_hold_dirty(!self.writes_back());
                     self.engine = fresh;
                 }
             }

@@ -12,7 +12,6 @@ use crate::volume::clean::Cleaner;
 use crate::volume::meta::SETTLE_AFTER;
 use crate::volume::msg::HostOp;
 use crate::volume::params::CacheMode;
-use crate::volume::replica::Role;
 use crate::volume::VolumeError;
 
 /// Control work that waits for every dirty block to be written back.
@@ -92,7 +91,7 @@ impl Owner {
         // flush asked for tries (and reports it), background cleaning not.
         // A mirror cleans only when its owner says (`mark_clean`).
         if self.flush_all.active
-            || self.params.role == Role::Mirror
+            || !self.writes_back()
             || self.cleaning.running
             || self.stop.requested
             || !self.damage.is_empty()
@@ -116,14 +115,21 @@ impl Owner {
             return;
         }
         // A volume made mirror meanwhile writes nothing back any more.
-        if self.params.role == Role::Mirror
+        if !self.writes_back()
             && self.engine.stats().dirty_bytes > 0
             && self.flush_all.error.is_none()
         {
-            self.flush_all.error = Some(format!(
-                "cached bdev {} is a mirror: its owner writes back",
-                self.params.name
-            ));
+            self.flush_all.error = Some(match self.held {
+                true => format!(
+                    "cached bdev {} was loaded with epoch {} and waits for its role to be confirmed (bdev_adacache_set_role) before it writes back",
+                    self.params.name,
+                    self.params.epoch.unwrap_or_default()
+                ),
+                false => format!(
+                    "cached bdev {} is a mirror: its owner writes back",
+                    self.params.name
+                ),
+            });
         }
         // A write-back that failed ends the flush with its error: core
         // refusing data would otherwise make flushing retry forever.

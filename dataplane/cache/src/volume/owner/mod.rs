@@ -101,6 +101,9 @@ pub(crate) struct Owner {
     switching_to: Option<CacheMode>,
     /// The mirror writes are forwarded to (`replicate.rs`).
     replication: replicate::Replication,
+    /// Loaded with an epoch and not confirmed since: writes nothing back
+    /// (`VolumeParams::epoch`).
+    held: bool,
 }
 
 /// A stop asked for: the owner leaves once nothing is left (see
@@ -124,7 +127,8 @@ impl Owner {
         tx: mpsc::UnboundedSender<Msg>,
     ) -> Owner {
         let cleaning = Cleaning::new(Cleaner::new(params.cleaning.clone()));
-        engine.set_hold_dirty(params.role == crate::volume::replica::Role::Mirror);
+        let held = params.load && params.epoch.is_some();
+        engine.set_hold_dirty(held || params.role == crate::volume::replica::Role::Mirror);
         let device_reads = devices.cache.bdev().stats().local_reads();
         Owner {
             device_reads,
@@ -154,6 +158,7 @@ impl Owner {
             checks: Vec::new(),
             switching_to: None,
             replication: replicate::Replication::default(),
+            held,
         }
     }
 

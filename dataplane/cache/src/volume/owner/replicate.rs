@@ -280,22 +280,44 @@ impl Owner {
         })
     }
 
-    /// `bdev_adacache_set_role`. A mirror made owner writes its dirty set
-    /// back (a flush starts); an owner made mirror drops its own mirror and
-    /// stops writing back.
-    pub(super) fn set_role(&mut self, role: Role) -> Result<(), VolumeError> {
-        if role == self.params.role {
+    /// Whether the volume writes its dirty data back: an owner whose role
+    /// is confirmed.
+    pub(super) fn writes_back(&self) -> bool {
+        self.params.role == Role::Owner && !self.held
+    }
+
+    /// `bdev_adacache_set_role`, with the control plane's epoch: older than
+    /// the one the volume has is refused (a stale control plane, or an
+    /// order that was overtaken). A mirror made owner writes its dirty set
+    /// back (a flush starts), as does a held volume confirmed owner; an
+    /// owner made mirror drops its own mirror and stops writing back.
+    pub(super) fn set_role(&mut self, role: Role, epoch: Option<u64>) -> Result<(), VolumeError> {
+        if let (Some(asked), Some(have)) = (epoch, self.params.epoch) {
+            if asked < have {
+                return Err(VolumeError::Invalid(format!(
+                    "epoch {asked} is older than cached bdev {}'s epoch {have}: refused",
+                    self.params.name
+                )));
+            }
+        }
+        let was_writing_back = self.writes_back();
+        if role == self.params.role
+            && !self.held
+            && epoch.is_none_or(|e| Some(e) == self.params.epoch)
+        {
             return Ok(());
         }
         if role == Role::Mirror {
             self.set_replica(None)?;
         }
         self.params.role = role;
+        self.params.epoch = epoch.or(self.params.epoch);
+        self.held = false;
         self.engine.set_hold_dirty(role == Role::Mirror);
         self.shared.set_params(&self.params);
-        tracing::info!(bdev = %self.params.name, role = role.name(),
+        tracing::info!(bdev = %self.params.name, role = role.name(), epoch = ?self.params.epoch,
             dirty_bytes = self.engine.stats().dirty_bytes, "role set");
-        if role == Role::Owner && self.engine.stats().dirty_bytes > 0 {
+        if self.writes_back() && !was_writing_back && self.engine.stats().dirty_bytes > 0 {
             let (tx, _rx) = oneshot::channel();
             self.begin_flush(AfterFlush::Reply(tx));
         }
