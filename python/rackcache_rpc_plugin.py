@@ -84,6 +84,7 @@ def spdk_rpc_plugin_initialize(subparsers):
             cleaning=_cleaning(args),
             seq_cutoff=_seq_cutoff(args),
             role=args.role,
+            epoch=args.epoch,
             load=True if args.load else None,
             load_clean=False if args.no_load_clean else None)))
     p = subparsers.add_parser('bdev_adacache_create', help='Create a cached bdev (rackcache)')
@@ -100,6 +101,8 @@ def spdk_rpc_plugin_initialize(subparsers):
                    help='how a miss sizes its block: after the request (default) or by observed locality')
     _policy_options(p)
     p.add_argument('--role', choices=['owner', 'mirror'], help='owner (default) or mirror of another server')
+    p.add_argument('--epoch', type=int,
+                   help="the control plane's epoch; loaded with one, the volume writes nothing back until confirmed")
     p.add_argument('-l', '--load', action='store_true',
                    help="attach to the volume's existing cache on the cache bdev instead of creating it")
     p.add_argument('--no-load-clean', action='store_true',
@@ -195,11 +198,13 @@ def spdk_rpc_plugin_initialize(subparsers):
     p.set_defaults(func=bdev_adacache_resize)
 
     def bdev_adacache_set_role(args):
-        print_json(args.client.call('bdev_adacache_set_role', {'name': args.name, 'role': args.role}))
+        print_json(args.client.call('bdev_adacache_set_role',
+                                    _params(name=args.name, role=args.role, epoch=args.epoch)))
     p = subparsers.add_parser('bdev_adacache_set_role',
                               help='Make a cached bdev owner or mirror (a mirror writes nothing back)')
     p.add_argument('name', help='name of the cached bdev')
     p.add_argument('role', choices=['owner', 'mirror'], help='new role')
+    p.add_argument('-e', '--epoch', type=int, help="the control plane's epoch of the volume (an older one is refused)")
     p.set_defaults(func=bdev_adacache_set_role)
 
     def bdev_adacache_set_mirror(args):
