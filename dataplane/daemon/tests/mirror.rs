@@ -116,22 +116,44 @@ fn key_file(dir: &Path) -> String {
     path.display().to_string()
 }
 
-#[test]
-fn a_promoted_mirror_brings_core_to_every_write_the_killed_owner_acknowledged() {
-    let work = TempDir::new("rackcache-mirror");
-    let core = work.path().join("core.img");
-    let key = key_file(work.path());
-    let (_mirror, msock) = server(work.path(), "mirror", &core);
+/// Two daemons on one core file: the mirror serving its replication
+/// subsystem, the owner with its volume and the key, not attached yet.
+struct Pair {
+    mirror: Daemon,
+    msock: std::path::PathBuf,
+    owner: Daemon,
+    osock: std::path::PathBuf,
+    replica_port: u16,
+}
+
+fn pair(dir: &Path, core: &Path) -> Pair {
+    let key = key_file(dir);
+    let (mirror, msock) = server(dir, "mirror", core);
     let replica_port = free_port();
     serve_replica(&msock, &key, replica_port);
-    let (owner, osock) = server(work.path(), "owner", &core);
+    let (owner, osock) = server(dir, "owner", core);
     rpc(&osock, "bdev_adacache_create", volume_params("owner"));
     rpc(
         &osock,
         "keyring_file_add_key",
         json!({"name": "owner", "path": key}),
     );
-    attach(&osock, replica_port);
+    Pair {
+        mirror,
+        msock,
+        owner,
+        osock,
+        replica_port,
+    }
+}
+
+#[test]
+fn a_promoted_mirror_brings_core_to_every_write_the_killed_owner_acknowledged() {
+    let work = TempDir::new("rackcache-mirror");
+    let core = work.path().join("core.img");
+    let p = pair(work.path(), &core);
+    let (owner, osock, msock) = (p.owner, p.osock, p.msock);
+    attach(&osock, p.replica_port);
     let volume_port = free_port();
     export(&osock, VOLUME_NQN, "Cache0", volume_port);
 
@@ -206,17 +228,8 @@ fn a_promoted_mirror_brings_core_to_every_write_the_killed_owner_acknowledged() 
 fn a_mirror_lost_under_load_holds_answers_until_it_is_dropped() {
     let work = TempDir::new("rackcache-mirror-lost");
     let core = work.path().join("core.img");
-    let key = key_file(work.path());
-    let (mirror, msock) = server(work.path(), "mirror", &core);
-    let replica_port = free_port();
-    serve_replica(&msock, &key, replica_port);
-    let (_owner, osock) = server(work.path(), "owner", &core);
-    rpc(&osock, "bdev_adacache_create", volume_params("owner"));
-    rpc(
-        &osock,
-        "keyring_file_add_key",
-        json!({"name": "owner", "path": key}),
-    );
+    let p = pair(work.path(), &core);
+    let (mirror, osock, replica_port) = (p.mirror, p.osock.clone(), p.replica_port);
     // A wrong address is refused and changes nothing.
     let e = common::unix_rpc(
         &osock,

@@ -863,16 +863,24 @@ pub fn rows() -> Vec<Row> {
             let v = c.rpc("bdev_adacache_get_devices", json!({}));
             assert_eq!(v[0]["volumes"][0]["cache_size_mib"], json!(8));
         }),
-        row("bdev_adacache_set_role", &["AC0", "mirror", "-e", "2"], |c, _| {
-            let s = c.rpc("bdev_adacache_get_stats", json!({ "name": "AC0" }));
-            assert_eq!((&s["role"], &s["epoch"]), (&json!("mirror"), &json!(2)), "{s}");
-            let v = c.rpc("bdev_adacache_get_bdevs", json!({ "name": "AC0" }));
-            assert_eq!(v[0]["params"]["role"], json!("mirror"), "saved");
-            c.rpc(
-                "bdev_adacache_set_role",
-                json!({ "name": "AC0", "role": "owner" }),
-            );
-        }),
+        row(
+            "bdev_adacache_set_role",
+            &["AC0", "mirror", "-e", "2"],
+            |c, _| {
+                let s = c.rpc("bdev_adacache_get_stats", json!({ "name": "AC0" }));
+                assert_eq!(
+                    (&s["role"], &s["epoch"]),
+                    (&json!("mirror"), &json!(2)),
+                    "{s}"
+                );
+                let v = c.rpc("bdev_adacache_get_bdevs", json!({ "name": "AC0" }));
+                assert_eq!(v[0]["params"]["role"], json!("mirror"), "saved");
+                c.rpc(
+                    "bdev_adacache_set_role",
+                    json!({ "name": "AC0", "role": "owner" }),
+                );
+            },
+        ),
         // Dropping a mirror it does not have changes nothing (connecting
         // one: mirror.rs).
         row("bdev_adacache_set_mirror", &["AC0"], |c, _| {
