@@ -62,6 +62,10 @@ type CachedBdevParams struct {
 	// ForceFormat formats a cache bdev that is not blank (erasing it);
 	// never reported back, never saved by the dataplane.
 	ForceFormat bool `json:"force_format,omitempty"`
+	// Role is owner (empty) or mirror (mirror.go).
+	Role string `json:"role,omitempty"`
+	// Epoch is the control plane's epoch of the volume, when it keeps one.
+	Epoch *uint64 `json:"epoch,omitempty"`
 }
 
 // CachedBdev is one entry of bdev_adacache_get_bdevs.
@@ -113,6 +117,15 @@ type CacheStats struct {
 		Write     float64 `json:"write"`
 	} `json:"hit_ratio"`
 	FlushedBytes uint64 `json:"flushed_bytes"`
+	// Role, Epoch and Held: see mirror.go; Held volumes write nothing back
+	// until their role is confirmed.
+	Role  string  `json:"role"`
+	Epoch *uint64 `json:"epoch,omitempty"`
+	Held  bool    `json:"held"`
+	// Replica is an owner's mirror, MarkedCleanBytes a mirror's bytes its
+	// owner's marks cleaned.
+	Replica          *ReplicaStats `json:"replica,omitempty"`
+	MarkedCleanBytes uint64        `json:"marked_clean_bytes"`
 	// Raw is the whole answer.
 	Raw json.RawMessage `json:"-"`
 }
