@@ -45,8 +45,8 @@ impl Owner {
             }
         }
         self.rt.flushed_bytes += out.written_back;
-        if run.cleaning && out.writeback_ok {
-            self.mark_written_back(&run.touched, &out.damaged);
+        if out.writeback_ok && !run.written_back.is_empty() {
+            self.mark_written_back(&run.written_back, &out.damaged);
         }
         if run.cleaning {
             self.cleaning.running = false;

@@ -73,6 +73,7 @@ impl Owner {
         let mut run = Running::new(HostOp::Write { fua: false }, None, Instant::now());
         run.ticket = plan.ticket;
         run.writeback_ticket = plan.writeback_ticket;
+        run.written_back.clone_from(&touched);
         run.touched = touched;
         run.cleaning = true;
         self.inflight.running.insert(id, run);

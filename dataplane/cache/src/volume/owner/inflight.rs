@@ -93,6 +93,10 @@ pub(super) struct Running {
     /// Cache ranges (address, length) its plan writes: blocks there are
     /// recorded by this request when it completes, never by another.
     pub(super) cache_ranges: Vec<(u64, u64)>,
+    /// Volume ranges its plan writes back to core (a cleaning plan's, or a
+    /// host request's dirty victims): a mirror is told once they are in
+    /// core.
+    pub(super) written_back: Vec<Extent>,
 }
 
 impl Running {
@@ -108,6 +112,7 @@ impl Running {
             cleaning: false,
             core_writes: Vec::new(),
             cache_ranges: Vec::new(),
+            written_back: Vec::new(),
         }
     }
 
@@ -116,6 +121,17 @@ impl Running {
             .iter()
             .any(|&(a, l)| a < addr + len && addr < a + l)
     }
+}
+
+/// Volume ranges a plan writes back.
+pub(super) fn written_back(plan: &Plan) -> Vec<Extent> {
+    plan.writebacks
+        .iter()
+        .map(|w| Extent {
+            offset: w.offset,
+            len: w.len,
+        })
+        .collect()
 }
 
 /// Cache ranges a plan writes.

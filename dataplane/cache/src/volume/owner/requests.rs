@@ -5,7 +5,7 @@ use bdev::{BdevError, DmaBuf};
 use engine::{Extent, Op, Plan, PlanStatus};
 
 use super::barriers::BlockedStart;
-use super::inflight::{cache_ranges, Running};
+use super::inflight::{cache_ranges, written_back, Running};
 use super::{engine_op, is_pure_hit, Owner};
 use crate::volume::exec;
 use crate::volume::meta::Durability;
@@ -88,6 +88,7 @@ impl Owner {
         run.touched = touched;
         run.core_writes = core_writes;
         run.cache_ranges = cache_ranges(&plan);
+        run.written_back = written_back(&plan);
         self.inflight.running.insert(id, run);
         let need = self.prepare_slots(&plan);
         self.launch(id, plan, io.buf, fua, need, after);
