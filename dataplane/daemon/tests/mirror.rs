@@ -147,19 +147,23 @@ fn pair(dir: &Path, core: &Path) -> Pair {
     }
 }
 
+/// Attaches the owner to its mirror, exports its volume and connects the
+/// application's host to it.
+fn serve_host(osock: &Path, replica_port: u16) -> HostController {
+    attach(osock, replica_port);
+    let volume_port = free_port();
+    export(osock, VOLUME_NQN, "Cache0", volume_port);
+    HostController::connect(&host_params(volume_port, VOLUME_NQN, APP_HOST, 0xa2), 1)
+        .expect("the host connects to the owner")
+}
+
 #[test]
 fn a_promoted_mirror_brings_core_to_every_write_the_killed_owner_acknowledged() {
     let work = TempDir::new("rackcache-mirror");
     let core = work.path().join("core.img");
     let p = pair(work.path(), &core);
     let (owner, osock, msock) = (p.owner, p.osock, p.msock);
-    attach(&osock, p.replica_port);
-    let volume_port = free_port();
-    export(&osock, VOLUME_NQN, "Cache0", volume_port);
-
-    let mut host =
-        HostController::connect(&host_params(volume_port, VOLUME_NQN, APP_HOST, 0xa2), 1)
-            .expect("the host connects to the owner");
+    let mut host = serve_host(&osock, p.replica_port);
     let mut model = vec![0u8; CORE_SIZE as usize];
     write_load(&mut host, &mut model, 7, 1500, work.path());
     let st = stats(&osock);
@@ -246,12 +250,7 @@ fn a_mirror_lost_under_load_holds_answers_until_it_is_dropped() {
         "{e}"
     );
     assert!(stats(&osock).get("replica").is_none());
-    attach(&osock, replica_port);
-    let volume_port = free_port();
-    export(&osock, VOLUME_NQN, "Cache0", volume_port);
-    let mut host =
-        HostController::connect(&host_params(volume_port, VOLUME_NQN, APP_HOST, 0xa2), 1)
-            .expect("the host connects to the owner");
+    let mut host = serve_host(&osock, replica_port);
     let mut model = vec![0u8; CORE_SIZE as usize];
     write_load(&mut host, &mut model, 9, 200, work.path());
 

@@ -137,7 +137,8 @@ impl Owner {
         self.replication.detach_after = Some(id);
     }
 
-    /// A cleaning plan wrote `written` back: the mirror may clean what is
+    /// A plan (cleaning, or a host request's dirty victims) wrote
+    /// `written` back: the mirror may clean what is
     /// clean here now (not `damaged`, which stays dirty; not bytes a write
     /// re-dirtied or is writing).
     pub(super) fn mark_written_back(&mut self, written: &[Extent], damaged: &[Extent]) {
