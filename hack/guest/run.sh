@@ -295,9 +295,19 @@ while :; do
     && grep -qa 'Kernel panic' "$console"; then
     outcome=boot-panic
   fi
-  [ "$outcome" = boot-hang ] || [ "$outcome" = boot-panic ] || break
+  # qemu itself crashing (a signal we did not send: multi-threaded TCG in
+  # qemu 7.2 segfaults now and then under load) before the job started is
+  # a failed boot too; once the job runs it fails the run below.
+  if [ "$outcome" = done ] && [ "$qemu_rc" -gt 128 ] \
+    && ! grep -qaE "^RACKCACHE-GUEST-JOB-START $nonce" "$console"; then
+    outcome=boot-crash
+  fi
+  [ "$outcome" = boot-hang ] || [ "$outcome" = boot-panic ] || [ "$outcome" = boot-crash ] || break
   last_line="$(tr -d '\r' <"$console" | grep -a . | tail -n 1 || true)"
-  if [ "$outcome" = boot-panic ]; then
+  if [ "$outcome" = boot-crash ]; then
+    printf '[run.sh] warning: boot %s of %s: qemu crashed (exit status %s) before the job started\n' \
+      "$attempt" "$boot_attempts" "$qemu_rc" >&2
+  elif [ "$outcome" = boot-panic ]; then
     printf '[run.sh] warning: boot %s of %s panicked before the job started: %s\n' \
       "$attempt" "$boot_attempts" "$(grep -a 'Kernel panic' "$console" | head -n 1 | tr -d '\r')" >&2
   else
@@ -306,7 +316,7 @@ while :; do
   fi
   if [ -n "$log_file" ]; then cp "$console" "$log_file.hung-$attempt"; fi
   if [ "$attempt" -ge "$boot_attempts" ]; then
-    fail 125 "the guest failed to boot $boot_attempts times in a row (hung: console silent for $boot_timeout s, or a kernel panic, before the job started${log_file:+; consoles: $log_file.hung-*})"
+    fail 125 "the guest failed to boot $boot_attempts times in a row (hung: console silent for $boot_timeout s, a kernel panic or a qemu crash, before the job started${log_file:+; consoles: $log_file.hung-*})"
   fi
   attempt=$((attempt + 1))
 done
