@@ -63,8 +63,14 @@ const (
 	// ReasonNotMirrored: the pool keeps one copy of each volume.
 	ReasonNotMirrored = "NotMirrored"
 	// ReasonWriteBackNotMirrored: the volume runs write-back and its dirty
-	// data is not mirrored yet, so no mirror could take over without it.
+	// data cannot be mirrored (the pool's data path uses TLS, which the
+	// servers' replication channel does not), so no mirror could take over
+	// without it.
 	ReasonWriteBackNotMirrored = "WriteBackNotMirrored"
+	// ReasonMirrorSyncing: a write-back volume's owner forwards its writes
+	// to a new mirror and is still writing back the dirty data the mirror
+	// lacks; the mirror can take over once that is done.
+	ReasonMirrorSyncing = "MirrorSyncing"
 	// ReasonDataplaneError: a dataplane call failed; the message says which.
 	ReasonDataplaneError = "DataplaneError"
 	// ReasonCacheMetadataDamaged: the volume's cache metadata on its server

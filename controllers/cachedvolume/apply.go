@@ -48,6 +48,8 @@ func Apply(ctx context.Context, c *dataplane.Client, d Desired) (ApplyResult, er
 		ensureCluster,
 		ensureRbdBdev,
 		ensureCachedBdev,
+		ensureReplication,
+		ensureRole,
 		ensureSubsystem,
 	}
 	for _, step := range steps {
@@ -197,11 +199,14 @@ func discardStaleCache(ctx context.Context, c *dataplane.Client, d Desired, res 
 	if err != nil {
 		return fmt.Errorf("read the stale cache of %s: %w", name, err)
 	}
-	if st.DirtyBytes > 0 {
+	// A write-back mirror's dirty data is the owner's too (or in Ceph):
+	// its stale copy goes, dirty or not.
+	obsolete := d.Cached.Role == dataplane.RoleMirror
+	if st.DirtyBytes > 0 && !obsolete {
 		return fmt.Errorf("cached bdev %s found on %s holds %d dirty bytes; not discarding them to make a fresh cache: remove it by hand (bdev_adacache_delete with force) once they are known to be obsolete",
 			name, have.CacheBdevName, st.DirtyBytes)
 	}
-	if err := c.DeleteCachedBdev(ctx, name, false); err != nil {
+	if err := c.DeleteCachedBdev(ctx, name, st.DirtyBytes > 0); err != nil {
 		return fmt.Errorf("discard the stale cache of %s on %s: %w", name, have.CacheBdevName, err)
 	}
 	res.Changed = append(res.Changed, staleCacheDiscarded+" on "+have.CacheBdevName)

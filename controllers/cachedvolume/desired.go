@@ -48,6 +48,14 @@ type Desired struct {
 	// mirror's, on a server that served the volume before): it is
 	// discarded and a new one made. Never with dirty data in it.
 	FreshCache bool
+	// ReplicaKeys are the replication channel's keys this server holds
+	// (owner and mirror of a write-back volume; replication.go), nil
+	// elsewhere.
+	ReplicaKeys *HostKeys
+	// ReplicaHost, on a write-back volume's mirror, is the owner's server
+	// host NQN, the only host of the replication subsystem ("" elsewhere:
+	// no replication subsystem).
+	ReplicaHost string
 	// MustLoad: the volume ran write-back on this server, so its cache may
 	// hold dirty data: the cached bdev may only be re-attached (load), and
 	// a cache found on no device is an error, never a fresh cache.

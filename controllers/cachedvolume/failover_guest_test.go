@@ -121,16 +121,18 @@ func TestKernelMultipathRidesThroughAFailover(t *testing.T) {
 		}
 		cycles = n
 	}
-	for _, partition := range []bool{false, true} {
-		name, k := "kill -9", cycles
-		if partition {
-			// A fenced server's Ceph client stays blocklisted: it cannot
-			// come back as a mirror without a restart (docs/operator.md).
-			name, k = "partition", 1
-		}
-		t.Run(name, func(t *testing.T) {
+	for _, sc := range []failoverScenario{
+		{name: "kill -9", cycles: cycles},
+		// A fenced server's Ceph client stays blocklisted: it cannot
+		// come back as a mirror without a restart (docs/operator.md).
+		{name: "partition", partition: true, cycles: 1},
+		// Write-back: the owner's cache device is lost with it; only the
+		// mirror holds the acknowledged writes.
+		{name: "write-back kill -9, cache device lost", writeBack: true, cycles: cycles},
+	} {
+		t.Run(sc.name, func(t *testing.T) {
 			for attempt := 1; attempt <= framework.InitiatorCrashAttempts; attempt++ {
-				if !failoverAttempt(t, attempt, partition, k) {
+				if !failoverAttempt(t, attempt, sc) {
 					return
 				}
 				t.Logf("attempt %d: the guest kernel's initiator crashed on the owner's loss; starting over", attempt)
@@ -140,13 +142,33 @@ func TestKernelMultipathRidesThroughAFailover(t *testing.T) {
 	}
 }
 
-// failoverAttempt runs the scenario once with cycles losses; true when
-// the guest's initiator crashed (the caller starts over).
-func failoverAttempt(t *testing.T, attempt int, partition bool, cycles int) bool {
+// failoverScenario is how the owner is lost, how often, and the volume's
+// write mode.
+type failoverScenario struct {
+	name      string
+	partition bool
+	writeBack bool
+	cycles    int
+}
+
+// failoverAttempt runs the scenario once; true when the guest's initiator
+// crashed (the caller starts over).
+func failoverAttempt(t *testing.T, attempt int, sc failoverScenario) bool {
+	partition, cycles := sc.partition, sc.cycles
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 	defer cancel()
 	vol := fmt.Sprintf("ha-guest-%d", attempt)
 	h := newHARig(t, ctx, vol, rcv1.HostAuthenticationNone, framework.GuestHostNQN(t))
+	if sc.writeBack {
+		v, err := h.volume(ctx, vol)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v.Spec.WriteMode = rcv1.WriteBack
+		if err := h.g.c.Update(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+	}
 	h.g.r.Now = time.Now // passes on the real clock, as the grace runs
 	renewer := &leases.Renewer{Client: h.g.c, Dial: h.g.r.Dial, Duration: func(*rcv1.CachePool) time.Duration { return 2 * time.Second }}
 	h.g.r.Leases = renewer
@@ -200,6 +222,18 @@ func failoverAttempt(t *testing.T, attempt int, partition bool, cycles int) bool
 		} else {
 			h.dps[owner].Kill(t)
 		}
+		if sc.writeBack {
+			// The owner's cache device goes with it: a blank one replaces it.
+			if err := os.Remove(h.files[owner]); err != nil {
+				return err
+			}
+			if err := os.WriteFile(h.files[owner], nil, 0o600); err != nil {
+				return err
+			}
+			if err := os.Truncate(h.files[owner], 128<<20); err != nil {
+				return err
+			}
+		}
 		if err := h.passUntil(vol, "mirror "+mirror+" promoted", func(v *rcv1.CachedVolume) bool {
 			return v.Status.Server == mirror && len(v.Status.Paths) > 0 && v.Status.Paths[0].ANAState == string(dataplane.ANAOptimized)
 		}); err != nil {
@@ -210,14 +244,18 @@ func failoverAttempt(t *testing.T, attempt int, partition bool, cycles int) bool
 			return ownerFenced(ctx, h.dps[owner].Client, nqn, &ownerWrites)
 		}
 		// The killed server starts again on its cache device, which still
-		// holds the volume's stale cache, and becomes the mirror.
+		// holds the volume's stale cache (write-through) or is blank
+		// (write-back), and becomes the mirror (for write-back, once the
+		// owner reports it in sync).
 		h.dps[owner] = startServer(t, h.files[owner], h.cluster)
 		if err := h.passUntil(vol, owner+" back as the mirror", func(v *rcv1.CachedVolume) bool {
 			return v.Status.Mirror == owner && meta.IsStatusConditionTrue(v.Status.Conditions, rcv1.ConditionMirrored)
 		}); err != nil {
 			return err
 		}
-		h.g.event("StaleCacheDiscarded")
+		if !sc.writeBack {
+			h.g.event("StaleCacheDiscarded")
+		}
 		return nil
 	})
 	if res.InitiatorOops != "" {
@@ -253,8 +291,8 @@ func failoverAttempt(t *testing.T, attempt int, partition bool, cycles int) bool
 	}
 	slices.Sort(pauses)
 	if len(pauses) > 0 {
-		t.Logf("%d losses (partition: %v), promoted after %v; I/O pause per loss (the longest write, ms): min %d, median %d, max %d, all %v",
-			cycles, partition, promoted, pauses[0], pauses[len(pauses)/2], pauses[len(pauses)-1], pauses)
+		t.Logf("%d losses (%s), promoted after %v; I/O pause per loss (the longest write, ms): min %d, median %d, max %d, all %v",
+			cycles, sc.name, promoted, pauses[0], pauses[len(pauses)/2], pauses[len(pauses)-1], pauses)
 	}
 	if partition {
 		// The cut-off owner acknowledged nothing after the promotion.
@@ -268,6 +306,14 @@ func failoverAttempt(t *testing.T, attempt int, partition bool, cycles int) bool
 		}
 	}
 
+	if sc.writeBack {
+		// The last owner writes back what it holds dirty.
+		cur, err := h.volume(ctx, vol)
+		if err != nil {
+			t.Fatal(err)
+		}
+		flushed(ctx, t, h.dps[cur.Status.Server].Client, CachedBdevName(vol))
+	}
 	// Ceph's own copy, read with rbd, not through any dataplane.
 	export := filepath.Join(dir, "export.img")
 	if out, err := h.cluster.Admin(ctx, "rbd", "export", h.cluster.Pool+"/"+h.image, export); err != nil {

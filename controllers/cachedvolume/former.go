@@ -9,6 +9,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	rcv1 "github.com/rackcache/rackcache/api/v1alpha1"
+	"github.com/rackcache/rackcache/controllers/dataplane"
 )
 
 // A write-through volume re-placed away from a lost server leaves its
@@ -49,6 +50,14 @@ func (r *Reconciler) cleanFormerServers(ctx context.Context, s *scope) bool {
 	return slices.Contains(left, vol.Status.Server)
 }
 
+// supersededCopy: a former server's copy whose dirty data another server
+// has too: a write-back mirror's (its owner has every dirty byte of it, or
+// Ceph has), or an owner's from an older epoch (its mirror was promoted
+// holding every write it acknowledged).
+func supersededCopy(st *dataplane.CacheStats, vol *rcv1.CachedVolume) bool {
+	return st.Role == dataplane.RoleMirror || (st.Epoch != nil && *st.Epoch < uint64(vol.Status.Epoch))
+}
+
 // cleanFormerServer revokes every host of the volume's subsystem on server
 // and tears its objects down; done when nothing of the volume is left. A
 // server not ready is left for a later pass. Dirty data there is never
@@ -74,7 +83,15 @@ func (r *Reconciler) cleanFormerServer(ctx context.Context, pool *rcv1.CachePool
 		if err != nil {
 			return false, fmt.Errorf("read cached bdev %s on former server %s: %w", cached, name, err)
 		}
-		if st.DirtyBytes > 0 {
+		if st.DirtyBytes > 0 && supersededCopy(st, vol) {
+			// Its dirty data is the promoted mirror's or its owner's too:
+			// deleted unflushed, never written over newer data.
+			if err := resetMirrorCopy(ctx, c, vol.Name); err != nil {
+				return false, fmt.Errorf("delete the superseded copy on former server %s: %w", name, err)
+			}
+			ctrl.LoggerFrom(ctx).Info("deleted a superseded write-back copy on a former server", "server", name,
+				"dirtyBytes", st.DirtyBytes, "role", st.Role, "epoch", st.Epoch, "volumeEpoch", vol.Status.Epoch)
+		} else if st.DirtyBytes > 0 {
 			return false, fmt.Errorf("cached bdev %s on former server %s holds %d dirty bytes; not flushing them over newer data, not discarding them: remove it by hand (bdev_adacache_delete with force) once they are known to be obsolete",
 				cached, name, st.DirtyBytes)
 		}

@@ -35,9 +35,9 @@ type LostInput struct {
 	RPCError string
 	// MayHoldDirtyData: the volume runs (or is to run) write-back.
 	MayHoldDirtyData bool
-	// Promotable: the volume has a ready mirror and the lost owner can be
-	// fenced (its Ceph client is known); FailoverGrace then applies
-	// instead of Grace.
+	// Promotable: the volume has a ready mirror (for write-back, one in
+	// sync) and the lost owner can be fenced (its Ceph client is known);
+	// FailoverGrace then applies instead of Grace.
 	Promotable    bool
 	FailoverGrace time.Duration
 	// LostSince is when the volume was first seen lost (zero: just now).
@@ -73,7 +73,9 @@ func DecideLost(in LostInput) LostDecision {
 		since = in.Now
 	}
 	grace := in.Grace
-	promote := in.Promotable && !in.MayHoldDirtyData
+	// A write-back volume's mirror is Promotable only while it holds every
+	// acknowledged write (Mirrored True once its owner reported it in sync).
+	promote := in.Promotable
 	if promote {
 		grace = in.FailoverGrace
 	}

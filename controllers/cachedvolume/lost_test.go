@@ -25,8 +25,9 @@ func TestDecideLost(t *testing.T) {
 		// A ready mirror: the failover grace, then promotion.
 		{"mirror ready, within the failover grace", LostInput{Listed: true, Promotable: true, FailoverGrace: 10 * time.Second, LostSince: now.Add(-4 * time.Second)}, LostWaiting, 6 * time.Second},
 		{"mirror ready, failover grace over: promote", LostInput{Listed: true, Promotable: true, FailoverGrace: 10 * time.Second, LostSince: now.Add(-10 * time.Second)}, LostPromote, 0},
-		{"write-back with a mirror is never promoted", LostInput{Promotable: true, MayHoldDirtyData: true, FailoverGrace: 10 * time.Second, LostSince: now.Add(-time.Hour)}, LostDegrade, 0},
-		{"write-back with a mirror waits the long grace", LostInput{Promotable: true, MayHoldDirtyData: true, FailoverGrace: 10 * time.Second, LostSince: now.Add(-time.Minute)}, LostWaiting, 4 * time.Minute},
+		{"write-back with a mirror in sync is promoted", LostInput{Promotable: true, MayHoldDirtyData: true, FailoverGrace: 10 * time.Second, LostSince: now.Add(-10 * time.Second)}, LostPromote, 0},
+		{"write-back, mirror not in sync: degraded", LostInput{MayHoldDirtyData: true, FailoverGrace: 10 * time.Second, LostSince: now.Add(-time.Hour)}, LostDegrade, 0},
+		{"write-back, mirror not in sync: the long grace", LostInput{MayHoldDirtyData: true, FailoverGrace: 10 * time.Second, LostSince: now.Add(-time.Minute)}, LostWaiting, 4 * time.Minute},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

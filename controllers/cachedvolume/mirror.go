@@ -107,12 +107,18 @@ func mirrorWanted(vol *rcv1.CachedVolume, pool *rcv1.CachePool) (bool, *MirrorOb
 		return false, &MirrorObservation{metav1.ConditionFalse, rcv1.ReasonNotMirrored,
 			"the pool keeps one copy of each volume (spec.replicas 1, or fewer than two servers)"}
 	}
-	if mayHoldDirtyData(vol.Status.WriteMode, EffectiveWriteMode(vol, pool)) {
+	if writeBackMirror(vol, pool) && pool.Spec.DataPath.TLS {
 		return false, &MirrorObservation{metav1.ConditionFalse, rcv1.ReasonWriteBackNotMirrored,
-			"write-back data is not mirrored to a second server yet, so a mirror could not take over without it; " +
+			"write-back data is mirrored over the servers' replication channel, which does not run TLS, and this pool's data path does; " +
 				"a lost server keeps the volume Degraded until it returns"}
 	}
 	return true, nil
+}
+
+// writeBackMirror: the volume may hold dirty data, so its mirror is a
+// write-back mirror (replication.go): it holds every acknowledged write.
+func writeBackMirror(vol *rcv1.CachedVolume, pool *rcv1.CachePool) bool {
+	return mayHoldDirtyData(vol.Status.WriteMode, EffectiveWriteMode(vol, pool))
 }
 
 // serveMirror makes the volume's mirror export it (placing one first when
@@ -129,6 +135,17 @@ func (r *Reconciler) serveMirror(ctx context.Context, s *scope, backend *ceph.Ba
 	}
 	vol, pool, st := s.vol, s.pool, &s.vol.Status
 	wanted, why := mirrorWanted(vol, pool)
+	wb := wanted && writeBackMirror(vol, pool)
+	server := findServer(pool, st.Mirror)
+	// An owner forwarding to anything but this pass's mirror stops first
+	// (it may hold answers for a broken one).
+	keep := ""
+	if wb && server != nil {
+		keep = describeTarget(mirrorTarget(vol, server.ServingAddress(), poolPort(pool), *s.replicaKeys))
+	}
+	if !r.releaseReplica(ctx, s, keep) {
+		return
+	}
 	if !wanted {
 		if st.Mirror != "" {
 			r.dropMirror(s, why.Message)
@@ -139,7 +156,7 @@ func (r *Reconciler) serveMirror(ctx context.Context, s *scope, backend *ceph.Ba
 	if st.Mirror == "" && !r.placeMirror(ctx, s) {
 		return
 	}
-	server := findServer(pool, st.Mirror)
+	server = findServer(pool, st.Mirror)
 	lost := ""
 	switch {
 	case server == nil:
@@ -162,7 +179,13 @@ func (r *Reconciler) serveMirror(ctx context.Context, s *scope, backend *ceph.Ba
 		// owner back as mirror) missed the writes since: never promote it.
 		d.FreshCache = true
 		d.Subsystem.MinCntlid, d.Subsystem.MaxCntlid = mirrorCntlidRange(pool, st.Mirror, s.ownerMinCntlid)
+		if wb {
+			setWriteBackRoles(&d, vol, dataplane.RoleMirror, *s.replicaKeys)
+		}
 		res, err := Apply(ctx, c, d)
+		if err == nil && !wb {
+			err = writeThroughMirrorFresh(ctx, c, d)
+		}
 		switch {
 		case err != nil && unreachable(err):
 			lost = "it does not answer: " + err.Error()
@@ -180,10 +203,31 @@ func (r *Reconciler) serveMirror(ctx context.Context, s *scope, backend *ceph.Ba
 				Address: server.ServingAddress(), Port: poolPort(pool), ANAState: string(dataplane.ANAInaccessible)})
 			s.obs.Mirror = &MirrorObservation{metav1.ConditionTrue, rcv1.ReasonAsExpected, fmt.Sprintf(
 				"cache server %s exports the volume's second path, inaccessible until it is promoted", st.Mirror)}
+			if wb {
+				s.obs.Mirror = r.linkMirror(ctx, s, c, d, mirrorTarget(vol, server.ServingAddress(), poolPort(pool), *s.replicaKeys))
+			}
 			return
 		}
 	}
 	r.mirrorLost(ctx, s, lost)
+}
+
+// writeThroughMirrorFresh makes anew a write-through mirror's copy that a
+// write-back mirror left (role mirror: the volume left write-back, and its
+// clean blocks are stale from the first write after that).
+func writeThroughMirrorFresh(ctx context.Context, c *dataplane.Client, d Desired) error {
+	st, err := c.CachedBdevStats(ctx, d.Cached.Name)
+	if err != nil {
+		return fmt.Errorf("read the mirror's copy: %w", err)
+	}
+	if st.Role != dataplane.RoleMirror {
+		return nil
+	}
+	if err := resetMirrorCopy(ctx, c, d.Volume); err != nil {
+		return err
+	}
+	_, err = Apply(ctx, c, d)
+	return err
 }
 
 // mirrorLost reports a lost mirror and, once the failover grace has

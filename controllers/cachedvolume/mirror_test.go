@@ -31,9 +31,12 @@ func TestEffectiveReplicasAndFailoverGrace(t *testing.T) {
 	}
 }
 
-// Write-back volumes get no mirror: their dirty data would not be on it.
+// Write-back volumes get a mirror, except in a pool whose data path runs
+// TLS (the replication channel does not).
 func TestMirrorWanted(t *testing.T) {
 	two := &rcv1.CachePool{Status: rcv1.CachePoolStatus{Servers: []rcv1.ServerStatus{{NodeName: "a"}, {NodeName: "b"}}}}
+	tls := two.DeepCopy()
+	tls.Spec.DataPath.TLS = true
 	one := &rcv1.CachePool{Spec: rcv1.CachePoolSpec{Replicas: i32(1)}}
 	for _, c := range []struct {
 		name   string
@@ -44,7 +47,9 @@ func TestMirrorWanted(t *testing.T) {
 	}{
 		{"write-through, two servers", two, rcv1.WriteThrough, true, ""},
 		{"write-around, two servers", two, rcv1.WriteAround, true, ""},
-		{"write-back", two, rcv1.WriteBack, false, rcv1.ReasonWriteBackNotMirrored},
+		{"write-back", two, rcv1.WriteBack, true, ""},
+		{"write-back, TLS data path", tls, rcv1.WriteBack, false, rcv1.ReasonWriteBackNotMirrored},
+		{"write-through, TLS data path", tls, rcv1.WriteThrough, true, ""},
 		{"replicas 1", one, rcv1.WriteThrough, false, rcv1.ReasonNotMirrored},
 	} {
 		vol := &rcv1.CachedVolume{Spec: rcv1.CachedVolumeSpec{WriteMode: c.mode}}

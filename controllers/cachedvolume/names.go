@@ -25,14 +25,28 @@ const nqnHashLength = 32
 
 // SubsystemNQN is the NVMe subsystem NQN of volume name. Names too long for
 // the 223-byte limit keep a prefix and end with a hash of the whole name.
-func SubsystemNQN(name string) string {
-	nqn := NQNPrefix + name
+func SubsystemNQN(name string) string { return nqnFor(NQNPrefix, name) }
+
+// ReplicaNQNPrefix starts every volume's replication subsystem NQN: the
+// subsystem a write-back mirror exports its copy on, to its owner only.
+const ReplicaNQNPrefix = "nqn.2025-01.io.rackcache:replica:"
+
+// ReplicaNQN is the NQN of volume name's replication subsystem.
+func ReplicaNQN(name string) string { return nqnFor(ReplicaNQNPrefix, name) }
+
+// ServerHostNQN is the host NQN cache server node's dataplane connects to
+// its mirrors with.
+func ServerHostNQN(node string) string { return nqnFor("nqn.2025-01.io.rackcache:server:", node) }
+
+// nqnFor is prefix + name, shortened to the NQN limit with a hash.
+func nqnFor(prefix, name string) string {
+	nqn := prefix + name
 	if len(nqn) <= maxNQNLength {
 		return nqn
 	}
 	sum := sha256.Sum256([]byte(name))
-	keep := maxNQNLength - len(NQNPrefix) - nqnHashLength - 1
-	return NQNPrefix + name[:keep] + "-" + hex.EncodeToString(sum[:])[:nqnHashLength]
+	keep := maxNQNLength - len(prefix) - nqnHashLength - 1
+	return prefix + name[:keep] + "-" + hex.EncodeToString(sum[:])[:nqnHashLength]
 }
 
 // RbdBdevName is the dataplane bdev opening the volume's RBD image.
@@ -68,10 +82,11 @@ func SerialNumber(volumeUID string) string {
 const ModelNumber = "rackcache cached volume"
 
 // ObjectNames are the names of volume name's objects on a dataplane that a
-// saved configuration call may make: its RBD bdev, cached bdev and
-// subsystem (whose NQN also names its namespace, hosts and listeners).
+// saved configuration call may make: its RBD bdev, cached bdev,
+// subsystem and replication subsystem (whose NQNs also name their
+// namespaces, hosts and listeners).
 func ObjectNames(name string) []string {
-	return []string{RbdBdevName(name), CachedBdevName(name), SubsystemNQN(name)}
+	return []string{RbdBdevName(name), CachedBdevName(name), SubsystemNQN(name), ReplicaNQN(name)}
 }
 
 // IsVolumeObject reports whether object is named like one of a volume's
@@ -79,5 +94,5 @@ func ObjectNames(name string) []string {
 func IsVolumeObject(object string) bool {
 	// The names with an empty volume name are the prefixes.
 	return strings.HasPrefix(object, RbdBdevName("")) || strings.HasPrefix(object, CachedBdevName("")) ||
-		strings.HasPrefix(object, NQNPrefix)
+		strings.HasPrefix(object, NQNPrefix) || strings.HasPrefix(object, ReplicaNQNPrefix)
 }

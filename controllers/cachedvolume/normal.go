@@ -134,6 +134,15 @@ func (r *Reconciler) serve(ctx context.Context, s *scope, mayReplace bool) (ctrl
 	}
 	desired := DesiredState(vol, pool, backend, server.ServingAddress(), s.cacheSize)
 	desired.HostKeys = desiredHostKeys(vol.Name, pairs)
+	if wanted, _ := mirrorWanted(vol, pool); wanted && writeBackMirror(vol, pool) {
+		keys, err := r.ensureReplicationKeys(ctx, vol)
+		if err != nil {
+			s.obs.DataplaneError = err.Error()
+			return ctrl.Result{}, err
+		}
+		s.replicaKeys = &keys
+		setWriteBackRoles(&desired, vol, dataplane.RoleOwner, keys)
+	}
 	desired.ANAState = dataplane.ANAOptimized
 	desired.Subsystem.MinCntlid, desired.Subsystem.MaxCntlid = cntlidRange(cntlidSlot(pool, server.NodeName))
 	hold := applyHold(&desired, vol, time.Now())
@@ -161,11 +170,11 @@ func (r *Reconciler) serve(ctx context.Context, s *scope, mayReplace bool) (ctrl
 			return ctrl.Result{}, err
 		}
 	}
-	s.ownerANA, s.ownerMinCntlid = applied.ANAReporting, applied.MinCntlid
+	s.ownerANA, s.ownerMinCntlid, s.ownerClient = applied.ANAReporting, applied.MinCntlid, c
 	r.recordApplied(ctx, s, c, server, desired, applied, hold)
 	recordOwnerCephClient(ctx, c, s, desired.Cluster.Name)
 	r.serveMirror(ctx, s, backend, pairs)
-	if applied.Flushing != nil {
+	if applied.Flushing != nil || s.requeueSoon {
 		return r.flushRequeue(), nil
 	}
 	return r.statsRequeue(), nil

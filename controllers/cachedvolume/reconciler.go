@@ -90,6 +90,16 @@ type scope struct {
 	// placedNow: the volume got its server in this pass (its objects are
 	// new there, not a recovery).
 	placedNow bool
+	// ownerClient is the owner's dataplane once the pass applied it;
+	// ownerReplica its mirror connection as last read (replication.go).
+	ownerClient  *dataplane.Client
+	ownerReplica *dataplane.ReplicaStats
+	// replicaKeys are the replication channel's keys of a write-back
+	// volume with a mirror wanted (nil otherwise).
+	replicaKeys *HostKeys
+	// requeueSoon: a step waits for something that takes seconds (a
+	// mirror syncing, a stored condition before the owner goes on alone).
+	requeueSoon bool
 	// gone: the finalizer was removed, the object may no longer exist.
 	gone bool
 	// stale: the cache served an older volume than the apiserver holds;

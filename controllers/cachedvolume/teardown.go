@@ -41,13 +41,19 @@ func Teardown(ctx context.Context, c *dataplane.Client, name, cluster string, di
 			return res, fmt.Errorf("delete subsystem %s: %w", nqn, err)
 		}
 	}
-	// With the subsystem gone no host uses the volume's keys.
-	keys, err := keyringNames(ctx, c, keyPrefix(name))
-	if err != nil {
-		return res, err
+	// A write-back mirror's replication subsystem goes too.
+	if err := c.DeleteSubsystem(ctx, ReplicaNQN(name)); err != nil && !dataplane.IsInvalid(err) && !dataplane.IsNotFound(err) {
+		return res, fmt.Errorf("delete replication subsystem %s: %w", ReplicaNQN(name), err)
 	}
-	if err := dropKeys(ctx, c, keys, nil); err != nil {
-		return res, err
+	// With the subsystems gone nothing uses the volume's keys.
+	for _, prefix := range []string{keyPrefix(name), replicaKeyPrefix(name)} {
+		keys, err := keyringNames(ctx, c, prefix)
+		if err != nil {
+			return res, err
+		}
+		if err := dropKeys(ctx, c, keys, nil); err != nil {
+			return res, err
+		}
 	}
 	cached := CachedBdevName(name)
 	have, err := lookupCachedBdev(ctx, c, cached)

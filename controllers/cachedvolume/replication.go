@@ -1,0 +1,361 @@
+package cachedvolume
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	rcv1 "github.com/rackcache/rackcache/api/v1alpha1"
+	"github.com/rackcache/rackcache/controllers/dataplane"
+	"github.com/rackcache/rackcache/controllers/hostkeys"
+)
+
+// A write-back volume's mirror holds every acknowledged write: the owner's
+// dataplane forwards its writes to the mirror's copy of the volume (created
+// with role mirror, so it never writes back on its own) and answers the
+// host once both servers have them (docs/dataplane.md, "Mirrored
+// write-back"). The operator's part:
+//
+//   - the mirror exports its copy on a replication subsystem
+//     (ReplicaNQN) to the owner's server host NQN only, which logs in with
+//     DH-HMAC-CHAP keys kept in the volume's replication Secret;
+//   - the owner is connected to it (bdev_adacache_set_mirror) only while
+//     the mirror's copy is empty: a copy that missed writes (a mirror that
+//     restarted, a connection that broke) is made anew first, and the
+//     owner writes back what it had dirty before (state syncing);
+//   - Mirrored turns True only once the owner reports the mirror in sync,
+//     so only then may the mirror be promoted;
+//   - an owner whose mirror connection broke holds the answers of the
+//     writes it could not mirror. It is told to drop the mirror (which
+//     answers them) only on a pass that finds Mirrored False already
+//     stored: otherwise a failed status write could leave a stored
+//     Mirrored True for a mirror that misses acknowledged writes;
+//   - every pass confirms each server's role and the volume's epoch: a
+//     server that restarted writes nothing back until then, and one that
+//     was replaced meanwhile is never confirmed (former.go deletes its
+//     copy).
+
+// replicaKeyPrefix starts the keyring names of vol's replication keys.
+func replicaKeyPrefix(vol string) string { return "replica." + vol + "." }
+
+// ReplicationSecretName is the Secret (in the operator's namespace) holding
+// the DH-HMAC-CHAP keys of vol's replication channel.
+func ReplicationSecretName(vol string) string { return vol + "-replication-keys" }
+
+// LabelReplicationKeysOf labels a replication keys Secret with its volume.
+const LabelReplicationKeysOf = "rackcache.io/replication-keys-of"
+
+// Fields of the replication keys Secret: the owner's (host) secret and the
+// mirror's (controller) secret; both sides authenticate.
+const (
+	replicationHostKey = "host"
+	replicationCtrlKey = "ctrl"
+)
+
+// ensureReplicationKeys returns the keys of vol's replication channel,
+// creating its Secret on first use.
+func (r *Reconciler) ensureReplicationKeys(ctx context.Context, vol *rcv1.CachedVolume) (HostKeys, error) {
+	key := client.ObjectKey{Namespace: r.Namespace, Name: ReplicationSecretName(vol.Name)}
+	sec := &corev1.Secret{}
+	err := r.apiReader().Get(ctx, key, sec)
+	switch {
+	case apierrors.IsNotFound(err):
+		host, err := hostkeys.NewSecret()
+		if err != nil {
+			return HostKeys{}, fmt.Errorf("generate the replication keys of %s: %w", vol.Name, err)
+		}
+		ctrlKey, err := hostkeys.NewSecret()
+		if err != nil {
+			return HostKeys{}, fmt.Errorf("generate the replication keys of %s: %w", vol.Name, err)
+		}
+		sec = newHostKeysSecret(vol, key)
+		sec.Labels = map[string]string{LabelReplicationKeysOf: vol.Name, "app.kubernetes.io/managed-by": "rackcache-operator"}
+		sec.Data = map[string][]byte{replicationHostKey: []byte(host), replicationCtrlKey: []byte(ctrlKey)}
+		if err := r.Client.Create(ctx, sec); err != nil {
+			return HostKeys{}, fmt.Errorf("create the replication keys Secret %s: %w", key, err)
+		}
+	case err != nil:
+		return HostKeys{}, fmt.Errorf("read the replication keys Secret %s: %w", key, err)
+	case sec.Labels[LabelReplicationKeysOf] != vol.Name:
+		return HostKeys{}, fmt.Errorf("secret %s exists and is not this volume's replication keys (no label %s=%s): rename or remove it", key, LabelReplicationKeysOf, vol.Name)
+	}
+	host, ctrlKey := string(sec.Data[replicationHostKey]), string(sec.Data[replicationCtrlKey])
+	if hostkeys.CheckSecret(host) != nil || hostkeys.CheckSecret(ctrlKey) != nil {
+		return HostKeys{}, fmt.Errorf("secret %s: %q and %q must be DH-HMAC-CHAP secrets (DHHC-1:...); delete the Secret to have new ones made", key, replicationHostKey, replicationCtrlKey)
+	}
+	return HostKeys{
+		Names: dataplane.HostKeyNames{Host: replicaKeyName(vol.Name, "host", host), Ctrlr: replicaKeyName(vol.Name, "ctrl", ctrlKey)},
+		Host:  dataplane.Secret(host), Ctrl: dataplane.Secret(ctrlKey),
+	}, nil
+}
+
+// replicaKeyName names a replication key in the keyring: a digest of the
+// secret tells a Secret made anew from the old one.
+func replicaKeyName(vol, role, secret string) string {
+	sum := sha256.Sum256([]byte("rackcache key name\x00" + secret))
+	return replicaKeyPrefix(vol) + role + "." + hex.EncodeToString(sum[:4])
+}
+
+// ensureReplication makes the server hold the replication keys d names
+// and, on a mirror (d.ReplicaHost set), export the cached bdev on the
+// replication subsystem to the owner's host only; elsewhere the subsystem
+// is removed, which also ends a former owner's connection to a promoted
+// mirror before that mirror turns owner.
+func ensureReplication(ctx context.Context, c *dataplane.Client, d Desired, res *ApplyResult) error {
+	keyring, err := keyringNames(ctx, c, replicaKeyPrefix(d.Volume))
+	if err != nil {
+		return err
+	}
+	keep := map[string]bool{}
+	if d.ReplicaKeys != nil {
+		keep[d.ReplicaKeys.Names.Host], keep[d.ReplicaKeys.Names.Ctrlr] = true, true
+		if err := ensureKeys(ctx, c, keyring, *d.ReplicaKeys); err != nil {
+			return err
+		}
+	}
+	nqn := ReplicaNQN(d.Volume)
+	sub, err := lookupSubsystem(ctx, c, nqn)
+	if err != nil {
+		return err
+	}
+	switch {
+	case d.ReplicaHost == "" && sub != nil:
+		if err := c.DeleteSubsystem(ctx, nqn); err != nil && !dataplane.IsNotFound(err) {
+			return fmt.Errorf("delete replication subsystem %s: %w", nqn, err)
+		}
+		res.Changed = append(res.Changed, "removed replication subsystem")
+	case d.ReplicaHost != "":
+		rd := d
+		rd.Subsystem = dataplane.SubsystemParams{NQN: nqn, SerialNumber: d.Subsystem.SerialNumber, ModelNumber: ModelNumber, MaxNamespaces: 1}
+		rd.Namespace = dataplane.Namespace{NSID: 1, BdevName: d.Cached.Name, UUID: d.Namespace.UUID}
+		rd.Listener.SecureChannel = false
+		rd.ANAState = ""
+		rd.Hosts = []string{d.ReplicaHost}
+		rd.HostKeys = map[string]HostKeys{d.ReplicaHost: *d.ReplicaKeys}
+		if err := ensureReplicaSubsystem(ctx, c, rd, sub, res); err != nil {
+			return err
+		}
+	}
+	return dropKeys(ctx, c, keyring, keep)
+}
+
+// ensureReplicaSubsystem is ensureSubsystem for the replication subsystem:
+// its hosts' keys are the replication keys (ensured by the caller).
+func ensureReplicaSubsystem(ctx context.Context, c *dataplane.Client, d Desired, sub *dataplane.Subsystem, res *ApplyResult) error {
+	nqn := d.Subsystem.NQN
+	if sub == nil {
+		createErr := c.CreateSubsystem(ctx, d.Subsystem)
+		var err error
+		if sub, err = lookupSubsystem(ctx, c, nqn); err != nil {
+			return err
+		}
+		if sub == nil {
+			return fmt.Errorf("create replication subsystem %s: %w", nqn, createErr)
+		}
+		res.Created = append(res.Created, "replication subsystem")
+	}
+	if err := ensureNamespace(ctx, c, d, sub, res); err != nil {
+		return err
+	}
+	if err := ensureListener(ctx, c, d, sub, res); err != nil {
+		return err
+	}
+	have := map[string]dataplane.HostKeyNames{}
+	for _, h := range sub.Hosts {
+		have[h.NQN] = h.HostKeyNames
+	}
+	want := d.HostKeys[d.ReplicaHost]
+	for h, names := range have {
+		switch {
+		case h != d.ReplicaHost:
+			if err := c.RemoveHost(ctx, nqn, h); err != nil {
+				return fmt.Errorf("revoke host %s from replication subsystem %s: %w", h, nqn, err)
+			}
+			res.Changed = append(res.Changed, "replication host removed "+h)
+		case names != want.Names:
+			if err := c.SetHostKeys(ctx, nqn, h, want.Names); err != nil {
+				return fmt.Errorf("set the keys of host %s on replication subsystem %s: %w", h, nqn, err)
+			}
+		}
+	}
+	if _, ok := have[d.ReplicaHost]; !ok {
+		if err := c.AddHostWithKeys(ctx, nqn, d.ReplicaHost, want.Names); err != nil {
+			return fmt.Errorf("allow host %s on replication subsystem %s: %w", d.ReplicaHost, nqn, err)
+		}
+		res.Changed = append(res.Changed, "replication host "+d.ReplicaHost)
+	}
+	return nil
+}
+
+// ensureRole confirms the cached bdev's role and the volume's epoch when
+// d sets them: a server loaded with an epoch writes nothing back until
+// then, and a mirror turns owner here (it starts writing back its dirty
+// set). Runs after ensureReplication, so a promoted mirror has dropped
+// the old owner's connection first.
+func ensureRole(ctx context.Context, c *dataplane.Client, d Desired, res *ApplyResult) error {
+	want := d.Cached
+	if want.Role == "" || want.Epoch == nil {
+		return nil
+	}
+	st, err := c.CachedBdevStats(ctx, want.Name)
+	if err != nil {
+		return fmt.Errorf("read the role of cached bdev %s: %w", want.Name, err)
+	}
+	if st.Role == want.Role && st.Epoch != nil && *st.Epoch == *want.Epoch && !st.Held {
+		return nil
+	}
+	if err := c.SetCachedBdevRole(ctx, want.Name, want.Role, want.Epoch); err != nil {
+		return fmt.Errorf("make cached bdev %s %s at epoch %d: %w", want.Name, want.Role, *want.Epoch, err)
+	}
+	res.Changed = append(res.Changed, fmt.Sprintf("role %s epoch %d", want.Role, *want.Epoch))
+	return nil
+}
+
+// setWriteBackRoles gives d the role and epoch of a write-back mirror's
+// pair (owner or mirror) and the replication keys; on the mirror the
+// replication subsystem's only host is the owner.
+func setWriteBackRoles(d *Desired, vol *rcv1.CachedVolume, role string, keys HostKeys) {
+	epoch := uint64(vol.Status.Epoch)
+	d.Cached.Role, d.Cached.Epoch = role, &epoch
+	d.ReplicaKeys = &keys
+	if role == dataplane.RoleMirror {
+		d.ReplicaHost = ServerHostNQN(vol.Status.Server)
+	}
+}
+
+// mirrorTarget is how the owner reaches the mirror's replication subsystem.
+func mirrorTarget(vol *rcv1.CachedVolume, address string, port int32, keys HostKeys) dataplane.MirrorTarget {
+	return dataplane.MirrorTarget{
+		TrAddr: address, TrSvcID: strconv.Itoa(int(port)), SubNQN: ReplicaNQN(vol.Name),
+		HostNQN: ServerHostNQN(vol.Status.Server), NSID: 1,
+		DhchapKey: keys.Names.Host, DhchapCtrlrKey: keys.Names.Ctrlr,
+	}
+}
+
+// describeTarget is how the owner's stats name t (replica.target).
+func describeTarget(t dataplane.MirrorTarget) string {
+	return t.SubNQN + "@" + net.JoinHostPort(t.TrAddr, t.TrSvcID)
+}
+
+// mirroredStored: the volume's stored status says Mirrored True.
+func mirroredStored(vol *rcv1.CachedVolume) bool {
+	return meta.IsStatusConditionTrue(vol.Status.Conditions, rcv1.ConditionMirrored)
+}
+
+// releaseReplica tells the owner to stop forwarding to a mirror that is
+// broken, another than the volume's, or no longer wanted (unless keep):
+// the answers it held for unmirrored writes go out. Only once Mirrored
+// False is stored (see the top of this file): until then it reports the
+// mirror lost and the pass comes back soon. True when the owner has no
+// mirror connection left to worry about.
+func (r *Reconciler) releaseReplica(ctx context.Context, s *scope, keep string) bool {
+	if s.ownerClient == nil {
+		return false
+	}
+	name := CachedBdevName(s.vol.Name)
+	st, err := s.ownerClient.CachedBdevStats(ctx, name)
+	if err != nil {
+		s.obs.Mirror = &MirrorObservation{metav1.ConditionFalse, rcv1.ReasonDataplaneError, fmt.Sprintf("read the owner's mirror state: %v", err)}
+		return false
+	}
+	s.ownerReplica = st.Replica
+	rep := st.Replica
+	if rep == nil || (rep.State != dataplane.ReplicaBroken && rep.Target == keep) {
+		return true
+	}
+	if mirroredStored(s.vol) {
+		why := "the owner forwards to a mirror the volume no longer has"
+		if rep.State == dataplane.ReplicaBroken {
+			why = "the owner's connection to it broke (" + rep.Error + "); the owner holds the answers to writes it could not mirror until it is told to go on alone"
+		}
+		s.obs.Mirror = &MirrorObservation{metav1.ConditionFalse, rcv1.ReasonMirrorLost, fmt.Sprintf("mirror %s: %s", rep.Target, why)}
+		s.requeueSoon = true
+		return false
+	}
+	if err := s.ownerClient.SetCachedBdevMirror(ctx, name, nil); err != nil {
+		s.obs.Mirror = &MirrorObservation{metav1.ConditionFalse, rcv1.ReasonDataplaneError, fmt.Sprintf("detach the owner from mirror %s: %v", rep.Target, err)}
+		return false
+	}
+	ctrl.LoggerFrom(ctx).Info("owner detached from its mirror", "mirror", rep.Target, "state", rep.State, "error", rep.Error)
+	r.event(s.vol, corev1.EventTypeWarning, "MirrorDetached", "the owner stopped forwarding writes to %s (%s); it goes on alone until a mirror is in sync", rep.Target, rep.State)
+	s.ownerReplica = nil
+	return true
+}
+
+// linkMirror connects the owner to the mirror d was applied to (c) when it
+// is not connected yet, making the mirror's copy anew first if it is not
+// empty, and reports Mirrored from the owner's replica state.
+func (r *Reconciler) linkMirror(ctx context.Context, s *scope, c *dataplane.Client, d Desired, target dataplane.MirrorTarget) *MirrorObservation {
+	mirror, name := s.vol.Status.Mirror, d.Cached.Name
+	if s.ownerReplica == nil {
+		st, err := c.CachedBdevStats(ctx, name)
+		if err != nil {
+			return &MirrorObservation{metav1.ConditionFalse, rcv1.ReasonDataplaneError, fmt.Sprintf("mirror %s: %v", mirror, err)}
+		}
+		if st.Role != dataplane.RoleMirror || st.Usage.OccupancyBytes > 0 || st.DirtyBytes > 0 {
+			// Its copy missed writes (or was a write-through mirror's):
+			// only an empty copy may be connected.
+			if err := resetMirrorCopy(ctx, c, s.vol.Name); err != nil {
+				return &MirrorObservation{metav1.ConditionFalse, rcv1.ReasonDataplaneError, fmt.Sprintf("mirror %s: %v", mirror, err)}
+			}
+			if _, err := Apply(ctx, c, d); err != nil {
+				return &MirrorObservation{metav1.ConditionFalse, rcv1.ReasonDataplaneError, fmt.Sprintf("mirror %s: make its copy anew: %v", mirror, err)}
+			}
+			ctrl.LoggerFrom(ctx).Info("mirror's copy made anew before connecting the owner", "mirror", mirror,
+				"occupancyBytes", st.Usage.OccupancyBytes, "dirtyBytes", st.DirtyBytes, "role", st.Role)
+		}
+		if err := s.ownerClient.SetCachedBdevMirror(ctx, name, &target); err != nil {
+			return &MirrorObservation{metav1.ConditionFalse, rcv1.ReasonMirrorLost, fmt.Sprintf("connect the owner to mirror %s: %v", mirror, err)}
+		}
+		r.event(s.vol, corev1.EventTypeNormal, "MirrorConnected", "the owner forwards its writes to mirror %s", mirror)
+		ost, err := s.ownerClient.CachedBdevStats(ctx, name)
+		if err != nil || ost.Replica == nil {
+			return &MirrorObservation{metav1.ConditionFalse, rcv1.ReasonMirrorSyncing, fmt.Sprintf("the owner was connected to mirror %s; its state is read on the next pass", mirror)}
+		}
+		s.ownerReplica = ost.Replica
+	}
+	if s.ownerReplica.State != dataplane.ReplicaInSync {
+		s.requeueSoon = true
+		return &MirrorObservation{metav1.ConditionFalse, rcv1.ReasonMirrorSyncing, fmt.Sprintf(
+			"the owner forwards its writes to mirror %s and is writing back the dirty data the mirror lacks", mirror)}
+	}
+	return &MirrorObservation{metav1.ConditionTrue, rcv1.ReasonAsExpected, fmt.Sprintf(
+		"cache server %s holds a second copy of every acknowledged write and exports the volume's second path, inaccessible until it is promoted", mirror)}
+}
+
+// resetMirrorCopy removes the volume's copy on a mirror: the namespace of
+// its host-facing subsystem (hosts keep the path, which serves nothing
+// while it is the mirror's), the replication subsystem and the cached
+// bdev, dirty data and all (the owner holds every byte of it or Ceph
+// does). Apply then makes an empty one.
+func resetMirrorCopy(ctx context.Context, c *dataplane.Client, vol string) error {
+	if err := c.DeleteSubsystem(ctx, ReplicaNQN(vol)); err != nil && !dataplane.IsNotFound(err) && !dataplane.IsInvalid(err) {
+		return fmt.Errorf("delete replication subsystem %s: %w", ReplicaNQN(vol), err)
+	}
+	nqn := SubsystemNQN(vol)
+	sub, err := lookupSubsystem(ctx, c, nqn)
+	if err != nil {
+		return err
+	}
+	if sub != nil {
+		for _, ns := range sub.Namespaces {
+			if err := c.RemoveNamespace(ctx, nqn, ns.NSID); err != nil && !dataplane.IsNotFound(err) {
+				return fmt.Errorf("remove namespace %d of subsystem %s: %w", ns.NSID, nqn, err)
+			}
+		}
+	}
+	if err := c.DeleteCachedBdev(ctx, CachedBdevName(vol), true); err != nil && !dataplane.IsNotFound(err) {
+		return fmt.Errorf("delete the stale copy %s: %w", CachedBdevName(vol), err)
+	}
+	return nil
+}
