@@ -133,6 +133,21 @@ func TestReconcilerMirrorsWriteBackAndPromotes(t *testing.T) {
 		t.Fatalf("the new mirror's copy: %+v, %v; want empty", ms, err)
 	}
 
+	// The owner restarts (kill -9, its cache device kept): its mirror
+	// connection is gone, so it serves nothing until Mirrored False is
+	// stored and the mirror is connected anew.
+	h.dps[owner].Kill(t)
+	h.dps[owner] = startServer(t, h.files[owner], h.cluster)
+	oc = h.dps[owner].Client
+	if got, _, _ = g.pass("wbha"); condition(got, rcv1.ConditionMirrored).Reason != rcv1.ReasonMirrorLost || got.Status.Server != owner {
+		t.Fatalf("owner restarted: %+v, %+v", got.Status, condition(got, rcv1.ConditionMirrored))
+	}
+	wantANA(ctx, t, oc, SubsystemNQN("wbha"), dataplane.ANAInaccessible)
+	if err := h.passUntil("wbha", "mirrored after the owner's restart", mirrored); err != nil {
+		t.Fatal(err)
+	}
+	wantANA(ctx, t, oc, SubsystemNQN("wbha"), dataplane.ANAOptimized)
+
 	lbas := writeStamped(t, h.addrs[owner], h.port, SubsystemNQN("wbha"), 0)
 	os1, err1 := oc.CachedBdevStats(ctx, name)
 	ms1, err2 := mc.CachedBdevStats(ctx, name)

@@ -134,6 +134,16 @@ func (r *Reconciler) serveMirror(ctx context.Context, s *scope, backend *ceph.Ba
 		return
 	}
 	vol, pool, st := s.vol, s.pool, &s.vol.Status
+	if s.ownerUnmirrored {
+		s.obs.Mirror = &MirrorObservation{metav1.ConditionFalse, rcv1.ReasonMirrorLost, fmt.Sprintf(
+			"the owner does not forward its writes to mirror %s (its dataplane restarted?): its path stays inaccessible until this is stored, then the mirror's copy is made anew", st.Mirror)}
+		s.requeueSoon = true
+		if server := findServer(pool, st.Mirror); server != nil {
+			st.Paths = append(st.Paths, rcv1.VolumePath{Server: st.Mirror, Role: rcv1.RoleMirror,
+				Address: server.ServingAddress(), Port: poolPort(pool), ANAState: string(dataplane.ANAInaccessible)})
+		}
+		return
+	}
 	wanted, why := mirrorWanted(vol, pool)
 	wb := wanted && writeBackMirror(vol, pool)
 	server := findServer(pool, st.Mirror)

@@ -134,6 +134,7 @@ func (r *Reconciler) serve(ctx context.Context, s *scope, mayReplace bool) (ctrl
 	}
 	desired := DesiredState(vol, pool, backend, server.ServingAddress(), s.cacheSize)
 	desired.HostKeys = desiredHostKeys(vol.Name, pairs)
+	desired.ANAState = dataplane.ANAOptimized
 	if wanted, _ := mirrorWanted(vol, pool); wanted && writeBackMirror(vol, pool) {
 		keys, err := r.ensureReplicationKeys(ctx, vol)
 		if err != nil {
@@ -142,8 +143,14 @@ func (r *Reconciler) serve(ctx context.Context, s *scope, mayReplace bool) (ctrl
 		}
 		s.replicaKeys = &keys
 		setWriteBackRoles(&desired, vol, dataplane.RoleOwner, keys)
+		if vol.Status.Mirror != "" && mirroredStored(vol) && !ownerForwards(ctx, c, desired.Cached.Name) {
+			// A restarted owner no longer forwards (the connection is not
+			// saved), while a promotion would still count on the mirror:
+			// its path stays inaccessible until Mirrored False is stored.
+			desired.ANAState = dataplane.ANAInaccessible
+			s.ownerUnmirrored = true
+		}
 	}
-	desired.ANAState = dataplane.ANAOptimized
 	desired.Subsystem.MinCntlid, desired.Subsystem.MaxCntlid = cntlidRange(cntlidSlot(pool, server.NodeName))
 	hold := applyHold(&desired, vol, time.Now())
 	// Served here before (status.address is cleared with the placement) in

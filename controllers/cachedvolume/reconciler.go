@@ -94,6 +94,9 @@ type scope struct {
 	// ownerReplica its mirror connection as last read (replication.go).
 	ownerClient  *dataplane.Client
 	ownerReplica *dataplane.ReplicaStats
+	// ownerUnmirrored: a write-back owner found not forwarding while
+	// Mirrored True is stored; it serves nothing this pass.
+	ownerUnmirrored bool
 	// replicaKeys are the replication channel's keys of a write-back
 	// volume with a mirror wanted (nil otherwise).
 	replicaKeys *HostKeys

@@ -252,6 +252,13 @@ func mirroredStored(vol *rcv1.CachedVolume) bool {
 	return meta.IsStatusConditionTrue(vol.Status.Conditions, rcv1.ConditionMirrored)
 }
 
+// ownerForwards: the owner's cached bdev has a mirror connection (a broken
+// one holds the answers of what it could not forward, so it counts).
+func ownerForwards(ctx context.Context, c *dataplane.Client, name string) bool {
+	st, err := c.CachedBdevStats(ctx, name)
+	return err == nil && st.Replica != nil
+}
+
 // releaseReplica tells the owner to stop forwarding to a mirror that is
 // broken, another than the volume's, or no longer wanted (unless keep):
 // the answers it held for unmirrored writes go out. Only once Mirrored
