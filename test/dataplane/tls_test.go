@@ -94,7 +94,15 @@ func TestKernelHostConnectsOverTLS(t *testing.T) {
 	addKey(t, dp, dir, "key0", hk)
 	const tlsNQN, bothNQN = "nqn.2026-11.io.rackcache:test-tls", "nqn.2026-11.io.rackcache:test-tls-dhchap"
 
-	dp.Call(t, "nvmf_create_transport", map[string]any{"trtype": "TCP"}, nil)
+	// The DH-HMAC-CHAP connect below is the guest kernel's first FFDHE-8192
+	// exchange of the boot: instantiating ffdhe8192(dh) runs its crypto
+	// self-test, 16 s under TCG on an idle machine and past the default
+	// auth_timeout (30 s from Connect) on a loaded one. The target then
+	// closes the queue while the host computes, and the 6.12 host, still
+	// connecting, does not notice: its Authentication Send times out and
+	// nvme connect hangs for minutes. (auth_test's wrong-key connect takes
+	// that first exchange there.)
+	dp.Call(t, "nvmf_create_transport", map[string]any{"trtype": "TCP", "rackcache_auth_timeout_ms": 120000}, nil)
 	for i, nqn := range []string{tlsNQN, bothNQN} {
 		bdev := fmt.Sprintf("Malloc%d", i)
 		dp.Call(t, "bdev_malloc_create", map[string]any{"name": bdev, "num_blocks": 4096, "block_size": 4096}, nil)
