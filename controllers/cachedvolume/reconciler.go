@@ -94,6 +94,7 @@ type scope struct {
 	// ownerReplica its mirror connection as last read (replication.go).
 	ownerClient  *dataplane.Client
 	ownerReplica *dataplane.ReplicaStats
+	ownerDirty   uint64
 	// ownerUnmirrored: a write-back owner found not forwarding while
 	// Mirrored True is stored; it serves nothing this pass.
 	ownerUnmirrored bool

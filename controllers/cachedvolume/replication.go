@@ -275,7 +275,7 @@ func (r *Reconciler) releaseReplica(ctx context.Context, s *scope, keep string) 
 		s.obs.Mirror = &MirrorObservation{metav1.ConditionFalse, rcv1.ReasonDataplaneError, fmt.Sprintf("read the owner's mirror state: %v", err)}
 		return false
 	}
-	s.ownerReplica = st.Replica
+	s.ownerReplica, s.ownerDirty = st.Replica, st.DirtyBytes
 	rep := st.Replica
 	if rep == nil || (rep.State != dataplane.ReplicaBroken && rep.Target == keep) {
 		return true
@@ -329,12 +329,12 @@ func (r *Reconciler) linkMirror(ctx context.Context, s *scope, c *dataplane.Clie
 		if err != nil || ost.Replica == nil {
 			return &MirrorObservation{metav1.ConditionFalse, rcv1.ReasonMirrorSyncing, fmt.Sprintf("the owner was connected to mirror %s; its state is read on the next pass", mirror)}
 		}
-		s.ownerReplica = ost.Replica
+		s.ownerReplica, s.ownerDirty = ost.Replica, ost.DirtyBytes
 	}
 	if s.ownerReplica.State != dataplane.ReplicaInSync {
 		s.requeueSoon = true
 		return &MirrorObservation{metav1.ConditionFalse, rcv1.ReasonMirrorSyncing, fmt.Sprintf(
-			"the owner forwards its writes to mirror %s and is writing back the dirty data the mirror lacks", mirror)}
+			"the owner forwards its writes to mirror %s and is writing back the dirty data the mirror lacks (%d dirty bytes on the owner)", mirror, s.ownerDirty)}
 	}
 	return &MirrorObservation{metav1.ConditionTrue, rcv1.ReasonAsExpected, fmt.Sprintf(
 		"cache server %s holds a second copy of every acknowledged write and exports the volume's second path, inaccessible until it is promoted", mirror)}
