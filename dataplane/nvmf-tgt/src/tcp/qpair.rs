@@ -56,6 +56,9 @@ pub(super) struct Parked {
     pub(super) sqe: Sqe,
     pub(super) data: Vec<u8>,
     pub(super) released: watch::Receiver<bool>,
+    /// When it was parked: the wait's bound counts from here, however
+    /// many turns the queue pair's loop takes meanwhile.
+    pub(super) since: Instant,
 }
 
 /// Where a request slot is in its life.
@@ -344,6 +347,7 @@ impl Connection {
                     sqe: Sqe(sqe.0),
                     data: data.to_vec(),
                     released,
+                    since: Instant::now(),
                 });
             }
             Outcome::Connected(cqe) => {

@@ -127,12 +127,12 @@ impl GrantWaiter {
 }
 
 /// Resolves when a parked Connect may proceed: true once the earlier
-/// controller has been released, false when `bound` has passed first (its
-/// abandoned commands may still be running: the Connect is then refused
-/// with Controller Busy, and the host retries).
-async fn released(rx: Option<watch::Receiver<bool>>, bound: Duration) -> bool {
-    match rx {
-        Some(mut rx) => tokio::time::timeout(bound, until_true(&mut rx))
+/// controller has been released, false when `deadline` has passed first
+/// (its abandoned commands may still be running: the Connect is then
+/// refused with Controller Busy, and the host retries).
+async fn released(parked: Option<(watch::Receiver<bool>, Instant)>) -> bool {
+    match parked {
+        Some((mut rx, deadline)) => tokio::time::timeout_at(deadline, until_true(&mut rx))
             .await
             .is_ok(),
         None => std::future::pending().await,
@@ -350,7 +350,10 @@ pub(crate) async fn serve<R, W>(
         owed.set(h2c_deadline.is_some());
         let buffer_deadline = conn.buffer_deadline(h2c_timeout);
         grants.follow(&conn);
-        let parked = conn.parked.as_ref().map(|p| p.released.clone());
+        let parked = conn
+            .parked
+            .as_ref()
+            .map(|p| (p.released.clone(), p.since + 2 * w.drain_timeout));
         let events = conn.ctrlr.awaits_events().is_some();
         // A parked Connect waits for the host's old controller, with its
         // own bound.
@@ -399,7 +402,7 @@ pub(crate) async fn serve<R, W>(
             }
             _ = sleep_until(buffer_deadline) => conn.expire_waiting(h2c_timeout),
             _ = sleep_until(h2c_deadline) => conn.h2c_timed_out(h2c_deadline, h2c_timeout),
-            ok = released(parked, w.drain_timeout + w.drain_timeout) => conn.unpark(ok, &mut rb),
+            ok = released(parked) => conn.unpark(ok, &mut rb),
             _ = sleep_until(w.drain_deadline) => break,
             _ = notified_opt(eviction.as_deref()) => {
                 if conn.target.peer_log().allow(peer.ip()) {
