@@ -127,8 +127,10 @@ func TestKernelMultipathRidesThroughAFailover(t *testing.T) {
 		// come back as a mirror without a restart (docs/operator.md).
 		{name: "partition", partition: true, cycles: 1},
 		// Write-back: the owner's cache device is lost with it; only the
-		// mirror holds the acknowledged writes.
-		{name: "write-back kill -9, cache device lost", writeBack: true, cycles: cycles},
+		// mirror holds the acknowledged writes. (No comma in a subtest's
+		// name: it goes into t.TempDir, and Ceph reads a comma in the
+		// keyring path as a list of paths.)
+		{name: "write-back kill -9 and cache device lost", writeBack: true, cycles: cycles},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			for attempt := 1; attempt <= framework.InitiatorCrashAttempts; attempt++ {

@@ -283,3 +283,41 @@ fn a_mirror_lost_under_load_holds_answers_until_it_is_dropped() {
     assert_eq!(back, pattern(0xee, BS));
     assert!(stats(&osock).get("replica").is_none());
 }
+
+#[test]
+fn an_owner_stopped_while_its_lost_mirror_holds_answers_exits_without_giving_them() {
+    let work = TempDir::new("rackcache-mirror-stop");
+    let core = work.path().join("core.img");
+    let p = pair(work.path(), &core);
+    let (mirror, owner, osock, replica_port) = (p.mirror, p.owner, p.osock.clone(), p.replica_port);
+    let mut host = serve_host(&osock, replica_port);
+    let mut model = vec![0u8; CORE_SIZE as usize];
+    write_load(&mut host, &mut model, 11, 50, work.path());
+    mirror.kill9();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let _writer = std::thread::spawn(move || {
+        let data = pattern(0xdd, BS);
+        let r = host.io[0].write_blocks(1, 4, BS, &data, 8192);
+        let _ = tx.send(r.is_ok());
+    });
+    assert!(
+        rx.recv_timeout(Duration::from_secs(4)).is_err(),
+        "a write the lost mirror did not get is held"
+    );
+    // SIGTERM: the shutdown does not wait for a mirror nobody sets again
+    // (the target's shutdown flush reaches the lost mirror too), and the
+    // held write is never acknowledged.
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done_tx.send(owner.stop());
+    });
+    let status = done_rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the owner exits within the drain timeout and a little more");
+    assert!(status.success(), "{status}");
+    assert_ne!(
+        rx.recv_timeout(Duration::from_secs(10)),
+        Ok(true),
+        "the held write was not acknowledged"
+    );
+}

@@ -388,10 +388,18 @@ impl Target {
         {
             tracing::warn!("NVMe/TCP connections did not drain in time");
         }
+        // Each flush is bounded: one that waits on something gone (a cached
+        // volume holding a Flush for its lost mirror) must not hold the
+        // shutdown; the bdevs' own stop makes their data durable.
         for s in self.subsystems() {
             for ns in s.namespaces().values() {
-                if let Err(e) = ns.bdev.flush().await {
-                    tracing::warn!(subnqn = %s.nqn, nsid = ns.nsid, "flush at shutdown: {e}");
+                match tokio::time::timeout(drain_timeout, ns.bdev.flush()).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => {
+                        tracing::warn!(subnqn = %s.nqn, nsid = ns.nsid, "flush at shutdown: {e}")
+                    }
+                    Err(_) => tracing::warn!(subnqn = %s.nqn, nsid = ns.nsid,
+                        "flush at shutdown: not done within the drain timeout; left to the bdev's stop"),
                 }
             }
         }

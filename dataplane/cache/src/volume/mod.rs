@@ -115,6 +115,9 @@ pub(crate) struct Shared {
     /// for the next setting.
     replica: Mutex<Option<Arc<dyn Replica>>>,
     replica_generation: tokio::sync::watch::Sender<u64>,
+    /// Set once the volume is being stopped: held answers then never come
+    /// (the stop must not wait for a mirror nobody will set again).
+    stopping: tokio::sync::watch::Sender<bool>,
 }
 
 impl Shared {
@@ -154,10 +157,15 @@ impl Shared {
 
     /// Waits until the mirror that broke in generation `broken` has been
     /// dropped or replaced: until then a write it could not mirror is not
-    /// acknowledged.
-    async fn released(&self, broken: u64) {
+    /// acknowledged. False when the volume is stopped first: what waited
+    /// is never acknowledged.
+    async fn released(&self, broken: u64) -> bool {
         let mut rx = self.replica_generation.subscribe();
-        let _ = rx.wait_for(|g| *g > broken).await;
+        let mut stopping = self.stopping.subscribe();
+        tokio::select! {
+            _ = rx.wait_for(|g| *g > broken) => true,
+            _ = stopping.wait_for(|s| *s) => false,
+        }
     }
 }
 
@@ -196,6 +204,7 @@ impl CachedVolume {
             host_flushes: AtomicU64::new(0),
             replica: Mutex::new(None),
             replica_generation: tokio::sync::watch::channel(0).0,
+            stopping: tokio::sync::watch::channel(false).0,
         });
         let ci = core.info();
         let info = BdevInfo {
@@ -454,11 +463,18 @@ impl CachedVolume {
     /// first; in-flight requests finish and metadata is made durable. The
     /// cache stays on the device (a later create with `load` attaches).
     pub async fn stop(&self, flush: bool) -> Result<(), VolumeError> {
+        // Answers held for a broken mirror are never given now (a stop
+        // that writes back first sets it only once that succeeded: a
+        // failed one leaves the volume running as it was).
+        if !flush {
+            self.inner.shared.stopping.send_replace(true);
+        }
         match self.ask(|reply| Control::Stop { flush, reply }).await {
             Ok(r) => r?,
             Err(VolumeError::Stopped(_)) => return Ok(()),
             Err(e) => return Err(e),
         }
+        self.inner.shared.stopping.send_replace(true);
         self.inner.cache.flush().await?;
         Ok(())
     }
@@ -527,7 +543,9 @@ impl CachedVolume {
                 Ok(Answer::Mirrored(buf, mirror)) => {
                     // Dropped (the mirror was dropped meanwhile): answered.
                     if let Ok(Err(broken)) = mirror.await {
-                        self.inner.shared.released(broken).await;
+                        if !self.inner.shared.released(broken).await {
+                            return (buf, Err(stopped(&self.inner.info.name)));
+                        }
                     }
                     return (buf, Ok(()));
                 }
@@ -558,16 +576,19 @@ impl CachedVolume {
     /// A host flush reaches the mirror too: the writes it acknowledged
     /// are in its volatile write cache as much as in ours. A mirror that
     /// fails it is waited out like a failed write (`Shared::released`).
-    async fn flush_mirror(&self) {
+    async fn flush_mirror(&self) -> bdev::Result<()> {
         let shared = &self.inner.shared;
         let generation = shared.replica_generation();
         let Some(r) = shared.replica() else {
-            return;
+            return Ok(());
         };
         if let Err(e) = r.flush().await {
             tracing::warn!(bdev = %self.inner.info.name, error = %e, "the mirror failed a flush");
-            shared.released(generation).await;
+            if !shared.released(generation).await {
+                return Err(stopped(&self.inner.info.name));
+            }
         }
+        Ok(())
     }
 
     async fn data_io(&self, op: HostOp, offset: u64, buf: DmaBuf) -> (DmaBuf, bdev::Result<()>) {
@@ -649,13 +670,13 @@ impl LayeredBdev for CachedVolume {
             if self.inner.shared.mode() == CacheMode::Wb {
                 // Requests that bypassed the cache (not admitted, cut off)
                 // went to core: its write cache is flushed too.
-                let (c, k, ()) = tokio::join!(
+                let (c, k, m) = tokio::join!(
                     self.inner.cache.flush(),
                     self.inner.core.flush(),
                     self.flush_mirror()
                 );
                 c.map_err(device_io)?;
-                k
+                k.and(m)
             } else {
                 self.inner.core.flush().await
             }
