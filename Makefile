@@ -197,11 +197,11 @@ cluster-down: ## Stop the local cluster: no process, mount or file left.
 	hack/cluster.sh down
 
 .PHONY: soak
-soak: deps guest-image ## Soaks: SOAK_CYCLES (default 20) kill -9 cycles of a write-back cached volume, then as many owner losses (kill -9, fail back) of a mirrored volume, under the guest's writes.
+soak: deps guest-image ## Soaks: SOAK_CYCLES (default 20) kill -9 cycles of a write-back cached volume, then as many owner losses (kill -9, fail back) of a mirrored write-through volume and of a mirrored write-back one (its cache device lost too), under the guest's writes.
 	RACKCACHE_CRASH_CYCLES=$(or $(SOAK_CYCLES),20) go test -count=1 -timeout 3h -v -run '^TestCachedCrashConsistency$$' ./test/dataplane \
 	  | grep --line-buffered -E '^(=== RUN|--- |PASS|FAIL|ok)|crash_test.go.*(cycle|lost|seed)'
 	KUBEBUILDER_ASSETS=$(RACKCACHE_CACHE)/k8s/$(K8S_VERSION) RACKCACHE_FAILOVER_CYCLES=$(or $(SOAK_CYCLES),20) \
-	  go test -count=1 -timeout 3h -v -run '^TestKernelMultipathRidesThroughAFailover$$/^kill' ./controllers/cachedvolume \
+	  go test -count=1 -timeout 3h -v -run '^TestKernelMultipathRidesThroughAFailover$$/kill' ./controllers/cachedvolume \
 	  | grep --line-buffered -E '^(=== RUN|\s*--- |PASS|FAIL|ok)|failover_guest_test.go.*(losses|pause|guest [a-z-]+ =)'
 
 .PHONY: bench
