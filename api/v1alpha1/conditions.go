@@ -71,6 +71,10 @@ const (
 	// to a new mirror and is still writing back the dirty data the mirror
 	// lacks; the mirror can take over once that is done.
 	ReasonMirrorSyncing = "MirrorSyncing"
+	// ReasonMirrorReplaced: a write-back volume's mirror lost its copy
+	// (its dataplane restarted without its configuration) and has an
+	// empty one now; the owner is connected to it again on the next pass.
+	ReasonMirrorReplaced = "MirrorReplaced"
 	// ReasonDataplaneError: a dataplane call failed; the message says which.
 	ReasonDataplaneError = "DataplaneError"
 	// ReasonCacheMetadataDamaged: the volume's cache metadata on its server

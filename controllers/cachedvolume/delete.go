@@ -36,10 +36,12 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result
 		return r.deleteFromLostServer(ctx, s, "its CachePool no longer exists")
 	}
 	s.pool = pool
-	// The mirror holds no dirty data: it goes as a former server does.
-	if vol.Status.Mirror != "" {
-		rememberFormerServer(vol, vol.Status.Mirror)
-		vol.Status.Mirror, vol.Status.MirrorCacheDevice = "", ""
+	// A write-through mirror holds no dirty data: it goes as a former
+	// server does. A write-back mirror holds every acknowledged write: it
+	// goes only once the owner's teardown has put them in Ceph.
+	wbMirror := vol.Status.Mirror != "" && writeBackMirror(vol, pool)
+	if vol.Status.Mirror != "" && !wbMirror {
+		forgetMirror(vol)
 	}
 	// Best effort: a former server that is still lost keeps its stale
 	// objects (docs/operator.md), it does not hold the deletion up.
@@ -80,6 +82,10 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result
 	}
 	r.event(vol, corev1.EventTypeNormal, "Flushed",
 		"dirty data written to Ceph and the volume removed from cache server %s", server.NodeName)
+	if wbMirror {
+		forgetMirror(vol)
+		r.cleanFormerServers(ctx, s)
+	}
 	return ctrl.Result{}, r.dropFinalizer(ctx, s)
 }
 
@@ -101,6 +107,12 @@ func (r *Reconciler) deleteFromLostServer(ctx context.Context, s *scope, why str
 	}
 	ctrl.LoggerFrom(ctx).Info("deleting a volume whose server is lost", "server", vol.Status.Server, "why", why)
 	return ctrl.Result{}, r.dropFinalizer(ctx, s)
+}
+
+// forgetMirror makes the volume's mirror a former server.
+func forgetMirror(vol *rcv1.CachedVolume) {
+	rememberFormerServer(vol, vol.Status.Mirror)
+	vol.Status.Mirror, vol.Status.MirrorCacheDevice = "", ""
 }
 
 func (r *Reconciler) dropFinalizer(ctx context.Context, s *scope) error {

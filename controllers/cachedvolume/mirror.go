@@ -138,14 +138,13 @@ func (r *Reconciler) serveMirror(ctx context.Context, s *scope, backend *ceph.Ba
 		s.obs.Mirror = &MirrorObservation{metav1.ConditionFalse, rcv1.ReasonMirrorLost, fmt.Sprintf(
 			"the owner does not forward its writes to mirror %s (its dataplane restarted?): its path stays inaccessible until this is stored, then the mirror's copy is made anew", st.Mirror)}
 		s.requeueSoon = true
-		if server := findServer(pool, st.Mirror); server != nil {
-			st.Paths = append(st.Paths, rcv1.VolumePath{Server: st.Mirror, Role: rcv1.RoleMirror,
-				Address: server.ServingAddress(), Port: poolPort(pool), ANAState: string(dataplane.ANAInaccessible)})
-		}
+		keepMirrorPath(s)
 		return
 	}
 	wanted, why := mirrorWanted(vol, pool)
-	wb := wanted && writeBackMirror(vol, pool)
+	// serve decided it (the keys are there): recordApplied may have moved
+	// status.writeMode since.
+	wb := wanted && s.replicaKeys != nil
 	server := findServer(pool, st.Mirror)
 	// An owner forwarding to anything but this pass's mirror stops first
 	// (it may hold answers for a broken one).
@@ -154,6 +153,7 @@ func (r *Reconciler) serveMirror(ctx context.Context, s *scope, backend *ceph.Ba
 		keep = describeTarget(mirrorTarget(vol, server.ServingAddress(), poolPort(pool), *s.replicaKeys))
 	}
 	if !r.releaseReplica(ctx, s, keep) {
+		keepMirrorPath(s)
 		return
 	}
 	if !wanted {
@@ -214,12 +214,22 @@ func (r *Reconciler) serveMirror(ctx context.Context, s *scope, backend *ceph.Ba
 			s.obs.Mirror = &MirrorObservation{metav1.ConditionTrue, rcv1.ReasonAsExpected, fmt.Sprintf(
 				"cache server %s exports the volume's second path, inaccessible until it is promoted", st.Mirror)}
 			if wb {
-				s.obs.Mirror = r.linkMirror(ctx, s, c, d, mirrorTarget(vol, server.ServingAddress(), poolPort(pool), *s.replicaKeys))
+				s.obs.Mirror = r.linkMirror(ctx, s, c, d, res, mirrorTarget(vol, server.ServingAddress(), poolPort(pool), *s.replicaKeys))
 			}
 			return
 		}
 	}
 	r.mirrorLost(ctx, s, lost)
+}
+
+// keepMirrorPath keeps the mirror's path in status on a pass that returns
+// early: hosts following status.paths would drop their path to it.
+func keepMirrorPath(s *scope) {
+	st := &s.vol.Status
+	if server := findServer(s.pool, st.Mirror); server != nil {
+		st.Paths = append(st.Paths, rcv1.VolumePath{Server: st.Mirror, Role: rcv1.RoleMirror,
+			Address: server.ServingAddress(), Port: poolPort(s.pool), ANAState: string(dataplane.ANAInaccessible)})
+	}
 }
 
 // writeThroughMirrorFresh makes anew a write-through mirror's copy that a

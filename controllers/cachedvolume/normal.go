@@ -143,12 +143,18 @@ func (r *Reconciler) serve(ctx context.Context, s *scope, mayReplace bool) (ctrl
 		}
 		s.replicaKeys = &keys
 		setWriteBackRoles(&desired, vol, dataplane.RoleOwner, keys)
-		if vol.Status.Mirror != "" && mirroredStored(vol) && !ownerForwards(ctx, c, desired.Cached.Name) {
-			// A restarted owner no longer forwards (the connection is not
-			// saved), while a promotion would still count on the mirror:
-			// its path stays inaccessible until Mirrored False is stored.
-			desired.ANAState = dataplane.ANAInaccessible
-			s.ownerUnmirrored = true
+		if vol.Status.Mirror != "" && !ownerForwards(ctx, c, desired.Cached.Name) {
+			if mirroredStored(vol) {
+				// A restarted owner no longer forwards (the connection is
+				// not saved), while a promotion would still count on the
+				// mirror: its path stays inaccessible until Mirrored False
+				// is stored.
+				desired.ANAState = dataplane.ANAInaccessible
+				s.ownerUnmirrored = true
+			} else if !r.storedFresh(ctx, s) {
+				// The cache may lag a pass that stored Mirrored True.
+				return r.flushRequeue(), nil
+			}
 		}
 	}
 	desired.Subsystem.MinCntlid, desired.Subsystem.MaxCntlid = cntlidRange(cntlidSlot(pool, server.NodeName))
@@ -158,6 +164,11 @@ func (r *Reconciler) serve(ctx context.Context, s *scope, mayReplace bool) (ctrl
 	// never replaced by a fresh one on another device.
 	desired.MustLoad = !s.placedNow && vol.Status.Address != "" &&
 		mayHoldDirtyData(vol.Status.WriteMode, EffectiveWriteMode(vol, pool))
+	// A promoted write-back mirror holds every acknowledged write: its
+	// copy is re-attached, never replaced by a fresh one.
+	if s.obs.PlacedReason == rcv1.ReasonPromoted && s.placedNow && s.replicaKeys != nil {
+		desired.MustLoad = true
+	}
 	applied, err := Apply(ctx, c, desired)
 	if err != nil {
 		if unreachable(err) {
@@ -183,6 +194,11 @@ func (r *Reconciler) serve(ctx context.Context, s *scope, mayReplace bool) (ctrl
 	r.serveMirror(ctx, s, backend, pairs)
 	if applied.Flushing != nil || s.requeueSoon {
 		return r.flushRequeue(), nil
+	}
+	if s.replicaKeys != nil {
+		// A broken mirror holds the owner's answers until a pass notices:
+		// within the failover grace, not the stats interval.
+		return ctrl.Result{RequeueAfter: min(r.statsRequeue().RequeueAfter, FailoverGrace(pool))}, nil
 	}
 	return r.statsRequeue(), nil
 }

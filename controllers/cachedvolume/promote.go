@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rcv1 "github.com/rackcache/rackcache/api/v1alpha1"
 	"github.com/rackcache/rackcache/controllers/ceph"
@@ -74,6 +75,7 @@ func (r *Reconciler) promote(ctx context.Context, s *scope, d LostDecision) (ctr
 	ctrl.LoggerFrom(ctx).Info("promoting the mirror", "lostOwner", old, "mirror", mirror.NodeName, "demoted", demoted,
 		"fencedCephClient", st.OwnerCephClient, "why", d.Why, "epoch", st.Epoch+1)
 	forgetVolumeMetrics(vol.Name)
+	stored := vol.DeepCopy()
 	rememberFormerServer(vol, old)
 	st.Server, st.Rack, st.CacheDevice = mirror.NodeName, mirror.Rack, st.MirrorCacheDevice
 	st.Mirror, st.MirrorCacheDevice, st.OwnerCephClient = "", "", ""
@@ -86,6 +88,13 @@ func (r *Reconciler) promote(ctx context.Context, s *scope, d LostDecision) (ctr
 		old, d.Why, mirror.NodeName, st.Epoch)
 	r.event(vol, corev1.EventTypeWarning, "Promoted", "%s", s.obs.PlacedMessage)
 	s.obs.Lost, s.obs.LostServer = nil, ""
+	// Stored before the mirror is made owner: a pass that acted on a
+	// promotion it then failed to store would serve the old owner again
+	// beside the new one.
+	if err := r.Client.Status().Patch(ctx, vol, client.MergeFromWithOptions(stored, client.MergeFromWithOptimisticLock{})); err != nil {
+		return ctrl.Result{}, fmt.Errorf("store the promotion of mirror %s before acting on it: %w", mirror.NodeName, err)
+	}
+	s.before = vol.DeepCopy()
 	return r.serve(ctx, s, false)
 }
 

@@ -90,6 +90,8 @@ type scope struct {
 	// placedNow: the volume got its server in this pass (its objects are
 	// new there, not a recovery).
 	placedNow bool
+	// before is the stored volume the pass's status patch applies to.
+	before *rcv1.CachedVolume
 	// ownerClient is the owner's dataplane once the pass applied it;
 	// ownerReplica its mirror connection as last read (replication.go).
 	ownerClient  *dataplane.Client
@@ -140,8 +142,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		return ctrl.Result{}, r.Client.Patch(ctx, vol, patch)
 	}
 
-	before := vol.DeepCopy()
-	s := &scope{vol: vol, obs: Observation{Generation: vol.Generation, Now: r.now()}}
+	s := &scope{vol: vol, before: vol.DeepCopy(), obs: Observation{Generation: vol.Generation, Now: r.now()}}
 	defer func() {
 		if s.gone || s.stale {
 			return
@@ -149,7 +150,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		r.deriveStatus(s, reterr == nil)
 		// Optimistic lock: a status computed from a stale read (which could
 		// hold another placement) never overwrites a newer one.
-		if err := r.Client.Status().Patch(ctx, vol, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil && !apierrors.IsNotFound(err) {
+		if err := r.Client.Status().Patch(ctx, vol, client.MergeFromWithOptions(s.before, client.MergeFromWithOptimisticLock{})); err != nil && !apierrors.IsNotFound(err) {
 			reterr = kerrors.NewAggregate([]error{reterr, err})
 		}
 	}()

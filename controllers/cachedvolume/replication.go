@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -247,16 +249,44 @@ func describeTarget(t dataplane.MirrorTarget) string {
 	return t.SubNQN + "@" + net.JoinHostPort(t.TrAddr, t.TrSvcID)
 }
 
+// copyMadeAnew: Apply created, loaded or discarded the cached bdev.
+func copyMadeAnew(res ApplyResult) bool {
+	return res.Loaded || slices.ContainsFunc(res.Created, func(c string) bool { return strings.HasPrefix(c, "cached bdev") }) ||
+		slices.ContainsFunc(res.Changed, func(c string) bool { return strings.HasPrefix(c, staleCacheDiscarded) })
+}
+
+// storedMirroredReason is the stored Mirrored condition's reason.
+func storedMirroredReason(vol *rcv1.CachedVolume) string {
+	if c := meta.FindStatusCondition(vol.Status.Conditions, rcv1.ConditionMirrored); c != nil {
+		return c.Reason
+	}
+	return ""
+}
+
+// storedFresh: the volume this pass read is the one the apiserver holds.
+// Checked before a step that relies on Mirrored False being stored (the
+// cache may lag a pass that stored True): otherwise the pass stops.
+func (r *Reconciler) storedFresh(ctx context.Context, s *scope) bool {
+	fresh := &rcv1.CachedVolume{}
+	if err := r.apiReader().Get(ctx, client.ObjectKeyFromObject(s.vol), fresh); err != nil || fresh.ResourceVersion != s.vol.ResourceVersion {
+		s.stale, s.requeueSoon = true, true
+		return false
+	}
+	return true
+}
+
 // mirroredStored: the volume's stored status says Mirrored True.
 func mirroredStored(vol *rcv1.CachedVolume) bool {
 	return meta.IsStatusConditionTrue(vol.Status.Conditions, rcv1.ConditionMirrored)
 }
 
 // ownerForwards: the owner's cached bdev has a mirror connection (a broken
-// one holds the answers of what it could not forward, so it counts).
+// one holds the answers of what it could not forward, so it counts), or
+// it runs another mode than write-back (what it acknowledges is in Ceph:
+// a snapshot's write-through hold, a switch away from write-back).
 func ownerForwards(ctx context.Context, c *dataplane.Client, name string) bool {
 	st, err := c.CachedBdevStats(ctx, name)
-	return err == nil && st.Replica != nil
+	return err == nil && (st.Replica != nil || st.WriteMode != dataplane.WriteBack)
 }
 
 // releaseReplica tells the owner to stop forwarding to a mirror that is
@@ -277,7 +307,10 @@ func (r *Reconciler) releaseReplica(ctx context.Context, s *scope, keep string) 
 	}
 	s.ownerReplica, s.ownerDirty = st.Replica, st.DirtyBytes
 	rep := st.Replica
-	if rep == nil || (rep.State != dataplane.ReplicaBroken && rep.Target == keep) {
+	// A mirror whose copy was made anew on the last pass: the owner may not
+	// have noticed yet that its connection leads nowhere.
+	replaced := storedMirroredReason(s.vol) == rcv1.ReasonMirrorReplaced
+	if rep == nil || (rep.State != dataplane.ReplicaBroken && rep.Target == keep && !replaced) {
 		return true
 	}
 	if mirroredStored(s.vol) {
@@ -289,8 +322,12 @@ func (r *Reconciler) releaseReplica(ctx context.Context, s *scope, keep string) 
 		s.requeueSoon = true
 		return false
 	}
+	if !r.storedFresh(ctx, s) {
+		return false
+	}
 	if err := s.ownerClient.SetCachedBdevMirror(ctx, name, nil); err != nil {
 		s.obs.Mirror = &MirrorObservation{metav1.ConditionFalse, rcv1.ReasonDataplaneError, fmt.Sprintf("detach the owner from mirror %s: %v", rep.Target, err)}
+		s.requeueSoon = true
 		return false
 	}
 	ctrl.LoggerFrom(ctx).Info("owner detached from its mirror", "mirror", rep.Target, "state", rep.State, "error", rep.Error)
@@ -302,9 +339,20 @@ func (r *Reconciler) releaseReplica(ctx context.Context, s *scope, keep string) 
 // linkMirror connects the owner to the mirror d was applied to (c) when it
 // is not connected yet, making the mirror's copy anew first if it is not
 // empty, and reports Mirrored from the owner's replica state.
-func (r *Reconciler) linkMirror(ctx context.Context, s *scope, c *dataplane.Client, d Desired, target dataplane.MirrorTarget) *MirrorObservation {
+func (r *Reconciler) linkMirror(ctx context.Context, s *scope, c *dataplane.Client, d Desired, applied ApplyResult, target dataplane.MirrorTarget) *MirrorObservation {
 	mirror, name := s.vol.Status.Mirror, d.Cached.Name
+	if s.ownerReplica != nil && copyMadeAnew(applied) {
+		// The mirror's dataplane restarted without its configuration: the
+		// copy the owner forwarded to is gone. Reconnected on the next
+		// pass, once this is stored (releaseReplica).
+		s.requeueSoon = true
+		return &MirrorObservation{metav1.ConditionFalse, rcv1.ReasonMirrorReplaced, fmt.Sprintf(
+			"mirror %s's copy was made anew (its dataplane restarted?); the owner is connected to it again on the next pass", mirror)}
+	}
 	if s.ownerReplica == nil {
+		if !r.storedFresh(ctx, s) {
+			return &MirrorObservation{metav1.ConditionFalse, rcv1.ReasonMirrorSyncing, "the volume changed since this pass read it; connecting the mirror on the next pass"}
+		}
 		st, err := c.CachedBdevStats(ctx, name)
 		if err != nil {
 			return &MirrorObservation{metav1.ConditionFalse, rcv1.ReasonDataplaneError, fmt.Sprintf("mirror %s: %v", mirror, err)}
@@ -327,6 +375,7 @@ func (r *Reconciler) linkMirror(ctx context.Context, s *scope, c *dataplane.Clie
 		r.event(s.vol, corev1.EventTypeNormal, "MirrorConnected", "the owner forwards its writes to mirror %s", mirror)
 		ost, err := s.ownerClient.CachedBdevStats(ctx, name)
 		if err != nil || ost.Replica == nil {
+			s.requeueSoon = true
 			return &MirrorObservation{metav1.ConditionFalse, rcv1.ReasonMirrorSyncing, fmt.Sprintf("the owner was connected to mirror %s; its state is read on the next pass", mirror)}
 		}
 		s.ownerReplica, s.ownerDirty = ost.Replica, ost.DirtyBytes

@@ -388,20 +388,29 @@ impl Target {
         {
             tracing::warn!("NVMe/TCP connections did not drain in time");
         }
-        // Each flush is bounded: one that waits on something gone (a cached
-        // volume holding a Flush for its lost mirror) must not hold the
-        // shutdown; the bdevs' own stop makes their data durable.
+        // The flushes run together under one deadline: one that waits on
+        // something gone (a cached volume holding a Flush for its lost
+        // mirror) must not hold the shutdown; the bdevs' own stop makes
+        // their data durable.
+        let mut flushes = Vec::new();
         for s in self.subsystems() {
             for ns in s.namespaces().values() {
-                match tokio::time::timeout(drain_timeout, ns.bdev.flush()).await {
-                    Ok(Ok(())) => {}
-                    Ok(Err(e)) => {
-                        tracing::warn!(subnqn = %s.nqn, nsid = ns.nsid, "flush at shutdown: {e}")
+                let (nqn, nsid, bdev) = (s.nqn.clone(), ns.nsid, ns.bdev.clone());
+                flushes.push(async move { (nqn, nsid, bdev.flush().await) });
+            }
+        }
+        let all = futures_util::future::join_all(flushes);
+        match tokio::time::timeout(drain_timeout, all).await {
+            Ok(done) => {
+                for (nqn, nsid, r) in done {
+                    if let Err(e) = r {
+                        tracing::warn!(subnqn = %nqn, nsid, "flush at shutdown: {e}");
                     }
-                    Err(_) => tracing::warn!(subnqn = %s.nqn, nsid = ns.nsid,
-                        "flush at shutdown: not done within the drain timeout; left to the bdev's stop"),
                 }
             }
+            Err(_) => tracing::warn!(
+                "flush at shutdown: not all done within the drain timeout; left to the bdevs' stop"
+            ),
         }
     }
 }

@@ -163,6 +163,7 @@ impl Shared {
         let mut rx = self.replica_generation.subscribe();
         let mut stopping = self.stopping.subscribe();
         tokio::select! {
+            biased;
             _ = rx.wait_for(|g| *g > broken) => true,
             _ = stopping.wait_for(|s| *s) => false,
         }
@@ -471,7 +472,10 @@ impl CachedVolume {
         }
         match self.ask(|reply| Control::Stop { flush, reply }).await {
             Ok(r) => r?,
-            Err(VolumeError::Stopped(_)) => return Ok(()),
+            Err(VolumeError::Stopped(_)) => {
+                self.inner.shared.stopping.send_replace(true);
+                return Ok(());
+            }
             Err(e) => return Err(e),
         }
         self.inner.shared.stopping.send_replace(true);
