@@ -47,8 +47,10 @@ import (
 //     was replaced meanwhile is never confirmed (former.go deletes its
 //     copy).
 
-// replicaKeyPrefix starts the keyring names of vol's replication keys.
-func replicaKeyPrefix(vol string) string { return "replica." + vol + "." }
+// replicaKeyPrefix starts the keyring names of vol's replication keys. A
+// colon ends the volume's name (no Kubernetes name holds one), so one
+// volume's prefix never matches another's keys.
+func replicaKeyPrefix(vol string) string { return "replica:" + vol + ":" }
 
 // ReplicationSecretName is the Secret (in the operator's namespace) holding
 // the DH-HMAC-CHAP keys of vol's replication channel.
