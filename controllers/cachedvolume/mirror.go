@@ -243,11 +243,7 @@ func writeThroughMirrorFresh(ctx context.Context, c *dataplane.Client, d Desired
 	if st.Role != dataplane.RoleMirror {
 		return nil
 	}
-	if err := resetMirrorCopy(ctx, c, d.Volume); err != nil {
-		return err
-	}
-	_, err = Apply(ctx, c, d)
-	return err
+	return remakeMirrorCopy(ctx, c, d)
 }
 
 // mirrorLost reports a lost mirror and, once the failover grace has

@@ -361,6 +361,7 @@ func (r *Reconciler) recordApplied(ctx context.Context, s *scope, c *dataplane.C
 		ctrl.LoggerFrom(ctx).Error(err, "read cached volume statistics", "server", server.NodeName)
 		return
 	}
+	s.ownerStats = stats
 	s.obs.DamagedDirtyBytes, s.obs.CacheDevice = stats.DamagedBytes, res.CacheDevice
 	if stats.DamagedBytes > 0 && st.Stats.DamagedDirtyBytes == 0 {
 		r.event(vol, corev1.EventTypeWarning, "DirtyDataDamaged",

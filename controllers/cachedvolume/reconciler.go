@@ -93,8 +93,10 @@ type scope struct {
 	// before is the stored volume the pass's status patch applies to.
 	before *rcv1.CachedVolume
 	// ownerClient is the owner's dataplane once the pass applied it;
+	// ownerStats its cached bdev's statistics as recordApplied read them;
 	// ownerReplica its mirror connection as last read (replication.go).
 	ownerClient  *dataplane.Client
+	ownerStats   *dataplane.CacheStats
 	ownerReplica *dataplane.ReplicaStats
 	ownerDirty   uint64
 	// ownerUnmirrored: a write-back owner found not forwarding while

@@ -302,10 +302,14 @@ func (r *Reconciler) releaseReplica(ctx context.Context, s *scope, keep string) 
 		return false
 	}
 	name := CachedBdevName(s.vol.Name)
-	st, err := s.ownerClient.CachedBdevStats(ctx, name)
-	if err != nil {
-		s.obs.Mirror = &MirrorObservation{metav1.ConditionFalse, rcv1.ReasonDataplaneError, fmt.Sprintf("read the owner's mirror state: %v", err)}
-		return false
+	// Read by recordApplied a moment ago, unless that read failed.
+	st := s.ownerStats
+	if st == nil {
+		var err error
+		if st, err = s.ownerClient.CachedBdevStats(ctx, name); err != nil {
+			s.obs.Mirror = &MirrorObservation{metav1.ConditionFalse, rcv1.ReasonDataplaneError, fmt.Sprintf("read the owner's mirror state: %v", err)}
+			return false
+		}
 	}
 	s.ownerReplica, s.ownerDirty = st.Replica, st.DirtyBytes
 	rep := st.Replica
@@ -362,11 +366,8 @@ func (r *Reconciler) linkMirror(ctx context.Context, s *scope, c *dataplane.Clie
 		if st.Role != dataplane.RoleMirror || st.Usage.OccupancyBytes > 0 || st.DirtyBytes > 0 {
 			// Its copy missed writes (or was a write-through mirror's):
 			// only an empty copy may be connected.
-			if err := resetMirrorCopy(ctx, c, s.vol.Name); err != nil {
+			if err := remakeMirrorCopy(ctx, c, d); err != nil {
 				return &MirrorObservation{metav1.ConditionFalse, rcv1.ReasonDataplaneError, fmt.Sprintf("mirror %s: %v", mirror, err)}
-			}
-			if _, err := Apply(ctx, c, d); err != nil {
-				return &MirrorObservation{metav1.ConditionFalse, rcv1.ReasonDataplaneError, fmt.Sprintf("mirror %s: make its copy anew: %v", mirror, err)}
 			}
 			ctrl.LoggerFrom(ctx).Info("mirror's copy made anew before connecting the owner", "mirror", mirror,
 				"occupancyBytes", st.Usage.OccupancyBytes, "dirtyBytes", st.DirtyBytes, "role", st.Role)
@@ -389,6 +390,18 @@ func (r *Reconciler) linkMirror(ctx context.Context, s *scope, c *dataplane.Clie
 	}
 	return &MirrorObservation{metav1.ConditionTrue, rcv1.ReasonAsExpected, fmt.Sprintf(
 		"cache server %s holds a second copy of every acknowledged write and exports the volume's second path, inaccessible until it is promoted", mirror)}
+}
+
+// remakeMirrorCopy replaces the copy on the mirror c with an empty one
+// (resetMirrorCopy, then Apply of d).
+func remakeMirrorCopy(ctx context.Context, c *dataplane.Client, d Desired) error {
+	if err := resetMirrorCopy(ctx, c, d.Volume); err != nil {
+		return err
+	}
+	if _, err := Apply(ctx, c, d); err != nil {
+		return fmt.Errorf("make its copy anew: %w", err)
+	}
+	return nil
 }
 
 // resetMirrorCopy removes the volume's copy on a mirror: the namespace of
