@@ -75,6 +75,11 @@ const (
 	// (its dataplane restarted without its configuration) and has an
 	// empty one now; the owner is connected to it again on the next pass.
 	ReasonMirrorReplaced = "MirrorReplaced"
+	// ReasonLeavingWriteBack: a write-back volume is about to run another
+	// mode (a snapshot's write-through hold, a change of mode); its
+	// mirror's copy goes stale once the owner stops forwarding, so this is
+	// stored first and the copy is made anew after.
+	ReasonLeavingWriteBack = "LeavingWriteBack"
 	// ReasonDataplaneError: a dataplane call failed; the message says which.
 	ReasonDataplaneError = "DataplaneError"
 	// ReasonCacheMetadataDamaged: the volume's cache metadata on its server

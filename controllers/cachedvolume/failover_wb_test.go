@@ -91,6 +91,43 @@ func TestReconcilerMirrorsWriteBackAndPromotes(t *testing.T) {
 		t.Fatalf("second pass: %v, %+v", err, again.Status)
 	}
 
+	// A snapshot's write-through hold: the owner stops forwarding and its
+	// mirror's copy goes stale. Mirrored False is stored before the owner
+	// leaves write-back, never after (a promotion counts on a True).
+	got, _ = h.volume(ctx, "wbha")
+	if got.Annotations == nil {
+		got.Annotations = map[string]string{}
+	}
+	got.Annotations[rcv1.WriteThroughHoldAnnotation] = HoldValue("snap-1", time.Now().Add(time.Minute))
+	if err := g.c.Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err = g.pass("wbha")
+	if c := condition(got, rcv1.ConditionMirrored); err != nil || c.Status != metav1.ConditionFalse || c.Reason != rcv1.ReasonLeavingWriteBack {
+		t.Fatalf("the hold's first pass: %v, Mirrored %+v", err, c)
+	}
+	if os, err := oc.CachedBdevStats(ctx, name); err != nil || os.WriteMode != dataplane.WriteBack || os.Replica == nil {
+		t.Fatalf("the owner left write-back on the pass that stored Mirrored False: %+v, %v", os, err)
+	}
+	if err := h.passUntil("wbha", "write-through under the hold", func(v *rcv1.CachedVolume) bool {
+		return v.Status.WriteThroughHold == "snap-1"
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if os, err := oc.CachedBdevStats(ctx, name); err != nil || os.WriteMode != dataplane.WriteThrough {
+		t.Fatalf("owner under the hold: %+v, %v", os, err)
+	}
+	got, _ = h.volume(ctx, "wbha")
+	delete(got.Annotations, rcv1.WriteThroughHoldAnnotation)
+	if err := g.c.Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.passUntil("wbha", "write-back and mirrored after the hold", func(v *rcv1.CachedVolume) bool {
+		return mirrored(v) && v.Status.WriteThroughHold == "" && v.Status.WriteMode == rcv1.WriteBack
+	}); err != nil {
+		t.Fatal(err)
+	}
+
 	// The mirror is lost (kill -9): the owner holds the answers of the
 	// writes it cannot mirror until a pass that finds Mirrored False
 	// stored tells it to go on alone.

@@ -141,6 +141,13 @@ func (r *Reconciler) serveMirror(ctx context.Context, s *scope, backend *ceph.Ba
 		keepMirrorPath(s)
 		return
 	}
+	if s.leavingWriteBack {
+		s.obs.Mirror = &MirrorObservation{metav1.ConditionFalse, rcv1.ReasonLeavingWriteBack, fmt.Sprintf(
+			"the volume leaves write-back (a snapshot's write-through hold or a change of mode): the owner stops forwarding to mirror %s once this is stored, and the mirror's copy is made anew", st.Mirror)}
+		s.requeueSoon = true
+		keepMirrorPath(s)
+		return
+	}
 	wanted, why := mirrorWanted(vol, pool)
 	// serve decided it (the keys are there): recordApplied may have moved
 	// status.writeMode since.

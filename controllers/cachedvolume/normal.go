@@ -159,6 +159,18 @@ func (r *Reconciler) serve(ctx context.Context, s *scope, mayReplace bool) (ctrl
 	}
 	desired.Subsystem.MinCntlid, desired.Subsystem.MaxCntlid = cntlidRange(cntlidSlot(pool, server.NodeName))
 	hold := applyHold(&desired, vol, time.Now())
+	if s.replicaKeys != nil && vol.Status.Mirror != "" && desired.Cached.WriteMode != dataplane.WriteBack {
+		// Leaving write-back (a snapshot's hold, a change of mode), the
+		// owner stops forwarding and marks its mirror's copy clean, stale
+		// from the next write. While Mirrored True is stored a promotion
+		// would count on that copy: the mode changes once False is.
+		if mirroredStored(vol) {
+			desired.Cached.WriteMode = dataplane.WriteBack
+			s.leavingWriteBack = true
+		} else if !r.storedFresh(ctx, s) {
+			return r.flushRequeue(), nil
+		}
+	}
 	// Served here before (status.address is cleared with the placement) in
 	// a mode that may leave dirty data: its cache must be re-attached,
 	// never replaced by a fresh one on another device.

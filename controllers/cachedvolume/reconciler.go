@@ -105,6 +105,9 @@ type scope struct {
 	// replicaKeys are the replication channel's keys of a write-back
 	// volume with a mirror wanted (nil otherwise).
 	replicaKeys *HostKeys
+	// leavingWriteBack: the owner stays write-back this pass, which
+	// stores Mirrored False before it stops forwarding to its mirror.
+	leavingWriteBack bool
 	// requeueSoon: a step waits for something that takes seconds (a
 	// mirror syncing, a stored condition before the owner goes on alone).
 	requeueSoon bool
