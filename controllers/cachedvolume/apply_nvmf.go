@@ -172,7 +172,7 @@ func ensureHosts(ctx context.Context, c *dataplane.Client, d Desired, sub *datap
 		}
 		res.Changed = append(res.Changed, "removed host "+h)
 	}
-	keyring, err := keyringNames(ctx, c, keyPrefix(d.Volume))
+	keyring, err := hostKeyNames(ctx, c, d.Volume)
 	if err != nil {
 		return err
 	}

@@ -150,6 +150,20 @@ func keyName(vol string, p hostkeys.Pair, role, secret string) string {
 // keyPrefix starts the keyring names of every key of vol.
 func keyPrefix(vol string) string { return "dhchap." + vol + "." }
 
+// hostKeyNames are the names of vol's host keys in the dataplane's
+// keyring. The prefix alone would take volume a.b's keys for a's: after
+// it, a key of vol's own has exactly keyName's four fields (the entry id
+// is hex, without dots).
+func hostKeyNames(ctx context.Context, c *dataplane.Client, vol string) (map[string]bool, error) {
+	names, err := keyringNames(ctx, c, keyPrefix(vol))
+	for name := range names {
+		if strings.Count(strings.TrimPrefix(name, keyPrefix(vol)), ".") != 3 {
+			delete(names, name)
+		}
+	}
+	return names, err
+}
+
 // HostKeys are the keys one host authenticates with, for the dataplane.
 type HostKeys struct {
 	Names      dataplane.HostKeyNames

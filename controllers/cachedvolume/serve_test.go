@@ -131,7 +131,12 @@ func TestReconcilerServesVolume(t *testing.T) {
 	g.event("Recovered")
 
 	// Rotation on demand: the next generation replaces the pair in the
-	// Secret and in the dataplane, whose keyring keeps only keys in use.
+	// Secret and in the dataplane, whose keyring keeps only keys in use:
+	// its own, never another volume's whose name starts like it.
+	other := keyPrefix("e2e.x") + "0123456789abcdef.1.host.abcd1234"
+	if err := dp.Client.AddMemoryKey(ctx, other, dataplane.Secret(keys.Host)); err != nil {
+		t.Fatal(err)
+	}
 	patch := client.MergeFrom(got.DeepCopy())
 	got.Annotations = map[string]string{rcv1.RotateHostKeysAnnotation: "now"}
 	if err := g.c.Patch(ctx, got, patch); err != nil {
@@ -150,8 +155,11 @@ func TestReconcilerServesVolume(t *testing.T) {
 	if err := runLoad(t, port, st.NQN, rotated); err != nil {
 		t.Fatalf("write load with the rotated keys: %v", err)
 	}
-	if names, err := keyringNames(ctx, dp.Client, keyPrefix("e2e")); err != nil || len(names) != 2 {
+	if names, err := hostKeyNames(ctx, dp.Client, "e2e"); err != nil || len(names) != 2 {
 		t.Fatalf("the dataplane's keys of the volume after rotation: %v, %v", names, err)
+	}
+	if names, err := keyringNames(ctx, dp.Client, other); err != nil || !names[other] {
+		t.Fatalf("volume e2e.x's key was dropped with e2e's: %v, %v", names, err)
 	}
 	got, _, _ = g.pass("e2e") // the same request again rotates nothing
 	g.hostKeys("e2e-host-keys", 2)
@@ -215,8 +223,8 @@ func TestReconcilerServesVolume(t *testing.T) {
 	if _, ok := gauge("rackcache_volume_cache_size_bytes", "e2e"); ok {
 		t.Errorf("metrics of the deleted volume remain")
 	}
-	if names, err := keyringNames(ctx, dp.Client, keyPrefix("e2e")); err != nil || len(names) != 0 {
-		t.Errorf("the deleted volume's keys remain in the dataplane: %v, %v", names, err)
+	if names, err := keyringNames(ctx, dp.Client, keyPrefix("e2e")); err != nil || len(names) != 1 || !names[other] {
+		t.Errorf("the dataplane's keys named like the deleted volume's: %v, %v; want only volume e2e.x's", names, err)
 	}
 }
 

@@ -46,11 +46,15 @@ func Teardown(ctx context.Context, c *dataplane.Client, name, cluster string, di
 		return res, fmt.Errorf("delete replication subsystem %s: %w", ReplicaNQN(name), err)
 	}
 	// With the subsystems gone nothing uses the volume's keys.
-	for _, prefix := range []string{keyPrefix(name), replicaKeyPrefix(name)} {
-		keys, err := keyringNames(ctx, c, prefix)
-		if err != nil {
-			return res, err
-		}
+	hostKeys, err := hostKeyNames(ctx, c, name)
+	if err != nil {
+		return res, err
+	}
+	replicaKeys, err := keyringNames(ctx, c, replicaKeyPrefix(name))
+	if err != nil {
+		return res, err
+	}
+	for _, keys := range []map[string]bool{hostKeys, replicaKeys} {
 		if err := dropKeys(ctx, c, keys, nil); err != nil {
 			return res, err
 		}
