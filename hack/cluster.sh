@@ -4,8 +4,12 @@
 #   - a one-node Ceph (hack/ceph.sh) on 127.0.0.1;
 #   - etcd, kube-apiserver, kube-controller-manager and kube-scheduler on
 #     127.0.0.1 (built from source: hack/cluster/assets.sh);
-#   - the cache-server node "rackcache-host": containerd + runc (through a
-#     wrapper for this sandbox's OOM-score limit) and a kubelet on the host;
+#   - the cache-server nodes "rackcache-host" and "rackcache-host2" and the
+#     control node "rackcache-control" (the operator, the CSI controller):
+#     containerd + runc (through a wrapper for this sandbox's OOM-score
+#     limit) and a kubelet each on the host, the second and third in a
+#     mount namespace of their own (hack/cluster/mntns.sh), each with its
+#     own address;
 #   - the compute node "rackcache-guest": a kubelet with its own containerd
 #     inside the qemu guest (hack/cluster/guest-build.sh), the only kernel
 #     here that can `nvme connect`;
@@ -20,28 +24,40 @@
 #   hack/cluster.sh env [--dir DIR]    re-print those assignments
 #   hack/cluster.sh down [--dir DIR]   stop every process by PID, unmount and
 #                                      remove what `up` made
+#   hack/cluster.sh node-stop NODE [--dir DIR]
+#                                      a cache-server node's power cut: its
+#                                      kubelet, containerd and containers get
+#                                      SIGKILL (the e2e node-loss spec)
+#   hack/cluster.sh node-start NODE [--dir DIR]
+#                                      bring a stopped node back
 #   DIR defaults to $RACKCACHE_CLUSTER_DIR or _output/cluster in the clone.
 #
 # Networking without a pod network: rackcache's pods use the host network
 # (the chart's hostNetwork values), clients reach the apiserver at
 # 127.0.0.1:6443 on both nodes (the guest forwards it to the host), and the
 # guest reaches the cache server's NVMe/TCP port at 10.0.3.100 (qemu's
-# guestfwd; the CSI node plugin's --portal-map rewrites the portal). Other
+# guestfwd; the CSI node plugin's --portal-map rewrites the portal), the
+# second cache server's at 10.0.3.100:$NVME2_GUEST_PORT. Other
 # pods get a veth to their node (CNI ptp) and no route beyond it.
 source "$(dirname "$0")/lib.sh"
 cd "$REPO_ROOT"
 source "$REPO_ROOT/hack/cluster/pki.sh"
 source "$REPO_ROOT/hack/cluster/configs.sh"
 source "$REPO_ROOT/hack/cluster/nodes.sh"
+source "$REPO_ROOT/hack/cluster/mntns.sh"
 source "$REPO_ROOT/hack/cluster/prometheus.sh"
 
 HOST_NODE=rackcache-host
+HOST2_NODE=rackcache-host2
+CONTROL_NODE=rackcache-control
 GUEST_NODE=rackcache-guest
 # Loopback ports of the cluster's parts (the Ceph monitor: CEPH_PORT..+40).
 ETCD_PORT=23790
 APISERVER_PORT=6443
 CEPH_PORT=13500
 NVME_PORT=4420
+# The guest's port for the second cache server's NVMe/TCP port.
+NVME2_GUEST_PORT=4422
 GUEST_KUBELET_PORT=20250
 # The cache server's device: a sparse file on the host node.
 CACHE_DEVICE_SIZE=1Gi
@@ -53,13 +69,17 @@ WORKLOAD_IMAGE=rackcache.local/busybox:1.35
 # host reaches the apiserver through a bridge on its own 127.0.0.1.
 NETNS=rackcache-cluster
 NODE_IP=10.0.4.1
+NODE2_IP=10.0.4.2
+NODE3_IP=10.0.4.3
 
 cmd="${1:-}"; shift || true
 dir="${RACKCACHE_CLUSTER_DIR:-$REPO_ROOT/_output/cluster}"
+node_arg=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --dir) dir="${2:?--dir needs a value}"; shift 2 ;;
-    *) die "unknown option: $1 (see --help)" ;;
+    -*) die "unknown option: $1 (see --help)" ;;
+    *) [ -z "$node_arg" ] || die "one node at a time: $node_arg, $1"; node_arg="$1"; shift ;;
   esac
 done
 
@@ -98,6 +118,16 @@ stop() {
     kill -TERM "$pid" 2>/dev/null || true
     while running "$1" && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
     if running "$1"; then kill -KILL "$pid" 2>/dev/null || true; fi
+  fi
+  rm -f "$dir/pids/$1.pid"
+}
+
+# stop_now NAME: SIGKILL, by the PID `start` recorded (a crash, not a stop).
+stop_now() {
+  local pid i=0
+  if pid="$(pid_of "$1")"; then
+    kill -KILL "$pid" 2>/dev/null || true
+    while running "$1" && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
   fi
   rm -f "$dir/pids/$1.pid"
 }
@@ -156,6 +186,8 @@ netns_up() {
   fi
   ip -n "$NETNS" link set lo up
   ip -n "$NETNS" addr replace "$NODE_IP/32" dev lo
+  ip -n "$NETNS" addr replace "$NODE2_IP/32" dev lo
+  ip -n "$NETNS" addr replace "$NODE3_IP/32" dev lo
   # kubectl, helm and the e2e suite on the host reach the apiserver at the
   # host's 127.0.0.1:APISERVER_PORT.
   bridge apiserver-bridge "$APISERVER_PORT"
@@ -201,7 +233,7 @@ control_plane_up() {
     --initial-cluster "local=http://127.0.0.1:$((ETCD_PORT + 10))" --unsafe-no-fsync
   config_egress "$dir/egress.sock" >"$dir/egress.yaml"
   start egress "$dir/bin/egress" --socket "$dir/egress.sock" \
-    --map "10.0.3.15:10250=127.0.0.1:$GUEST_KUBELET_PORT" --direct "$NODE_IP"
+    --map "10.0.3.15:10250=127.0.0.1:$GUEST_KUBELET_PORT" --direct "$NODE_IP" --direct "$NODE2_IP" --direct "$NODE3_IP"
   start kube-apiserver "$assets/kube-apiserver" --bind-address 127.0.0.1 --advertise-address 127.0.0.1 \
     --secure-port "$APISERVER_PORT" --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
     --tls-cert-file "$p/apiserver.crt" --tls-private-key-file "$p/apiserver.key" --client-ca-file "$p/ca.crt" \
@@ -237,6 +269,9 @@ print_env() {
   echo "export RACKCACHE_E2E_PROMETHEUS_URL=http://127.0.0.1:$PROMETHEUS_HOST_PORT"
   echo "export RACKCACHE_E2E_PROMETHEUS_TOKEN_FILE=$dir/prometheus/dataplane-token"
   echo "export RACKCACHE_E2E_PROMETHEUS_OPERATOR_TOKEN_FILE=$dir/prometheus/operator-token"
+  # The node-loss spec's power cut and return of a cache-server node.
+  echo "export RACKCACHE_E2E_NODE_STOP='$REPO_ROOT/hack/cluster.sh node-stop --dir $dir'"
+  echo "export RACKCACHE_E2E_NODE_START='$REPO_ROOT/hack/cluster.sh node-start --dir $dir'"
 }
 
 up() {
@@ -251,6 +286,8 @@ up() {
   images="${RACKCACHE_CLUSTER_IMAGES:-$("$REPO_ROOT/hack/images.sh" --print-dir)}"
   guest="$("$REPO_ROOT/hack/cluster/guest-build.sh" "$assets/kubelet")"
   go build -o "$dir/bin/egress" "$REPO_ROOT/hack/cluster/egress"
+  # `node-start` starts a kubelet again without looking the assets up.
+  ln -sf "$assets/kubelet" "$dir/bin/kubelet"
 
   log "Ceph on 127.0.0.1:$CEPH_PORT"
   netns_up
@@ -259,10 +296,16 @@ up() {
   log "control plane on 127.0.0.1:$APISERVER_PORT"
   control_plane_up "$assets"
   log "node $HOST_NODE (host): containerd, kubelet"
-  host_node_up "$assets" "$images"
+  host_node_up "$images"
+  log "node $HOST2_NODE (host, its own mount namespace): containerd, kubelet"
+  mntns_node_up 2 "$images" 10.88.3.0/24
+  log "node $CONTROL_NODE (host, its own mount namespace): containerd, kubelet"
+  mntns_node_up 3 "$images" 10.88.4.0/24
   log "node $GUEST_NODE (qemu guest): containerd, kubelet"
   guest_node_up "$guest" "$images"
   wait_for "node $HOST_NODE" 120 kubectl_ wait --for=condition=Ready "node/$HOST_NODE" --timeout=1s
+  wait_for "node $HOST2_NODE" 120 kubectl_ wait --for=condition=Ready "node/$HOST2_NODE" --timeout=1s
+  wait_for "node $CONTROL_NODE" 120 kubectl_ wait --for=condition=Ready "node/$CONTROL_NODE" --timeout=1s
   wait_for "node $GUEST_NODE" 240 kubectl_ wait --for=condition=Ready "node/$GUEST_NODE" --timeout=1s
   log "Prometheus, reached at 127.0.0.1:$PROMETHEUS_HOST_PORT"
   prometheus_up
@@ -281,7 +324,14 @@ down() {
   guest_node_down
   # The node's shared state (kubelet and dataplane directories, cgroups) is
   # only touched when this directory's cluster made it.
-  if owned; then host_node_down; else stop kubelet; stop containerd; fi
+  if owned; then
+    mntns_node_down 3
+    mntns_node_down 2
+    host_node_down
+  else
+    local n
+    for n in "" -host2 -host3; do stop "kubelet$n"; stop "containerd$n"; done
+  fi
   local name
   for name in prometheus-bridge prometheus kube-scheduler kube-controller-manager kube-apiserver egress etcd apiserver-bridge; do
     stop "$name"
@@ -297,9 +347,27 @@ down() {
   log "cluster down"
 }
 
+# node_stop / node_start: the node-loss spec's power cut and return.
+node_stop() {
+  [ -n "$node_arg" ] || die "node-stop: which node? ($HOST_NODE or $HOST2_NODE)"
+  owned || die "no cluster of $dir runs here"
+  server_node_kill "$(server_node_of "$node_arg")"
+  log "node $node_arg stopped (SIGKILL of its kubelet, containerd and containers)"
+}
+
+node_start() {
+  [ -n "$node_arg" ] || die "node-start: which node? ($HOST_NODE or $HOST2_NODE)"
+  owned || die "no cluster of $dir runs here"
+  server_node_start "$(server_node_of "$node_arg")"
+  wait_for "node $node_arg" 120 kubectl_ wait --for=condition=Ready "node/$node_arg" --timeout=1s
+  log "node $node_arg started"
+}
+
 case "$cmd" in
   --help|-h|help) usage ;;
   up) up ;;
+  node-stop) node_stop ;;
+  node-start) node_start ;;
   env) print_env ;;
   down) down ;;
   "") usage; exit 2 ;;

@@ -48,14 +48,16 @@ config_cni() {
 EOF
 }
 
-# config_kubelet ADDRESS CA_FILE: the KubeletConfiguration of both nodes.
+# config_kubelet ADDRESS CA_FILE RUNTIME_SOCKET [HEALTHZ_ADDRESS]: the
+# KubeletConfiguration of every node (its health port on 127.0.0.1 unless
+# HEALTHZ_ADDRESS says otherwise).
 config_kubelet() {
   cat <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: $1
 readOnlyPort: 0
-healthzBindAddress: 127.0.0.1
+healthzBindAddress: ${4:-127.0.0.1}
 authentication:
   anonymous: {enabled: false}
   webhook: {enabled: true}

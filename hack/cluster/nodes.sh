@@ -14,86 +14,147 @@ DATAPLANE_MARKER="$DATAPLANE_STATE/.rackcache-cluster"
 # Pod cgroups of the host kubelet live under this root in every hierarchy.
 CGROUP_ROOT=rackcache-cluster
 
+# The host's nodes. Node 1 (HOST_NODE, a cache server) uses the machine's
+# own /var/lib/kubelet, /var/lib/rackcache and /run/containerd; node 2
+# (HOST2_NODE, the second cache server) and node 3 (CONTROL_NODE, where the
+# operator and the CSI controller run, so that losing a cache server never
+# takes them along) each run in a mount namespace of their own
+# (hack/cluster/mntns.sh). All share the cluster's network namespace, each
+# with its own address (no veth driver here to give them separate ones).
+#
+# server_node N: sets sn_* to node N's name, address, labels, state
+# directory, process names, cgroupRoot, kubeconfig and the command prefix
+# that enters its mount namespace.
+server_node() {
+  local cache="rackcache.io/cache-server=true,topology.rackcache.io/rack=rack-a"
+  case "$1" in
+    1) sn_name=$HOST_NODE sn_ip=$NODE_IP sn_labels=$cache sn_dir="$dir/host" sn_containerd=containerd sn_kubelet=kubelet
+       sn_cgroup=$CGROUP_ROOT sn_kubeconfig="$dir/pki/host-kubelet.kubeconfig" sn_enter=() ;;
+    2|3) sn_dir="$dir/host$1" sn_containerd="containerd-host$1" sn_kubelet="kubelet-host$1"
+       sn_cgroup="$CGROUP_ROOT-host$1" sn_kubeconfig="$dir/pki/host$1-kubelet.kubeconfig"
+       sn_enter=(nsenter "--mount=$(node_mntns "$1")") ;;
+    *) die "no host node $1 (1, 2 or 3)" ;;
+  esac
+  case "$1" in
+    2) sn_name=$HOST2_NODE sn_ip=$NODE2_IP sn_labels=$cache ;;
+    3) sn_name=$CONTROL_NODE sn_ip=$NODE3_IP sn_labels="rackcache.io/control=true" ;;
+  esac
+}
+
+# server_node_of NAME: the number of the cache-server node called NAME.
+server_node_of() {
+  case "$1" in
+    "$HOST_NODE") echo 1 ;;
+    "$HOST2_NODE") echo 2 ;;
+    *) die "$1 is not a cache-server node of this cluster ($HOST_NODE, $HOST2_NODE)" ;;
+  esac
+}
+
 host_node_up() {
-  local assets="$1" images="$2" h="$dir/host"
+  local images="$1" h="$dir/host"
   if [ -e "$KUBELET_ROOT" ] && ! marked "$KUBELET_MARKER"; then
     die "$KUBELET_ROOT exists and is not this cluster's: another kubelet uses this machine"
   fi
   if [ -e "$DATAPLANE_STATE" ] && ! marked "$DATAPLANE_MARKER"; then
     die "$DATAPLANE_STATE exists and is not this cluster's: a dataplane of something else uses this machine"
   fi
-  mkdir -p "$h/cni" "$KUBELET_ROOT" "$DATAPLANE_STATE"
+  mkdir -p "$h" "$KUBELET_ROOT" "$DATAPLANE_STATE"
   [ -e /run/containerd ] || touch "$h/run-containerd-created"
   echo "$dir" >"$KUBELET_MARKER"
   echo "$dir" >"$DATAPLANE_MARKER"
+  server_node_up 1 "$images" 10.88.1.0/24
+}
+
+# server_node_up N IMAGES SUBNET: node N's configuration, its containerd
+# with the images a cache server runs, and its kubelet.
+server_node_up() {
+  server_node "$1"
+  local images="$2" subnet="$3" h="$sn_dir"
+  mkdir -p "$h/cni"
   [ -f "$h/cache0.img" ] || truncate -s "${CACHE_DEVICE_SIZE%i}" "$h/cache0.img"
   config_runc_wrapper "$(command -v runc)" >"$h/runc" && chmod 0755 "$h/runc"
-  config_cni 10.88.1.0/24 "$h/cni-ipam" >"$h/cni/10-rackcache.conflist"
+  config_cni "$subnet" "$h/cni-ipam" >"$h/cni/10-rackcache.conflist"
   config_containerd "$h/containerd" "$h/containerd-state" "$h/containerd.sock" "$h/cni" "$h/runc" >"$h/containerd.toml"
-  start containerd containerd --config "$h/containerd.toml"
-  wait_for containerd 30 ctr --address "$h/containerd.sock" version
+  # Its own address only: both nodes' kubelets listen in one namespace.
+  config_kubelet "$sn_ip" "$dir/pki/ca.crt" "$h/containerd.sock" "$sn_ip" >"$h/kubelet.yaml"
+  echo "cgroupRoot: /$sn_cgroup" >>"$h/kubelet.yaml"
+  cgroup_root_make "$sn_cgroup"
+  server_containerd_start "$1"
   local tar
   for tar in "$images"/*.tar; do
     [ -f "$tar" ] || continue
     ctr --address "$h/containerd.sock" -n k8s.io images import "$tar" >/dev/null || die "import $tar"
   done
-  config_kubelet 0.0.0.0 "$dir/pki/ca.crt" "$h/containerd.sock" >"$h/kubelet.yaml"
-  echo "cgroupRoot: /$CGROUP_ROOT" >>"$h/kubelet.yaml"
-  cgroup_root_make
-  start kubelet "$assets/kubelet" --config "$h/kubelet.yaml" --kubeconfig "$dir/pki/host-kubelet.kubeconfig" \
-    --hostname-override "$HOST_NODE" --node-ip "$NODE_IP" --cert-dir "$h/kubelet-pki" \
-    --node-labels "rackcache.io/cache-server=true,topology.rackcache.io/rack=rack-a" --v 1
+  server_node_start "$1"
 }
 
-host_node_down() {
-  local h="$dir/host" sock="$dir/host/containerd.sock"
-  stop kubelet
-  if running containerd; then
-    local id
-    for id in $(ctr --address "$sock" -n k8s.io tasks ls -q 2>/dev/null); do
-      ctr --address "$sock" -n k8s.io tasks kill -s SIGKILL "$id" >/dev/null 2>&1 || true
-    done
-  fi
-  stop containerd
-  # The runtime's shims outlive containerd; each names our socket.
-  local pid
+server_containerd_start() {
+  server_node "$1"
+  start "$sn_containerd" "${sn_enter[@]}" containerd --config "$sn_dir/containerd.toml"
+  wait_for "$sn_containerd" 30 ctr --address "$sn_dir/containerd.sock" version
+}
+
+# server_node_start N: node N's containerd and kubelet; also what
+# `node-start` runs to bring a stopped node back.
+server_node_start() {
+  server_containerd_start "$1"
+  server_node "$1"
+  start "$sn_kubelet" "${sn_enter[@]}" "$dir/bin/kubelet" --config "$sn_dir/kubelet.yaml" --kubeconfig "$sn_kubeconfig" \
+    --hostname-override "$sn_name" --node-ip "$sn_ip" --cert-dir "$sn_dir/kubelet-pki" \
+    --node-labels "$sn_labels" --v 1
+}
+
+# server_node_kill N: node N as after a power cut: its kubelet, containerd,
+# the runtime's shims and every container process get SIGKILL, nothing is
+# unmounted or removed. `node-stop` runs it; `down` runs it before cleaning.
+server_node_kill() {
+  server_node "$1"
+  local sock="$sn_dir/containerd.sock" pid
+  stop_now "$sn_kubelet"
+  stop_now "$sn_containerd"
+  # The runtime's shims outlive containerd; each names its socket.
   for pid in $(grep -lsz -- "$sock" /proc/[0-9]*/cmdline | cut -d/ -f3); do
     { tr "\0" " " <"/proc/$pid/cmdline"; } 2>/dev/null | grep -q containerd-shim && kill -KILL "$pid" 2>/dev/null || true
   done
   # Whatever still runs in a pod's cgroup is a container process of ours.
-  cgroup_root_kill
+  cgroup_root_kill "$sn_cgroup"
+}
+
+host_node_down() {
+  local h="$dir/host"
+  server_node_kill 1
   unmount_under "$KUBELET_ROOT" "$h"
   if marked "$KUBELET_MARKER"; then rm -rf "$KUBELET_ROOT" /var/log/pods /var/log/containers; fi
   if marked "$DATAPLANE_MARKER"; then rm -rf "$DATAPLANE_STATE"; fi
   # containerd 1.6 keeps shim sockets and fifos under /run/containerd
   # whatever its state directory: remove it when up made it.
   if [ -f "$h/run-containerd-created" ]; then rm -rf /run/containerd; fi
-  cgroup_root_remove
+  cgroup_root_remove "$CGROUP_ROOT"
 }
 
 # marked MARKER: the marker file names this cluster's directory.
 marked() { [ "$(cat "$1" 2>/dev/null || true)" = "$dir" ]; }
 
-# cgroup_dirs: the kubelet's cgroupRoot in every hierarchy (cgroup v1: one
-# per controller; v2: one).
+# cgroup_dirs ROOT: a kubelet's cgroupRoot in every hierarchy (cgroup v1:
+# one per controller; v2: one).
 cgroup_dirs() {
   if [ "$(stat -fc %T /sys/fs/cgroup)" = cgroup2fs ]; then
-    echo "/sys/fs/cgroup/$CGROUP_ROOT"
+    echo "/sys/fs/cgroup/$1"
   else
     local h
     for h in /sys/fs/cgroup/*/; do
-      [ -f "$h/cgroup.procs" ] && echo "$h$CGROUP_ROOT"
+      [ -f "$h/cgroup.procs" ] && echo "$h$1"
     done
   fi
 }
 
-# cgroup_root_kill: SIGKILL every process left below the cgroupRoot, until
+# cgroup_root_kill ROOT: SIGKILL every process left below the cgroupRoot, until
 # none is (a few rounds: a dying process may still be listed).
 cgroup_root_kill() {
   local round pids cg
   for round in 1 2 3 4 5 6 7 8 9 10; do
     pids=""
-    for cg in $(cgroup_dirs); do
+    for cg in $(cgroup_dirs "$1"); do
       [ -d "$cg" ] && pids+=" $(find "$cg" -name cgroup.procs -exec cat {} + 2>/dev/null | tr '\n' ' ')"
     done
     [ -n "${pids// /}" ] || return 0
@@ -104,20 +165,21 @@ cgroup_root_kill() {
   die "processes left in the pods' cgroups after SIGKILL:$pids"
 }
 
+# cgroup_root_remove ROOT: its (empty) cgroups.
 cgroup_root_remove() {
   local cg
-  for cg in $(cgroup_dirs); do
+  for cg in $(cgroup_dirs "$1"); do
     [ -d "$cg" ] && find "$cg" -depth -type d -exec rmdir {} + 2>/dev/null
     [ ! -d "$cg" ] || log "warning: could not remove cgroup $cg"
   done
 }
 
-# cgroup_root_make: the kubelet's cgroupRoot (it must exist). cgroup v1: in
+# cgroup_root_make ROOT: a kubelet's cgroupRoot (it must exist). cgroup v1: in
 # every hierarchy, and a cpuset starts with no CPUs or memory nodes, so copy
 # its parent's. cgroup v2: one directory, every controller delegated.
 cgroup_root_make() {
   local cg parent
-  for cg in $(cgroup_dirs); do
+  for cg in $(cgroup_dirs "$1"); do
     mkdir -p "$cg"
     parent="$(dirname "$cg")"
     if [ -f "$parent/cpuset.cpus" ] && [ ! -f "$parent/cgroup.subtree_control" ]; then
@@ -172,6 +234,7 @@ EOF
   local netdev="user,id=n1,net=10.0.3.0/24,host=10.0.3.2,dns=10.0.3.3,restrict=on"
   netdev+=",guestfwd=tcp:10.0.3.100:$APISERVER_PORT-cmd:socat - TCP:127.0.0.1:$APISERVER_PORT"
   netdev+=",guestfwd=tcp:10.0.3.100:$NVME_PORT-cmd:socat - TCP:$NODE_IP:$NVME_PORT"
+  netdev+=",guestfwd=tcp:10.0.3.100:$NVME2_GUEST_PORT-cmd:socat - TCP:$NODE2_IP:$NVME_PORT"
   netdev+=",hostfwd=tcp:127.0.0.1:$GUEST_KUBELET_PORT-10.0.3.15:10250"
   # Single-threaded TCG: one host thread runs both vCPUs in turn. Debian
   # 13's kernel, on multi-threaded TCG, crashed at boot patching a static

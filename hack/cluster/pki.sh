@@ -7,7 +7,8 @@
 # pki_make writes everything once; a second `up` reuses it.
 pki_make() {
   local p="$dir/pki"
-  [ -f "$p/.complete" ] && return 0
+  # .complete-3: made with the identities of all three host nodes.
+  [ -f "$p/.complete-3" ] && return 0
   mkdir -p "$p" && chmod 0700 "$p"
   command -v openssl >/dev/null || die "openssl not found"
   openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj "/CN=rackcache-local-ca" \
@@ -28,17 +29,21 @@ pki_make() {
     echo "$(pki_token),system:kube-controller-manager,kcm,\"\""
     echo "$(pki_token),system:kube-scheduler,scheduler,\"\""
     echo "$(pki_token),system:node:$HOST_NODE,node-host,\"system:nodes\""
+    echo "$(pki_token),system:node:$HOST2_NODE,node-host2,\"system:nodes\""
+    echo "$(pki_token),system:node:$CONTROL_NODE,node-host3,\"system:nodes\""
     echo "$(pki_token),system:node:$GUEST_NODE,node-guest,\"system:nodes\""
   } >"$p/tokens.csv"
   pki_kubeconfig admin "https://127.0.0.1:$APISERVER_PORT" >"$dir/kubeconfig"
   pki_kubeconfig system:kube-controller-manager "https://127.0.0.1:$APISERVER_PORT" >"$p/controller-manager.kubeconfig"
   pki_kubeconfig system:kube-scheduler "https://127.0.0.1:$APISERVER_PORT" >"$p/scheduler.kubeconfig"
   pki_kubeconfig "system:node:$HOST_NODE" "https://127.0.0.1:$APISERVER_PORT" >"$p/host-kubelet.kubeconfig"
+  pki_kubeconfig "system:node:$HOST2_NODE" "https://127.0.0.1:$APISERVER_PORT" >"$p/host2-kubelet.kubeconfig"
+  pki_kubeconfig "system:node:$CONTROL_NODE" "https://127.0.0.1:$APISERVER_PORT" >"$p/host3-kubelet.kubeconfig"
   # The guest's kubelet dials its own 127.0.0.1:6443, which guest-init
   # forwards to the host's apiserver.
   pki_kubeconfig "system:node:$GUEST_NODE" "https://127.0.0.1:$APISERVER_PORT" >"$p/guest-kubelet.kubeconfig"
   chmod 0600 "$dir/kubeconfig" "$p"/*.kubeconfig "$p"/*.key "$p/tokens.csv"
-  touch "$p/.complete"
+  touch "$p/.complete-3"
 }
 
 pki_token() { od -An -N24 -tx1 /dev/urandom | tr -d ' \n'; }

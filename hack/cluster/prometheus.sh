@@ -2,9 +2,10 @@
 # cluster's monitoring, scraping the operator's and the dataplanes' metrics
 # and evaluating the chart's alerting rules. Debian builds Prometheus
 # without Kubernetes service discovery, so the targets come from a file:
-# every rackcache pod uses the host network of the one cache-server node,
-# so they are that node's metrics ports (the operator's 8443, the
-# dataplanes' 9560), labelled as the chart's ServiceMonitors label them.
+# every rackcache pod uses its node's host network, so they are the
+# nodes' metrics ports (the operator's 8443 on the control node, the
+# dataplanes' 9560 on both cache servers), labelled as the
+# chart's ServiceMonitors label them.
 # The dataplanes answer only with the operator's scrape token: their job
 # reads it from $dir/prometheus/dataplane-token, which the e2e suite fills
 # from the Secret (RACKCACHE_E2E_PROMETHEUS_TOKEN_FILE), as the Prometheus
@@ -26,10 +27,11 @@ prometheus_up() {
   local p="$dir/prometheus"
   mkdir -p "$p/data"
   cat >"$p/operator.json" <<EOF2
-[{"targets": ["$NODE_IP:8443"], "labels": {"job": "rackcache-operator", "node": "$HOST_NODE"}}]
+[{"targets": ["$NODE3_IP:8443"], "labels": {"job": "rackcache-operator", "node": "$CONTROL_NODE"}}]
 EOF2
   cat >"$p/dataplane.json" <<EOF2
-[{"targets": ["$NODE_IP:9560"], "labels": {"job": "rackcache-dataplane", "node": "$HOST_NODE"}}]
+[{"targets": ["$NODE_IP:9560"], "labels": {"job": "rackcache-dataplane", "node": "$HOST_NODE"}},
+ {"targets": ["$NODE2_IP:9560"], "labels": {"job": "rackcache-dataplane", "node": "$HOST2_NODE"}}]
 EOF2
   local f
   for f in dataplane-token operator-token; do

@@ -23,7 +23,8 @@ const (
 )
 
 // One ordered story, as a user lives it: install, a pool, volumes used by
-// pods, expansion, snapshots and clones, a dataplane crash, and an
+// pods, the loss of a cache server, expansion, snapshots and clones, a
+// dataplane crash, and an
 // uninstall that leaves nothing behind. Specs labelled smoke run in `make
 // test`; none of them needs a spec that is not.
 var _ = Describe("rackcache on a cluster", Ordered, func() {
@@ -68,6 +69,10 @@ var _ = Describe("rackcache on a cluster", Ordered, func() {
 		specs.ExpectHitRatio(ctx, env, fsWT)
 		specs.ExpectHitRatioInPrometheus(ctx, env, fsWT)
 		specs.ExpectReadBack(ctx, env, fsWT, fileMiB, fsSum)
+	})
+
+	It("keeps the pod's writes going through the loss of its volume's cache server, which returns as the mirror", Label("smoke"), func(ctx context.Context) {
+		fsSum = specs.LoseOwnerNode(ctx, env, poolName, fsWT, fileMiB)
 	})
 
 	It("serves a raw block volume whose writes reach Ceph", func(ctx context.Context) {

@@ -48,7 +48,14 @@ type Config struct {
 	// the file its operator job reads its bearer token from; the suite
 	// writes the token of a ServiceAccount bound to rackcache-metrics-reader.
 	PrometheusOperatorTokenFile string
-	Ceph                        CephConfig
+	// NodeStop and NodeStart (RACKCACHE_E2E_NODE_STOP, RACKCACHE_E2E_NODE_START):
+	// commands that cut a cache-server node's power (its kubelet and
+	// containers killed, as by a crash) and bring it back; each is run
+	// with the node's name as its last argument. The node-loss spec needs
+	// them (hack/cluster.sh node-stop and node-start on the local cluster).
+	NodeStop  []string
+	NodeStart []string
+	Ceph      CephConfig
 }
 
 // CephConfig is the Ceph cluster the volumes live in.
@@ -86,6 +93,8 @@ func LoadConfig() (*Config, error) {
 			NetNS: os.Getenv("RACKCACHE_CLUSTER_NETNS"),
 		},
 	}
+	c.NodeStop = strings.Fields(os.Getenv("RACKCACHE_E2E_NODE_STOP"))
+	c.NodeStart = strings.Fields(os.Getenv("RACKCACHE_E2E_NODE_START"))
 	if v := os.Getenv("RACKCACHE_E2E_VALUES"); v != "" {
 		c.ValuesFiles = strings.Split(v, ",")
 	}
