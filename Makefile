@@ -181,15 +181,15 @@ fuzz: ## Fuzz longer: FUZZ_SECONDS per target (default 300).
 	hack/fuzz.sh $(or $(FUZZ_SECONDS),300)
 
 .PHONY: test-e2e-smoke
-test-e2e-smoke: ## The e2e specs labelled smoke on the local two-node cluster (hack/e2e.sh; up and down).
+test-e2e-smoke: ## The e2e specs labelled smoke on the local four-node cluster (hack/e2e.sh; up and down).
 	hack/e2e.sh smoke
 
 .PHONY: test-e2e
-test-e2e: deps images cluster-assets ## The whole e2e suite on the local two-node cluster (hack/e2e.sh).
+test-e2e: deps images cluster-assets ## The whole e2e suite on the local four-node cluster (hack/e2e.sh).
 	hack/e2e.sh full
 
 .PHONY: cluster-up
-cluster-up: deps images cluster-assets ## Start the local two-node cluster (hack/cluster.sh up) and print its settings.
+cluster-up: deps images cluster-assets ## Start the local four-node cluster (hack/cluster.sh up) and print its settings.
 	hack/cluster.sh up
 
 .PHONY: cluster-down

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A local two-node Kubernetes cluster for rackcache's e2e suite (test/e2e),
+# A local four-node Kubernetes cluster for rackcache's e2e suite (test/e2e),
 # every part real and on loopback:
 #   - a one-node Ceph (hack/ceph.sh) on 127.0.0.1;
 #   - etcd, kube-apiserver, kube-controller-manager and kube-scheduler on

@@ -44,7 +44,7 @@ APT_PACKAGES=(
   fonts-dejavu-core
   # headless browser of the operator dashboard's test (test/dashboard)
   chromium
-  # the local two-node cluster (hack/cluster.sh): the host node's container
+  # the local four-node cluster (hack/cluster.sh): the host node's container
   # runtime and CNI plugins, the guest node's root file system, certificates
   containerd runc containernetworking-plugins debootstrap openssl
 )

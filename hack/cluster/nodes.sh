@@ -1,4 +1,4 @@
-# Sourced by hack/cluster.sh: the two nodes. Both run inside the cluster's
+# Sourced by hack/cluster.sh: the nodes. All run inside the cluster's
 # network namespace; the guest is a qemu process there, its own kernel and
 # network behind qemu's restricted user network.
 
