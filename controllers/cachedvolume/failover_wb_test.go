@@ -114,8 +114,14 @@ func TestReconcilerMirrorsWriteBackAndPromotes(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if os, err := oc.CachedBdevStats(ctx, name); err != nil || os.WriteMode != dataplane.WriteThrough {
-		t.Fatalf("owner under the hold: %+v, %v", os, err)
+	// The hold stays in force: later passes (the mirror connected anew,
+	// Mirrored True again) never take the owner back to write-back.
+	for i := 0; i < 3; i++ {
+		got, _, err = g.pass("wbha")
+		os, serr := oc.CachedBdevStats(ctx, name)
+		if err != nil || serr != nil || got.Status.WriteThroughHold != "snap-1" || os.WriteMode != dataplane.WriteThrough {
+			t.Fatalf("pass %d under the hold: %v, %v, hold %q, owner's mode %q", i, err, serr, got.Status.WriteThroughHold, os.WriteMode)
+		}
 	}
 	got, _ = h.volume(ctx, "wbha")
 	delete(got.Annotations, rcv1.WriteThroughHoldAnnotation)

@@ -159,7 +159,8 @@ func (r *Reconciler) serve(ctx context.Context, s *scope, mayReplace bool) (ctrl
 	}
 	desired.Subsystem.MinCntlid, desired.Subsystem.MaxCntlid = cntlidRange(cntlidSlot(pool, server.NodeName))
 	hold := applyHold(&desired, vol, time.Now())
-	if s.replicaKeys != nil && vol.Status.Mirror != "" && desired.Cached.WriteMode != dataplane.WriteBack {
+	if s.replicaKeys != nil && vol.Status.Mirror != "" && desired.Cached.WriteMode != dataplane.WriteBack &&
+		ownerMirrorsWriteBack(ctx, c, desired.Cached.Name) {
 		// Leaving write-back (a snapshot's hold, a change of mode), the
 		// owner stops forwarding and marks its mirror's copy clean, stale
 		// from the next write. While Mirrored True is stored a promotion

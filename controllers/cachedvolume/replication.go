@@ -291,6 +291,15 @@ func ownerForwards(ctx context.Context, c *dataplane.Client, name string) bool {
 	return err == nil && (st.Replica != nil || st.WriteMode != dataplane.WriteBack)
 }
 
+// ownerMirrorsWriteBack: the owner runs write-back with a mirror attached,
+// so a change of mode now would leave the mirror's copy stale. One that
+// already left write-back (a hold in force; a write-through owner's
+// mirror copy gets no writes and stays empty) is not held back again.
+func ownerMirrorsWriteBack(ctx context.Context, c *dataplane.Client, name string) bool {
+	st, err := c.CachedBdevStats(ctx, name)
+	return err == nil && st.Replica != nil && st.WriteMode == dataplane.WriteBack
+}
+
 // releaseReplica tells the owner to stop forwarding to a mirror that is
 // broken, another than the volume's, or no longer wanted (unless keep):
 // the answers it held for unmirrored writes go out. Only once Mirrored
