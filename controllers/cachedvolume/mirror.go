@@ -134,18 +134,21 @@ func (r *Reconciler) serveMirror(ctx context.Context, s *scope, backend *ceph.Ba
 		return
 	}
 	vol, pool, st := s.vol, s.pool, &s.vol.Status
-	if s.ownerUnmirrored {
-		s.obs.Mirror = &MirrorObservation{metav1.ConditionFalse, rcv1.ReasonMirrorLost, fmt.Sprintf(
-			"the owner does not forward its writes to mirror %s (its dataplane restarted?): its path stays inaccessible until this is stored, then the mirror's copy is made anew", st.Mirror)}
+	// A step that must see Mirrored False stored first: this pass stores
+	// it, keeps the mirror's path, and the next comes soon.
+	storeUnmirrored := func(reason, msg string) {
+		s.obs.Mirror = &MirrorObservation{metav1.ConditionFalse, reason, fmt.Sprintf(msg, st.Mirror)}
 		s.requeueSoon = true
 		keepMirrorPath(s)
+	}
+	if s.ownerUnmirrored {
+		storeUnmirrored(rcv1.ReasonMirrorLost,
+			"the owner does not forward its writes to mirror %s (its dataplane restarted?): its path stays inaccessible until this is stored, then the mirror's copy is made anew")
 		return
 	}
 	if s.leavingWriteBack {
-		s.obs.Mirror = &MirrorObservation{metav1.ConditionFalse, rcv1.ReasonLeavingWriteBack, fmt.Sprintf(
-			"the volume leaves write-back (a snapshot's write-through hold or a change of mode): the owner stops forwarding to mirror %s once this is stored, and the mirror's copy is made anew", st.Mirror)}
-		s.requeueSoon = true
-		keepMirrorPath(s)
+		storeUnmirrored(rcv1.ReasonLeavingWriteBack,
+			"the volume leaves write-back (a snapshot's write-through hold or a change of mode): the owner stops forwarding to mirror %s once this is stored, and the mirror's copy is made anew")
 		return
 	}
 	wanted, why := mirrorWanted(vol, pool)
