@@ -111,23 +111,14 @@ pid_of() {
 
 running() { pid_of "$1" >/dev/null; }
 
-# stop NAME: TERM, then KILL after 10 s, by the PID `start` recorded.
+# stop NAME [SIGNAL]: SIGNAL (TERM; KILL for a crash), then KILL after
+# 10 s, by the PID `start` recorded.
 stop() {
   local pid i=0
   if pid="$(pid_of "$1")"; then
-    kill -TERM "$pid" 2>/dev/null || true
+    kill "-${2:-TERM}" "$pid" 2>/dev/null || true
     while running "$1" && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
     if running "$1"; then kill -KILL "$pid" 2>/dev/null || true; fi
-  fi
-  rm -f "$dir/pids/$1.pid"
-}
-
-# stop_now NAME: SIGKILL, by the PID `start` recorded (a crash, not a stop).
-stop_now() {
-  local pid i=0
-  if pid="$(pid_of "$1")"; then
-    kill -KILL "$pid" 2>/dev/null || true
-    while running "$1" && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
   fi
   rm -f "$dir/pids/$1.pid"
 }

@@ -135,6 +135,9 @@ func (r *Reconciler) serve(ctx context.Context, s *scope, mayReplace bool) (ctrl
 	desired := DesiredState(vol, pool, backend, server.ServingAddress(), s.cacheSize)
 	desired.HostKeys = desiredHostKeys(vol.Name, pairs)
 	desired.ANAState = dataplane.ANAOptimized
+	// The owner's copy as it runs before this pass applies anything (nil:
+	// none, or not readable): read once for the mirror checks below.
+	var prior *dataplane.CacheStats
 	if wanted, _ := mirrorWanted(vol, pool); wanted && writeBackMirror(vol, pool) {
 		keys, err := r.ensureReplicationKeys(ctx, vol)
 		if err != nil {
@@ -143,7 +146,12 @@ func (r *Reconciler) serve(ctx context.Context, s *scope, mayReplace bool) (ctrl
 		}
 		s.replicaKeys = &keys
 		setWriteBackRoles(&desired, vol, dataplane.RoleOwner, keys)
-		if vol.Status.Mirror != "" && !ownerForwards(ctx, c, desired.Cached.Name) {
+		if vol.Status.Mirror != "" {
+			if st, err := c.CachedBdevStats(ctx, desired.Cached.Name); err == nil {
+				prior = st
+			}
+		}
+		if vol.Status.Mirror != "" && !ownerForwards(prior) {
 			if mirroredStored(vol) {
 				// A restarted owner no longer forwards (the connection is
 				// not saved), while a promotion would still count on the
@@ -159,8 +167,7 @@ func (r *Reconciler) serve(ctx context.Context, s *scope, mayReplace bool) (ctrl
 	}
 	desired.Subsystem.MinCntlid, desired.Subsystem.MaxCntlid = cntlidRange(cntlidSlot(pool, server.NodeName))
 	hold := applyHold(&desired, vol, time.Now())
-	if s.replicaKeys != nil && vol.Status.Mirror != "" && desired.Cached.WriteMode != dataplane.WriteBack &&
-		ownerMirrorsWriteBack(ctx, c, desired.Cached.Name) {
+	if s.replicaKeys != nil && vol.Status.Mirror != "" && desired.Cached.WriteMode != dataplane.WriteBack && ownerMirrorsWriteBack(prior) {
 		// Leaving write-back (a snapshot's hold, a change of mode), the
 		// owner stops forwarding and marks its mirror's copy clean, stale
 		// from the next write. While Mirrored True is stored a promotion

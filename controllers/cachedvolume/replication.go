@@ -282,22 +282,20 @@ func mirroredStored(vol *rcv1.CachedVolume) bool {
 	return meta.IsStatusConditionTrue(vol.Status.Conditions, rcv1.ConditionMirrored)
 }
 
-// ownerForwards: the owner's cached bdev has a mirror connection (a broken
+// ownerForwards: the owner's cached bdev (its statistics) has a mirror connection (a broken
 // one holds the answers of what it could not forward, so it counts), or
 // it runs another mode than write-back (what it acknowledges is in Ceph:
 // a snapshot's write-through hold, a switch away from write-back).
-func ownerForwards(ctx context.Context, c *dataplane.Client, name string) bool {
-	st, err := c.CachedBdevStats(ctx, name)
-	return err == nil && (st.Replica != nil || st.WriteMode != dataplane.WriteBack)
+func ownerForwards(st *dataplane.CacheStats) bool {
+	return st != nil && (st.Replica != nil || st.WriteMode != dataplane.WriteBack)
 }
 
 // ownerMirrorsWriteBack: the owner runs write-back with a mirror attached,
 // so a change of mode now would leave the mirror's copy stale. One that
 // already left write-back (a hold in force; a write-through owner's
 // mirror copy gets no writes and stays empty) is not held back again.
-func ownerMirrorsWriteBack(ctx context.Context, c *dataplane.Client, name string) bool {
-	st, err := c.CachedBdevStats(ctx, name)
-	return err == nil && st.Replica != nil && st.WriteMode == dataplane.WriteBack
+func ownerMirrorsWriteBack(st *dataplane.CacheStats) bool {
+	return st != nil && st.Replica != nil && st.WriteMode == dataplane.WriteBack
 }
 
 // releaseReplica tells the owner to stop forwarding to a mirror that is

@@ -110,8 +110,8 @@ server_node_start() {
 server_node_kill() {
   server_node "$1"
   local sock="$sn_dir/containerd.sock" pid
-  stop_now "$sn_kubelet"
-  stop_now "$sn_containerd"
+  stop "$sn_kubelet" KILL
+  stop "$sn_containerd" KILL
   # The runtime's shims outlive containerd; each names its socket.
   for pid in $(grep -lsz -- "$sock" /proc/[0-9]*/cmdline | cut -d/ -f3); do
     { tr "\0" " " <"/proc/$pid/cmdline"; } 2>/dev/null | grep -q containerd-shim && kill -KILL "$pid" 2>/dev/null || true
